@@ -1,0 +1,26 @@
+// Text rendering of GPU snapshots for `flytctl gpus`: a gpustat-like table, one line per GPU and
+// one indented line per process. Absent readings print as "-", lost GPUs as "LOST". Pure
+// functions; thread-safe.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "gpu/score.h"
+#include "gpu/types.h"
+
+namespace flyt::ctl {
+
+struct RenderOptions {
+  bool color = false;       // ANSI colours by load, like nvitop's thresholds
+  std::string hostname;     // shown in the header line
+  bool show_processes = true;
+};
+
+std::string RenderSnapshot(const gpu::GpuSnapshot& snapshot, const RenderOptions& options);
+std::string RenderAvailable(const std::vector<gpu::ScoredGpu>& ranked, const RenderOptions& options);
+
+// The one-line notice printed above every table of simulated GPUs.
+std::string SimulatedBanner(const gpu::GpuSnapshot& snapshot);
+
+}  // namespace flyt::ctl

@@ -1,0 +1,320 @@
+#include "gpu/monitor.h"
+
+#include <algorithm>
+
+namespace flyt::gpu {
+namespace {
+
+std::optional<MetricStats> ToMetric(const RunningStats& s) {
+  std::optional<Summary> sum = s.Get();
+  if (!sum) return std::nullopt;
+  return MetricStats{sum->min, sum->max, sum->mean, sum->p50, sum->p95, sum->p99, sum->samples};
+}
+
+HistoryPoint ToPoint(const GpuInfo& g, int64_t t_ms) {
+  HistoryPoint p;
+  p.t_ms = t_ms;
+  if (g.gpu_util_percent) p.gpu_util_percent = static_cast<float>(*g.gpu_util_percent);
+  if (g.memory_util_percent) p.memory_util_percent = static_cast<float>(*g.memory_util_percent);
+  if (g.memory_used_bytes) {
+    p.memory_used_mib = static_cast<float>(static_cast<double>(*g.memory_used_bytes) / kBytesPerMib);
+  }
+  if (g.memory_total_bytes) {
+    p.memory_total_mib =
+        static_cast<float>(static_cast<double>(*g.memory_total_bytes) / kBytesPerMib);
+  }
+  if (g.temperature_c) p.temperature_c = static_cast<float>(*g.temperature_c);
+  if (g.power_draw_mw) p.power_draw_w = static_cast<float>(*g.power_draw_mw / 1000.0);
+  if (g.sm_clock_mhz) p.sm_clock_mhz = static_cast<float>(*g.sm_clock_mhz);
+  return p;
+}
+
+}  // namespace
+
+Status MonitorOptions::Validate() const {
+  if (sample_interval.count() <= 0) return InvalidArgument("sample interval must be positive");
+  if (cache_ttl.count() < 0) return InvalidArgument("cache TTL must not be negative");
+  if (history_retention.count() <= 0) return InvalidArgument("history retention must be positive");
+  if (max_sessions == 0) return InvalidArgument("max sessions must be at least 1");
+  return score_weights.Validate();
+}
+
+Monitor::Monitor(std::unique_ptr<Backend> backend, Clock& clock, MonitorOptions options)
+    : backend_(std::move(backend)),
+      clock_(clock),
+      options_(options),
+      history_(static_cast<size_t>(
+          std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   options.history_retention)
+                                       .count() /
+                                   std::max<int64_t>(1, options.sample_interval.count())))) {
+  last_reinit_ = clock_.SteadyNow();
+}
+
+Monitor::~Monitor() { Stop(); }
+
+void Monitor::Start() {
+  std::scoped_lock lock(thread_mu_);
+  if (sampler_.joinable()) return;
+  stopping_ = false;
+  sampler_ = std::thread([this] { SampleLoop(); });
+  if (backend_->SupportsEvents()) event_thread_ = std::thread([this] { EventLoop(); });
+}
+
+void Monitor::Stop() {
+  {
+    std::scoped_lock lock(thread_mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (sampler_.joinable()) sampler_.join();
+  if (event_thread_.joinable()) event_thread_.join();
+}
+
+void Monitor::SampleLoop() {
+  std::unique_lock lock(thread_mu_);
+  while (!stopping_) {
+    lock.unlock();
+    (void)SampleOnce();  // failures are counted in stats_ and visible in the snapshot reason
+    lock.lock();
+    wake_.wait_for(lock, options_.sample_interval, [this] { return stopping_; });
+  }
+}
+
+void Monitor::EventLoop() {
+  while (true) {
+    {
+      std::scoped_lock lock(thread_mu_);
+      if (stopping_) return;
+    }
+    PollEvents(std::chrono::milliseconds(500));
+  }
+}
+
+Result<GpuSnapshot> Monitor::ReadFresh() {
+  std::scoped_lock backend_lock(backend_mu_);
+  auto started = std::chrono::steady_clock::now();
+  Result<GpuSnapshot> snap = backend_->Snapshot();
+  auto took = std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::steady_clock::now() - started);
+  std::scoped_lock lock(mu_);
+  stats_.last_sample_duration = took;
+  stats_.total_sample_duration += took;
+  if (!snap.ok()) {
+    ++stats_.sample_failures;
+    return snap;
+  }
+  snap->taken_at = clock_.WallNow();
+  Record(*snap);
+  return snap;
+}
+
+Status Monitor::SampleOnce() {
+  bool any_lost = false;
+  {
+    Result<GpuSnapshot> snap = ReadFresh();
+    if (!snap.ok()) return snap.status();
+    any_lost = std::any_of(snap->gpus.begin(), snap->gpus.end(),
+                           [](const GpuInfo& g) { return g.lost; });
+  }
+  if (any_lost && clock_.SteadyNow() - last_reinit_ >= options_.reinit_interval) {
+    std::scoped_lock backend_lock(backend_mu_);
+    last_reinit_ = clock_.SteadyNow();
+    (void)backend_->Reinitialize();
+  }
+  return Status::Ok();
+}
+
+void Monitor::Record(const GpuSnapshot& snap) {
+  cache_ = snap;
+  cache_time_ = clock_.SteadyNow();
+  ++stats_.samples;
+  if (!snap.reason.empty() && snap.source != Source::kNone) ++stats_.failed_readings;
+  const int64_t t_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           snap.taken_at.time_since_epoch())
+                           .count();
+  for (const GpuInfo& g : snap.gpus) {
+    if (g.lost) {
+      if (lost_uuids_.insert(g.uuid + "#" + std::to_string(g.index)).second) {
+        GpuEvent e;
+        e.at = snap.taken_at;
+        e.gpu_index = g.index;
+        e.gpu_uuid = g.uuid;
+        e.type = EventType::kGpuLost;
+        e.description = "GPU " + std::to_string(g.index) + " is lost (fell off the bus)";
+        RecordEvent(std::move(e));
+      }
+      continue;
+    }
+    lost_uuids_.erase(g.uuid + "#" + std::to_string(g.index));
+    history_.Add(g.index, ToPoint(g, t_ms));
+  }
+  stats_.history_bytes = history_.MemoryBytes();
+
+  ExpireSessions();
+  for (auto& [id, s] : sessions_) {
+    ++s.sample_count;
+    for (const GpuInfo& g : snap.gpus) {
+      if (g.lost) continue;
+      if (s.gpus && s.gpus->count(g.index) == 0) continue;
+      Session::Gpu& sg = s.per_gpu[g.index];
+      sg.name = g.name;
+      if (g.gpu_util_percent) sg.util.Add(*g.gpu_util_percent);
+      if (g.memory_used_bytes) {
+        sg.mem_used_mb.Add(static_cast<double>(*g.memory_used_bytes) / kBytesPerMib);
+      }
+      if (auto pct = g.MemoryUsagePercent()) sg.mem_pct.Add(*pct);
+      if (g.temperature_c) sg.temp.Add(*g.temperature_c);
+      if (g.power_draw_mw) sg.power.Add(*g.power_draw_mw / 1000.0);
+    }
+  }
+  stats_.sessions = sessions_.size();
+}
+
+void Monitor::RecordEvent(GpuEvent event) {
+  EventCounts& c = event_counts_[event.gpu_index];
+  ++c.total;
+  if (event.type == EventType::kXid && event.xid) {
+    ++c.by_xid[*event.xid];
+    c.last_xid = event.xid;
+  }
+  if (event.type == EventType::kSingleBitEcc) ++c.single_bit_ecc;
+  if (event.type == EventType::kDoubleBitEcc) ++c.double_bit_ecc;
+  events_.push_back(std::move(event));
+  while (events_.size() > options_.max_recent_events) events_.pop_front();
+}
+
+size_t Monitor::PollEvents(std::chrono::milliseconds timeout) {
+  std::vector<GpuEvent> events = backend_->WaitEvents(timeout);
+  std::scoped_lock lock(mu_);
+  for (GpuEvent& e : events) {
+    e.at = clock_.WallNow();
+    RecordEvent(std::move(e));
+  }
+  return events.size();
+}
+
+Result<GpuSnapshot> Monitor::QueryGpus(bool use_cache) {
+  if (use_cache) {
+    std::scoped_lock lock(mu_);
+    if (cache_ && clock_.SteadyNow() - cache_time_ < options_.cache_ttl) return *cache_;
+  }
+  return ReadFresh();
+}
+
+Result<GpuInfo> Monitor::GetGpuInfo(uint32_t index, bool use_cache) {
+  FLYT_ASSIGN_OR_RETURN(GpuSnapshot snap, QueryGpus(use_cache));
+  for (GpuInfo& g : snap.gpus) {
+    if (g.index == index) return std::move(g);
+  }
+  return NotFound("no GPU with index " + std::to_string(index) + " (this machine has " +
+                  std::to_string(snap.gpus.size()) + ")");
+}
+
+Result<std::vector<ScoredGpu>> Monitor::GetAvailableGpus(uint64_t min_free_memory_bytes,
+                                                         uint32_t max_utilization_percent) {
+  FLYT_ASSIGN_OR_RETURN(GpuSnapshot snap, QueryGpus(true));
+  return RankAvailableGpus(snap.gpus, min_free_memory_bytes, max_utilization_percent,
+                           options_.score_weights);
+}
+
+Result<std::string> Monitor::StartSession(const SessionOptions& options) {
+  std::scoped_lock lock(mu_);
+  ExpireSessions();
+  if (sessions_.size() >= options_.max_sessions) {
+    return Status(StatusCode::kResourceExhausted,
+                  "too many monitoring sessions (" + std::to_string(options_.max_sessions) +
+                      " running); stop one first");
+  }
+  Session s;
+  s.id = "mon-" + std::to_string(next_session_++);
+  s.started = s.last_access = clock_.SteadyNow();
+  if (options.gpus) s.gpus = std::set<uint32_t>(options.gpus->begin(), options.gpus->end());
+  std::string id = s.id;
+  sessions_.emplace(id, std::move(s));
+  stats_.sessions = sessions_.size();
+  return id;
+}
+
+SessionStats Monitor::Summarise(const Session& s) const {
+  SessionStats out;
+  out.id = s.id;
+  out.monitoring_duration_seconds =
+      std::chrono::duration<double>(clock_.SteadyNow() - s.started).count();
+  out.sample_count = s.sample_count;
+  for (const auto& [index, g] : s.per_gpu) {
+    GpuSessionStats gs;
+    gs.index = index;
+    gs.name = g.name;
+    gs.utilization = ToMetric(g.util);
+    gs.memory_used_mb = ToMetric(g.mem_used_mb);
+    gs.memory_usage_percent = ToMetric(g.mem_pct);
+    gs.temperature_c = ToMetric(g.temp);
+    gs.power_draw_w = ToMetric(g.power);
+    out.gpu_stats.emplace(index, std::move(gs));
+  }
+  return out;
+}
+
+void Monitor::ExpireSessions() {
+  const auto now = clock_.SteadyNow();
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    if (now - it->second.last_access > options_.session_idle_expiry) {
+      it = sessions_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+Result<SessionStats> Monitor::GetSession(const std::string& id) {
+  std::scoped_lock lock(mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return NotFound("no monitoring session " + id);
+  it->second.last_access = clock_.SteadyNow();
+  return Summarise(it->second);
+}
+
+Result<SessionStats> Monitor::StopSession(const std::string& id) {
+  std::scoped_lock lock(mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return NotFound("no monitoring session " + id);
+  SessionStats out = Summarise(it->second);
+  sessions_.erase(it);
+  stats_.sessions = sessions_.size();
+  return out;
+}
+
+std::vector<std::string> Monitor::SessionIds() const {
+  std::scoped_lock lock(mu_);
+  std::vector<std::string> ids;
+  for (const auto& [id, s] : sessions_) ids.push_back(id);
+  return ids;
+}
+
+std::vector<HistoryPoint> Monitor::GetHistory(uint32_t index,
+                                              std::chrono::system_clock::time_point since,
+                                              std::chrono::milliseconds step) const {
+  std::scoped_lock lock(mu_);
+  return history_.Query(
+      index,
+      std::chrono::duration_cast<std::chrono::milliseconds>(since.time_since_epoch()).count(),
+      step.count());
+}
+
+std::vector<GpuEvent> Monitor::RecentEvents() const {
+  std::scoped_lock lock(mu_);
+  return {events_.begin(), events_.end()};
+}
+
+std::map<uint32_t, EventCounts> Monitor::EventCountsByGpu() const {
+  std::scoped_lock lock(mu_);
+  return event_counts_;
+}
+
+MonitorStats Monitor::Stats() const {
+  std::scoped_lock lock(mu_);
+  return stats_;
+}
+
+}  // namespace flyt::gpu

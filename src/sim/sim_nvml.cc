@@ -1,0 +1,685 @@
+#include "sim/sim_nvml.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/strings.h"
+#include "sim/scenario.h"
+
+namespace flyt::sim::api {
+namespace {
+
+struct Device {
+  const GpuSpec* spec = nullptr;
+  EnergyCache energy;
+};
+
+struct EventSet {
+  unsigned long long mask = 0;
+  std::set<uint32_t> devices;     // registered GPU indexes
+  std::set<size_t> delivered;     // indexes into scenario.faults
+};
+
+class Sim {
+ public:
+  std::mutex mu;
+  int init_count = 0;
+  bool loaded = false;
+  Scenario scenario;
+  std::vector<Device> devices;
+  std::vector<std::unique_ptr<EventSet>> event_sets;
+  std::chrono::steady_clock::time_point started;
+  int64_t wall_start_us = 0;
+  bool real_time = false;
+  std::string path;
+
+  // Loads the scenario on first init. Returns NVML_SUCCESS or an error code; prints why once.
+  // A re-initialisation with the same scenario keeps its state and clock (a lost GPU stays lost,
+  // as after a real nvmlShutdown/nvmlInit); a different scenario starts afresh.
+  nvmlReturn_t Load() {
+    const char* env = std::getenv("FLYT_SIM_SCENARIO");
+    if (loaded && env != nullptr && path == env) return NVML_SUCCESS;
+    if (env == nullptr || *env == '\0') {
+      std::fprintf(stderr,
+                   "flyt-sim-nvml: FLYT_SIM_SCENARIO is not set; point it at a scenario file "
+                   "(see sim/scenarios/)\n");
+      return NVML_ERROR_DRIVER_NOT_LOADED;
+    }
+    Result<Scenario> s = LoadScenario(env);
+    if (!s.ok()) {
+      std::fprintf(stderr, "flyt-sim-nvml: %s\n", s.status().message().c_str());
+      return NVML_ERROR_DRIVER_NOT_LOADED;
+    }
+    scenario = std::move(s).value();
+    path = env;
+    event_sets.clear();
+    devices.clear();
+    devices.resize(scenario.gpus.size());
+    for (size_t i = 0; i < devices.size(); ++i) devices[i].spec = &scenario.gpus[i];
+    started = std::chrono::steady_clock::now();
+    const bool fixed = std::getenv("FLYT_SIM_CLOCK_FILE") || std::getenv("FLYT_SIM_TIME");
+    real_time = !fixed;
+    wall_start_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+    loaded = true;
+    return NVML_SUCCESS;
+  }
+
+  static double EnvDouble(const char* name, double fallback) {
+    const char* v = std::getenv(name);
+    if (v == nullptr) return fallback;
+    auto d = ParseDouble(v);
+    return d ? *d : fallback;
+  }
+
+  // Scenario time in seconds.
+  double Now() const {
+    if (const char* file = std::getenv("FLYT_SIM_CLOCK_FILE")) {
+      auto text = ReadFile(file);
+      if (text.ok()) {
+        if (auto d = ParseDouble(*text)) return std::max(0.0, *d);
+      }
+      return 0;
+    }
+    if (std::getenv("FLYT_SIM_TIME") != nullptr) return std::max(0.0, EnvDouble("FLYT_SIM_TIME", 0));
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    return std::max(0.0, EnvDouble("FLYT_SIM_START", 0) + elapsed * EnvDouble("FLYT_SIM_SPEED", 1));
+  }
+
+  // CPU timestamp in µs for scenario time t (what NVML puts in samples).
+  unsigned long long TimestampUs(double t) const {
+    if (real_time) {
+      double start = EnvDouble("FLYT_SIM_START", 0);
+      return static_cast<unsigned long long>(wall_start_us + (t - start) * 1e6);
+    }
+    return static_cast<unsigned long long>(scenario.epoch_s * 1000000LL + t * 1e6);
+  }
+
+  bool Lost(uint32_t gpu, double t) const {
+    return std::any_of(scenario.faults.begin(), scenario.faults.end(), [&](const Fault& f) {
+      return f.kind == FaultKind::kLost && f.gpu == gpu && t >= f.at_s;
+    });
+  }
+
+  // What a call reading `field` of `gpu` answers at time t before producing a value.
+  nvmlReturn_t FieldStatus(const Device& dev, Field field, double t) const {
+    const GpuSpec& g = *dev.spec;
+    if (Lost(g.index, t)) return NVML_ERROR_GPU_IS_LOST;
+    if (g.unsupported.count(field) != 0) return NVML_ERROR_NOT_SUPPORTED;
+    for (const Fault& f : scenario.faults) {
+      if (f.gpu != g.index || f.field != field || t < f.at_s || t >= f.until_s) continue;
+      if (f.kind == FaultKind::kNotSupported) return NVML_ERROR_NOT_SUPPORTED;
+      if (f.kind == FaultKind::kError) return static_cast<nvmlReturn_t>(f.error_code);
+    }
+    return NVML_SUCCESS;
+  }
+
+  Device* FromHandle(nvmlDevice_t handle) {
+    auto* d = reinterpret_cast<Device*>(handle);
+    if (devices.empty() || d < devices.data() || d >= devices.data() + devices.size()) return nullptr;
+    return d;
+  }
+};
+
+Sim& Instance() {
+  static Sim* sim = new Sim();  // never destroyed: exports may run during process exit
+  return *sim;
+}
+
+// Runs `body(sim, dev, t)` for a device call reading `field`, after the checks every NVML
+// device call makes: initialised, valid handle, not lost, field supported and not failing.
+template <typename Body>
+nvmlReturn_t DeviceCall(nvmlDevice_t handle, Field field, Body body) noexcept {
+  try {
+    Sim& sim = Instance();
+    std::scoped_lock lock(sim.mu);
+    if (sim.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+    Device* dev = sim.FromHandle(handle);
+    if (dev == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    double t = sim.Now();
+    nvmlReturn_t rc = sim.FieldStatus(*dev, field, t);
+    if (rc != NVML_SUCCESS) return rc;
+    return body(sim, *dev, t);
+  } catch (...) {
+    return NVML_ERROR_UNKNOWN;
+  }
+}
+
+nvmlReturn_t CopyString(const std::string& value, char* out, unsigned int length) {
+  if (out == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (value.size() + 1 > length) return NVML_ERROR_INSUFFICIENT_SIZE;
+  std::memcpy(out, value.c_str(), value.size() + 1);
+  return NVML_SUCCESS;
+}
+
+template <typename Info>
+nvmlReturn_t RunningProcesses(nvmlDevice_t device, unsigned int* count, Info* infos,
+                              ProcessKind kind) {
+  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  return DeviceCall(device, Field::kProcesses, [&](Sim& sim, Device& dev, double t) {
+    std::vector<const ProcessSpec*> running;
+    for (const ProcessSpec& p : sim.scenario.processes) {
+      if (p.gpu == dev.spec->index && p.kind == kind && p.Active(t)) running.push_back(&p);
+    }
+    const unsigned int capacity = *count;
+    *count = static_cast<unsigned int>(running.size());
+    if (running.empty()) return NVML_SUCCESS;
+    if (capacity < running.size()) return NVML_ERROR_INSUFFICIENT_SIZE;
+    if (infos == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    for (size_t i = 0; i < running.size(); ++i) {
+      Info info{};
+      info.pid = running[i]->pid;
+      info.usedGpuMemory = running[i]->memory_bytes;
+      if constexpr (std::is_same_v<Info, nvmlProcessInfo_t>) {
+        info.gpuInstanceId = kNvmlInstanceIdNone;
+        info.computeInstanceId = kNvmlInstanceIdNone;
+      }
+      infos[i] = info;
+    }
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t ReadUint(nvmlDevice_t device, Field field, unsigned int* out,
+                      unsigned int (*get)(const Sim&, Device&, double)) {
+  if (out == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  return DeviceCall(device, field, [&](Sim& sim, Device& dev, double t) {
+    *out = get(sim, dev, t);
+    return NVML_SUCCESS;
+  });
+}
+
+GpuReading Reading(const Sim& sim, const Device& dev, double t) {
+  return ReadingAt(sim.scenario, *dev.spec, t);
+}
+
+}  // namespace
+
+const char* ScenarioPath() noexcept {
+  Sim& sim = Instance();
+  std::scoped_lock lock(sim.mu);
+  return sim.path.c_str();
+}
+
+nvmlReturn_t Init() noexcept {
+  try {
+    Sim& sim = Instance();
+    std::scoped_lock lock(sim.mu);
+    if (sim.init_count == 0) {
+      nvmlReturn_t rc = sim.Load();
+      if (rc != NVML_SUCCESS) return rc;
+    }
+    ++sim.init_count;
+    return NVML_SUCCESS;
+  } catch (...) {
+    return NVML_ERROR_UNKNOWN;
+  }
+}
+
+nvmlReturn_t Shutdown() noexcept {
+  Sim& sim = Instance();
+  std::scoped_lock lock(sim.mu);
+  if (sim.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+  --sim.init_count;
+  return NVML_SUCCESS;
+}
+
+const char* ErrorString(nvmlReturn_t result) noexcept {
+  switch (result) {
+    case NVML_SUCCESS: return "Success";
+    case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
+    case NVML_ERROR_NOT_FOUND: return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
+    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+    case NVML_ERROR_TIMEOUT: return "Timeout";
+    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+    case NVML_ERROR_UNKNOWN: return "Unknown Error";
+    default: return "Unknown Error";
+  }
+}
+
+nvmlReturn_t SystemGetDriverVersion(char* version, unsigned int length) noexcept {
+  Sim& sim = Instance();
+  std::scoped_lock lock(sim.mu);
+  if (sim.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+  return CopyString(sim.scenario.driver_version, version, length);
+}
+
+nvmlReturn_t SystemGetNVMLVersion(char* version, unsigned int length) noexcept {
+  Sim& sim = Instance();
+  std::scoped_lock lock(sim.mu);
+  if (sim.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+  return CopyString(sim.scenario.nvml_version, version, length);
+}
+
+nvmlReturn_t SystemGetCudaDriverVersion(int* version) noexcept {
+  if (version == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  Sim& sim = Instance();
+  std::scoped_lock lock(sim.mu);
+  if (sim.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+  *version = sim.scenario.cuda_driver_version;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t DeviceGetCount(unsigned int* count) noexcept {
+  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  Sim& sim = Instance();
+  std::scoped_lock lock(sim.mu);
+  if (sim.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+  *count = static_cast<unsigned int>(sim.devices.size());
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t DeviceGetHandleByIndex(unsigned int index, nvmlDevice_t* device) noexcept {
+  if (device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  Sim& sim = Instance();
+  std::scoped_lock lock(sim.mu);
+  if (sim.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+  if (index >= sim.devices.size()) return NVML_ERROR_INVALID_ARGUMENT;
+  if (sim.Lost(index, sim.Now())) return NVML_ERROR_GPU_IS_LOST;
+  *device = reinterpret_cast<nvmlDevice_t>(&sim.devices[index]);
+  return NVML_SUCCESS;
+}
+
+namespace {
+// Identity calls: check initialised, handle and lost, but no field faults.
+template <typename Body>
+nvmlReturn_t IdentityCall(nvmlDevice_t handle, Body body) noexcept {
+  try {
+    Sim& sim = Instance();
+    std::scoped_lock lock(sim.mu);
+    if (sim.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+    Device* dev = sim.FromHandle(handle);
+    if (dev == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (sim.Lost(dev->spec->index, sim.Now())) return NVML_ERROR_GPU_IS_LOST;
+    return body(*dev);
+  } catch (...) {
+    return NVML_ERROR_UNKNOWN;
+  }
+}
+}  // namespace
+
+nvmlReturn_t DeviceGetIndex(nvmlDevice_t device, unsigned int* index) noexcept {
+  if (index == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  return IdentityCall(device, [&](Device& dev) {
+    *index = dev.spec->index;
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t DeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) noexcept {
+  return IdentityCall(device, [&](Device& dev) { return CopyString(dev.spec->uuid, uuid, length); });
+}
+
+nvmlReturn_t DeviceGetName(nvmlDevice_t device, char* name, unsigned int length) noexcept {
+  return IdentityCall(device, [&](Device& dev) { return CopyString(dev.spec->name, name, length); });
+}
+
+nvmlReturn_t DeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_t* pci) noexcept {
+  if (pci == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  return IdentityCall(device, [&](Device& dev) {
+    *pci = nvmlPciInfo_t{};
+    const std::string& bus_id = dev.spec->pci_bus_id;
+    std::snprintf(pci->busId, sizeof(pci->busId), "%s", bus_id.c_str());
+    // Legacy form: 4-digit domain, e.g. "0000:18:00.0".
+    std::string legacy = bus_id.size() > 4 ? bus_id.substr(4) : bus_id;
+    std::snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "%s", legacy.c_str());
+    unsigned int domain = 0, bus = 0, dev_no = 0, fn = 0;
+    if (std::sscanf(bus_id.c_str(), "%x:%x:%x.%x", &domain, &bus, &dev_no, &fn) == 4) {
+      pci->domain = domain;
+      pci->bus = bus;
+      pci->device = dev_no;
+    }
+    pci->pciDeviceId = dev.spec->pci_device_id;
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t DeviceGetSerial(nvmlDevice_t device, char* serial, unsigned int length) noexcept {
+  return DeviceCall(device, Field::kSerial, [&](Sim&, Device& dev, double) {
+    return CopyString(dev.spec->serial, serial, length);
+  });
+}
+
+nvmlReturn_t DeviceGetMemoryInfoV2(nvmlDevice_t device, nvmlMemory_v2_t* memory) noexcept {
+  if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (memory->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  return DeviceCall(device, Field::kMemory, [&](Sim& sim, Device& dev, double t) {
+    const GpuSpec& g = *dev.spec;
+    uint64_t used = Reading(sim, dev, t).memory_used_bytes;
+    memory->total = g.memory_total_bytes;
+    memory->reserved = g.memory_reserved_bytes;
+    memory->used = used;
+    memory->free = g.memory_total_bytes - g.memory_reserved_bytes - used;
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t DeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) noexcept {
+  if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  return DeviceCall(device, Field::kMemory, [&](Sim& sim, Device& dev, double t) {
+    const GpuSpec& g = *dev.spec;
+    // The v1 structure has no `reserved`: NVML counts reserved memory as used there.
+    uint64_t used = Reading(sim, dev, t).memory_used_bytes + g.memory_reserved_bytes;
+    memory->total = g.memory_total_bytes;
+    memory->used = used;
+    memory->free = g.memory_total_bytes - used;
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t DeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* utilization) noexcept {
+  if (utilization == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  return DeviceCall(device, Field::kUtilization, [&](Sim& sim, Device& dev, double t) {
+    GpuReading r = Reading(sim, dev, t);
+    utilization->gpu = r.gpu_util;
+    utilization->memory = r.mem_util;
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t DeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensor,
+                                  unsigned int* temp) noexcept {
+  if (sensor != NVML_TEMPERATURE_GPU) return NVML_ERROR_INVALID_ARGUMENT;
+  return ReadUint(device, Field::kTemperature, temp, [](const Sim& s, Device& d, double t) {
+    return Reading(s, d, t).temperature_c;
+  });
+}
+
+nvmlReturn_t DeviceGetPowerUsage(nvmlDevice_t device, unsigned int* power_mw) noexcept {
+  return ReadUint(device, Field::kPower, power_mw,
+                  [](const Sim&, Device& d, double t) { return PowerMwAt(*d.spec, t); });
+}
+
+nvmlReturn_t DeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int* limit_mw) noexcept {
+  return ReadUint(device, Field::kPowerLimit, limit_mw,
+                  [](const Sim&, Device& d, double) { return d.spec->power_limit_mw; });
+}
+
+nvmlReturn_t DeviceGetTotalEnergyConsumption(nvmlDevice_t device,
+                                             unsigned long long* energy_mj) noexcept {
+  if (energy_mj == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  return DeviceCall(device, Field::kEnergy, [&](Sim&, Device& dev, double t) {
+    *energy_mj = EnergyAt(*dev.spec, t, &dev.energy);
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t DeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type,
+                                unsigned int* mhz) noexcept {
+  if (mhz == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  return DeviceCall(device, Field::kClocks, [&](Sim& sim, Device& dev, double t) {
+    GpuReading r = Reading(sim, dev, t);
+    switch (type) {
+      case NVML_CLOCK_GRAPHICS:
+      case NVML_CLOCK_SM: *mhz = r.sm_clock_mhz; return NVML_SUCCESS;
+      case NVML_CLOCK_MEM: *mhz = r.mem_clock_mhz; return NVML_SUCCESS;
+      case NVML_CLOCK_VIDEO: *mhz = r.sm_clock_mhz * 9 / 10; return NVML_SUCCESS;
+    }
+    return NVML_ERROR_INVALID_ARGUMENT;
+  });
+}
+
+nvmlReturn_t DeviceGetMaxClockInfo(nvmlDevice_t device, nvmlClockType_t type,
+                                   unsigned int* mhz) noexcept {
+  if (mhz == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  return DeviceCall(device, Field::kMaxClocks, [&](Sim&, Device& dev, double) {
+    switch (type) {
+      case NVML_CLOCK_GRAPHICS:
+      case NVML_CLOCK_SM: *mhz = dev.spec->max_sm_clock_mhz; return NVML_SUCCESS;
+      case NVML_CLOCK_MEM: *mhz = dev.spec->max_mem_clock_mhz; return NVML_SUCCESS;
+      case NVML_CLOCK_VIDEO: *mhz = dev.spec->max_sm_clock_mhz * 9 / 10; return NVML_SUCCESS;
+    }
+    return NVML_ERROR_INVALID_ARGUMENT;
+  });
+}
+
+nvmlReturn_t DeviceGetPcieThroughput(nvmlDevice_t device, nvmlPcieUtilCounter_t counter,
+                                     unsigned int* kb_per_s) noexcept {
+  if (kb_per_s == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  return DeviceCall(device, Field::kPcie, [&](Sim& sim, Device& dev, double t) {
+    GpuReading r = Reading(sim, dev, t);
+    if (counter == NVML_PCIE_UTIL_RX_BYTES) {
+      *kb_per_s = r.pcie_rx_kb_per_s;
+    } else if (counter == NVML_PCIE_UTIL_TX_BYTES) {
+      *kb_per_s = r.pcie_tx_kb_per_s;
+    } else {
+      return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t DeviceGetFanSpeed(nvmlDevice_t device, unsigned int* percent) noexcept {
+  if (percent == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  return DeviceCall(device, Field::kFan, [&](Sim& sim, Device& dev, double t) {
+    if (!dev.spec->has_fan) return NVML_ERROR_NOT_SUPPORTED;  // passively cooled
+    *percent = Reading(sim, dev, t).fan_percent;
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t DeviceGetPerformanceState(nvmlDevice_t device, nvmlPstates_t* state) noexcept {
+  if (state == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  return DeviceCall(device, Field::kPerformanceState, [&](Sim& sim, Device& dev, double t) {
+    *state = static_cast<nvmlPstates_t>(Reading(sim, dev, t).pstate);
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t DeviceGetComputeMode(nvmlDevice_t device, nvmlComputeMode_t* mode) noexcept {
+  if (mode == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  return DeviceCall(device, Field::kComputeMode, [&](Sim&, Device& dev, double) {
+    const std::string& m = dev.spec->compute_mode;
+    *mode = m == "exclusive_process" ? NVML_COMPUTEMODE_EXCLUSIVE_PROCESS
+            : m == "prohibited"      ? NVML_COMPUTEMODE_PROHIBITED
+                                     : NVML_COMPUTEMODE_DEFAULT;
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t DeviceGetMigMode(nvmlDevice_t device, unsigned int* current,
+                              unsigned int* pending) noexcept {
+  if (current == nullptr || pending == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  return DeviceCall(device, Field::kMig, [&](Sim&, Device& dev, double) {
+    *current = *pending = dev.spec->mig_enabled ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t DeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorType_t error_type,
+                                     nvmlEccCounterType_t counter_type,
+                                     unsigned long long* count) noexcept {
+  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  return DeviceCall(device, Field::kEcc, [&](Sim& sim, Device& dev, double t) {
+    // Each XID 48 (double-bit ECC) fault that has happened counts as one uncorrected error.
+    unsigned long long n = 0;
+    if (error_type == NVML_MEMORY_ERROR_TYPE_UNCORRECTED) {
+      for (const Fault& f : sim.scenario.faults) {
+        if (f.kind == FaultKind::kXid && f.xid == 48 && f.gpu == dev.spec->index && t >= f.at_s) ++n;
+      }
+    }
+    (void)counter_type;
+    *count = n;
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t DeviceGetClocksEventReasons(nvmlDevice_t device,
+                                         unsigned long long* reasons) noexcept {
+  if (reasons == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  return DeviceCall(device, Field::kClockReasons, [&](Sim& sim, Device& dev, double t) {
+    *reasons = Reading(sim, dev, t).clock_reasons;
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t DeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int* count,
+                                              nvmlProcessInfo_t* infos) noexcept {
+  return RunningProcesses(device, count, infos, ProcessKind::kCompute);
+}
+nvmlReturn_t DeviceGetComputeRunningProcessesV1(nvmlDevice_t device, unsigned int* count,
+                                                nvmlProcessInfo_v1_t* infos) noexcept {
+  return RunningProcesses(device, count, infos, ProcessKind::kCompute);
+}
+nvmlReturn_t DeviceGetGraphicsRunningProcesses(nvmlDevice_t device, unsigned int* count,
+                                               nvmlProcessInfo_t* infos) noexcept {
+  return RunningProcesses(device, count, infos, ProcessKind::kGraphics);
+}
+nvmlReturn_t DeviceGetGraphicsRunningProcessesV1(nvmlDevice_t device, unsigned int* count,
+                                                 nvmlProcessInfo_v1_t* infos) noexcept {
+  return RunningProcesses(device, count, infos, ProcessKind::kGraphics);
+}
+
+nvmlReturn_t DeviceGetProcessUtilization(nvmlDevice_t device,
+                                         nvmlProcessUtilizationSample_t* samples,
+                                         unsigned int* count,
+                                         unsigned long long last_seen_us) noexcept {
+  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  return DeviceCall(device, Field::kProcessUtilization, [&](Sim& sim, Device& dev, double t) {
+    if (dev.spec->mig_enabled) return NVML_ERROR_NOT_SUPPORTED;  // as on real MIG GPUs
+    // The driver samples once per scenario second; the newest sample is at floor(t).
+    const double sample_t = std::floor(t);
+    const unsigned long long ts = sim.TimestampUs(sample_t);
+    std::vector<nvmlProcessUtilizationSample_t> out;
+    if (ts > last_seen_us) {
+      for (const ProcessSpec& p : sim.scenario.processes) {
+        if (p.gpu != dev.spec->index || !p.Active(sample_t)) continue;
+        ProcessReading r = ProcessReadingAt(sim.scenario, p, sample_t);
+        if (r.sm_util == 0 && r.mem_util == 0) continue;  // NVML reports busy processes only
+        nvmlProcessUtilizationSample_t s{};
+        s.pid = p.pid;
+        s.timeStamp = ts;
+        s.smUtil = r.sm_util;
+        s.memUtil = r.mem_util;
+        out.push_back(s);
+      }
+    }
+    if (out.empty()) return NVML_ERROR_NOT_FOUND;
+    if (samples == nullptr || *count < out.size()) {
+      *count = static_cast<unsigned int>(out.size());
+      return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    std::copy(out.begin(), out.end(), samples);
+    *count = static_cast<unsigned int>(out.size());
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t EventSetCreate(nvmlEventSet_t* set) noexcept {
+  if (set == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  try {
+    Sim& sim = Instance();
+    std::scoped_lock lock(sim.mu);
+    if (sim.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+    sim.event_sets.push_back(std::make_unique<EventSet>());
+    *set = reinterpret_cast<nvmlEventSet_t>(sim.event_sets.back().get());
+    return NVML_SUCCESS;
+  } catch (...) {
+    return NVML_ERROR_UNKNOWN;
+  }
+}
+
+namespace {
+EventSet* FindSet(Sim& sim, nvmlEventSet_t set) {
+  for (auto& s : sim.event_sets) {
+    if (reinterpret_cast<nvmlEventSet_t>(s.get()) == set) return s.get();
+  }
+  return nullptr;
+}
+constexpr unsigned long long kSimEventTypes =
+    nvmlEventTypeXidCriticalError | nvmlEventTypeDoubleBitEccError | nvmlEventTypeSingleBitEccError;
+}  // namespace
+
+nvmlReturn_t DeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long long* types) noexcept {
+  if (types == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  return DeviceCall(device, Field::kEvents, [&](Sim&, Device&, double) {
+    *types = kSimEventTypes;
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t DeviceRegisterEvents(nvmlDevice_t device, unsigned long long types,
+                                  nvmlEventSet_t set) noexcept {
+  return DeviceCall(device, Field::kEvents, [&](Sim& sim, Device& dev, double) {
+    EventSet* s = FindSet(sim, set);
+    if (s == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if ((types & ~kSimEventTypes) != 0) return NVML_ERROR_NOT_SUPPORTED;
+    s->mask |= types;
+    s->devices.insert(dev.spec->index);
+    return NVML_SUCCESS;
+  });
+}
+
+nvmlReturn_t EventSetWait(nvmlEventSet_t set, nvmlEventData_t* data,
+                          unsigned int timeout_ms) noexcept {
+  if (data == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  try {
+    Sim& sim = Instance();
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (true) {
+      {
+        std::scoped_lock lock(sim.mu);
+        if (sim.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+        EventSet* s = FindSet(sim, set);
+        if (s == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+        double t = sim.Now();
+        // The earliest undelivered XID fault that has happened on a registered GPU.
+        size_t best = sim.scenario.faults.size();
+        for (size_t i = 0; i < sim.scenario.faults.size(); ++i) {
+          const Fault& f = sim.scenario.faults[i];
+          if (f.kind != FaultKind::kXid || f.at_s > t || s->delivered.count(i) != 0) continue;
+          if (s->devices.count(f.gpu) == 0) continue;
+          unsigned long long type = f.xid == 48 ? nvmlEventTypeDoubleBitEccError
+                                                : nvmlEventTypeXidCriticalError;
+          if ((s->mask & type) == 0) continue;
+          if (best == sim.scenario.faults.size() || f.at_s < sim.scenario.faults[best].at_s) best = i;
+        }
+        if (best < sim.scenario.faults.size()) {
+          const Fault& f = sim.scenario.faults[best];
+          s->delivered.insert(best);
+          *data = nvmlEventData_t{};
+          data->device = reinterpret_cast<nvmlDevice_t>(&sim.devices[f.gpu]);
+          data->eventType = f.xid == 48 ? nvmlEventTypeDoubleBitEccError
+                                        : nvmlEventTypeXidCriticalError;
+          data->eventData = f.xid;
+          data->gpuInstanceId = kNvmlInstanceIdNone;
+          data->computeInstanceId = kNvmlInstanceIdNone;
+          return NVML_SUCCESS;
+        }
+      }
+      if (std::chrono::steady_clock::now() >= deadline) return NVML_ERROR_TIMEOUT;
+      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+          std::chrono::milliseconds(20), deadline - std::chrono::steady_clock::now()));
+    }
+  } catch (...) {
+    return NVML_ERROR_UNKNOWN;
+  }
+}
+
+nvmlReturn_t EventSetFree(nvmlEventSet_t set) noexcept {
+  Sim& sim = Instance();
+  std::scoped_lock lock(sim.mu);
+  auto it = std::find_if(sim.event_sets.begin(), sim.event_sets.end(), [&](const auto& s) {
+    return reinterpret_cast<nvmlEventSet_t>(s.get()) == set;
+  });
+  if (it == sim.event_sets.end()) return NVML_ERROR_INVALID_ARGUMENT;
+  sim.event_sets.erase(it);
+  return NVML_SUCCESS;
+}
+
+}  // namespace flyt::sim::api

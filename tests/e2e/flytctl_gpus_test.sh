@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# End to end: `flytctl gpus` as a user runs it — on simulated GPUs, through the nvidia-smi fallback,
+# with no GPU source at all, and with broken input. Asserts what the user sees and the exit codes.
+# Usage: flytctl_gpus_test.sh <build dir> <source dir>
+set -uo pipefail
+build=$1
+src=$2
+flytctl="$build/bin/flytctl"
+sim="$build/lib/libflyt-sim-nvml.so"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+passes=0
+
+check() {  # check <name> <condition command...>
+  local name=$1
+  shift
+  if "$@"; then
+    passes=$((passes + 1))
+  else
+    echo "FAIL: $name"
+    failures=$((failures + 1))
+  fi
+}
+contains() { grep -qF -- "$2" <<<"$1"; }
+
+# Keep real drivers and the caller's settings out of the way.
+unset FLYT_NVML_LIBRARY FLYT_SIM_SCENARIO FLYT_SIM_TIME FLYT_SIM_CLOCK_FILE FLYT_SIM_REASON
+empty_path="$tmp/emptybin"
+mkdir -p "$empty_path"
+
+# 1. Simulated H100 node at a fixed time.
+out=$(FLYT_NVML_LIBRARY="$sim" FLYT_SIM_SCENARIO="$src/sim/scenarios/h100x8-training.toml" \
+      FLYT_SIM_TIME=10 "$flytctl" gpus 2>&1)
+rc=$?
+check "sim: exit 0" test $rc -eq 0
+check "sim: banner first" test "$(head -n1 <<<"$out" | cut -c1-14)" = "SIMULATED GPUs"
+check "sim: banner names scenario" contains "$out" "h100x8-training.toml"
+check "sim: 8 GPUs" test "$(grep -c 'NVIDIA H100 80GB HBM3' <<<"$out")" -eq 8
+check "sim: memory" contains "$out" "73220 / 81559 MiB"
+check "sim: power" contains "$out" "662 / 700 W"
+check "sim: process" contains "$out" "41007"
+
+# 2. JSON for scripts: parseable, values as the scenario says, absent values are null.
+json=$(FLYT_NVML_LIBRARY="$sim" FLYT_SIM_SCENARIO="$src/sim/scenarios/faulty-node.toml" \
+       FLYT_SIM_TIME=130 "$flytctl" gpus --json)
+check "json: exit 0" test $? -eq 0
+check "json: parses and matches" python3 - "$json" <<'PY'
+import json, sys
+d = json.loads(sys.argv[1])
+g = d["gpus"]
+assert d["source"] == "nvml", d["source"]
+assert d["simulated_scenario"].endswith("faulty-node.toml")
+assert len(g) == 5
+assert g[1]["lost"] is True and g[1]["gpu_util_percent"] is None
+assert g[4]["power_draw_mw"] is None and g[4]["power_limit_mw"] == 400000
+assert g[0]["processes"][0]["pid"] == 61000
+PY
+
+# 3. --watch refreshes until interrupted (NDJSON with --json).
+FLYT_NVML_LIBRARY="$sim" FLYT_SIM_SCENARIO="$src/sim/scenarios/mixed-inference.toml" \
+  timeout --preserve-status -s INT 2 "$flytctl" gpus --json --watch 0.3 >"$tmp/watch.out" 2>&1
+rc=$?
+lines=$(wc -l <"$tmp/watch.out")
+check "watch: stops cleanly on SIGINT (rc=$rc)" test $rc -eq 0
+check "watch: several frames ($lines)" test "$lines" -ge 3
+
+# 4. The nvidia-smi fallback: no NVML, a fake nvidia-smi on PATH.
+mkdir -p "$tmp/smibin"
+ln -s "$src/tests/data/nvidia-smi/fake-nvidia-smi" "$tmp/smibin/nvidia-smi"
+out=$(PATH="$tmp/smibin:/usr/bin:/bin" FLYT_FAKE_SMI_DIR="$src/tests/data/nvidia-smi/h100x8" \
+      "$flytctl" gpus 2>&1)
+rc=$?
+check "smi: exit 0" test $rc -eq 0
+check "smi: via nvidia-smi" contains "$out" "via nvidia-smi"
+check "smi: 8 GPUs" test "$(grep -c 'H100' <<<"$out")" -ge 8
+check "smi: no simulated banner" test "$(grep -c SIMULATED <<<"$out")" -eq 0
+
+# 5. No NVML, no nvidia-smi: zero GPUs with the reason, not a crash.
+out=$(PATH="$empty_path:/usr/bin:/bin" "$flytctl" gpus 2>&1)
+rc=$?
+if command -v nvidia-smi >/dev/null 2>&1 || ldconfig -p | grep -q 'libnvidia-ml\.so\.1 '; then
+  echo "note: this machine has an NVIDIA driver; skipping the no-GPU case"
+else
+  check "none: exit 0" test $rc -eq 0
+  check "none: says why" contains "$out" "No GPUs: no GPUs readable: NVML unavailable"
+  check "none: mentions nvidia-smi" contains "$out" "nvidia-smi not found on PATH"
+fi
+
+# 6. Broken input: clear errors, non-zero exits.
+printf '[scenario]\nname = "x"\n[[gpu]]\nname = "g"\nmemory_total_mib = 10\npower_limit_w = 1\nmax_sm_clock_mhz = 1\nmax_mem_clock_mhz = 1\nutilization = { kind = "sinus" }\n' >"$tmp/bad.toml"
+out=$(FLYT_NVML_LIBRARY="$sim" FLYT_SIM_SCENARIO="$tmp/bad.toml" "$flytctl" gpus 2>&1)
+rc=$?
+check "bad scenario: non-zero exit" test $rc -ne 0
+check "bad scenario: file, line and field" contains "$out" "bad.toml:9: gpu[0].utilization.kind: unknown kind 'sinus'"
+out=$("$flytctl" sim check "$tmp/bad.toml" 2>&1)
+check "sim check: bad file fails" test $? -ne 0
+check "sim check: says why" contains "$out" "unknown kind 'sinus'"
+out=$("$flytctl" sim check "$src"/sim/scenarios/*.toml 2>&1)
+check "sim check: shipped scenarios ok" test $? -eq 0
+check "sim check: counts" contains "$out" "8 GPU(s), 8 process(es), 0 fault(s)"
+out=$(FLYT_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 "$flytctl" gpus 2>&1)
+check "missing explicit library: non-zero" test $? -ne 0
+check "missing explicit library: names it" contains "$out" "FLYT_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1"
+out=$("$flytctl" gpus --watch=-1 2>&1)
+check "bad flag value: non-zero" test $? -ne 0
+out=$("$flytctl" frobnicate 2>&1)
+check "unknown command: non-zero" test $? -ne 0
+
+echo "$passes passed, $failures failed"
+[ "$failures" -eq 0 ]
