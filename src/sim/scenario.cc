@@ -57,8 +57,9 @@ class Parser {
   Status CheckKeys(const toml::table& table, const std::string& field,
                    std::initializer_list<const char*> allowed) const {
     for (const auto& [key, value] : table) {
+      const std::string_view name = key.str();
       bool ok = std::any_of(allowed.begin(), allowed.end(),
-                            [&](const char* a) { return key.str() == a; });
+                            [name](const char* a) { return name == a; });
       if (!ok) {
         std::string list;
         for (const char* a : allowed) list += std::string(list.empty() ? "" : ", ") + a;
