@@ -66,15 +66,15 @@ std::optional<std::string> ProcReader::UserName(uint32_t uid) const {
   return name;
 }
 
-void ProcReader::Fill(ProcessInfo& process) const {
-  const std::string dir = root_ + "/" + std::to_string(process.pid);
+std::optional<ProcReader::Entry> ProcReader::Read(uint32_t pid) const {
+  const std::string dir = root_ + "/" + std::to_string(pid);
   struct stat st {};
-  if (stat(dir.c_str(), &st) != 0) return;  // gone, or not in this PID namespace
-  process.user = UserName(st.st_uid);
-
+  if (stat(dir.c_str(), &st) != 0) return std::nullopt;  // gone, or not in this PID namespace
+  Entry e;
+  e.user = UserName(st.st_uid);
   if (auto comm = ReadFile(dir + "/comm"); comm.ok()) {
     std::string_view name = Trim(*comm);
-    if (!name.empty()) process.name = std::string(name);
+    if (!name.empty()) e.name = std::string(name);
   }
   if (auto cmdline = ReadFile(dir + "/cmdline"); cmdline.ok() && !cmdline->empty()) {
     std::string command = *cmdline;
@@ -82,11 +82,44 @@ void ProcReader::Fill(ProcessInfo& process) const {
     for (char& c : command) {
       if (c == '\0') c = ' ';
     }
-    if (!command.empty()) process.command = std::move(command);
+    if (!command.empty()) e.command = std::move(command);
   }
   if (auto cgroup = ReadFile(dir + "/cgroup"); cgroup.ok()) {
-    process.container_id = ContainerIdFromCgroup(*cgroup);
+    e.container_id = ContainerIdFromCgroup(*cgroup);
   }
+  return e;
+}
+
+void ProcReader::Fill(ProcessInfo& process) const {
+  const auto now = clock_.SteadyNow();
+  std::optional<Entry> entry;
+  {
+    std::scoped_lock lock(mu_);
+    auto it = processes_.find(process.pid);
+    if (it != processes_.end() && now - it->second.read_at < ttl_) entry = it->second;
+  }
+  if (!entry) {
+    entry = Read(process.pid);
+    if (!entry) return;
+    entry->read_at = now;
+    std::scoped_lock lock(mu_);
+    processes_[process.pid] = *entry;
+    if (now - last_evict_ >= ttl_) {
+      last_evict_ = now;
+      for (auto it = processes_.begin(); it != processes_.end();) {
+        it = now - it->second.read_at >= ttl_ ? processes_.erase(it) : std::next(it);
+      }
+    }
+  }
+  if (entry->name) process.name = entry->name;
+  if (entry->command) process.command = entry->command;
+  if (entry->user) process.user = entry->user;
+  if (entry->container_id) process.container_id = entry->container_id;
+}
+
+size_t ProcReader::cached() const {
+  std::scoped_lock lock(mu_);
+  return processes_.size();
 }
 
 }  // namespace flyt::gpu

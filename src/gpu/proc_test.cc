@@ -51,6 +51,38 @@ TEST(ProcReaderTest, FillsNameCommandUserFromAFixtureTree) {
   std::filesystem::remove_all(root);
 }
 
+TEST(ProcReaderTest, CachesPerPidForTheTtlThenRereadsAndEvicts) {
+  auto root = std::filesystem::temp_directory_path() / ("flyt-proc-ttl-" + std::to_string(getpid()));
+  std::filesystem::create_directories(root / "7");
+  std::ofstream(root / "7" / "comm") << "first\n";
+  FakeClock clock;
+  ProcReader reader(root.string(), std::chrono::seconds(30), clock);
+  ProcessInfo p;
+  p.pid = 7;
+  reader.Fill(p);
+  EXPECT_EQ(p.name, "first");
+  std::ofstream(root / "7" / "comm", std::ios::trunc) << "renamed\n";
+  clock.Advance(std::chrono::seconds(10));
+  ProcessInfo q;
+  q.pid = 7;
+  reader.Fill(q);
+  EXPECT_EQ(q.name, "first");  // within the TTL: from the cache, no /proc reads
+  clock.Advance(std::chrono::seconds(25));
+  ProcessInfo r;
+  r.pid = 7;
+  reader.Fill(r);
+  EXPECT_EQ(r.name, "renamed");  // past the TTL: read again
+  // A PID that disappears is evicted once its entry is older than the TTL.
+  std::filesystem::remove_all(root / "7");
+  std::filesystem::create_directories(root / "8");
+  clock.Advance(std::chrono::seconds(31));
+  ProcessInfo other;
+  other.pid = 8;
+  reader.Fill(other);
+  EXPECT_EQ(reader.cached(), 1u);
+  std::filesystem::remove_all(root);
+}
+
 TEST(ProcReaderTest, ReadsThisProcessFromTheRealProc) {
   ProcReader reader;
   ProcessInfo p;

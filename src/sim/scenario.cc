@@ -651,6 +651,8 @@ Result<Scenario> ParseScenario(std::string_view text, const std::string& source)
   FLYT_RETURN_IF_ERROR(ParseGpus(p, root, dir, s));
   FLYT_RETURN_IF_ERROR(ParseProcesses(p, root, dir, s));
   FLYT_RETURN_IF_ERROR(ParseFaults(p, root, s));
+  s.processes_by_gpu.resize(s.gpus.size());
+  for (size_t i = 0; i < s.processes.size(); ++i) s.processes_by_gpu[s.processes[i].gpu].push_back(i);
   return s;
 }
 
@@ -672,8 +674,9 @@ GpuReading ReadingAt(const Scenario& scenario, const GpuSpec& gpu, double t) {
   if (gpu.memory_used_mib) {
     used = static_cast<uint64_t>(std::max(0.0, gpu.memory_used_mib->At(t)) * kMib);
   } else {
-    for (const ProcessSpec& p : scenario.processes) {
-      if (p.gpu == gpu.index && p.Active(t)) used += p.memory_bytes;
+    for (size_t i : scenario.processes_by_gpu[gpu.index]) {
+      const ProcessSpec& p = scenario.processes[i];
+      if (p.Active(t)) used += p.memory_bytes;
     }
   }
   r.memory_used_bytes = std::min(used, room);
@@ -719,8 +722,8 @@ ProcessReading ProcessReadingAt(const Scenario& scenario, const ProcessSpec& pro
     sm = process.sm_util->At(t);
   } else {
     int sharing = 0;
-    for (const ProcessSpec& p : scenario.processes) {
-      if (p.gpu == process.gpu && p.Active(t)) ++sharing;
+    for (size_t i : scenario.processes_by_gpu[process.gpu]) {
+      if (scenario.processes[i].Active(t)) ++sharing;
     }
     sm = scenario.gpus[process.gpu].utilization.At(t) / std::max(1, sharing);
   }

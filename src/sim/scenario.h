@@ -123,6 +123,9 @@ struct Scenario {
   std::vector<GpuSpec> gpus;
   std::vector<ProcessSpec> processes;
   std::vector<Fault> faults;
+  // Indexes into `processes`, per GPU (built by the parser), so per-GPU readings do not scan
+  // every process of the node.
+  std::vector<std::vector<size_t>> processes_by_gpu;
 };
 
 Result<Scenario> LoadScenario(const std::string& path);

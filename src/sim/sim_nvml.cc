@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -22,6 +23,17 @@ namespace {
 struct Device {
   const GpuSpec* spec = nullptr;
   EnergyCache energy;
+  // The last reading computed, and for which t: calls at the same instant reuse it.
+  double reading_t = -1;
+  GpuReading reading;
+};
+
+// Where scenario time comes from; read from the environment at each first nvmlInit.
+struct TimeConfig {
+  std::string clock_file;            // FLYT_SIM_CLOCK_FILE
+  std::optional<double> fixed;       // FLYT_SIM_TIME
+  double start = 0;                  // FLYT_SIM_START
+  double speed = 1;                  // FLYT_SIM_SPEED
 };
 
 struct EventSet {
@@ -42,6 +54,23 @@ class Sim {
   int64_t wall_start_us = 0;
   bool real_time = false;
   std::string path;
+  TimeConfig time;
+
+  static double EnvDouble(const char* name, double fallback) {
+    const char* v = std::getenv(name);
+    if (v == nullptr) return fallback;
+    auto d = ParseDouble(v);
+    return d ? *d : fallback;
+  }
+
+  void ReadTimeConfig() {
+    const char* file = std::getenv("FLYT_SIM_CLOCK_FILE");
+    time.clock_file = file != nullptr ? file : "";
+    time.fixed.reset();
+    if (std::getenv("FLYT_SIM_TIME") != nullptr) time.fixed = EnvDouble("FLYT_SIM_TIME", 0);
+    time.start = EnvDouble("FLYT_SIM_START", 0);
+    time.speed = EnvDouble("FLYT_SIM_SPEED", 1);
+  }
 
   // Loads the scenario on first init. Returns NVML_SUCCESS or an error code; prints why once.
   // A re-initialisation with the same scenario keeps its state and clock (a lost GPU stays lost,
@@ -67,8 +96,8 @@ class Sim {
     devices.resize(scenario.gpus.size());
     for (size_t i = 0; i < devices.size(); ++i) devices[i].spec = &scenario.gpus[i];
     started = std::chrono::steady_clock::now();
-    const bool fixed = std::getenv("FLYT_SIM_CLOCK_FILE") || std::getenv("FLYT_SIM_TIME");
-    real_time = !fixed;
+    ReadTimeConfig();
+    real_time = time.clock_file.empty() && !time.fixed;
     wall_start_us = std::chrono::duration_cast<std::chrono::microseconds>(
                         std::chrono::system_clock::now().time_since_epoch())
                         .count();
@@ -76,32 +105,24 @@ class Sim {
     return NVML_SUCCESS;
   }
 
-  static double EnvDouble(const char* name, double fallback) {
-    const char* v = std::getenv(name);
-    if (v == nullptr) return fallback;
-    auto d = ParseDouble(v);
-    return d ? *d : fallback;
-  }
-
   // Scenario time in seconds.
   double Now() const {
-    if (const char* file = std::getenv("FLYT_SIM_CLOCK_FILE")) {
-      auto text = ReadFile(file);
+    if (!time.clock_file.empty()) {
+      auto text = ReadFile(time.clock_file);
       if (text.ok()) {
         if (auto d = ParseDouble(*text)) return std::max(0.0, *d);
       }
       return 0;
     }
-    if (std::getenv("FLYT_SIM_TIME") != nullptr) return std::max(0.0, EnvDouble("FLYT_SIM_TIME", 0));
+    if (time.fixed) return std::max(0.0, *time.fixed);
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    return std::max(0.0, EnvDouble("FLYT_SIM_START", 0) + elapsed * EnvDouble("FLYT_SIM_SPEED", 1));
+    return std::max(0.0, time.start + elapsed * time.speed);
   }
 
   // CPU timestamp in µs for scenario time t (what NVML puts in samples).
   unsigned long long TimestampUs(double t) const {
     if (real_time) {
-      double start = EnvDouble("FLYT_SIM_START", 0);
-      return static_cast<unsigned long long>(wall_start_us + (t - start) * 1e6);
+      return static_cast<unsigned long long>(wall_start_us + (t - time.start) * 1e6);
     }
     return static_cast<unsigned long long>(scenario.epoch_s * 1000000LL + t * 1e6);
   }
@@ -169,8 +190,9 @@ nvmlReturn_t RunningProcesses(nvmlDevice_t device, unsigned int* count, Info* in
   if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   return DeviceCall(device, Field::kProcesses, [&](Sim& sim, Device& dev, double t) {
     std::vector<const ProcessSpec*> running;
-    for (const ProcessSpec& p : sim.scenario.processes) {
-      if (p.gpu == dev.spec->index && p.kind == kind && p.Active(t)) running.push_back(&p);
+    for (size_t i : sim.scenario.processes_by_gpu[dev.spec->index]) {
+      const ProcessSpec& p = sim.scenario.processes[i];
+      if (p.kind == kind && p.Active(t)) running.push_back(&p);
     }
     const unsigned int capacity = *count;
     *count = static_cast<unsigned int>(running.size());
@@ -200,8 +222,12 @@ nvmlReturn_t ReadUint(nvmlDevice_t device, Field field, unsigned int* out,
   });
 }
 
-GpuReading Reading(const Sim& sim, const Device& dev, double t) {
-  return ReadingAt(sim.scenario, *dev.spec, t);
+const GpuReading& Reading(const Sim& sim, Device& dev, double t) {
+  if (dev.reading_t != t) {
+    dev.reading = ReadingAt(sim.scenario, *dev.spec, t);
+    dev.reading_t = t;
+  }
+  return dev.reading;
 }
 
 }  // namespace
@@ -219,6 +245,7 @@ nvmlReturn_t Init() noexcept {
     if (sim.init_count == 0) {
       nvmlReturn_t rc = sim.Load();
       if (rc != NVML_SUCCESS) return rc;
+      sim.ReadTimeConfig();
     }
     ++sim.init_count;
     return NVML_SUCCESS;
@@ -557,8 +584,9 @@ nvmlReturn_t DeviceGetProcessUtilization(nvmlDevice_t device,
     const unsigned long long ts = sim.TimestampUs(sample_t);
     std::vector<nvmlProcessUtilizationSample_t> out;
     if (ts > last_seen_us) {
-      for (const ProcessSpec& p : sim.scenario.processes) {
-        if (p.gpu != dev.spec->index || !p.Active(sample_t)) continue;
+      for (size_t i : sim.scenario.processes_by_gpu[dev.spec->index]) {
+        const ProcessSpec& p = sim.scenario.processes[i];
+        if (!p.Active(sample_t)) continue;
         ProcessReading r = ProcessReadingAt(sim.scenario, p, sample_t);
         if (r.sm_util == 0 && r.mem_util == 0) continue;  // NVML reports busy processes only
         nvmlProcessUtilizationSample_t s{};
@@ -662,9 +690,27 @@ nvmlReturn_t EventSetWait(nvmlEventSet_t set, nvmlEventData_t* data,
           return NVML_SUCCESS;
         }
       }
-      if (std::chrono::steady_clock::now() >= deadline) return NVML_ERROR_TIMEOUT;
-      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
-          std::chrono::milliseconds(20), deadline - std::chrono::steady_clock::now()));
+      auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) return NVML_ERROR_TIMEOUT;
+      // Sleep until the next XID is due (real or fixed time: predictable), or poll every 20 ms
+      // when a clock file can move time at any moment. Like real NVML, an idle wait costs
+      // (almost) no CPU.
+      std::chrono::steady_clock::duration nap = deadline - now;
+      {
+        std::scoped_lock lock(sim.mu);
+        if (!sim.time.clock_file.empty()) {
+          nap = std::min<std::chrono::steady_clock::duration>(nap, std::chrono::milliseconds(20));
+        } else if (!sim.time.fixed && sim.time.speed > 0) {
+          double t = sim.Now();
+          for (const Fault& f : sim.scenario.faults) {
+            if (f.kind != FaultKind::kXid || f.at_s <= t) continue;
+            auto due = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                std::chrono::duration<double>((f.at_s - t) / sim.time.speed));
+            nap = std::min(nap, due + std::chrono::milliseconds(1));
+          }
+        }
+      }
+      std::this_thread::sleep_for(nap);
     }
   } catch (...) {
     return NVML_ERROR_UNKNOWN;
