@@ -119,7 +119,8 @@ std::unique_ptr<flyt::gpu::Backend> SetUp(Node& node) {
   setenv("FLYT_SIM_SCENARIO", scenario.c_str(), 1);
   // Snapshot rounds: 1000× speed so that every snapshot sees new per-process samples (the
   // costlier path). The 1 Hz loops run at real speed, as a node does.
-  setenv("FLYT_SIM_SPEED", std::getenv("FLYT_BENCH_SPEED") ? std::getenv("FLYT_BENCH_SPEED") : "1000", 1);
+  setenv("FLYT_SIM_SPEED",
+         std::getenv("FLYT_BENCH_SPEED") ? std::getenv("FLYT_BENCH_SPEED") : "1000", 1);
   auto backend = flyt::gpu::OpenNvmlBackend({BuildDir() + "/lib/libflyt-sim-nvml.so", "/proc"});
   if (!backend.ok()) {
     std::fprintf(stderr, "%s\n", backend.status().ToString().c_str());
@@ -222,10 +223,14 @@ int main(int argc, char** argv) {
   int seconds = 60, rounds = 7, per_round = 500;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--mode" && i + 1 < argc) mode = argv[++i];
-    else if (a == "--seconds" && i + 1 < argc) seconds = std::atoi(argv[++i]);
-    else if (a == "--rounds" && i + 1 < argc) rounds = std::atoi(argv[++i]);
-    else if (a == "--per-round" && i + 1 < argc) per_round = std::atoi(argv[++i]);
+    if (a == "--mode" && i + 1 < argc)
+      mode = argv[++i];
+    else if (a == "--seconds" && i + 1 < argc)
+      seconds = std::atoi(argv[++i]);
+    else if (a == "--rounds" && i + 1 < argc)
+      rounds = std::atoi(argv[++i]);
+    else if (a == "--per-round" && i + 1 < argc)
+      per_round = std::atoi(argv[++i]);
     else {
       std::fprintf(stderr, "usage: %s [--seconds N] [--rounds R] [--per-round N]\n", argv[0]);
       return 2;

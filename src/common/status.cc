@@ -6,15 +6,24 @@ namespace flyt {
 
 std::string_view StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "INVALID_ARGUMENT";
-    case StatusCode::kNotFound: return "NOT_FOUND";
-    case StatusCode::kNotSupported: return "NOT_SUPPORTED";
-    case StatusCode::kUnavailable: return "UNAVAILABLE";
-    case StatusCode::kTimeout: return "TIMEOUT";
-    case StatusCode::kFailedPrecondition: return "FAILED_PRECONDITION";
-    case StatusCode::kResourceExhausted: return "RESOURCE_EXHAUSTED";
-    case StatusCode::kInternal: return "INTERNAL";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "INVALID_ARGUMENT";
+    case StatusCode::kNotFound:
+      return "NOT_FOUND";
+    case StatusCode::kNotSupported:
+      return "NOT_SUPPORTED";
+    case StatusCode::kUnavailable:
+      return "UNAVAILABLE";
+    case StatusCode::kTimeout:
+      return "TIMEOUT";
+    case StatusCode::kFailedPrecondition:
+      return "FAILED_PRECONDITION";
+    case StatusCode::kResourceExhausted:
+      return "RESOURCE_EXHAUSTED";
+    case StatusCode::kInternal:
+      return "INTERNAL";
   }
   return "UNKNOWN";
 }
@@ -44,12 +53,21 @@ Status ErrnoError(std::string_view context, int errnum) {
   message += text;
   StatusCode code = StatusCode::kInternal;
   switch (errnum) {
-    case ENOENT: code = StatusCode::kNotFound; break;
-    case EINVAL: code = StatusCode::kInvalidArgument; break;
-    case ETIMEDOUT: code = StatusCode::kTimeout; break;
+    case ENOENT:
+      code = StatusCode::kNotFound;
+      break;
+    case EINVAL:
+      code = StatusCode::kInvalidArgument;
+      break;
+    case ETIMEDOUT:
+      code = StatusCode::kTimeout;
+      break;
     case EACCES:
-    case EPERM: code = StatusCode::kFailedPrecondition; break;
-    default: break;
+    case EPERM:
+      code = StatusCode::kFailedPrecondition;
+      break;
+    default:
+      break;
   }
   return {code, std::move(message)};
 }

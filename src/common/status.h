@@ -68,7 +68,7 @@ Status ErrnoError(std::string_view context, int errnum);
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   Result(Status status) : v_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     assert(!std::get<Status>(v_).ok() && "Result built from an OK status has no value");
   }
@@ -94,19 +94,22 @@ class [[nodiscard]] Result {
 
 }  // namespace flyt
 
-// Returns the Status of an expression from the enclosing function when it is not OK.
-#define FLYT_RETURN_IF_ERROR(expr)          \
-  do {                                      \
-    ::flyt::Status flyt_status__ = (expr);  \
-    if (!flyt_status__.ok()) return flyt_status__; \
-  } while (0)
-
 #define FLYT_CONCAT_INNER(a, b) a##b
 #define FLYT_CONCAT(a, b) FLYT_CONCAT_INNER(a, b)
 
+// Returns the Status of an expression from the enclosing function when it is not OK.
+// (Each expansion names its temporary uniquely, so the macro may nest, e.g. inside a lambda.)
+#define FLYT_RETURN_IF_ERROR(expr) \
+  FLYT_RETURN_IF_ERROR_IMPL(FLYT_CONCAT(flyt_status__, __COUNTER__), expr)
+#define FLYT_RETURN_IF_ERROR_IMPL(tmp, expr) \
+  do {                                       \
+    ::flyt::Status tmp = (expr);             \
+    if (!tmp.ok()) return tmp;               \
+  } while (0)
+
 // Declares `lhs` from a Result expression, or returns its Status from the enclosing function.
 #define FLYT_ASSIGN_OR_RETURN(lhs, expr) \
-  FLYT_ASSIGN_OR_RETURN_IMPL(FLYT_CONCAT(flyt_result__, __LINE__), lhs, expr)
+  FLYT_ASSIGN_OR_RETURN_IMPL(FLYT_CONCAT(flyt_result__, __COUNTER__), lhs, expr)
 #define FLYT_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                               \
   if (!tmp.ok()) return tmp.status();              \

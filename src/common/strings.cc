@@ -1,12 +1,16 @@
 #include "common/strings.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "common/status.h"
+#include "common/unique_fd.h"
 
 namespace flyt {
 
@@ -64,17 +68,32 @@ std::optional<int64_t> ParseInt(std::string_view s) { return ParseWhole<int64_t>
 std::optional<uint64_t> ParseUint(std::string_view s) { return ParseWhole<uint64_t>(s); }
 std::optional<double> ParseDouble(std::string_view s) {
   auto v = ParseWhole<double>(s);
-  if (v && (*v != *v)) return std::nullopt;  // NaN is not a reading
+  if (v && !std::isfinite(*v)) return std::nullopt;  // NaN and inf are not readings
   return v;
 }
 
-Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return ErrnoError("cannot open " + path, errno);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return ErrnoError("cannot read " + path, errno);
-  return ss.str();
+Result<std::string> ReadFile(const std::string& path, size_t max_bytes) {
+  // open + fstat + read on the one descriptor: no window between the check and the read.
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (!fd.valid()) return ErrnoError("cannot open " + path, errno);
+  struct stat st {};
+  if (fstat(fd.get(), &st) != 0) return ErrnoError("cannot stat " + path, errno);
+  if (!S_ISREG(st.st_mode)) return InvalidArgument(path + " is not a regular file");
+  std::string out;
+  char buf[65536];
+  while (true) {
+    ssize_t n = read(fd.get(), buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError("cannot read " + path, errno);
+    }
+    if (n == 0) break;
+    if (out.size() + static_cast<size_t>(n) > max_bytes) {
+      return InvalidArgument(path + " is larger than " + std::to_string(max_bytes) + " bytes");
+    }
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
 }
 
 }  // namespace flyt

@@ -15,14 +15,16 @@ bool StartsWith(std::string_view s, std::string_view prefix);
 std::string ToLower(std::string_view s);
 
 // Whole-string numeric parses: leading/trailing blanks are allowed, anything else is not.
+// ParseDouble refuses NaN and infinities: no reading or setting flyt takes is infinite.
 std::optional<int64_t> ParseInt(std::string_view s);
 std::optional<uint64_t> ParseUint(std::string_view s);
 std::optional<double> ParseDouble(std::string_view s);
 
-// Reads a whole (small) file; errors name the path.
+// Reads a whole regular file of at most `max_bytes`; errors name the path. Devices, FIFOs and
+// oversized files are refused rather than read (a scenario path of /dev/zero must not hang).
 class Status;
 template <typename T>
 class Result;
-Result<std::string> ReadFile(const std::string& path);
+Result<std::string> ReadFile(const std::string& path, size_t max_bytes = 64u << 20);
 
 }  // namespace flyt

@@ -26,6 +26,18 @@ TEST(StringsTest, NumbersMustBeWhole) {
   EXPECT_DOUBLE_EQ(*ParseDouble("61.25"), 61.25);
   EXPECT_FALSE(ParseDouble("[N/A]"));
   EXPECT_FALSE(ParseDouble("nan"));
+  EXPECT_FALSE(ParseDouble("inf"));
+  EXPECT_FALSE(ParseDouble("-inf"));
+  EXPECT_FALSE(ParseDouble("1e999"));  // out of range
+}
+
+TEST(StringsTest, ReadFileRefusesDevicesAndOversizedFiles) {
+  auto dev = ReadFile("/dev/zero");  // would never end
+  ASSERT_FALSE(dev.ok());
+  EXPECT_NE(dev.status().message().find("not a regular file"), std::string::npos);
+  auto big = ReadFile("/proc/self/exe", 1024);
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.status().message().find("larger than 1024 bytes"), std::string::npos);
 }
 
 TEST(StringsTest, ReadFileNamesTheMissingPath) {

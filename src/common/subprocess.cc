@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <thread>
 
 #include "common/strings.h"
 #include "common/unique_fd.h"
@@ -27,13 +28,30 @@ Status MakePipe(UniqueFd& read_end, UniqueFd& write_end) {
   return Status::Ok();
 }
 
+int DecodeStatus(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
 int WaitChild(pid_t pid) {
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return -1;
+  return DecodeStatus(status);
+}
+
+// After SIGKILL a child stuck in an uninterruptible driver call (nvidia-smi after an XID 79) may
+// not die for a long time. Wait briefly; if it is still there, leave the reaping to a detached
+// thread so that the caller's deadline holds.
+void ReapKilled(pid_t pid) {
+  for (int i = 0; i < 100; ++i) {
+    int status = 0;
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid || (r < 0 && errno != EINTR)) return;
+    usleep(10000);
+  }
+  std::thread([pid] { WaitChild(pid); }).detach();
 }
 
 }  // namespace
@@ -95,9 +113,9 @@ Result<CommandOutput> RunCommand(const std::vector<std::string>& argv,
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
-      failure = Status(StatusCode::kTimeout,
-                       argv[0] + " did not finish within " +
-                           std::to_string(options.timeout.count()) + " ms; killed");
+      failure =
+          Status(StatusCode::kTimeout, argv[0] + " did not finish within " +
+                                           std::to_string(options.timeout.count()) + " ms; killed");
       break;
     }
     int n = poll(fds, 2, static_cast<int>(left.count()));
@@ -123,9 +141,12 @@ Result<CommandOutput> RunCommand(const std::vector<std::string>& argv,
     }
     if (!failure.ok()) break;
   }
-  if (!failure.ok()) kill(pid, SIGKILL);
+  if (!failure.ok()) {
+    kill(pid, SIGKILL);
+    ReapKilled(pid);
+    return failure;
+  }
   output.exit_code = WaitChild(pid);
-  if (!failure.ok()) return failure;
   return output;
 }
 

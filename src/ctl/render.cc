@@ -10,6 +10,17 @@ namespace {
 
 constexpr double kMib = 1024.0 * 1024.0;
 
+// Text from /proc belongs to whoever started the process: control characters (escape sequences
+// that could rewrite the reader's terminal) are shown as "?", as ps does.
+std::string Printable(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) c = '?';
+  }
+  return out;
+}
+
 std::string Paint(const RenderOptions& o, const char* code, const std::string& text) {
   if (!o.color) return text;
   return std::string("\033[") + code + "m" + text + "\033[0m";
@@ -44,15 +55,16 @@ std::string Power(const gpu::GpuInfo& g) {
 }
 
 std::string ProcessLine(const gpu::ProcessInfo& p) {
-  std::string mem = p.used_memory_bytes
-                        ? fmt::format("{:.0f} MiB", static_cast<double>(*p.used_memory_bytes) / kMib)
-                        : "- MiB";
+  std::string mem =
+      p.used_memory_bytes
+          ? fmt::format("{:.0f} MiB", static_cast<double>(*p.used_memory_bytes) / kMib)
+          : "- MiB";
   std::string sm = p.sm_util_percent ? fmt::format("SM {:>3}%", *p.sm_util_percent) : "SM   -";
-  std::string command = p.command ? *p.command : (p.name ? *p.name : "-");
+  std::string command = Printable(p.command ? *p.command : (p.name ? *p.name : "-"));
   if (command.size() > 48) command = command.substr(0, 45) + "...";
   std::string container = p.container_id ? "  [" + p.container_id->substr(0, 12) + "]" : "";
-  return fmt::format("      └ {:>7}  {:<10} {:>11}  {}  {}{}", p.pid, p.user.value_or("-"), mem,
-                     sm, command, container);
+  return fmt::format("      └ {:>7}  {:<10} {:>11}  {}  {}{}", p.pid,
+                     Printable(p.user.value_or("-")), mem, sm, command, container);
 }
 
 }  // namespace
@@ -76,8 +88,9 @@ std::string RenderSnapshot(const gpu::GpuSnapshot& s, const RenderOptions& o) {
   localtime_r(&t, &tm);
   char when[32];
   std::strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
-  out += fmt::format("{}  {}  driver {}  CUDA {}  via {}\n", o.hostname.empty() ? "localhost" : o.hostname,
-                     when, s.driver_version.value_or("-"), s.cuda_driver_version.value_or("-"),
+  out += fmt::format("{}  {}  driver {}  CUDA {}  via {}\n",
+                     o.hostname.empty() ? "localhost" : o.hostname, when,
+                     s.driver_version.value_or("-"), s.cuda_driver_version.value_or("-"),
                      gpu::SourceName(s.source));
   if (s.gpus.empty()) {
     out += "No GPUs" + (s.reason.empty() ? std::string(".") : ": " + s.reason) + "\n";
@@ -86,7 +99,7 @@ std::string RenderSnapshot(const gpu::GpuSnapshot& s, const RenderOptions& o) {
   out += fmt::format("{:>3}  {:<26} {:>6} {:>5}  {:>21}  {:>13}  {}\n", "GPU", "NAME", "TEMP",
                      "UTIL", "MEMORY", "POWER", "PROCS");
   for (const gpu::GpuInfo& g : s.gpus) {
-    std::string name = g.name.empty() ? "(unidentified)" : g.name.substr(0, 26);
+    std::string name = g.name.empty() ? "(unidentified)" : Printable(g.name.substr(0, 26));
     if (g.lost) {
       out += fmt::format("{:>3}  {:<26} {}\n", g.index, name,
                          Paint(o, "1;31", "LOST — fell off the bus; no readings"));
@@ -110,12 +123,12 @@ std::string RenderSnapshot(const gpu::GpuSnapshot& s, const RenderOptions& o) {
 std::string RenderAvailable(const std::vector<gpu::ScoredGpu>& ranked, const RenderOptions& o) {
   (void)o;
   if (ranked.empty()) return "No GPU meets the request.\n";
-  std::string out = fmt::format("{:>4}  {:>3}  {:<26} {:>5}  {:>21}\n", "RANK", "GPU", "NAME",
-                                "SCORE", "MEMORY");
+  std::string out =
+      fmt::format("{:>4}  {:>3}  {:<26} {:>5}  {:>21}\n", "RANK", "GPU", "NAME", "SCORE", "MEMORY");
   int rank = 1;
   for (const gpu::ScoredGpu& s : ranked) {
     out += fmt::format("{:>4}  {:>3}  {:<26} {:>5.3f}  {:>21}\n", rank++, s.gpu.index,
-                       s.gpu.name.substr(0, 26), s.score, Memory(s.gpu));
+                       Printable(s.gpu.name.substr(0, 26)), s.score, Memory(s.gpu));
   }
   return out;
 }

@@ -12,13 +12,14 @@
 namespace flyt::ctl {
 
 struct RenderOptions {
-  bool color = false;       // ANSI colours by load, like nvitop's thresholds
-  std::string hostname;     // shown in the header line
+  bool color = false;    // ANSI colours by load, like nvitop's thresholds
+  std::string hostname;  // shown in the header line
   bool show_processes = true;
 };
 
 std::string RenderSnapshot(const gpu::GpuSnapshot& snapshot, const RenderOptions& options);
-std::string RenderAvailable(const std::vector<gpu::ScoredGpu>& ranked, const RenderOptions& options);
+std::string RenderAvailable(const std::vector<gpu::ScoredGpu>& ranked,
+                            const RenderOptions& options);
 
 // The one-line notice printed above every table of simulated GPUs.
 std::string SimulatedBanner(const gpu::GpuSnapshot& snapshot);

@@ -57,6 +57,15 @@ TEST(RenderTest, TableShowsValuesProcessesAbsentAndLost) {
   EXPECT_EQ(out.find("\033["), std::string::npos);  // no colour unless asked
 }
 
+TEST(RenderTest, EscapeSequencesFromProcessTitlesAreNotPassedToTheTerminal) {
+  gpu::GpuSnapshot s = Snapshot();
+  s.gpus[0].processes[0].command = "python \033]52;c;ZXZpbA==\007 train.py";
+  std::string out = RenderSnapshot(s, {});
+  EXPECT_EQ(out.find('\033'), std::string::npos);
+  EXPECT_EQ(out.find('\007'), std::string::npos);
+  EXPECT_NE(out.find("python ?]52;c;ZXZpbA==? train.py"), std::string::npos);
+}
+
 TEST(RenderTest, SimulatedGpusAlwaysCarryTheBanner) {
   gpu::GpuSnapshot s = Snapshot();
   s.simulated_scenario = "sim/scenarios/h100x8-training.toml";

@@ -36,12 +36,11 @@ std::vector<HistoryPoint> History::Query(uint32_t gpu_index, int64_t since_ms,
   }
   if (step_ms <= 0) return raw;
 
-  constexpr size_t kFields = 7;
+  constexpr size_t kFields = 6;
   auto fields = [](HistoryPoint& p) {
     return std::array<float*, kFields>{&p.gpu_util_percent, &p.memory_util_percent,
-                                       &p.memory_used_mib,  &p.memory_total_mib,
-                                       &p.temperature_c,    &p.power_draw_w,
-                                       &p.sm_clock_mhz};
+                                       &p.memory_used_mib,  &p.temperature_c,
+                                       &p.power_draw_w,     &p.sm_clock_mhz};
   };
   size_t i = 0;
   while (i < raw.size()) {

@@ -2,7 +2,8 @@
 //
 // Each GPU has a ring of fixed capacity (retention ÷ interval points) of 32-byte points, so memory
 // is bounded up front: 3600 points (1 h at 1 s) is 112.5 KiB per GPU. Absent readings are NaN
-// inside a point and absent (null) when served. Not thread-safe: the Monitor owns it under its lock.
+// inside a point and absent (null) when served. Not thread-safe: the Monitor owns it under its
+// lock.
 #pragma once
 
 #include <cmath>
@@ -17,17 +18,17 @@ struct HistoryPoint {
   float gpu_util_percent = NAN;
   float memory_util_percent = NAN;
   float memory_used_mib = NAN;
-  float memory_total_mib = NAN;
   float temperature_c = NAN;
   float power_draw_w = NAN;
   float sm_clock_mhz = NAN;
 };
-static_assert(sizeof(HistoryPoint) == 40 || sizeof(HistoryPoint) == 36 || sizeof(HistoryPoint) == 32,
-              "HistoryPoint should stay compact");
+// The memory bound stated above depends on this size.
+static_assert(sizeof(HistoryPoint) == 32, "HistoryPoint is 8 + 6 x 4 bytes");
 
 class History {
  public:
-  explicit History(size_t capacity_per_gpu) : capacity_(capacity_per_gpu == 0 ? 1 : capacity_per_gpu) {}
+  explicit History(size_t capacity_per_gpu)
+      : capacity_(capacity_per_gpu == 0 ? 1 : capacity_per_gpu) {}
 
   void Add(uint32_t gpu_index, const HistoryPoint& point);
 

@@ -23,14 +23,21 @@ json Metric(const std::optional<MetricStats>& m) {
 
 const char* ProcessTypeName(ProcessType t) {
   switch (t) {
-    case ProcessType::kCompute: return "compute";
-    case ProcessType::kGraphics: return "graphics";
-    case ProcessType::kComputeAndGraphics: return "compute+graphics";
+    case ProcessType::kCompute:
+      return "compute";
+    case ProcessType::kGraphics:
+      return "graphics";
+    case ProcessType::kComputeAndGraphics:
+      return "compute+graphics";
   }
   return "compute";
 }
 
 }  // namespace
+
+std::string DumpJson(const nlohmann::json& value, int indent) {
+  return value.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 std::string FormatTime(std::chrono::system_clock::time_point t) {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
@@ -117,12 +124,8 @@ json ToJson(const GpuSnapshot& s) {
 }
 
 json ToJson(const GpuEvent& e) {
-  return {{"at", FormatTime(e.at)},
-          {"gpu", e.gpu_index},
-          {"uuid", e.gpu_uuid},
-          {"type", EventTypeName(e.type)},
-          {"xid", Opt(e.xid)},
-          {"description", e.description}};
+  return {{"at", FormatTime(e.at)},        {"gpu", e.gpu_index}, {"uuid", e.gpu_uuid},
+          {"type", EventTypeName(e.type)}, {"xid", Opt(e.xid)},  {"description", e.description}};
 }
 
 json ToJson(const HistoryPoint& p) {
@@ -130,7 +133,6 @@ json ToJson(const HistoryPoint& p) {
           {"gpu_util_percent", Float(p.gpu_util_percent)},
           {"memory_util_percent", Float(p.memory_util_percent)},
           {"memory_used_mib", Float(p.memory_used_mib)},
-          {"memory_total_mib", Float(p.memory_total_mib)},
           {"temperature_c", Float(p.temperature_c)},
           {"power_draw_w", Float(p.power_draw_w)},
           {"sm_clock_mhz", Float(p.sm_clock_mhz)}};

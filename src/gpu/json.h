@@ -23,6 +23,10 @@ nlohmann::json ToJson(const ScoredGpu& scored);
 // memory_usage_percent, temperature_c, power_draw_w}}}.
 nlohmann::json ToJson(const SessionStats& stats);
 
+// Serialises for output. Text from outside (process names and command lines from /proc, GPU
+// names) need not be valid UTF-8; invalid bytes become U+FFFD instead of an exception.
+std::string DumpJson(const nlohmann::json& value, int indent = -1);
+
 // RFC 3339 UTC with milliseconds: "2026-01-01T00:00:00.000Z".
 std::string FormatTime(std::chrono::system_clock::time_point t);
 

@@ -17,11 +17,8 @@ HistoryPoint ToPoint(const GpuInfo& g, int64_t t_ms) {
   if (g.gpu_util_percent) p.gpu_util_percent = static_cast<float>(*g.gpu_util_percent);
   if (g.memory_util_percent) p.memory_util_percent = static_cast<float>(*g.memory_util_percent);
   if (g.memory_used_bytes) {
-    p.memory_used_mib = static_cast<float>(static_cast<double>(*g.memory_used_bytes) / kBytesPerMib);
-  }
-  if (g.memory_total_bytes) {
-    p.memory_total_mib =
-        static_cast<float>(static_cast<double>(*g.memory_total_bytes) / kBytesPerMib);
+    p.memory_used_mib =
+        static_cast<float>(static_cast<double>(*g.memory_used_bytes) / kBytesPerMib);
   }
   if (g.temperature_c) p.temperature_c = static_cast<float>(*g.temperature_c);
   if (g.power_draw_mw) p.power_draw_w = static_cast<float>(*g.power_draw_mw / 1000.0);
@@ -43,11 +40,10 @@ Monitor::Monitor(std::unique_ptr<Backend> backend, Clock& clock, MonitorOptions 
     : backend_(std::move(backend)),
       clock_(clock),
       options_(options),
-      history_(static_cast<size_t>(
-          std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   options.history_retention)
-                                       .count() /
-                                   std::max<int64_t>(1, options.sample_interval.count())))) {
+      history_(static_cast<size_t>(std::max<int64_t>(
+          1,
+          std::chrono::duration_cast<std::chrono::milliseconds>(options.history_retention).count() /
+              std::max<int64_t>(1, options.sample_interval.count())))) {
   last_reinit_ = clock_.SteadyNow();
 }
 
@@ -82,16 +78,23 @@ void Monitor::SampleLoop() {
 }
 
 void Monitor::EventLoop() {
-  while (true) {
-    {
-      std::scoped_lock lock(thread_mu_);
-      if (stopping_) return;
+  constexpr auto kWait = std::chrono::milliseconds(500);
+  std::unique_lock lock(thread_mu_);
+  while (!stopping_) {
+    lock.unlock();
+    auto started = std::chrono::steady_clock::now();
+    size_t got = PollEvents(kWait);
+    bool returned_early = std::chrono::steady_clock::now() - started < kWait / 5;
+    lock.lock();
+    // A backend that answers at once with nothing (its event set is gone after a failed
+    // re-initialisation, or its only GPU is lost) must not make this loop spin.
+    if (got == 0 && returned_early) {
+      wake_.wait_for(lock, kWait, [this] { return stopping_; });
     }
-    PollEvents(std::chrono::milliseconds(500));
   }
 }
 
-Result<GpuSnapshot> Monitor::ReadFresh() {
+Result<GpuSnapshot> Monitor::ReadFresh(bool accumulate) {
   std::scoped_lock backend_lock(backend_mu_);
   auto started = std::chrono::steady_clock::now();
   Result<GpuSnapshot> snap = backend_->Snapshot();
@@ -105,49 +108,58 @@ Result<GpuSnapshot> Monitor::ReadFresh() {
     return snap;
   }
   snap->taken_at = clock_.WallNow();
-  Record(*snap);
+  UpdateCache(*snap);
+  if (accumulate) Accumulate(*snap);
   return snap;
 }
 
 Status Monitor::SampleOnce() {
-  bool any_lost = false;
-  {
-    Result<GpuSnapshot> snap = ReadFresh();
-    if (!snap.ok()) return snap.status();
-    any_lost = std::any_of(snap->gpus.begin(), snap->gpus.end(),
-                           [](const GpuInfo& g) { return g.lost; });
-  }
-  if (any_lost && clock_.SteadyNow() - last_reinit_ >= options_.reinit_interval) {
-    std::scoped_lock backend_lock(backend_mu_);
-    last_reinit_ = clock_.SteadyNow();
-    (void)backend_->Reinitialize();
+  Result<GpuSnapshot> snap = ReadFresh(/*accumulate=*/true);
+  if (!snap.ok()) return snap.status();
+  bool any_lost =
+      std::any_of(snap->gpus.begin(), snap->gpus.end(), [](const GpuInfo& g) { return g.lost; });
+  if (!any_lost) return Status::Ok();
+  std::scoped_lock backend_lock(backend_mu_);
+  if (clock_.SteadyNow() - last_reinit_ < options_.reinit_interval) return Status::Ok();
+  last_reinit_ = clock_.SteadyNow();
+  Status reinit = backend_->Reinitialize();
+  if (!reinit.ok()) {
+    std::scoped_lock lock(mu_);
+    ++stats_.reinit_failures;
+    stats_.last_reinit_error = reinit.message();
   }
   return Status::Ok();
 }
 
-void Monitor::Record(const GpuSnapshot& snap) {
+void Monitor::UpdateCache(const GpuSnapshot& snap) {
   cache_ = snap;
   cache_time_ = clock_.SteadyNow();
-  ++stats_.samples;
-  if (!snap.reason.empty() && snap.source != Source::kNone) ++stats_.failed_readings;
-  const int64_t t_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                           snap.taken_at.time_since_epoch())
-                           .count();
   for (const GpuInfo& g : snap.gpus) {
-    if (g.lost) {
-      if (lost_uuids_.insert(g.uuid + "#" + std::to_string(g.index)).second) {
-        GpuEvent e;
-        e.at = snap.taken_at;
-        e.gpu_index = g.index;
-        e.gpu_uuid = g.uuid;
-        e.type = EventType::kGpuLost;
-        e.description = "GPU " + std::to_string(g.index) + " is lost (fell off the bus)";
-        RecordEvent(std::move(e));
-      }
+    const std::string key = g.uuid.empty() ? "#" + std::to_string(g.index) : g.uuid;
+    if (!g.lost) {
+      lost_uuids_.erase(key);
       continue;
     }
-    lost_uuids_.erase(g.uuid + "#" + std::to_string(g.index));
-    history_.Add(g.index, ToPoint(g, t_ms));
+    if (lost_uuids_.insert(key).second) {
+      GpuEvent e;
+      e.at = snap.taken_at;
+      e.gpu_index = g.index;
+      e.gpu_uuid = g.uuid;
+      e.type = EventType::kGpuLost;
+      e.description = "GPU " + std::to_string(g.index) + " is lost (fell off the bus)";
+      RecordEvent(std::move(e));
+    }
+  }
+}
+
+void Monitor::Accumulate(const GpuSnapshot& snap) {
+  ++stats_.samples;
+  if (!snap.reason.empty() && snap.source != Source::kNone) ++stats_.failed_readings;
+  const int64_t t_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(snap.taken_at.time_since_epoch())
+          .count();
+  for (const GpuInfo& g : snap.gpus) {
+    if (!g.lost) history_.Add(g.index, ToPoint(g, t_ms));
   }
   stats_.history_bytes = history_.MemoryBytes();
 
@@ -199,7 +211,7 @@ Result<GpuSnapshot> Monitor::QueryGpus(bool use_cache) {
     std::scoped_lock lock(mu_);
     if (cache_ && clock_.SteadyNow() - cache_time_ < options_.cache_ttl) return *cache_;
   }
-  return ReadFresh();
+  return ReadFresh(/*accumulate=*/false);
 }
 
 Result<GpuInfo> Monitor::GetGpuInfo(uint32_t index, bool use_cache) {
@@ -222,9 +234,9 @@ Result<std::string> Monitor::StartSession(const SessionOptions& options) {
   std::scoped_lock lock(mu_);
   ExpireSessions();
   if (sessions_.size() >= options_.max_sessions) {
-    return Status(StatusCode::kResourceExhausted,
-                  "too many monitoring sessions (" + std::to_string(options_.max_sessions) +
-                      " running); stop one first");
+    return Status(StatusCode::kResourceExhausted, "too many monitoring sessions (" +
+                                                      std::to_string(options_.max_sessions) +
+                                                      " running); stop one first");
   }
   Session s;
   s.id = "mon-" + std::to_string(next_session_++);

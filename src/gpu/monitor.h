@@ -89,6 +89,8 @@ struct MonitorStats {
   std::chrono::microseconds total_sample_duration{0};
   size_t history_bytes = 0;
   size_t sessions = 0;
+  uint64_t reinit_failures = 0;
+  std::string last_reinit_error;
 };
 
 class Monitor {
@@ -112,7 +114,8 @@ class Monitor {
   Result<std::vector<ScoredGpu>> GetAvailableGpus(uint64_t min_free_memory_bytes,
                                                   uint32_t max_utilization_percent);
 
-  // One sample: read the backend, update cache, history, sessions, lost-GPU events.
+  // One sample: read the backend, update cache, history, sessions, lost-GPU events. Only samples
+  // feed history and sessions, so their statistics do not depend on how often clients query.
   Status SampleOnce();
   // Waits up to `timeout` for backend events and records them; returns how many arrived.
   size_t PollEvents(std::chrono::milliseconds timeout);
@@ -146,11 +149,14 @@ class Monitor {
     std::map<uint32_t, Gpu> per_gpu;
   };
 
-  Result<GpuSnapshot> ReadFresh();  // takes backend_mu_
-  void Record(const GpuSnapshot& snap);  // requires mu_
-  void RecordEvent(GpuEvent event);      // requires mu_
+  // Takes backend_mu_; updates the cache and lost-GPU events, and with `accumulate` also the
+  // history and sessions.
+  Result<GpuSnapshot> ReadFresh(bool accumulate);
+  void UpdateCache(const GpuSnapshot& snap);       // requires mu_
+  void Accumulate(const GpuSnapshot& snap);        // requires mu_
+  void RecordEvent(GpuEvent event);                // requires mu_
   SessionStats Summarise(const Session& s) const;  // requires mu_
-  void ExpireSessions();                            // requires mu_
+  void ExpireSessions();                           // requires mu_
   void SampleLoop();
   void EventLoop();
 
@@ -168,7 +174,7 @@ class Monitor {
   std::deque<GpuEvent> events_;
   std::map<uint32_t, EventCounts> event_counts_;
   std::set<std::string> lost_uuids_;
-  std::chrono::steady_clock::time_point last_reinit_;
+  std::chrono::steady_clock::time_point last_reinit_;  // guarded by backend_mu_
   MonitorStats stats_;
 
   std::mutex thread_mu_;

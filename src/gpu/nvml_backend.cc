@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -38,14 +40,36 @@ enum class Reading : size_t {
   kEccAggregateCorrected,
   kEccAggregateUncorrected,
   kClockEventReasons,
-  kComputeProcesses,
+  kComputeProcesses,  // _v3
+  kComputeProcessesV2,
   kComputeProcessesV1,
-  kGraphicsProcesses,
+  kGraphicsProcesses,  // _v3
+  kGraphicsProcessesV2,
   kGraphicsProcessesV1,
   kProcessUtilization,
   kCount,
 };
 constexpr size_t kReadingCount = static_cast<size_t>(Reading::kCount);
+
+// Readings that are alternatives: in each sample the first of a group that succeeds is used and
+// the rest of the group is skipped (memory v2 then v1; process lists _v3, _v2, unversioned).
+int GroupOf(Reading r) {
+  switch (r) {
+    case Reading::kMemoryV2:
+    case Reading::kMemoryV1:
+      return 1;
+    case Reading::kComputeProcesses:
+    case Reading::kComputeProcessesV2:
+    case Reading::kComputeProcessesV1:
+      return 2;
+    case Reading::kGraphicsProcesses:
+    case Reading::kGraphicsProcessesV2:
+    case Reading::kGraphicsProcessesV1:
+      return 3;
+    default:
+      return 0;
+  }
+}
 
 bool MeansUnsupported(nvmlReturn_t rc) {
   return rc == NVML_ERROR_NOT_SUPPORTED || rc == NVML_ERROR_FUNCTION_NOT_FOUND;
@@ -86,6 +110,7 @@ class NvmlBackend final : public Backend {
 
   Result<GpuSnapshot> Snapshot() override {
     std::scoped_lock lock(mu_);
+    proc_.BeginSample();
     GpuSnapshot snap;
     snap.taken_at = std::chrono::system_clock::now();
     snap.source = Source::kNvml;
@@ -101,17 +126,19 @@ class NvmlBackend final : public Backend {
     return snap;
   }
 
-  bool SupportsEvents() const override { return event_set_ != nullptr; }
+  bool SupportsEvents() const override { return has_events_.load(); }
 
   std::vector<GpuEvent> WaitEvents(std::chrono::milliseconds timeout) override {
     std::vector<GpuEvent> events;
     std::scoped_lock event_lock(event_mu_);
     if (event_set_ == nullptr || library_->api().EventSetWait == nullptr) return events;
-    auto wait_ms = static_cast<unsigned int>(std::max<int64_t>(0, timeout.count()));
+    auto wait_ms = static_cast<unsigned int>(std::clamp<int64_t>(timeout.count(), 0, 60000));
     for (int i = 0; i < 1024; ++i) {  // bounded drain
       nvmlEventData_t data{};
       nvmlReturn_t rc = library_->api().EventSetWait(event_set_, &data, wait_ms);
-      if (rc != NVML_SUCCESS) break;  // TIMEOUT: nothing (more) pending
+      // TIMEOUT: nothing (more) pending. Anything else (GPU_IS_LOST for a lost GPU, UNKNOWN):
+      // also nothing to deliver; the caller backs off instead of spinning.
+      if (rc != NVML_SUCCESS) break;
       events.push_back(ToEvent(data));
       wait_ms = 0;  // after the first event, only drain what is already queued
     }
@@ -122,10 +149,22 @@ class NvmlBackend final : public Backend {
     std::scoped_lock lock(event_mu_, mu_);
     FreeEventSet();
     session_.reset();
-    FLYT_ASSIGN_OR_RETURN(nvml::Session session, nvml::Session::Start(*library_));
-    session_.emplace(std::move(session));
-    ReadSystem();
-    FLYT_RETURN_IF_ERROR(Enumerate());
+    auto session = nvml::Session::Start(*library_);
+    Status status = session.ok() ? Status::Ok() : session.status();
+    if (session.ok()) {
+      session_.emplace(std::move(session).value());
+      ReadSystem();
+      status = Enumerate();
+    }
+    if (!status.ok()) {
+      // NVML is down: no handle is valid any more. Every GPU stays listed, as lost, until a
+      // later re-initialisation succeeds.
+      for (DeviceState& dev : devices_) {
+        dev.lost = true;
+        dev.handle = nullptr;
+      }
+      return status.WithContext("re-initialising NVML");
+    }
     SetUpEvents();
     return Status::Ok();
   }
@@ -148,8 +187,9 @@ class NvmlBackend final : public Backend {
     }
   }
 
-  // Looks up every device; keeps per-device state of devices already known (same UUID), so a
-  // re-initialisation refreshes handles without losing what was decided.
+  // Looks up every device; keeps per-device state of devices already known (same UUID, or same
+  // index when the UUID cannot be read), so a re-initialisation refreshes handles without losing
+  // what was decided. A known device that is no longer enumerated stays listed, as lost.
   Status Enumerate() {
     unsigned int count = 0;
     nvmlReturn_t rc = api().DeviceGetCount(&count);
@@ -157,6 +197,16 @@ class NvmlBackend final : public Backend {
       return nvml::NvmlError(library_.get(), library_->BoundSymbol("DeviceGetCount"), rc);
     }
     std::vector<DeviceState> old = std::move(devices_);
+    std::vector<bool> matched(old.size(), false);
+    auto same_index = [&](uint32_t index) -> DeviceState* {
+      for (size_t k = 0; k < old.size(); ++k) {
+        if (!matched[k] && old[k].identity.index == index) {
+          matched[k] = true;
+          return &old[k];
+        }
+      }
+      return nullptr;
+    };
     devices_.clear();
     for (unsigned int i = 0; i < count; ++i) {
       DeviceState dev;
@@ -166,25 +216,39 @@ class NvmlBackend final : public Backend {
         // A device that cannot even be opened is listed as lost, so it is seen, not hidden.
         dev.lost = true;
         dev.handle = nullptr;
-        for (const DeviceState& o : old) {
-          if (o.identity.index == i) dev.identity = o.identity;
-        }
+        if (DeviceState* o = same_index(i)) dev.identity = o->identity;
         Note(nvml::NvmlError(library_.get(), library_->BoundSymbol("DeviceGetHandleByIndex"), rc)
                  .message());
         devices_.push_back(std::move(dev));
         continue;
       }
       ReadIdentity(dev);
-      auto same = std::find_if(old.begin(), old.end(), [&](const DeviceState& o) {
-        return !o.identity.uuid.empty() && o.identity.uuid == dev.identity.uuid;
-      });
-      if (same != old.end() && !same->lost) {
+      DeviceState* same = nullptr;
+      for (size_t k = 0; k < old.size() && same == nullptr; ++k) {
+        if (!matched[k] && !dev.identity.uuid.empty() &&
+            old[k].identity.uuid == dev.identity.uuid) {
+          matched[k] = true;
+          same = &old[k];
+        }
+      }
+      if (same == nullptr && dev.identity.uuid.empty()) {
+        same = same_index(i);
+        if (same != nullptr) dev.identity = same->identity;  // keep who it was
+      }
+      if (same != nullptr && !same->lost) {
         dev.supported = same->supported;
         dev.last_util_seen_us = same->last_util_seen_us;
       } else {
         Probe(dev);
       }
       devices_.push_back(std::move(dev));
+    }
+    for (size_t k = 0; k < old.size(); ++k) {
+      if (matched[k]) continue;
+      DeviceState gone = std::move(old[k]);
+      gone.lost = true;
+      gone.handle = nullptr;
+      devices_.push_back(std::move(gone));
     }
     return Status::Ok();
   }
@@ -328,10 +392,18 @@ class NvmlBackend final : public Backend {
         rc = f.DeviceGetComputeMode(h, &mode);
         if (rc == NVML_SUCCESS) {
           switch (mode) {
-            case NVML_COMPUTEMODE_DEFAULT: out.compute_mode = "default"; break;
-            case NVML_COMPUTEMODE_EXCLUSIVE_THREAD: out.compute_mode = "exclusive_thread"; break;
-            case NVML_COMPUTEMODE_PROHIBITED: out.compute_mode = "prohibited"; break;
-            case NVML_COMPUTEMODE_EXCLUSIVE_PROCESS: out.compute_mode = "exclusive_process"; break;
+            case NVML_COMPUTEMODE_DEFAULT:
+              out.compute_mode = "default";
+              break;
+            case NVML_COMPUTEMODE_EXCLUSIVE_THREAD:
+              out.compute_mode = "exclusive_thread";
+              break;
+            case NVML_COMPUTEMODE_PROHIBITED:
+              out.compute_mode = "prohibited";
+              break;
+            case NVML_COMPUTEMODE_EXCLUSIVE_PROCESS:
+              out.compute_mode = "exclusive_process";
+              break;
           }
         }
         break;
@@ -351,8 +423,8 @@ class NvmlBackend final : public Backend {
       case Reading::kEccAggregateCorrected:
       case Reading::kEccAggregateUncorrected: {
         if (!f.DeviceGetTotalEccErrors) break;
-        bool corrected = reading == Reading::kEccVolatileCorrected ||
-                         reading == Reading::kEccAggregateCorrected;
+        bool corrected =
+            reading == Reading::kEccVolatileCorrected || reading == Reading::kEccAggregateCorrected;
         bool aggregate = reading == Reading::kEccAggregateCorrected ||
                          reading == Reading::kEccAggregateUncorrected;
         rc = f.DeviceGetTotalEccErrors(
@@ -372,8 +444,10 @@ class NvmlBackend final : public Backend {
         if (rc == NVML_SUCCESS) out.clock_event_reasons = ull;
         break;
       case Reading::kComputeProcesses:
+      case Reading::kComputeProcessesV2:
       case Reading::kComputeProcessesV1:
       case Reading::kGraphicsProcesses:
+      case Reading::kGraphicsProcessesV2:
       case Reading::kGraphicsProcessesV1:
         rc = ReadProcesses(reading, h, out);
         break;
@@ -388,6 +462,11 @@ class NvmlBackend final : public Backend {
 
   // Process lists are read with the size query first (count 0 → INSUFFICIENT_SIZE and the count),
   // then with room to spare, retried a few times in case processes start between the two calls.
+  // The buffer has twice the room NVML is told of, so a driver that writes larger records than
+  // documented cannot write past it; records that make no sense are refused (MALFORMED below).
+  // Not an NVML code (those stop at 999; the enum holds 0..1023).
+  static constexpr nvmlReturn_t kMalformed = static_cast<nvmlReturn_t>(1001);
+
   template <typename Info, typename Fn>
   nvmlReturn_t ReadProcessList(Fn fn, nvmlDevice_t h, ProcessType type, GpuInfo& out) {
     if (fn == nullptr) return NVML_ERROR_FUNCTION_NOT_FOUND;
@@ -397,49 +476,67 @@ class NvmlBackend final : public Backend {
     if (rc != NVML_ERROR_INSUFFICIENT_SIZE) return rc;
     std::vector<Info> infos;
     for (int attempt = 0; attempt < 4; ++attempt) {
-      unsigned int capacity = count + 8;
-      infos.assign(capacity, Info{});
+      unsigned int capacity = std::min(count, 1u << 16) + 8;
+      infos.assign(2 * static_cast<size_t>(capacity), Info{});
       count = capacity;
       rc = fn(h, &count, infos.data());
       if (rc != NVML_ERROR_INSUFFICIENT_SIZE) break;
     }
     if (rc != NVML_SUCCESS) return rc;
-    for (unsigned int i = 0; i < count && i < infos.size(); ++i) {
+    count = std::min<unsigned int>(count, static_cast<unsigned int>(infos.size() / 2));
+    std::vector<ProcessInfo> read;
+    for (unsigned int i = 0; i < count; ++i) {
       const Info& info = infos[i];
-      auto existing = std::find_if(out.processes.begin(), out.processes.end(),
-                                   [&](const ProcessInfo& p) { return p.pid == info.pid; });
-      if (existing != out.processes.end()) {
-        if (existing->type != type) existing->type = ProcessType::kComputeAndGraphics;
-        continue;
-      }
       ProcessInfo p;
       p.pid = info.pid;
       p.type = type;
       if (info.usedGpuMemory != kNvmlValueNotAvailableULL) p.used_memory_bytes = info.usedGpuMemory;
+      bool sane = info.pid != 0 && (!p.used_memory_bytes || !out.memory_total_bytes ||
+                                    *p.used_memory_bytes <= *out.memory_total_bytes);
       if constexpr (std::is_same_v<Info, nvmlProcessInfo_t>) {
         if (info.gpuInstanceId != kNvmlInstanceIdNone) p.gpu_instance_id = info.gpuInstanceId;
         if (info.computeInstanceId != kNvmlInstanceIdNone) {
           p.compute_instance_id = info.computeInstanceId;
         }
+        sane = sane && info.gpuInstanceId != 0xFFFFFFFEu &&
+               (info.gpuInstanceId == kNvmlInstanceIdNone || info.gpuInstanceId < 64) &&
+               (info.computeInstanceId == kNvmlInstanceIdNone || info.computeInstanceId < 64);
       }
-      out.processes.push_back(std::move(p));
+      if (!sane) return kMalformed;
+      read.push_back(std::move(p));
+    }
+    for (ProcessInfo& p : read) {
+      auto existing = std::find_if(out.processes.begin(), out.processes.end(),
+                                   [&](const ProcessInfo& q) { return q.pid == p.pid; });
+      if (existing == out.processes.end()) {
+        out.processes.push_back(std::move(p));
+      } else if (existing->type != type) {
+        existing->type = ProcessType::kComputeAndGraphics;
+      }
     }
     return NVML_SUCCESS;
   }
 
   nvmlReturn_t ReadProcesses(Reading reading, nvmlDevice_t h, GpuInfo& out) {
+    const nvml::FunctionTable& f = api();
     switch (reading) {
       case Reading::kComputeProcesses:
-        return ReadProcessList<nvmlProcessInfo_t>(api().DeviceGetComputeRunningProcesses, h,
+        return ReadProcessList<nvmlProcessInfo_t>(f.DeviceGetComputeRunningProcesses, h,
+                                                  ProcessType::kCompute, out);
+      case Reading::kComputeProcessesV2:
+        return ReadProcessList<nvmlProcessInfo_t>(f.DeviceGetComputeRunningProcessesV2, h,
                                                   ProcessType::kCompute, out);
       case Reading::kComputeProcessesV1:
-        return ReadProcessList<nvmlProcessInfo_v1_t>(api().DeviceGetComputeRunningProcessesV1, h,
+        return ReadProcessList<nvmlProcessInfo_v1_t>(f.DeviceGetComputeRunningProcessesV1, h,
                                                      ProcessType::kCompute, out);
       case Reading::kGraphicsProcesses:
-        return ReadProcessList<nvmlProcessInfo_t>(api().DeviceGetGraphicsRunningProcesses, h,
+        return ReadProcessList<nvmlProcessInfo_t>(f.DeviceGetGraphicsRunningProcesses, h,
+                                                  ProcessType::kGraphics, out);
+      case Reading::kGraphicsProcessesV2:
+        return ReadProcessList<nvmlProcessInfo_t>(f.DeviceGetGraphicsRunningProcessesV2, h,
                                                   ProcessType::kGraphics, out);
       case Reading::kGraphicsProcessesV1:
-        return ReadProcessList<nvmlProcessInfo_v1_t>(api().DeviceGetGraphicsRunningProcessesV1, h,
+        return ReadProcessList<nvmlProcessInfo_v1_t>(f.DeviceGetGraphicsRunningProcessesV1, h,
                                                      ProcessType::kGraphics, out);
       default:
         return NVML_ERROR_INVALID_ARGUMENT;
@@ -456,14 +553,14 @@ class NvmlBackend final : public Backend {
     nvmlReturn_t rc = fn(dev.handle, nullptr, &count, dev.last_util_seen_us);
     std::vector<nvmlProcessUtilizationSample_t> samples;
     if (rc == NVML_ERROR_INSUFFICIENT_SIZE && count > 0) {
-      samples.resize(count + 8);
+      samples.resize(std::min(count, 1u << 16) + 8);
       count = static_cast<unsigned int>(samples.size());
       rc = fn(dev.handle, samples.data(), &count, dev.last_util_seen_us);
       samples.resize(rc == NVML_SUCCESS ? std::min<size_t>(count, samples.size()) : 0);
     }
-    if (rc != NVML_SUCCESS && rc != NVML_ERROR_NOT_FOUND && rc != NVML_ERROR_INSUFFICIENT_SIZE) {
-      return rc;
-    }
+    // NOT_FOUND: no sample since the last one seen. Anything else but SUCCESS (including a second
+    // INSUFFICIENT_SIZE) leaves per-process utilisation unknown for this sample.
+    if (rc != NVML_SUCCESS && rc != NVML_ERROR_NOT_FOUND) return rc;
     std::map<uint32_t, const nvmlProcessUtilizationSample_t*> newest;
     for (const auto& s : samples) {
       auto& slot = newest[s.pid];
@@ -483,6 +580,7 @@ class NvmlBackend final : public Backend {
         p.memory_util_percent = 0;
         p.encoder_util_percent = 0;
         p.decoder_util_percent = 0;
+        // util_sample_timestamp_us stays absent: there is no sample for this interval.
       }
     }
     return NVML_SUCCESS;
@@ -493,23 +591,13 @@ class NvmlBackend final : public Backend {
     GpuInfo scratch;
     for (size_t i = 0; i < kReadingCount; ++i) {
       auto reading = static_cast<Reading>(i);
-      // Process utilisation is read after the process lists; probing it alone must not consume
-      // samples, so it is probed with its own scratch and its timestamp reset afterwards.
+      // Probing reads into a scratch GpuInfo; the utilisation timestamp is reset afterwards so
+      // that the first real sample sees the driver's buffered samples.
       nvmlReturn_t rc = Call(reading, dev, scratch);
-      dev.supported[i] = !MeansUnsupported(rc);
+      dev.supported[i] = !MeansUnsupported(rc) && rc != kMalformed;
       if (rc == NVML_ERROR_GPU_IS_LOST) dev.lost = true;
     }
     dev.last_util_seen_us = 0;
-    // Prefer the v2 memory structure (it has `reserved`); read v1 only without it. Likewise the
-    // _v1 process lists only when the _v2/_v3 ones are missing.
-    auto idx = [](Reading r) { return static_cast<size_t>(r); };
-    if (dev.supported[idx(Reading::kMemoryV2)]) dev.supported[idx(Reading::kMemoryV1)] = false;
-    if (dev.supported[idx(Reading::kComputeProcesses)]) {
-      dev.supported[idx(Reading::kComputeProcessesV1)] = false;
-    }
-    if (dev.supported[idx(Reading::kGraphicsProcesses)]) {
-      dev.supported[idx(Reading::kGraphicsProcessesV1)] = false;
-    }
   }
 
   GpuInfo Read(DeviceState& dev) {
@@ -518,10 +606,17 @@ class NvmlBackend final : public Backend {
       info.lost = true;
       return info;
     }
+    std::array<bool, 4> group_done{};
     for (size_t i = 0; i < kReadingCount; ++i) {
       if (!dev.supported[i]) continue;
-      nvmlReturn_t rc = Call(static_cast<Reading>(i), dev, info);
-      if (rc == NVML_SUCCESS) continue;
+      const auto reading = static_cast<Reading>(i);
+      const int group = GroupOf(reading);
+      if (group != 0 && group_done[group]) continue;
+      nvmlReturn_t rc = Call(reading, dev, info);
+      if (rc == NVML_SUCCESS) {
+        group_done[group] = true;
+        continue;
+      }
       if (rc == NVML_ERROR_GPU_IS_LOST) {
         dev.lost = true;
         GpuInfo lost = dev.identity;
@@ -530,24 +625,51 @@ class NvmlBackend final : public Backend {
              ") is lost (NVML_ERROR_GPU_IS_LOST)");
         return lost;
       }
+      if (rc == kMalformed) {
+        // This driver's entry point writes something other than the documented records: stop
+        // using it on this device; the next alternative of the group is tried at once.
+        dev.supported[i] = false;
+        Note("GPU " + std::to_string(dev.identity.index) + ": " + ReadingName(reading) +
+             " returned malformed records; using the next older entry point");
+        continue;
+      }
       // A transient failure (TIMEOUT, UNKNOWN, a NOT_SUPPORTED that appeared mid-run): this
       // reading is absent in this sample only.
       Note("GPU " + std::to_string(dev.identity.index) + ": " +
-           nvml::NvmlError(library_.get(), ReadingName(static_cast<Reading>(i)), rc).message());
+           nvml::NvmlError(library_.get(), ReadingName(reading), rc).message());
     }
     for (ProcessInfo& p : info.processes) proc_.Fill(p);
     return info;
   }
 
   static const char* ReadingName(Reading r) {
-    static const char* kNames[] = {
-        "memory_info_v2", "memory_info",     "utilization",       "temperature",
-        "power_usage",    "power_limit",     "energy",            "sm_clock",
-        "memory_clock",   "pcie_rx",         "pcie_tx",           "fan_speed",
-        "performance_state", "compute_mode", "mig_mode",          "ecc_volatile_corrected",
-        "ecc_volatile_uncorrected", "ecc_aggregate_corrected", "ecc_aggregate_uncorrected",
-        "clock_event_reasons", "compute_processes", "compute_processes_v1",
-        "graphics_processes", "graphics_processes_v1", "process_utilization"};
+    static const char* kNames[] = {"memory_info_v2",
+                                   "memory_info",
+                                   "utilization",
+                                   "temperature",
+                                   "power_usage",
+                                   "power_limit",
+                                   "energy",
+                                   "sm_clock",
+                                   "memory_clock",
+                                   "pcie_rx",
+                                   "pcie_tx",
+                                   "fan_speed",
+                                   "performance_state",
+                                   "compute_mode",
+                                   "mig_mode",
+                                   "ecc_volatile_corrected",
+                                   "ecc_volatile_uncorrected",
+                                   "ecc_aggregate_corrected",
+                                   "ecc_aggregate_uncorrected",
+                                   "clock_event_reasons",
+                                   "compute_processes_v3",
+                                   "compute_processes_v2",
+                                   "compute_processes_v1",
+                                   "graphics_processes_v3",
+                                   "graphics_processes_v2",
+                                   "graphics_processes_v1",
+                                   "process_utilization"};
     static_assert(sizeof(kNames) / sizeof(kNames[0]) == kReadingCount);
     return kNames[static_cast<size_t>(r)];
   }
@@ -580,11 +702,13 @@ class NvmlBackend final : public Backend {
       }
     }
     if (!any) FreeEventSet();
+    has_events_ = event_set_ != nullptr;
   }
 
   void FreeEventSet() {
     if (event_set_ != nullptr && api().EventSetFree) api().EventSetFree(event_set_);
     event_set_ = nullptr;
+    has_events_ = false;
   }
 
   GpuEvent ToEvent(const nvmlEventData_t& data) {
@@ -615,7 +739,9 @@ class NvmlBackend final : public Backend {
         break;
       default:
         event.type = EventType::kOther;
-        event.description = "NVML event 0x" + std::to_string(data.eventType);
+        char hex[32];
+        std::snprintf(hex, sizeof(hex), "0x%llx", data.eventType);
+        event.description = std::string("NVML event ") + hex;
         break;
     }
     return event;
@@ -629,14 +755,15 @@ class NvmlBackend final : public Backend {
   std::vector<DeviceState> devices_;
   std::optional<std::string> driver_version_, cuda_version_, nvml_version_;
   std::vector<std::string> errors_;
-  nvmlEventSet_t event_set_ = nullptr;
+  nvmlEventSet_t event_set_ = nullptr;  // guarded by event_mu_
+  std::atomic<bool> has_events_{false};
 };
 
 }  // namespace
 
 Result<std::unique_ptr<Backend>> OpenNvmlBackend(const NvmlBackendOptions& options) {
-  std::string path = options.library_path.empty() ? nvml::DefaultLibraryPath()
-                                                  : options.library_path;
+  std::string path =
+      options.library_path.empty() ? nvml::DefaultLibraryPath() : options.library_path;
   FLYT_ASSIGN_OR_RETURN(std::unique_ptr<Library> library, Library::Load(path));
   auto backend = std::make_unique<NvmlBackend>(std::move(library), options.proc_root);
   FLYT_RETURN_IF_ERROR(backend->Open());

@@ -90,36 +90,41 @@ std::optional<ProcReader::Entry> ProcReader::Read(uint32_t pid) const {
   return e;
 }
 
+void ProcReader::BeginSample() const {
+  std::scoped_lock lock(mu_);
+  for (auto it = processes_.begin(); it != processes_.end();) {
+    it = it->second.sample < sample_ ? processes_.erase(it) : std::next(it);
+  }
+  ++sample_;
+}
+
 void ProcReader::Fill(ProcessInfo& process) const {
   const auto now = clock_.SteadyNow();
   std::optional<Entry> entry;
+  uint64_t sample = 0;
   {
     std::scoped_lock lock(mu_);
+    sample = sample_;
     auto it = processes_.find(process.pid);
-    if (it != processes_.end() && now - it->second.read_at < ttl_) entry = it->second;
+    // Reusable only if filled in this sample or the previous one (the PID stayed on a GPU).
+    if (it != processes_.end() && it->second.sample + 1 >= sample_ &&
+        now - it->second.read_at < ttl_) {
+      it->second.sample = sample_;
+      entry = it->second;
+    }
   }
   if (!entry) {
     entry = Read(process.pid);
     if (!entry) return;
     entry->read_at = now;
+    entry->sample = sample;
     std::scoped_lock lock(mu_);
     processes_[process.pid] = *entry;
-    if (now - last_evict_ >= ttl_) {
-      last_evict_ = now;
-      for (auto it = processes_.begin(); it != processes_.end();) {
-        it = now - it->second.read_at >= ttl_ ? processes_.erase(it) : std::next(it);
-      }
-    }
   }
   if (entry->name) process.name = entry->name;
   if (entry->command) process.command = entry->command;
   if (entry->user) process.user = entry->user;
   if (entry->container_id) process.container_id = entry->container_id;
-}
-
-size_t ProcReader::cached() const {
-  std::scoped_lock lock(mu_);
-  return processes_.size();
 }
 
 }  // namespace flyt::gpu

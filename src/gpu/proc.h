@@ -5,11 +5,14 @@
 // is gone, or hidden from this PID namespace, leaves the fields absent.
 //
 // Reading four files per process costs ~28 µs; at 200 processes that is 5.6 ms per sample, so
-// what was read is cached per PID for `ttl` (30 s). The kernel hands out PIDs in increasing
-// order up to pid_max (4,194,304 on 64-bit), so the same PID naming another process within the
-// TTL would take millions of forks; a process that rewrites its title shows the new one within
-// the TTL. Entries older than the TTL are evicted, so the cache holds at most the PIDs seen in
-// one TTL window. Thread-safe: the caches are guarded by a mutex.
+// what was read is reused while the PID stays on a GPU: a backend calls BeginSample() before
+// each sample, and an entry is reused only if its PID was also filled in the previous sample
+// (and was read less than `ttl`, 30 s, ago, so a retitled process shows its new command). For
+// another process to take over a PID between two consecutive samples, the first must exit, the
+// kernel must cycle through every other free PID, and the newcomer must open a GPU context, all
+// within one sampling interval. A PID missing from one sample is read afresh when it returns.
+// Entries not filled in the previous sample are evicted, so the cache holds only current PIDs.
+// Thread-safe: the caches are guarded by a mutex.
 #pragma once
 
 #include <chrono>
@@ -30,8 +33,9 @@ class ProcReader {
                       const Clock& clock = SystemClock::Instance())
       : root_(std::move(root)), ttl_(ttl), clock_(clock) {}
 
+  // Starts a new sample: entries not filled since the previous BeginSample() are dropped.
+  void BeginSample() const;
   void Fill(ProcessInfo& process) const;
-  size_t cached() const;
 
   // The container id (64 hex digits, docker / containerd / cri-o / podman cgroup paths) in the
   // text of a /proc/<pid>/cgroup file, or nullopt.
@@ -41,6 +45,7 @@ class ProcReader {
   struct Entry {
     std::optional<std::string> name, command, user, container_id;
     std::chrono::steady_clock::time_point read_at;
+    uint64_t sample = 0;  // the sample that last filled it
   };
   std::optional<std::string> UserName(uint32_t uid) const;
   // Reads /proc/<pid>; nullopt when the process is not visible.
@@ -50,9 +55,9 @@ class ProcReader {
   std::chrono::seconds ttl_;
   const Clock& clock_;
   mutable std::mutex mu_;
-  mutable std::unordered_map<uint32_t, std::string> users_;   // guarded by mu_
-  mutable std::unordered_map<uint32_t, Entry> processes_;      // guarded by mu_
-  mutable std::chrono::steady_clock::time_point last_evict_;  // guarded by mu_
+  mutable std::unordered_map<uint32_t, std::string> users_;  // guarded by mu_
+  mutable std::unordered_map<uint32_t, Entry> processes_;    // guarded by mu_
+  mutable uint64_t sample_ = 0;                              // guarded by mu_
 };
 
 }  // namespace flyt::gpu

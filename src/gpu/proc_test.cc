@@ -21,7 +21,8 @@ TEST(ProcReaderTest, ContainerIdFromKubernetesCgroupV1) {
 }
 
 TEST(ProcReaderTest, NoContainerOnAHostProcess) {
-  EXPECT_FALSE(ProcReader::ContainerIdFromCgroup("0::/user.slice/user-1000.slice/session-3.scope\n"));
+  EXPECT_FALSE(
+      ProcReader::ContainerIdFromCgroup("0::/user.slice/user-1000.slice/session-3.scope\n"));
   // 65 hex digits is not an id.
   EXPECT_FALSE(ProcReader::ContainerIdFromCgroup("0::/x/" + std::string(65, 'b') + "\n"));
 }
@@ -51,35 +52,48 @@ TEST(ProcReaderTest, FillsNameCommandUserFromAFixtureTree) {
   std::filesystem::remove_all(root);
 }
 
-TEST(ProcReaderTest, CachesPerPidForTheTtlThenRereadsAndEvicts) {
-  auto root = std::filesystem::temp_directory_path() / ("flyt-proc-ttl-" + std::to_string(getpid()));
+// What a user sees through the cache: a process that stays on the GPU keeps its details without
+// re-reading /proc; a PID that left and came back (possibly another process) is read afresh; a
+// retitled process shows its new title once the TTL has passed.
+TEST(ProcReaderTest, PidThatLeftAndReturnedIsReadAfresh) {
+  auto root =
+      std::filesystem::temp_directory_path() / ("flyt-proc-ttl-" + std::to_string(getpid()));
   std::filesystem::create_directories(root / "7");
   std::ofstream(root / "7" / "comm") << "first\n";
   FakeClock clock;
   ProcReader reader(root.string(), std::chrono::seconds(30), clock);
-  ProcessInfo p;
-  p.pid = 7;
-  reader.Fill(p);
-  EXPECT_EQ(p.name, "first");
-  std::ofstream(root / "7" / "comm", std::ios::trunc) << "renamed\n";
-  clock.Advance(std::chrono::seconds(10));
-  ProcessInfo q;
-  q.pid = 7;
-  reader.Fill(q);
-  EXPECT_EQ(q.name, "first");  // within the TTL: from the cache, no /proc reads
-  clock.Advance(std::chrono::seconds(25));
-  ProcessInfo r;
-  r.pid = 7;
-  reader.Fill(r);
-  EXPECT_EQ(r.name, "renamed");  // past the TTL: read again
-  // A PID that disappears is evicted once its entry is older than the TTL.
-  std::filesystem::remove_all(root / "7");
-  std::filesystem::create_directories(root / "8");
-  clock.Advance(std::chrono::seconds(31));
-  ProcessInfo other;
-  other.pid = 8;
-  reader.Fill(other);
-  EXPECT_EQ(reader.cached(), 1u);
+  auto fill = [&](uint32_t pid) {
+    ProcessInfo p;
+    p.pid = pid;
+    reader.Fill(p);
+    return p.name.value_or("");
+  };
+  reader.BeginSample();
+  EXPECT_EQ(fill(7), "first");
+
+  // The process goes on; something else takes its /proc name (as a PID reuse would look).
+  std::ofstream(root / "7" / "comm", std::ios::trunc) << "second\n";
+  clock.Advance(std::chrono::seconds(1));
+  reader.BeginSample();
+  EXPECT_EQ(fill(7), "first");  // still on the GPU in consecutive samples: same process
+
+  // A sample without PID 7 (it left the GPU), then it is back: read again.
+  clock.Advance(std::chrono::seconds(1));
+  reader.BeginSample();
+  clock.Advance(std::chrono::seconds(1));
+  reader.BeginSample();
+  EXPECT_EQ(fill(7), "second");
+
+  // Retitled while staying on the GPU: the new title shows after the TTL.
+  std::ofstream(root / "7" / "comm", std::ios::trunc) << "third\n";
+  for (int s = 0; s < 29; ++s) {
+    clock.Advance(std::chrono::seconds(1));
+    reader.BeginSample();
+    EXPECT_EQ(fill(7), "second");
+  }
+  clock.Advance(std::chrono::seconds(2));
+  reader.BeginSample();
+  EXPECT_EQ(fill(7), "third");
   std::filesystem::remove_all(root);
 }
 

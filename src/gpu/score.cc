@@ -18,9 +18,9 @@ std::optional<double> AvailabilityScore(const GpuInfo& gpu, const ScoreWeights& 
     return std::nullopt;
   }
   double sum = weights.memory + weights.utilization;
-  double free_fraction = std::clamp(static_cast<double>(*gpu.memory_free_bytes) /
-                                        static_cast<double>(*gpu.memory_total_bytes),
-                                    0.0, 1.0);
+  double free_fraction = std::clamp(
+      static_cast<double>(*gpu.memory_free_bytes) / static_cast<double>(*gpu.memory_total_bytes),
+      0.0, 1.0);
   double idle_fraction = std::clamp((100.0 - *gpu.gpu_util_percent) / 100.0, 0.0, 1.0);
   return (weights.memory * free_fraction + weights.utilization * idle_fraction) / sum;
 }

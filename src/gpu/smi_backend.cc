@@ -608,6 +608,7 @@ std::vector<std::string> SmiBackend::QueryProcesses(std::vector<GpuInfo>& gpus) 
 }
 
 Result<GpuSnapshot> SmiBackend::Snapshot() {
+  proc_reader_.BeginSample();
   GpuSnapshot snapshot;
   snapshot.source = Source::kNvidiaSmi;
   snapshot.taken_at = std::chrono::system_clock::now();

@@ -6,8 +6,8 @@
 namespace flyt::gpu {
 namespace {
 
-constexpr double kGrowth = 1.01;      // bucket width: 1% of its lower edge
-constexpr double kSmallest = 1e-3;    // values at or below this share bucket kZeroBucket
+constexpr double kGrowth = 1.01;    // bucket width: 1% of its lower edge
+constexpr double kSmallest = 1e-3;  // values at or below this share bucket kZeroBucket
 constexpr int32_t kZeroBucket = -1;
 constexpr int32_t kMaxBucket = 2400;  // 1e-3 · 1.01^2400 ≈ 2·10^7: larger values share the top
 
@@ -29,7 +29,8 @@ void QuantileHistogram::Add(double x) {
 std::optional<double> QuantileHistogram::Quantile(double p) const {
   if (count_ == 0) return std::nullopt;
   // Nearest rank: the smallest value with at least ceil(p·n) samples at or below it.
-  auto rank = static_cast<uint64_t>(std::ceil(std::clamp(p, 0.0, 1.0) * static_cast<double>(count_)));
+  auto rank =
+      static_cast<uint64_t>(std::ceil(std::clamp(p, 0.0, 1.0) * static_cast<double>(count_)));
   rank = std::max<uint64_t>(rank, 1);
   uint64_t seen = 0;
   for (const auto& [index, bucket] : buckets_) {

@@ -47,8 +47,8 @@ TEST(StatsTest, MemoryStaysBoundedWhateverTheSampleCount) {
   EXPECT_EQ(h.count(), 1000000u);
   EXPECT_LE(h.buckets(), 2402u);
   h.Add(0);
-  h.Add(-5);   // below the smallest bucket: shares the zero bucket
-  h.Add(1e12); // beyond the largest: shares the top bucket
+  h.Add(-5);    // below the smallest bucket: shares the zero bucket
+  h.Add(1e12);  // beyond the largest: shares the top bucket
   EXPECT_LE(h.buckets(), 2402u);
 }
 

@@ -21,9 +21,9 @@ struct ProcessInfo {
   ProcessType type = ProcessType::kCompute;
   std::optional<uint64_t> used_memory_bytes;
   // From /proc (absent when the process is gone or belongs to another PID namespace).
-  std::optional<std::string> name;     // /proc/<pid>/comm
-  std::optional<std::string> command;  // /proc/<pid>/cmdline, spaces between arguments
-  std::optional<std::string> user;     // owner of /proc/<pid>
+  std::optional<std::string> name;          // /proc/<pid>/comm
+  std::optional<std::string> command;       // /proc/<pid>/cmdline, spaces between arguments
+  std::optional<std::string> user;          // owner of /proc/<pid>
   std::optional<std::string> container_id;  // from /proc/<pid>/cgroup
   // From nvmlDeviceGetProcessUtilization: the newest sample seen for this PID.
   std::optional<uint32_t> sm_util_percent;

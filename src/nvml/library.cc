@@ -1,87 +1,110 @@
 #include "nvml/library.h"
 
 #include <cstdlib>
+#include <initializer_list>
 
 namespace flyt::nvml {
 namespace {
 
-struct EntryPoint {
-  const char* member;
-  Requirement requirement;
-  std::vector<const char*> names;
-  size_t offset;  // offset of the member in FunctionTable
-};
-
-const std::vector<EntryPoint>& EntryPoints() {
-  // Built from the same list as FunctionTable, so names and members cannot disagree.
-  static const std::vector<EntryPoint> kEntryPoints = {
-#define FLYT_NVML_ENTRY(member, req, ret, params, args, ...)                        \
-  {#member, Requirement::req, {FLYT_NVML_FOR_EACH_NAME(FLYT_NVML_STRINGIFY_NAME, _, __VA_ARGS__)}, \
-   offsetof(FunctionTable, member)},
-      FLYT_NVML_ENTRY_POINTS(FLYT_NVML_ENTRY)
-#undef FLYT_NVML_ENTRY
-  };
-  return kEntryPoints;
-}
-
 const char* KnownReturnName(nvmlReturn_t code) {
   switch (code) {
-    case NVML_SUCCESS: return "NVML_SUCCESS";
-    case NVML_ERROR_UNINITIALIZED: return "NVML_ERROR_UNINITIALIZED";
-    case NVML_ERROR_INVALID_ARGUMENT: return "NVML_ERROR_INVALID_ARGUMENT";
-    case NVML_ERROR_NOT_SUPPORTED: return "NVML_ERROR_NOT_SUPPORTED";
-    case NVML_ERROR_NO_PERMISSION: return "NVML_ERROR_NO_PERMISSION";
-    case NVML_ERROR_ALREADY_INITIALIZED: return "NVML_ERROR_ALREADY_INITIALIZED";
-    case NVML_ERROR_NOT_FOUND: return "NVML_ERROR_NOT_FOUND";
-    case NVML_ERROR_INSUFFICIENT_SIZE: return "NVML_ERROR_INSUFFICIENT_SIZE";
-    case NVML_ERROR_INSUFFICIENT_POWER: return "NVML_ERROR_INSUFFICIENT_POWER";
-    case NVML_ERROR_DRIVER_NOT_LOADED: return "NVML_ERROR_DRIVER_NOT_LOADED";
-    case NVML_ERROR_TIMEOUT: return "NVML_ERROR_TIMEOUT";
-    case NVML_ERROR_IRQ_ISSUE: return "NVML_ERROR_IRQ_ISSUE";
-    case NVML_ERROR_LIBRARY_NOT_FOUND: return "NVML_ERROR_LIBRARY_NOT_FOUND";
-    case NVML_ERROR_FUNCTION_NOT_FOUND: return "NVML_ERROR_FUNCTION_NOT_FOUND";
-    case NVML_ERROR_CORRUPTED_INFOROM: return "NVML_ERROR_CORRUPTED_INFOROM";
-    case NVML_ERROR_GPU_IS_LOST: return "NVML_ERROR_GPU_IS_LOST";
-    case NVML_ERROR_RESET_REQUIRED: return "NVML_ERROR_RESET_REQUIRED";
-    case NVML_ERROR_OPERATING_SYSTEM: return "NVML_ERROR_OPERATING_SYSTEM";
-    case NVML_ERROR_LIB_RM_VERSION_MISMATCH: return "NVML_ERROR_LIB_RM_VERSION_MISMATCH";
-    case NVML_ERROR_IN_USE: return "NVML_ERROR_IN_USE";
-    case NVML_ERROR_MEMORY: return "NVML_ERROR_MEMORY";
-    case NVML_ERROR_NO_DATA: return "NVML_ERROR_NO_DATA";
-    case NVML_ERROR_VGPU_ECC_NOT_SUPPORTED: return "NVML_ERROR_VGPU_ECC_NOT_SUPPORTED";
-    case NVML_ERROR_INSUFFICIENT_RESOURCES: return "NVML_ERROR_INSUFFICIENT_RESOURCES";
-    case NVML_ERROR_FREQ_NOT_SUPPORTED: return "NVML_ERROR_FREQ_NOT_SUPPORTED";
-    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "NVML_ERROR_ARGUMENT_VERSION_MISMATCH";
-    case NVML_ERROR_DEPRECATED: return "NVML_ERROR_DEPRECATED";
-    case NVML_ERROR_NOT_READY: return "NVML_ERROR_NOT_READY";
-    case NVML_ERROR_GPU_NOT_FOUND: return "NVML_ERROR_GPU_NOT_FOUND";
-    case NVML_ERROR_INVALID_STATE: return "NVML_ERROR_INVALID_STATE";
-    case NVML_ERROR_RESET_TYPE_NOT_SUPPORTED: return "NVML_ERROR_RESET_TYPE_NOT_SUPPORTED";
-    case NVML_ERROR_UNKNOWN: return "NVML_ERROR_UNKNOWN";
+    case NVML_SUCCESS:
+      return "NVML_SUCCESS";
+    case NVML_ERROR_UNINITIALIZED:
+      return "NVML_ERROR_UNINITIALIZED";
+    case NVML_ERROR_INVALID_ARGUMENT:
+      return "NVML_ERROR_INVALID_ARGUMENT";
+    case NVML_ERROR_NOT_SUPPORTED:
+      return "NVML_ERROR_NOT_SUPPORTED";
+    case NVML_ERROR_NO_PERMISSION:
+      return "NVML_ERROR_NO_PERMISSION";
+    case NVML_ERROR_ALREADY_INITIALIZED:
+      return "NVML_ERROR_ALREADY_INITIALIZED";
+    case NVML_ERROR_NOT_FOUND:
+      return "NVML_ERROR_NOT_FOUND";
+    case NVML_ERROR_INSUFFICIENT_SIZE:
+      return "NVML_ERROR_INSUFFICIENT_SIZE";
+    case NVML_ERROR_INSUFFICIENT_POWER:
+      return "NVML_ERROR_INSUFFICIENT_POWER";
+    case NVML_ERROR_DRIVER_NOT_LOADED:
+      return "NVML_ERROR_DRIVER_NOT_LOADED";
+    case NVML_ERROR_TIMEOUT:
+      return "NVML_ERROR_TIMEOUT";
+    case NVML_ERROR_IRQ_ISSUE:
+      return "NVML_ERROR_IRQ_ISSUE";
+    case NVML_ERROR_LIBRARY_NOT_FOUND:
+      return "NVML_ERROR_LIBRARY_NOT_FOUND";
+    case NVML_ERROR_FUNCTION_NOT_FOUND:
+      return "NVML_ERROR_FUNCTION_NOT_FOUND";
+    case NVML_ERROR_CORRUPTED_INFOROM:
+      return "NVML_ERROR_CORRUPTED_INFOROM";
+    case NVML_ERROR_GPU_IS_LOST:
+      return "NVML_ERROR_GPU_IS_LOST";
+    case NVML_ERROR_RESET_REQUIRED:
+      return "NVML_ERROR_RESET_REQUIRED";
+    case NVML_ERROR_OPERATING_SYSTEM:
+      return "NVML_ERROR_OPERATING_SYSTEM";
+    case NVML_ERROR_LIB_RM_VERSION_MISMATCH:
+      return "NVML_ERROR_LIB_RM_VERSION_MISMATCH";
+    case NVML_ERROR_IN_USE:
+      return "NVML_ERROR_IN_USE";
+    case NVML_ERROR_MEMORY:
+      return "NVML_ERROR_MEMORY";
+    case NVML_ERROR_NO_DATA:
+      return "NVML_ERROR_NO_DATA";
+    case NVML_ERROR_VGPU_ECC_NOT_SUPPORTED:
+      return "NVML_ERROR_VGPU_ECC_NOT_SUPPORTED";
+    case NVML_ERROR_INSUFFICIENT_RESOURCES:
+      return "NVML_ERROR_INSUFFICIENT_RESOURCES";
+    case NVML_ERROR_FREQ_NOT_SUPPORTED:
+      return "NVML_ERROR_FREQ_NOT_SUPPORTED";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH:
+      return "NVML_ERROR_ARGUMENT_VERSION_MISMATCH";
+    case NVML_ERROR_DEPRECATED:
+      return "NVML_ERROR_DEPRECATED";
+    case NVML_ERROR_NOT_READY:
+      return "NVML_ERROR_NOT_READY";
+    case NVML_ERROR_GPU_NOT_FOUND:
+      return "NVML_ERROR_GPU_NOT_FOUND";
+    case NVML_ERROR_INVALID_STATE:
+      return "NVML_ERROR_INVALID_STATE";
+    case NVML_ERROR_RESET_TYPE_NOT_SUPPORTED:
+      return "NVML_ERROR_RESET_TYPE_NOT_SUPPORTED";
+    case NVML_ERROR_UNKNOWN:
+      return "NVML_ERROR_UNKNOWN";
   }
   return nullptr;
 }
 
 StatusCode CodeFor(nvmlReturn_t code) {
   switch (code) {
-    case NVML_SUCCESS: return StatusCode::kOk;
-    case NVML_ERROR_INVALID_ARGUMENT: return StatusCode::kInvalidArgument;
+    case NVML_SUCCESS:
+      return StatusCode::kOk;
+    case NVML_ERROR_INVALID_ARGUMENT:
+      return StatusCode::kInvalidArgument;
     case NVML_ERROR_NOT_SUPPORTED:
-    case NVML_ERROR_FUNCTION_NOT_FOUND: return StatusCode::kNotSupported;
+    case NVML_ERROR_FUNCTION_NOT_FOUND:
+      return StatusCode::kNotSupported;
     case NVML_ERROR_NOT_FOUND:
-    case NVML_ERROR_GPU_NOT_FOUND: return StatusCode::kNotFound;
-    case NVML_ERROR_TIMEOUT: return StatusCode::kTimeout;
+    case NVML_ERROR_GPU_NOT_FOUND:
+      return StatusCode::kNotFound;
+    case NVML_ERROR_TIMEOUT:
+      return StatusCode::kTimeout;
     case NVML_ERROR_NO_PERMISSION:
-    case NVML_ERROR_UNINITIALIZED: return StatusCode::kFailedPrecondition;
+    case NVML_ERROR_UNINITIALIZED:
+      return StatusCode::kFailedPrecondition;
     case NVML_ERROR_INSUFFICIENT_SIZE:
     case NVML_ERROR_MEMORY:
-    case NVML_ERROR_INSUFFICIENT_RESOURCES: return StatusCode::kResourceExhausted;
+    case NVML_ERROR_INSUFFICIENT_RESOURCES:
+      return StatusCode::kResourceExhausted;
     case NVML_ERROR_GPU_IS_LOST:
     case NVML_ERROR_DRIVER_NOT_LOADED:
     case NVML_ERROR_LIBRARY_NOT_FOUND:
     case NVML_ERROR_LIB_RM_VERSION_MISMATCH:
-    case NVML_ERROR_RESET_REQUIRED: return StatusCode::kUnavailable;
-    default: return StatusCode::kInternal;
+    case NVML_ERROR_RESET_REQUIRED:
+      return StatusCode::kUnavailable;
+    default:
+      return StatusCode::kInternal;
   }
 }
 
@@ -99,26 +122,33 @@ Result<std::unique_ptr<Library>> Library::Load(const std::string& path) {
   library->lib_ = std::move(lib);
   library->path_ = path;
   std::string missing;
-  for (const EntryPoint& entry : EntryPoints()) {
-    Binding binding{entry.member, entry.requirement, {}, {}};
+  // Binds one entry point: the first of its names the library exports.
+  auto bind = [&](const char* member, Requirement requirement,
+                  std::initializer_list<const char*> names) -> void* {
+    Binding binding{member, requirement, {}, {}};
     void* address = nullptr;
-    for (const char* name : entry.names) {
+    for (const char* name : names) {
       binding.candidates.emplace_back(name);
       if (address == nullptr) {
         address = library->lib_.Symbol(name);
         if (address != nullptr) binding.bound = name;
       }
     }
-    // Every member of FunctionTable is a function pointer of the same size and representation as
-    // void* on the platforms flyt supports (POSIX guarantees dlsym results convert).
-    auto* slot = reinterpret_cast<void**>(reinterpret_cast<char*>(&library->api_) + entry.offset);
-    *slot = address;
-    if (address == nullptr && entry.requirement == Requirement::kRequired) {
+    if (address == nullptr && requirement == Requirement::kRequired) {
       if (!missing.empty()) missing += ", ";
       missing += binding.candidates.front();
     }
     library->bindings_.push_back(std::move(binding));
-  }
+    return address;
+  };
+  // Each member is assigned through its own function-pointer type (POSIX guarantees that a
+  // dlsym result converts to a function pointer).
+#define FLYT_NVML_BIND(member, req, ret, params, args, ...)                \
+  library->api_.member = reinterpret_cast<decltype(library->api_.member)>( \
+      bind(#member, Requirement::req,                                      \
+           {FLYT_NVML_FOR_EACH_NAME(FLYT_NVML_STRINGIFY_NAME, _, __VA_ARGS__)}));
+  FLYT_NVML_ENTRY_POINTS(FLYT_NVML_BIND)
+#undef FLYT_NVML_BIND
   if (!missing.empty()) {
     return Unavailable(path + " is not a usable NVML library: it does not export " + missing);
   }

@@ -9,6 +9,11 @@
 //
 // requirement: kRequired entries must resolve or the library is refused; kOptional entries that
 // do not resolve are absent and every reading that needs them is absent.
+//
+// The unversioned nvmlDeviceGetPciInfo is not bound: it takes the older, shorter nvmlPciInfo_t.
+// Process lists are three members, one symbol each (_v3, _v2, unversioned), and the backend walks
+// them newest first itself: it must be able to drop a _v3 that misbehaves (some early R535
+// drivers wrote records of another size through it) and use _v2 on that device instead.
 #pragma once
 
 #include "nvml/nvml_types.h"
@@ -35,7 +40,7 @@
   X(DeviceGetName, kOptional, nvmlReturn_t, (nvmlDevice_t device, char* name, unsigned int length), \
     (device, name, length), nvmlDeviceGetName)                                                       \
   X(DeviceGetPciInfo, kOptional, nvmlReturn_t, (nvmlDevice_t device, nvmlPciInfo_t* pci),           \
-    (device, pci), nvmlDeviceGetPciInfo_v3, nvmlDeviceGetPciInfo_v2, nvmlDeviceGetPciInfo)           \
+    (device, pci), nvmlDeviceGetPciInfo_v3, nvmlDeviceGetPciInfo_v2)                                 \
   X(DeviceGetSerial, kOptional, nvmlReturn_t,                                                       \
     (nvmlDevice_t device, char* serial, unsigned int length), (device, serial, length),             \
     nvmlDeviceGetSerial)                                                                             \
@@ -84,13 +89,19 @@
     nvmlDeviceGetCurrentClocksEventReasons, nvmlDeviceGetCurrentClocksThrottleReasons)               \
   X(DeviceGetComputeRunningProcesses, kOptional, nvmlReturn_t,                                      \
     (nvmlDevice_t device, unsigned int* count, nvmlProcessInfo_t* infos), (device, count, infos),   \
-    nvmlDeviceGetComputeRunningProcesses_v3, nvmlDeviceGetComputeRunningProcesses_v2)                \
+    nvmlDeviceGetComputeRunningProcesses_v3)                                                         \
+  X(DeviceGetComputeRunningProcessesV2, kOptional, nvmlReturn_t,                                    \
+    (nvmlDevice_t device, unsigned int* count, nvmlProcessInfo_t* infos), (device, count, infos),   \
+    nvmlDeviceGetComputeRunningProcesses_v2)                                                         \
   X(DeviceGetComputeRunningProcessesV1, kOptional, nvmlReturn_t,                                    \
     (nvmlDevice_t device, unsigned int* count, nvmlProcessInfo_v1_t* infos), (device, count, infos),\
     nvmlDeviceGetComputeRunningProcesses)                                                            \
   X(DeviceGetGraphicsRunningProcesses, kOptional, nvmlReturn_t,                                     \
     (nvmlDevice_t device, unsigned int* count, nvmlProcessInfo_t* infos), (device, count, infos),   \
-    nvmlDeviceGetGraphicsRunningProcesses_v3, nvmlDeviceGetGraphicsRunningProcesses_v2)              \
+    nvmlDeviceGetGraphicsRunningProcesses_v3)                                                        \
+  X(DeviceGetGraphicsRunningProcessesV2, kOptional, nvmlReturn_t,                                   \
+    (nvmlDevice_t device, unsigned int* count, nvmlProcessInfo_t* infos), (device, count, infos),   \
+    nvmlDeviceGetGraphicsRunningProcesses_v2)                                                        \
   X(DeviceGetGraphicsRunningProcessesV1, kOptional, nvmlReturn_t,                                   \
     (nvmlDevice_t device, unsigned int* count, nvmlProcessInfo_v1_t* infos), (device, count, infos),\
     nvmlDeviceGetGraphicsRunningProcesses)                                                           \
@@ -116,11 +127,13 @@
 #define FLYT_NVML_FOR_EACH_NAME_2(M, c, a, b) M(c, a) M(c, b)
 #define FLYT_NVML_FOR_EACH_NAME_3(M, c, a, b, d) M(c, a) M(c, b) M(c, d)
 #define FLYT_NVML_PICK_4TH(_1, _2, _3, NAME, ...) NAME
-#define FLYT_NVML_FOR_EACH_NAME(M, c, ...)                                                \
+#define FLYT_NVML_FOR_EACH_NAME(M, c, ...)                                              \
   FLYT_NVML_PICK_4TH(__VA_ARGS__, FLYT_NVML_FOR_EACH_NAME_3, FLYT_NVML_FOR_EACH_NAME_2, \
-                     FLYT_NVML_FOR_EACH_NAME_1)(M, c, __VA_ARGS__)
+                     FLYT_NVML_FOR_EACH_NAME_1)                                         \
+  (M, c, __VA_ARGS__)
 // The oldest (last) of up to three symbol names.
-#define FLYT_NVML_LAST_NAME(...) FLYT_NVML_PICK_4TH(__VA_ARGS__, FLYT_NVML_L3, FLYT_NVML_L2, FLYT_NVML_L1)(__VA_ARGS__)
+#define FLYT_NVML_LAST_NAME(...) \
+  FLYT_NVML_PICK_4TH(__VA_ARGS__, FLYT_NVML_L3, FLYT_NVML_L2, FLYT_NVML_L1)(__VA_ARGS__)
 #define FLYT_NVML_L1(a) a
 #define FLYT_NVML_L2(a, b) b
 #define FLYT_NVML_L3(a, b, c) c

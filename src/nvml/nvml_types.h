@@ -160,8 +160,8 @@ constexpr unsigned long long kNvmlValueNotAvailableULL = ~0ULL;
 constexpr unsigned int kNvmlInstanceIdNone = 0xFFFFFFFFU;
 
 // nvmlProcessUtilizationSample_t: { unsigned int pid @0, (padding), unsigned long long timeStamp
-// @8 (CPU timestamp, microseconds), unsigned int smUtil @16, memUtil @20, encUtil @24, decUtil @28 },
-// 32 bytes.
+// @8 (CPU timestamp, microseconds), unsigned int smUtil @16, memUtil @20, encUtil @24, decUtil @28
+// }, 32 bytes.
 typedef struct nvmlProcessUtilizationSample_st {
   unsigned int pid;
   unsigned long long timeStamp;

@@ -1,10 +1,11 @@
 #include "sim/scenario.h"
 
+#include <toml++/toml.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
-#include <toml++/toml.h>
 
 #include "common/strings.h"
 
@@ -34,11 +35,26 @@ constexpr std::pair<Field, const char*> kFieldNames[] = {
 };
 
 constexpr std::pair<const char*, int> kErrorNames[] = {
-    {"timeout", 10}, {"unknown", 999}, {"not_supported", 3}, {"no_permission", 4},
-    {"gpu_is_lost", 15}, {"insufficient_power", 8}, {"irq_issue", 11}, {"no_data", 21},
+    {"timeout", 10},     {"unknown", 999},          {"not_supported", 3}, {"no_permission", 4},
+    {"gpu_is_lost", 15}, {"insufficient_power", 8}, {"irq_issue", 11},    {"no_data", 21},
 };
 
 constexpr double kMib = 1024.0 * 1024.0;
+
+// Bounds that keep every value a scenario can give realistic and every
+// computation on it finite and quick (see EnergyAt). A file beyond them is
+// refused with the field named.
+constexpr double kMaxTimeS = 1e7;  // ~116 days: any time or period in a scenario
+constexpr double kMinPeriodS = 1e-3;
+constexpr double kMaxMemoryMib = 16777216;  // 16 TiB
+constexpr double kMaxWatts = 100000;
+constexpr double kMaxMhz = 100000;
+constexpr size_t kMaxGpus = 64;
+constexpr size_t kMaxProcesses = 100000;
+constexpr size_t kMaxFaults = 10000;
+constexpr size_t kMaxScenarioBytes = 1u << 20;
+constexpr size_t kMaxLineBytes = 16384;  // also bounds dotted-key depth, which toml++ recurses on
+constexpr size_t kMaxReplayBytes = 16u << 20;
 
 // Builds messages "<file>:<line>: <field>: <problem>".
 class Parser {
@@ -53,13 +69,14 @@ class Parser {
     return InvalidArgument(where + ": " + field + ": " + problem);
   }
 
-  // Rejects keys that are not in `allowed` (a typo must not silently become a default).
+  // Rejects keys that are not in `allowed` (a typo must not silently become a
+  // default).
   Status CheckKeys(const toml::table& table, const std::string& field,
                    std::initializer_list<const char*> allowed) const {
     for (const auto& [key, value] : table) {
       const std::string_view name = key.str();
-      bool ok = std::any_of(allowed.begin(), allowed.end(),
-                            [name](const char* a) { return name == a; });
+      bool ok =
+          std::any_of(allowed.begin(), allowed.end(), [name](const char* a) { return name == a; });
       if (!ok) {
         std::string list;
         for (const char* a : allowed) list += std::string(list.empty() ? "" : ", ") + a;
@@ -81,8 +98,8 @@ class Parser {
     std::optional<double> v;
     if (auto i = node->value<int64_t>(); i && node->is_integer()) v = static_cast<double>(*i);
     if (auto d = node->value<double>(); d && node->is_floating_point()) v = *d;
-    if (!v || std::isnan(*v)) return Error(node, field + "." + key, "expected a number");
-    if (*v < min || *v > max) {
+    if (!v || !std::isfinite(*v)) return Error(node, field + "." + key, "expected a finite number");
+    if (!(*v >= min && *v <= max)) {
       return Error(node, field + "." + key,
                    "value " + Fmt(*v) + " is out of range [" + Fmt(min) + ", " + Fmt(max) + "]");
     }
@@ -113,13 +130,9 @@ class Parser {
                          const std::filesystem::path& dir, double min, double max) const;
 
   static std::string Fmt(double v) {
-    std::string s = std::to_string(v);
-    while (s.find('.') != std::string::npos && (s.back() == '0' || s.back() == '.')) {
-      bool dot = s.back() == '.';
-      s.pop_back();
-      if (dot) break;
-    }
-    return s;
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.15g", v);
+    return buf;
   }
 
   const std::string& source() const { return source_; }
@@ -133,7 +146,7 @@ Result<std::vector<std::pair<double, double>>> ReadReplayCsv(const Parser& p,
                                                              const std::string& field,
                                                              const std::string& path,
                                                              const std::string& column) {
-  auto text = ReadFile(path);
+  auto text = ReadFile(path, kMaxReplayBytes);
   if (!text.ok()) return p.Error(node, field + ".file", text.status().message());
   std::vector<std::pair<double, double>> points;
   int col = -1;
@@ -144,7 +157,8 @@ Result<std::vector<std::pair<double, double>>> ReadReplayCsv(const Parser& p,
     if (line.empty() || line.front() == '#') continue;
     auto cells = Split(line, ',');
     if (col < 0) {
-      // Header row: "t_s,<column>,...". The column is found by name, else by 1-based number.
+      // Header row: "t_s,<column>,...". The column is found by name, else by
+      // 1-based number.
       for (size_t i = 0; i < cells.size(); ++i) {
         if (Trim(cells[i]) == column) col = static_cast<int>(i);
       }
@@ -186,11 +200,11 @@ Result<Load> Parser::ParseLoad(const toml::node& node, const std::string& field,
                                const std::filesystem::path& dir, double min, double max) const {
   Load load;
   if (node.is_number()) {
-    double v = node.is_integer() ? static_cast<double>(*node.value<int64_t>())
-                                 : *node.value<double>();
-    if (v < min || v > max) {
-      return Error(&node, field, "value " + Fmt(v) + " is out of range [" + Fmt(min) + ", " +
-                                     Fmt(max) + "]");
+    double v =
+        node.is_integer() ? static_cast<double>(*node.value<int64_t>()) : *node.value<double>();
+    if (!(v >= min && v <= max)) {
+      return Error(&node, field,
+                   "value " + Fmt(v) + " is out of range [" + Fmt(min) + ", " + Fmt(max) + "]");
     }
     load.value = v;
     return load;
@@ -206,25 +220,29 @@ Result<Load> Parser::ParseLoad(const toml::node& node, const std::string& field,
     FLYT_RETURN_IF_ERROR(CheckKeys(*t, field, {"kind", "from", "to", "start_s", "duration_s"}));
     FLYT_ASSIGN_OR_RETURN(load.from, Number(*t, "from", field, std::nullopt, min, max));
     FLYT_ASSIGN_OR_RETURN(load.to, Number(*t, "to", field, std::nullopt, min, max));
-    FLYT_ASSIGN_OR_RETURN(load.start_s, Number(*t, "start_s", field, 0.0, 0));
-    FLYT_ASSIGN_OR_RETURN(load.duration_s, Number(*t, "duration_s", field, std::nullopt, 0));
+    FLYT_ASSIGN_OR_RETURN(load.start_s, Number(*t, "start_s", field, 0.0, 0, kMaxTimeS));
+    FLYT_ASSIGN_OR_RETURN(load.duration_s,
+                          Number(*t, "duration_s", field, std::nullopt, 0, kMaxTimeS));
   } else if (kind == "sine") {
     load.kind = LoadKind::kSine;
     FLYT_RETURN_IF_ERROR(
         CheckKeys(*t, field, {"kind", "mean", "amplitude", "period_s", "phase_s"}));
     FLYT_ASSIGN_OR_RETURN(load.mean, Number(*t, "mean", field, std::nullopt, min, max));
-    FLYT_ASSIGN_OR_RETURN(load.amplitude, Number(*t, "amplitude", field, std::nullopt, 0));
-    FLYT_ASSIGN_OR_RETURN(load.period_s, Number(*t, "period_s", field, std::nullopt, 1e-3));
-    FLYT_ASSIGN_OR_RETURN(load.phase_s, Number(*t, "phase_s", field, 0.0));
+    FLYT_ASSIGN_OR_RETURN(load.amplitude,
+                          Number(*t, "amplitude", field, std::nullopt, 0, max - min));
+    FLYT_ASSIGN_OR_RETURN(load.period_s,
+                          Number(*t, "period_s", field, std::nullopt, kMinPeriodS, kMaxTimeS));
+    FLYT_ASSIGN_OR_RETURN(load.phase_s, Number(*t, "phase_s", field, 0.0, -kMaxTimeS, kMaxTimeS));
   } else if (kind == "square") {
     load.kind = LoadKind::kSquare;
     FLYT_RETURN_IF_ERROR(
         CheckKeys(*t, field, {"kind", "low", "high", "period_s", "duty", "phase_s"}));
     FLYT_ASSIGN_OR_RETURN(load.low, Number(*t, "low", field, std::nullopt, min, max));
     FLYT_ASSIGN_OR_RETURN(load.high, Number(*t, "high", field, std::nullopt, min, max));
-    FLYT_ASSIGN_OR_RETURN(load.period_s, Number(*t, "period_s", field, std::nullopt, 1e-3));
+    FLYT_ASSIGN_OR_RETURN(load.period_s,
+                          Number(*t, "period_s", field, std::nullopt, kMinPeriodS, kMaxTimeS));
     FLYT_ASSIGN_OR_RETURN(load.duty, Number(*t, "duty", field, 0.5, 0, 1));
-    FLYT_ASSIGN_OR_RETURN(load.phase_s, Number(*t, "phase_s", field, 0.0));
+    FLYT_ASSIGN_OR_RETURN(load.phase_s, Number(*t, "phase_s", field, 0.0, -kMaxTimeS, kMaxTimeS));
   } else if (kind == "step") {
     load.kind = LoadKind::kStep;
     FLYT_RETURN_IF_ERROR(CheckKeys(*t, field, {"kind", "points", "loop"}));
@@ -243,9 +261,13 @@ Result<Load> Parser::ParseLoad(const toml::node& node, const std::string& field,
         return n->is_integer() ? static_cast<double>(*n->value<int64_t>()) : *n->value<double>();
       };
       double pt = num(pair->get(0)), pv = num(pair->get(1));
-      if (pv < min || pv > max) {
-        return Error(pts->get(i), f, "value " + Fmt(pv) + " is out of range [" + Fmt(min) + ", " +
-                                         Fmt(max) + "]");
+      if (!(pt >= 0 && pt <= kMaxTimeS)) {
+        return Error(pts->get(i), f,
+                     "time " + Fmt(pt) + " is out of range [0, " + Fmt(kMaxTimeS) + "]");
+      }
+      if (!(pv >= min && pv <= max)) {
+        return Error(pts->get(i), f,
+                     "value " + Fmt(pv) + " is out of range [" + Fmt(min) + ", " + Fmt(max) + "]");
       }
       if (!load.points.empty() && pt <= load.points.back().first) {
         return Error(pts->get(i), f, "times must increase");
@@ -262,7 +284,12 @@ Result<Load> Parser::ParseLoad(const toml::node& node, const std::string& field,
     if (path.is_relative()) path = dir / path;
     FLYT_ASSIGN_OR_RETURN(load.points, ReadReplayCsv(*this, t, field, path.string(), column));
     for (const auto& [pt, pv] : load.points) {
-      if (pv < min || pv > max) {
+      if (!(pt >= 0 && pt <= kMaxTimeS)) {
+        return Error(
+            t, field + ".file",
+            path.string() + ": time " + Fmt(pt) + " is out of range [0, " + Fmt(kMaxTimeS) + "]");
+      }
+      if (!(pv >= min && pv <= max)) {
         return Error(t, field + ".file",
                      path.string() + ": value " + Fmt(pv) + " at t=" + Fmt(pt) +
                          " is out of range [" + Fmt(min) + ", " + Fmt(max) + "]");
@@ -271,14 +298,33 @@ Result<Load> Parser::ParseLoad(const toml::node& node, const std::string& field,
     FLYT_ASSIGN_OR_RETURN(load.interpolate, Bool(*t, "interpolate", field, true));
     FLYT_ASSIGN_OR_RETURN(load.loop, Bool(*t, "loop", field, false));
   } else {
-    return Error(t->get("kind"), field + ".kind",
-                 "unknown kind '" + kind + "' (expected constant, ramp, sine, square, step, replay)");
+    return Error(
+        t->get("kind"), field + ".kind",
+        "unknown kind '" + kind + "' (expected constant, ramp, sine, square, step, replay)");
   }
   return load;
 }
 
+// Calls `fn(table, field)` for each table of the [[key]] array ("gpu[2]" as the
+// field name).
+template <typename Fn>
+Status ForEachTable(const Parser& p, const toml::table& root, const char* key, Fn fn) {
+  const toml::node* node = root.get(key);
+  if (node == nullptr) return Status::Ok();
+  const toml::array* arr = node->as_array();
+  if (arr == nullptr) return p.Error(node, key, std::string("expected [[") + key + "]] tables");
+  for (size_t k = 0; k < arr->size(); ++k) {
+    std::string field = std::string(key) + "[" + std::to_string(k) + "]";
+    const toml::table* t = arr->get(k)->as_table();
+    if (t == nullptr) return p.Error(arr->get(k), field, "expected a table");
+    FLYT_RETURN_IF_ERROR(fn(t, field));
+  }
+  return Status::Ok();
+}
+
 std::string DeriveUuid(const std::string& scenario, uint32_t index) {
-  // FNV-1a over the scenario name and index: stable across runs, distinct per GPU.
+  // FNV-1a over the scenario name and index: stable across runs, distinct per
+  // GPU.
   uint64_t h = 1469598103934665603ULL;
   auto mix = [&h](uint8_t b) {
     h ^= b;
@@ -288,14 +334,15 @@ std::string DeriveUuid(const std::string& scenario, uint32_t index) {
   for (int i = 0; i < 4; ++i) mix(static_cast<uint8_t>(index >> (8 * i)));
   uint64_t h2 = h * 0x9E3779B97F4A7C15ULL + index;
   char buf[64];
-  std::snprintf(buf, sizeof(buf), "GPU-%08x-%04x-%04x-%04x-%012llx",
-                static_cast<unsigned>(h >> 32), static_cast<unsigned>((h >> 16) & 0xffff),
-                static_cast<unsigned>(h & 0xffff), static_cast<unsigned>(h2 >> 48),
+  std::snprintf(buf, sizeof(buf), "GPU-%08x-%04x-%04x-%04x-%012llx", static_cast<unsigned>(h >> 32),
+                static_cast<unsigned>((h >> 16) & 0xffff), static_cast<unsigned>(h & 0xffff),
+                static_cast<unsigned>(h2 >> 48),
                 static_cast<unsigned long long>(h2 & 0xffffffffffffULL));
   return buf;
 }
 
-// Picks element `i` of an array-valued key, or the scalar for a single GPU, or nullopt.
+// Picks element `i` of an array-valued key, or the scalar for a single GPU, or
+// nullopt.
 Result<std::optional<std::string>> PerGpuString(const Parser& p, const toml::table& t,
                                                 const char* scalar_key, const char* array_key,
                                                 const std::string& field, uint32_t i,
@@ -326,113 +373,155 @@ Status ParseGpus(const Parser& p, const toml::table& root, const std::filesystem
                  Scenario& s) {
   const toml::node* node = root.get("gpu");
   if (node == nullptr) return p.Error(&root, "gpu", "a scenario needs at least one [[gpu]]");
-  const toml::array* arr = node->as_array();
-  if (arr == nullptr) return p.Error(node, "gpu", "expected [[gpu]] tables");
   // Typical HGX bus numbers, used when a scenario does not give its own.
   static const int kBuses[] = {0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb};
-  for (size_t k = 0; k < arr->size(); ++k) {
-    std::string field = "gpu[" + std::to_string(k) + "]";
-    const toml::table* t = arr->get(k)->as_table();
-    if (t == nullptr) return p.Error(arr->get(k), field, "expected a table");
-    FLYT_RETURN_IF_ERROR(p.CheckKeys(
-        *t, field,
-        {"count", "name", "uuid", "uuids", "pci_bus_id", "pci_bus_ids", "serial", "serials",
-         "pci_device_id", "memory_total_mib", "memory_reserved_mib", "memory_base_used_mib",
-         "power_limit_w", "idle_power_w", "max_power_w", "max_sm_clock_mhz", "idle_sm_clock_mhz",
-         "max_mem_clock_mhz", "idle_temperature_c", "max_temperature_c", "fan", "mig",
-         "compute_mode", "utilization", "memory_utilization", "memory_used_mib",
-         "unsupported"}));
-    FLYT_ASSIGN_OR_RETURN(double count_d, p.Number(*t, "count", field, 1.0, 1, 64));
-    auto count = static_cast<uint32_t>(count_d);
-    GpuSpec base;
-    FLYT_ASSIGN_OR_RETURN(base.name, p.String(*t, "name", field, std::nullopt));
-    FLYT_ASSIGN_OR_RETURN(double mem, p.Number(*t, "memory_total_mib", field, std::nullopt, 1));
-    FLYT_ASSIGN_OR_RETURN(double reserved,
-                          p.Number(*t, "memory_reserved_mib", field, 0.0, 0, mem));
-    FLYT_ASSIGN_OR_RETURN(double base_used,
-                          p.Number(*t, "memory_base_used_mib", field, 0.0, 0, mem - reserved));
-    base.memory_total_bytes = static_cast<uint64_t>(mem * kMib);
-    base.memory_reserved_bytes = static_cast<uint64_t>(reserved * kMib);
-    base.memory_base_used_bytes = static_cast<uint64_t>(base_used * kMib);
-    FLYT_ASSIGN_OR_RETURN(double limit, p.Number(*t, "power_limit_w", field, std::nullopt, 1));
-    FLYT_ASSIGN_OR_RETURN(double idle_w, p.Number(*t, "idle_power_w", field, limit * 0.1, 0, limit));
-    FLYT_ASSIGN_OR_RETURN(double max_w, p.Number(*t, "max_power_w", field, limit * 0.95, idle_w, limit * 1.1));
-    base.power_limit_mw = static_cast<uint32_t>(limit * 1000);
-    base.idle_power_mw = static_cast<uint32_t>(idle_w * 1000);
-    base.max_power_mw = static_cast<uint32_t>(max_w * 1000);
-    FLYT_ASSIGN_OR_RETURN(double sm, p.Number(*t, "max_sm_clock_mhz", field, std::nullopt, 1));
-    FLYT_ASSIGN_OR_RETURN(double idle_sm, p.Number(*t, "idle_sm_clock_mhz", field, 210.0, 0, sm));
-    FLYT_ASSIGN_OR_RETURN(double memclk, p.Number(*t, "max_mem_clock_mhz", field, std::nullopt, 1));
-    base.max_sm_clock_mhz = static_cast<uint32_t>(sm);
-    base.idle_sm_clock_mhz = static_cast<uint32_t>(idle_sm);
-    base.max_mem_clock_mhz = static_cast<uint32_t>(memclk);
-    FLYT_ASSIGN_OR_RETURN(double idle_t, p.Number(*t, "idle_temperature_c", field, 30.0, 0, 120));
-    FLYT_ASSIGN_OR_RETURN(double max_t, p.Number(*t, "max_temperature_c", field, 75.0, idle_t, 120));
-    base.idle_temperature_c = static_cast<uint32_t>(idle_t);
-    base.max_temperature_c = static_cast<uint32_t>(max_t);
-    FLYT_ASSIGN_OR_RETURN(base.has_fan, p.Bool(*t, "fan", field, false));
-    FLYT_ASSIGN_OR_RETURN(base.mig_enabled, p.Bool(*t, "mig", field, false));
-    FLYT_ASSIGN_OR_RETURN(base.compute_mode, p.String(*t, "compute_mode", field, std::string("default")));
-    if (base.compute_mode != "default" && base.compute_mode != "exclusive_process" &&
-        base.compute_mode != "prohibited") {
-      return p.Error(t->get("compute_mode"), field + ".compute_mode",
-                     "unknown mode '" + base.compute_mode +
-                         "' (expected default, exclusive_process, prohibited)");
-    }
-    FLYT_ASSIGN_OR_RETURN(double dev_id, p.Number(*t, "pci_device_id", field, 0.0, 0, 4294967295.0));
-    base.pci_device_id = static_cast<uint32_t>(dev_id);
-    if (const toml::node* u = t->get("utilization")) {
-      FLYT_ASSIGN_OR_RETURN(base.utilization, p.ParseLoad(*u, field + ".utilization", dir, 0, 100));
-    }
-    if (const toml::node* u = t->get("memory_utilization")) {
-      FLYT_ASSIGN_OR_RETURN(Load l, p.ParseLoad(*u, field + ".memory_utilization", dir, 0, 100));
-      base.memory_utilization = l;
-    }
-    if (const toml::node* u = t->get("memory_used_mib")) {
-      FLYT_ASSIGN_OR_RETURN(Load l, p.ParseLoad(*u, field + ".memory_used_mib", dir, 0, mem - reserved));
-      base.memory_used_mib = l;
-    }
-    if (const toml::node* u = t->get("unsupported")) {
-      const toml::array* list = u->as_array();
-      if (list == nullptr) return p.Error(u, field + ".unsupported", "expected an array of field names");
-      for (size_t i = 0; i < list->size(); ++i) {
-        auto name = list->get(i)->value<std::string>();
-        std::optional<Field> f = name ? FieldFromName(*name) : std::nullopt;
-        if (!f) {
-          return p.Error(list->get(i), field + ".unsupported[" + std::to_string(i) + "]",
-                         "unknown field (expected one of: " + AllFieldNames() + ")");
+  FLYT_RETURN_IF_ERROR(
+      ForEachTable(p, root, "gpu", [&](const toml::table* t, const std::string& field) -> Status {
+        FLYT_RETURN_IF_ERROR(p.CheckKeys(*t, field,
+                                         {"count",
+                                          "name",
+                                          "uuid",
+                                          "uuids",
+                                          "pci_bus_id",
+                                          "pci_bus_ids",
+                                          "serial",
+                                          "serials",
+                                          "pci_device_id",
+                                          "memory_total_mib",
+                                          "memory_reserved_mib",
+                                          "memory_base_used_mib",
+                                          "power_limit_w",
+                                          "idle_power_w",
+                                          "max_power_w",
+                                          "max_sm_clock_mhz",
+                                          "idle_sm_clock_mhz",
+                                          "max_mem_clock_mhz",
+                                          "idle_temperature_c",
+                                          "max_temperature_c",
+                                          "fan",
+                                          "mig",
+                                          "compute_mode",
+                                          "utilization",
+                                          "memory_utilization",
+                                          "memory_used_mib",
+                                          "unsupported"}));
+        FLYT_ASSIGN_OR_RETURN(double count_d, p.Number(*t, "count", field, 1.0, 1, kMaxGpus));
+        auto count = static_cast<uint32_t>(count_d);
+        if (s.gpus.size() + count > kMaxGpus) {
+          return p.Error(t, field + ".count",
+                         "a scenario has at most " + std::to_string(kMaxGpus) + " GPUs");
         }
-        base.unsupported.insert(*f);
-      }
-    }
-    for (uint32_t i = 0; i < count; ++i) {
-      GpuSpec g = base;
-      g.index = static_cast<uint32_t>(s.gpus.size());
-      FLYT_ASSIGN_OR_RETURN(auto uuid, PerGpuString(p, *t, "uuid", "uuids", field, i, count));
-      g.uuid = uuid ? *uuid : DeriveUuid(s.name, g.index);
-      FLYT_ASSIGN_OR_RETURN(auto bus, PerGpuString(p, *t, "pci_bus_id", "pci_bus_ids", field, i, count));
-      if (bus) {
-        g.pci_bus_id = *bus;
-      } else {
-        char buf[32];
-        std::snprintf(buf, sizeof(buf), "00000000:%02X:00.0", kBuses[g.index % 8] + 0x100 * 0 + static_cast<int>(g.index / 8));
-        g.pci_bus_id = buf;
-      }
-      FLYT_ASSIGN_OR_RETURN(auto serial, PerGpuString(p, *t, "serial", "serials", field, i, count));
-      g.serial = serial ? *serial : std::to_string(1654922000000ULL + g.index * 7919ULL);
-      s.gpus.push_back(std::move(g));
-    }
-  }
-  // Every UUID and bus id must be unique: NVML never reports two devices with the same identity.
+        GpuSpec base;
+        FLYT_ASSIGN_OR_RETURN(base.name, p.String(*t, "name", field, std::nullopt));
+        FLYT_ASSIGN_OR_RETURN(
+            double mem, p.Number(*t, "memory_total_mib", field, std::nullopt, 1, kMaxMemoryMib));
+        FLYT_ASSIGN_OR_RETURN(double reserved,
+                              p.Number(*t, "memory_reserved_mib", field, 0.0, 0, mem));
+        FLYT_ASSIGN_OR_RETURN(double base_used,
+                              p.Number(*t, "memory_base_used_mib", field, 0.0, 0, mem - reserved));
+        base.memory_total_bytes = static_cast<uint64_t>(mem * kMib);
+        base.memory_reserved_bytes = static_cast<uint64_t>(reserved * kMib);
+        base.memory_base_used_bytes = static_cast<uint64_t>(base_used * kMib);
+        FLYT_ASSIGN_OR_RETURN(double limit,
+                              p.Number(*t, "power_limit_w", field, std::nullopt, 1, kMaxWatts));
+        FLYT_ASSIGN_OR_RETURN(double idle_w,
+                              p.Number(*t, "idle_power_w", field, limit * 0.1, 0, limit));
+        FLYT_ASSIGN_OR_RETURN(
+            double max_w, p.Number(*t, "max_power_w", field, limit * 0.95, idle_w, limit * 1.1));
+        base.power_limit_mw = static_cast<uint32_t>(limit * 1000);
+        base.idle_power_mw = static_cast<uint32_t>(idle_w * 1000);
+        base.max_power_mw = static_cast<uint32_t>(max_w * 1000);
+        FLYT_ASSIGN_OR_RETURN(double sm,
+                              p.Number(*t, "max_sm_clock_mhz", field, std::nullopt, 1, kMaxMhz));
+        FLYT_ASSIGN_OR_RETURN(double idle_sm,
+                              p.Number(*t, "idle_sm_clock_mhz", field, 210.0, 0, sm));
+        FLYT_ASSIGN_OR_RETURN(double memclk,
+                              p.Number(*t, "max_mem_clock_mhz", field, std::nullopt, 1, kMaxMhz));
+        base.max_sm_clock_mhz = static_cast<uint32_t>(sm);
+        base.idle_sm_clock_mhz = static_cast<uint32_t>(idle_sm);
+        base.max_mem_clock_mhz = static_cast<uint32_t>(memclk);
+        FLYT_ASSIGN_OR_RETURN(double idle_t,
+                              p.Number(*t, "idle_temperature_c", field, 30.0, 0, 120));
+        FLYT_ASSIGN_OR_RETURN(double max_t,
+                              p.Number(*t, "max_temperature_c", field, 75.0, idle_t, 120));
+        base.idle_temperature_c = static_cast<uint32_t>(idle_t);
+        base.max_temperature_c = static_cast<uint32_t>(max_t);
+        FLYT_ASSIGN_OR_RETURN(base.has_fan, p.Bool(*t, "fan", field, false));
+        FLYT_ASSIGN_OR_RETURN(base.mig_enabled, p.Bool(*t, "mig", field, false));
+        FLYT_ASSIGN_OR_RETURN(base.compute_mode,
+                              p.String(*t, "compute_mode", field, std::string("default")));
+        if (base.compute_mode != "default" && base.compute_mode != "exclusive_process" &&
+            base.compute_mode != "prohibited") {
+          return p.Error(t->get("compute_mode"), field + ".compute_mode",
+                         "unknown mode '" + base.compute_mode +
+                             "' (expected default, exclusive_process, prohibited)");
+        }
+        FLYT_ASSIGN_OR_RETURN(double dev_id,
+                              p.Number(*t, "pci_device_id", field, 0.0, 0, 4294967295.0));
+        base.pci_device_id = static_cast<uint32_t>(dev_id);
+        if (const toml::node* u = t->get("utilization")) {
+          FLYT_ASSIGN_OR_RETURN(base.utilization,
+                                p.ParseLoad(*u, field + ".utilization", dir, 0, 100));
+        }
+        if (const toml::node* u = t->get("memory_utilization")) {
+          FLYT_ASSIGN_OR_RETURN(Load l,
+                                p.ParseLoad(*u, field + ".memory_utilization", dir, 0, 100));
+          base.memory_utilization = l;
+        }
+        if (const toml::node* u = t->get("memory_used_mib")) {
+          FLYT_ASSIGN_OR_RETURN(
+              Load l, p.ParseLoad(*u, field + ".memory_used_mib", dir, 0, mem - reserved));
+          base.memory_used_mib = l;
+        }
+        if (const toml::node* u = t->get("unsupported")) {
+          const toml::array* list = u->as_array();
+          if (list == nullptr)
+            return p.Error(u, field + ".unsupported", "expected an array of field names");
+          for (size_t i = 0; i < list->size(); ++i) {
+            auto name = list->get(i)->value<std::string>();
+            std::optional<Field> f = name ? FieldFromName(*name) : std::nullopt;
+            if (!f) {
+              return p.Error(list->get(i), field + ".unsupported[" + std::to_string(i) + "]",
+                             "unknown field (expected one of: " + AllFieldNames() + ")");
+            }
+            base.unsupported.insert(*f);
+          }
+        }
+        for (uint32_t i = 0; i < count; ++i) {
+          GpuSpec g = base;
+          g.index = static_cast<uint32_t>(s.gpus.size());
+          FLYT_ASSIGN_OR_RETURN(auto uuid, PerGpuString(p, *t, "uuid", "uuids", field, i, count));
+          g.uuid = uuid ? *uuid : DeriveUuid(s.name, g.index);
+          FLYT_ASSIGN_OR_RETURN(auto bus,
+                                PerGpuString(p, *t, "pci_bus_id", "pci_bus_ids", field, i, count));
+          if (bus) {
+            g.pci_bus_id = *bus;
+          } else {
+            char buf[32];
+            std::snprintf(buf, sizeof(buf), "00000000:%02X:00.0",
+                          kBuses[g.index % 8] + 0x100 * 0 + static_cast<int>(g.index / 8));
+            g.pci_bus_id = buf;
+          }
+          FLYT_ASSIGN_OR_RETURN(auto serial,
+                                PerGpuString(p, *t, "serial", "serials", field, i, count));
+          g.serial = serial ? *serial : std::to_string(1654922000000ULL + g.index * 7919ULL);
+          s.gpus.push_back(std::move(g));
+        }
+        return Status::Ok();
+      }));
+  // Every UUID and bus id must be unique: NVML never reports two devices with
+  // the same identity.
   for (size_t a = 0; a < s.gpus.size(); ++a) {
     for (size_t b = a + 1; b < s.gpus.size(); ++b) {
       if (s.gpus[a].uuid == s.gpus[b].uuid) {
-        return p.Error(node, "gpu", "GPUs " + std::to_string(a) + " and " + std::to_string(b) +
-                                        " have the same uuid " + s.gpus[a].uuid);
+        return p.Error(node, "gpu",
+                       "GPUs " + std::to_string(a) + " and " + std::to_string(b) +
+                           " have the same uuid " + s.gpus[a].uuid);
       }
       if (s.gpus[a].pci_bus_id == s.gpus[b].pci_bus_id) {
-        return p.Error(node, "gpu", "GPUs " + std::to_string(a) + " and " + std::to_string(b) +
-                                        " have the same pci_bus_id " + s.gpus[a].pci_bus_id);
+        return p.Error(node, "gpu",
+                       "GPUs " + std::to_string(a) + " and " + std::to_string(b) +
+                           " have the same pci_bus_id " + s.gpus[a].pci_bus_id);
       }
     }
   }
@@ -441,127 +530,137 @@ Status ParseGpus(const Parser& p, const toml::table& root, const std::filesystem
 
 Status ParseProcesses(const Parser& p, const toml::table& root, const std::filesystem::path& dir,
                       Scenario& s) {
-  const toml::node* node = root.get("process");
-  if (node == nullptr) return Status::Ok();
-  const toml::array* arr = node->as_array();
-  if (arr == nullptr) return p.Error(node, "process", "expected [[process]] tables");
-  for (size_t k = 0; k < arr->size(); ++k) {
-    std::string field = "process[" + std::to_string(k) + "]";
-    const toml::table* t = arr->get(k)->as_table();
-    if (t == nullptr) return p.Error(arr->get(k), field, "expected a table");
-    FLYT_RETURN_IF_ERROR(p.CheckKeys(*t, field, {"gpu", "gpus", "pid", "kind", "start_s", "stop_s",
-                                                 "memory_mib", "sm_util", "mem_util"}));
-    std::vector<uint32_t> gpus;
-    if (const toml::node* g = t->get("gpus")) {
-      const toml::array* list = g->as_array();
-      if (list == nullptr || list->empty()) return p.Error(g, field + ".gpus", "expected a non-empty array of GPU indexes");
-      for (size_t i = 0; i < list->size(); ++i) {
-        auto v = list->get(i)->value<int64_t>();
-        if (!v || *v < 0 || static_cast<size_t>(*v) >= s.gpus.size()) {
-          return p.Error(list->get(i), field + ".gpus[" + std::to_string(i) + "]",
-                         "no such GPU (the scenario has " + std::to_string(s.gpus.size()) + ")");
+  return ForEachTable(
+      p, root, "process", [&](const toml::table* t, const std::string& field) -> Status {
+        FLYT_RETURN_IF_ERROR(p.CheckKeys(*t, field,
+                                         {"gpu", "gpus", "pid", "kind", "start_s", "stop_s",
+                                          "memory_mib", "sm_util", "mem_util"}));
+        std::vector<uint32_t> gpus;
+        if (const toml::node* g = t->get("gpus")) {
+          const toml::array* list = g->as_array();
+          if (list == nullptr || list->empty())
+            return p.Error(g, field + ".gpus", "expected a non-empty array of GPU indexes");
+          for (size_t i = 0; i < list->size(); ++i) {
+            auto v = list->get(i)->value<int64_t>();
+            if (!v || *v < 0 || static_cast<size_t>(*v) >= s.gpus.size()) {
+              return p.Error(
+                  list->get(i), field + ".gpus[" + std::to_string(i) + "]",
+                  "no such GPU (the scenario has " + std::to_string(s.gpus.size()) + ")");
+            }
+            gpus.push_back(static_cast<uint32_t>(*v));
+          }
+        } else {
+          FLYT_ASSIGN_OR_RETURN(double gpu_index, p.Number(*t, "gpu", field, std::nullopt, 0,
+                                                           static_cast<double>(s.gpus.size()) - 1));
+          gpus.push_back(static_cast<uint32_t>(gpu_index));
         }
-        gpus.push_back(static_cast<uint32_t>(*v));
-      }
-    } else {
-      FLYT_ASSIGN_OR_RETURN(double gpu_index, p.Number(*t, "gpu", field, std::nullopt, 0,
-                                                       static_cast<double>(s.gpus.size()) - 1));
-      gpus.push_back(static_cast<uint32_t>(gpu_index));
-    }
-    ProcessSpec base;
-    FLYT_ASSIGN_OR_RETURN(double pid, p.Number(*t, "pid", field, std::nullopt, 1, 4194304));
-    FLYT_ASSIGN_OR_RETURN(std::string kind, p.String(*t, "kind", field, std::string("compute")));
-    if (kind == "graphics") {
-      base.kind = ProcessKind::kGraphics;
-    } else if (kind != "compute") {
-      return p.Error(t->get("kind"), field + ".kind", "expected compute or graphics");
-    }
-    FLYT_ASSIGN_OR_RETURN(base.start_s, p.Number(*t, "start_s", field, 0.0, 0));
-    FLYT_ASSIGN_OR_RETURN(base.stop_s, p.Number(*t, "stop_s", field,
-                                                std::numeric_limits<double>::infinity(), base.start_s));
-    FLYT_ASSIGN_OR_RETURN(double mem, p.Number(*t, "memory_mib", field, std::nullopt, 0));
-    base.memory_bytes = static_cast<uint64_t>(mem * kMib);
-    if (const toml::node* u = t->get("sm_util")) {
-      FLYT_ASSIGN_OR_RETURN(Load l, p.ParseLoad(*u, field + ".sm_util", dir, 0, 100));
-      base.sm_util = l;
-    }
-    if (const toml::node* u = t->get("mem_util")) {
-      FLYT_ASSIGN_OR_RETURN(Load l, p.ParseLoad(*u, field + ".mem_util", dir, 0, 100));
-      base.mem_util = l;
-    }
-    for (size_t i = 0; i < gpus.size(); ++i) {
-      ProcessSpec proc = base;
-      proc.gpu = gpus[i];
-      proc.pid = static_cast<uint32_t>(pid) + static_cast<uint32_t>(i);
-      const GpuSpec& g = s.gpus[proc.gpu];
-      uint64_t room = g.memory_total_bytes - g.memory_reserved_bytes - g.memory_base_used_bytes;
-      if (proc.memory_bytes > room) {
-        return p.Error(t->get("memory_mib"), field + ".memory_mib",
-                       "process needs more memory than GPU " + std::to_string(proc.gpu) + " has free");
-      }
-      s.processes.push_back(proc);
-    }
-  }
-  return Status::Ok();
+        ProcessSpec base;
+        FLYT_ASSIGN_OR_RETURN(double pid, p.Number(*t, "pid", field, std::nullopt, 1, 4194304));
+        FLYT_ASSIGN_OR_RETURN(std::string kind,
+                              p.String(*t, "kind", field, std::string("compute")));
+        if (kind == "graphics") {
+          base.kind = ProcessKind::kGraphics;
+        } else if (kind != "compute") {
+          return p.Error(t->get("kind"), field + ".kind", "expected compute or graphics");
+        }
+        FLYT_ASSIGN_OR_RETURN(base.start_s, p.Number(*t, "start_s", field, 0.0, 0, kMaxTimeS));
+        if (t->get("stop_s") != nullptr) {
+          FLYT_ASSIGN_OR_RETURN(
+              base.stop_s, p.Number(*t, "stop_s", field, std::nullopt, base.start_s, kMaxTimeS));
+        }
+        FLYT_ASSIGN_OR_RETURN(double mem,
+                              p.Number(*t, "memory_mib", field, std::nullopt, 0, kMaxMemoryMib));
+        base.memory_bytes = static_cast<uint64_t>(mem * kMib);
+        if (const toml::node* u = t->get("sm_util")) {
+          FLYT_ASSIGN_OR_RETURN(Load l, p.ParseLoad(*u, field + ".sm_util", dir, 0, 100));
+          base.sm_util = l;
+        }
+        if (const toml::node* u = t->get("mem_util")) {
+          FLYT_ASSIGN_OR_RETURN(Load l, p.ParseLoad(*u, field + ".mem_util", dir, 0, 100));
+          base.mem_util = l;
+        }
+        if (s.processes.size() + gpus.size() > kMaxProcesses) {
+          return p.Error(t, field,
+                         "a scenario has at most " + std::to_string(kMaxProcesses) + " processes");
+        }
+        for (size_t i = 0; i < gpus.size(); ++i) {
+          ProcessSpec proc = base;
+          proc.gpu = gpus[i];
+          proc.pid = static_cast<uint32_t>(pid) + static_cast<uint32_t>(i);
+          const GpuSpec& g = s.gpus[proc.gpu];
+          uint64_t room = g.memory_total_bytes - g.memory_reserved_bytes - g.memory_base_used_bytes;
+          if (proc.memory_bytes > room) {
+            return p.Error(
+                t->get("memory_mib"), field + ".memory_mib",
+                "process needs more memory than GPU " + std::to_string(proc.gpu) + " has free");
+          }
+          s.processes.push_back(proc);
+        }
+        return Status::Ok();
+      });
 }
 
 Status ParseFaults(const Parser& p, const toml::table& root, Scenario& s) {
-  const toml::node* node = root.get("fault");
-  if (node == nullptr) return Status::Ok();
-  const toml::array* arr = node->as_array();
-  if (arr == nullptr) return p.Error(node, "fault", "expected [[fault]] tables");
-  for (size_t k = 0; k < arr->size(); ++k) {
-    std::string field = "fault[" + std::to_string(k) + "]";
-    const toml::table* t = arr->get(k)->as_table();
-    if (t == nullptr) return p.Error(arr->get(k), field, "expected a table");
-    FLYT_RETURN_IF_ERROR(
-        p.CheckKeys(*t, field, {"kind", "gpu", "at_s", "until_s", "xid", "field", "error"}));
-    Fault f;
-    FLYT_ASSIGN_OR_RETURN(std::string kind, p.String(*t, "kind", field, std::nullopt));
-    FLYT_ASSIGN_OR_RETURN(double gpu, p.Number(*t, "gpu", field, std::nullopt, 0,
-                                               static_cast<double>(s.gpus.size()) - 1));
-    f.gpu = static_cast<uint32_t>(gpu);
-    FLYT_ASSIGN_OR_RETURN(f.at_s, p.Number(*t, "at_s", field, 0.0, 0));
-    if (kind == "lost") {
-      f.kind = FaultKind::kLost;
-      FLYT_RETURN_IF_ERROR(p.CheckKeys(*t, field, {"kind", "gpu", "at_s"}));
-    } else if (kind == "xid") {
-      f.kind = FaultKind::kXid;
-      FLYT_RETURN_IF_ERROR(p.CheckKeys(*t, field, {"kind", "gpu", "at_s", "xid"}));
-      FLYT_ASSIGN_OR_RETURN(double xid, p.Number(*t, "xid", field, std::nullopt, 1, 65535));
-      f.xid = static_cast<uint64_t>(xid);
-    } else if (kind == "error" || kind == "not_supported") {
-      f.kind = kind == "error" ? FaultKind::kError : FaultKind::kNotSupported;
-      FLYT_ASSIGN_OR_RETURN(f.until_s, p.Number(*t, "until_s", field,
-                                                std::numeric_limits<double>::infinity(), f.at_s));
-      FLYT_ASSIGN_OR_RETURN(std::string name, p.String(*t, "field", field, std::nullopt));
-      std::optional<Field> which = FieldFromName(name);
-      if (!which) {
-        return p.Error(t->get("field"), field + ".field",
-                       "unknown field '" + name + "' (expected one of: " + AllFieldNames() + ")");
-      }
-      f.field = *which;
-      if (f.kind == FaultKind::kError) {
-        FLYT_ASSIGN_OR_RETURN(std::string err, p.String(*t, "error", field, std::string("unknown")));
-        auto it = std::find_if(std::begin(kErrorNames), std::end(kErrorNames),
-                               [&](const auto& e) { return err == e.first; });
-        if (it == std::end(kErrorNames)) {
-          return p.Error(t->get("error"), field + ".error",
-                         "unknown error '" + err +
-                             "' (expected timeout, unknown, not_supported, no_permission, "
-                             "gpu_is_lost, insufficient_power, irq_issue, no_data)");
+  return ForEachTable(
+      p, root, "fault", [&](const toml::table* t, const std::string& field) -> Status {
+        FLYT_RETURN_IF_ERROR(
+            p.CheckKeys(*t, field, {"kind", "gpu", "at_s", "until_s", "xid", "field", "error"}));
+        Fault f;
+        FLYT_ASSIGN_OR_RETURN(std::string kind, p.String(*t, "kind", field, std::nullopt));
+        FLYT_ASSIGN_OR_RETURN(double gpu, p.Number(*t, "gpu", field, std::nullopt, 0,
+                                                   static_cast<double>(s.gpus.size()) - 1));
+        f.gpu = static_cast<uint32_t>(gpu);
+        if (s.faults.size() >= kMaxFaults) {
+          return p.Error(t, field,
+                         "a scenario has at most " + std::to_string(kMaxFaults) + " faults");
         }
-        f.error_code = it->second;
-      } else {
-        FLYT_RETURN_IF_ERROR(p.CheckKeys(*t, field, {"kind", "gpu", "at_s", "until_s", "field"}));
-      }
-    } else {
-      return p.Error(t->get("kind"), field + ".kind",
-                     "unknown fault '" + kind + "' (expected lost, xid, error, not_supported)");
-    }
-    s.faults.push_back(f);
-  }
-  return Status::Ok();
+        FLYT_ASSIGN_OR_RETURN(f.at_s, p.Number(*t, "at_s", field, 0.0, 0, kMaxTimeS));
+        if (kind == "lost") {
+          f.kind = FaultKind::kLost;
+          FLYT_RETURN_IF_ERROR(p.CheckKeys(*t, field, {"kind", "gpu", "at_s"}));
+        } else if (kind == "xid") {
+          f.kind = FaultKind::kXid;
+          FLYT_RETURN_IF_ERROR(p.CheckKeys(*t, field, {"kind", "gpu", "at_s", "xid"}));
+          FLYT_ASSIGN_OR_RETURN(double xid, p.Number(*t, "xid", field, std::nullopt, 1, 65535));
+          f.xid = static_cast<uint64_t>(xid);
+        } else if (kind == "error" || kind == "not_supported") {
+          f.kind = kind == "error" ? FaultKind::kError : FaultKind::kNotSupported;
+          if (t->get("until_s") != nullptr) {
+            FLYT_ASSIGN_OR_RETURN(f.until_s,
+                                  p.Number(*t, "until_s", field, std::nullopt, f.at_s, kMaxTimeS));
+          }
+          FLYT_ASSIGN_OR_RETURN(std::string name, p.String(*t, "field", field, std::nullopt));
+          std::optional<Field> which = FieldFromName(name);
+          if (!which) {
+            return p.Error(
+                t->get("field"), field + ".field",
+                "unknown field '" + name + "' (expected one of: " + AllFieldNames() + ")");
+          }
+          f.field = *which;
+          if (f.kind == FaultKind::kError) {
+            FLYT_ASSIGN_OR_RETURN(std::string err,
+                                  p.String(*t, "error", field, std::string("unknown")));
+            auto it = std::find_if(std::begin(kErrorNames), std::end(kErrorNames),
+                                   [&](const auto& e) { return err == e.first; });
+            if (it == std::end(kErrorNames)) {
+              return p.Error(t->get("error"), field + ".error",
+                             "unknown error '" + err +
+                                 "' (expected timeout, unknown, not_supported, "
+                                 "no_permission, "
+                                 "gpu_is_lost, insufficient_power, irq_issue, no_data)");
+            }
+            f.error_code = it->second;
+          } else {
+            FLYT_RETURN_IF_ERROR(
+                p.CheckKeys(*t, field, {"kind", "gpu", "at_s", "until_s", "field"}));
+          }
+        } else {
+          return p.Error(t->get("kind"), field + ".kind",
+                         "unknown fault '" + kind + "' (expected lost, xid, error, not_supported)");
+        }
+        s.faults.push_back(f);
+        return Status::Ok();
+      });
 }
 
 }  // namespace
@@ -588,6 +687,7 @@ std::string AllFieldNames() {
 
 double Load::At(double t) const {
   constexpr double kPi = 3.14159265358979323846;
+  if (!std::isfinite(t)) t = 0;  // never reached through the simulator, which bounds time
   switch (kind) {
     case LoadKind::kConstant:
       return value;
@@ -624,6 +724,18 @@ double Load::At(double t) const {
 
 Result<Scenario> ParseScenario(std::string_view text, const std::string& source) {
   Parser p(source);
+  if (text.size() > kMaxScenarioBytes) {
+    return InvalidArgument(source + ": larger than " + std::to_string(kMaxScenarioBytes) +
+                           " bytes");
+  }
+  size_t line_no = 1;
+  for (std::string_view line : Split(text, '\n')) {
+    if (line.size() > kMaxLineBytes) {
+      return InvalidArgument(source + ":" + std::to_string(line_no) + ": line longer than " +
+                             std::to_string(kMaxLineBytes) + " characters");
+    }
+    ++line_no;
+  }
   toml::table root;
   try {
     root = toml::parse(text, source);
@@ -639,25 +751,43 @@ Result<Scenario> ParseScenario(std::string_view text, const std::string& source)
   if (meta == nullptr) return p.Error(&root, "scenario", "the [scenario] table is missing");
   FLYT_RETURN_IF_ERROR(p.CheckKeys(*meta, "scenario",
                                    {"name", "description", "driver_version", "cuda_driver_version",
-                                    "nvml_version", "epoch_s"}));
+                                    "nvml_version", "epoch_s", "quirks"}));
   FLYT_ASSIGN_OR_RETURN(s.name, p.String(*meta, "name", "scenario", std::nullopt));
   FLYT_ASSIGN_OR_RETURN(s.description, p.String(*meta, "description", "scenario", std::string()));
-  FLYT_ASSIGN_OR_RETURN(s.driver_version, p.String(*meta, "driver_version", "scenario", s.driver_version));
-  FLYT_ASSIGN_OR_RETURN(double cuda, p.Number(*meta, "cuda_driver_version", "scenario", 13000.0, 1000, 99999));
+  FLYT_ASSIGN_OR_RETURN(s.driver_version,
+                        p.String(*meta, "driver_version", "scenario", s.driver_version));
+  FLYT_ASSIGN_OR_RETURN(double cuda,
+                        p.Number(*meta, "cuda_driver_version", "scenario", 13000.0, 1000, 99999));
   s.cuda_driver_version = static_cast<int>(cuda);
-  FLYT_ASSIGN_OR_RETURN(s.nvml_version, p.String(*meta, "nvml_version", "scenario", s.nvml_version));
-  FLYT_ASSIGN_OR_RETURN(double epoch, p.Number(*meta, "epoch_s", "scenario", static_cast<double>(s.epoch_s), 0));
+  FLYT_ASSIGN_OR_RETURN(s.nvml_version,
+                        p.String(*meta, "nvml_version", "scenario", s.nvml_version));
+  FLYT_ASSIGN_OR_RETURN(double epoch, p.Number(*meta, "epoch_s", "scenario",
+                                               static_cast<double>(s.epoch_s), 0, 1e10));
   s.epoch_s = static_cast<int64_t>(epoch);
+  if (const toml::node* q = meta->get("quirks")) {
+    const toml::array* list = q->as_array();
+    if (list == nullptr) return p.Error(q, "scenario.quirks", "expected an array of names");
+    for (size_t i = 0; i < list->size(); ++i) {
+      auto name = list->get(i)->value<std::string>();
+      if (name && *name == "process_info_v3_stride_32") {
+        s.quirk_process_v3_stride_32 = true;
+      } else {
+        return p.Error(list->get(i), "scenario.quirks[" + std::to_string(i) + "]",
+                       "unknown quirk (expected process_info_v3_stride_32)");
+      }
+    }
+  }
   FLYT_RETURN_IF_ERROR(ParseGpus(p, root, dir, s));
   FLYT_RETURN_IF_ERROR(ParseProcesses(p, root, dir, s));
   FLYT_RETURN_IF_ERROR(ParseFaults(p, root, s));
   s.processes_by_gpu.resize(s.gpus.size());
-  for (size_t i = 0; i < s.processes.size(); ++i) s.processes_by_gpu[s.processes[i].gpu].push_back(i);
+  for (size_t i = 0; i < s.processes.size(); ++i)
+    s.processes_by_gpu[s.processes[i].gpu].push_back(i);
   return s;
 }
 
 Result<Scenario> LoadScenario(const std::string& path) {
-  auto text = ReadFile(path);
+  auto text = ReadFile(path, kMaxScenarioBytes);
   if (!text.ok()) return InvalidArgument("scenario " + text.status().message());
   return ParseScenario(*text, path);
 }
@@ -673,7 +803,7 @@ GpuReading ReadingAt(const Scenario& scenario, const GpuSpec& gpu, double t) {
   uint64_t used = gpu.memory_base_used_bytes;
   if (gpu.memory_used_mib) {
     used = static_cast<uint64_t>(std::max(0.0, gpu.memory_used_mib->At(t)) * kMib);
-  } else {
+  } else if (gpu.index < scenario.processes_by_gpu.size()) {
     for (size_t i : scenario.processes_by_gpu[gpu.index]) {
       const ProcessSpec& p = scenario.processes[i];
       if (p.Active(t)) used += p.memory_bytes;
@@ -691,7 +821,7 @@ GpuReading ReadingAt(const Scenario& scenario, const GpuSpec& gpu, double t) {
   r.pcie_tx_kb_per_s = static_cast<uint32_t>(std::lround(util * 800.0));
   r.fan_percent = static_cast<uint32_t>(std::lround(30 + 0.7 * util));
   r.pstate = r.gpu_util > 0 ? 0 : 8;
-  if (r.gpu_util == 0) r.clock_reasons |= 0x1;  // GpuIdle
+  if (r.gpu_util == 0) r.clock_reasons |= 0x1;                          // GpuIdle
   if (r.power_mw >= gpu.power_limit_mw * 0.98) r.clock_reasons |= 0x4;  // SwPowerCap
   return r;
 }
@@ -702,16 +832,70 @@ uint32_t PowerMwAt(const GpuSpec& gpu, double t) {
       gpu.idle_power_mw + (static_cast<double>(gpu.max_power_mw) - gpu.idle_power_mw) * frac));
 }
 
+Load::Shape Load::GetShape() const {
+  switch (kind) {
+    case LoadKind::kConstant:
+      return {0, 1};
+    case LoadKind::kRamp:
+      return {start_s + duration_s, 1};
+    case LoadKind::kSine:
+    case LoadKind::kSquare:
+      return {0, period_s};
+    case LoadKind::kStep:
+    case LoadKind::kReplay: {
+      if (points.empty()) return {0, 1};
+      double span = points.back().first - points.front().first;
+      if (loop && span > 0) return {points.front().first, span};
+      return {points.back().first, 1};
+    }
+  }
+  return {0, 1};
+}
+
+namespace {
+
+// Energy (mJ) from `from` to `from + len`, with power held for each whole
+// second from `from`. `seg` (optional) remembers the whole seconds already
+// summed for this start.
+double IntegrateFrom(const GpuSpec& gpu, double from, double len, EnergyCache::Segment* seg) {
+  const auto whole = static_cast<int64_t>(std::floor(len));
+  EnergyCache::Segment local;
+  EnergyCache::Segment& run = seg != nullptr ? *seg : local;
+  if (run.start != from || run.whole_s > whole) run = EnergyCache::Segment{from, 0, 0};
+  for (int64_t k = run.whole_s; k < whole; ++k) {
+    run.mj += PowerMwAt(gpu, from + static_cast<double>(k));
+  }
+  run.whole_s = whole;
+  return run.mj +
+         PowerMwAt(gpu, from + static_cast<double>(whole)) * (len - static_cast<double>(whole));
+}
+
+}  // namespace
+
 uint64_t EnergyAt(const GpuSpec& gpu, double t, EnergyCache* cache) {
-  if (t <= 0) return 0;
-  // Power is constant within each 1 s step (its value at the step start): mJ = mW x s.
-  const auto whole = static_cast<int64_t>(std::floor(t));
+  if (!(t > 0)) return 0;
+  // Every load is periodic (or constant: period 1 s) after a settle time S. So
+  //   E(t) = E(0..t)                        for t <= S
+  //   E(t) = E(0..S) + k·E(one period) + E(period start..t)   otherwise, k =
+  //   whole periods,
+  // each piece integrated on a 1 s grid from its own start: a pure function of
+  // t, whatever order times are asked in, and bounded work (scenario times and
+  // periods are at most 1e7 s).
   EnergyCache local;
-  EnergyCache& c = (cache != nullptr && cache->whole_s <= whole) ? *cache : local;
-  for (int64_t k = c.whole_s; k < whole; ++k) c.mj += PowerMwAt(gpu, static_cast<double>(k));
-  c.whole_s = whole;
-  double mj = c.mj + PowerMwAt(gpu, static_cast<double>(whole)) * (t - static_cast<double>(whole));
-  return static_cast<uint64_t>(mj);
+  EnergyCache& c = cache != nullptr ? *cache : local;
+  const Load::Shape shape = gpu.utilization.GetShape();
+  if (t <= shape.settle_s) {
+    return static_cast<uint64_t>(IntegrateFrom(gpu, 0, t, &c.tail));
+  }
+  if (!c.have_fixed) {
+    c.settle_mj = IntegrateFrom(gpu, 0, shape.settle_s, nullptr);
+    c.period_mj = IntegrateFrom(gpu, shape.settle_s, shape.period_s, nullptr);
+    c.have_fixed = true;
+  }
+  const double periods = std::floor((t - shape.settle_s) / shape.period_s);
+  const double period_start = shape.settle_s + periods * shape.period_s;
+  const double tail = IntegrateFrom(gpu, period_start, t - period_start, &c.tail);
+  return static_cast<uint64_t>(c.settle_mj + periods * c.period_mj + tail);
 }
 
 ProcessReading ProcessReadingAt(const Scenario& scenario, const ProcessSpec& process, double t) {
@@ -722,8 +906,10 @@ ProcessReading ProcessReadingAt(const Scenario& scenario, const ProcessSpec& pro
     sm = process.sm_util->At(t);
   } else {
     int sharing = 0;
-    for (size_t i : scenario.processes_by_gpu[process.gpu]) {
-      if (scenario.processes[i].Active(t)) ++sharing;
+    if (process.gpu < scenario.processes_by_gpu.size()) {
+      for (size_t i : scenario.processes_by_gpu[process.gpu]) {
+        if (scenario.processes[i].Active(t)) ++sharing;
+      }
     }
     sm = scenario.gpus[process.gpu].utilization.At(t) / std::max(1, sharing);
   }

@@ -49,14 +49,20 @@ enum class LoadKind { kConstant, kRamp, kSine, kSquare, kStep, kReplay };
 // A value over scenario time.
 struct Load {
   LoadKind kind = LoadKind::kConstant;
-  double value = 0;                              // constant
-  double from = 0, to = 0, start_s = 0, duration_s = 0;  // ramp
+  double value = 0;                                            // constant
+  double from = 0, to = 0, start_s = 0, duration_s = 0;        // ramp
   double mean = 0, amplitude = 0, period_s = 60, phase_s = 0;  // sine, square (period, phase)
-  double low = 0, high = 0, duty = 0.5;          // square
+  double low = 0, high = 0, duty = 0.5;                        // square
   std::vector<std::pair<double, double>> points;  // step / replay: (t, value), sorted by t
-  bool loop = false;                             // step / replay: repeat after the last point
-  bool interpolate = false;                      // replay: linear between points (else hold)
+  bool loop = false;                              // step / replay: repeat after the last point
+  bool interpolate = false;                       // replay: linear between points (else hold)
   double At(double t) const;
+  // After settle_s the load repeats every period_s (constant loads: period 1 s).
+  struct Shape {
+    double settle_s = 0;
+    double period_s = 1;
+  };
+  Shape GetShape() const;
 };
 
 struct GpuSpec {
@@ -120,6 +126,9 @@ struct Scenario {
   int cuda_driver_version = 13000;
   std::string nvml_version = "13.580.65.06";
   int64_t epoch_s = 1767225600;  // wall time of scenario t=0 in fixed-time modes (2026-01-01)
+  // Driver misbehaviour to reproduce ([scenario] quirks = [...]):
+  // "process_info_v3_stride_32": the _v3 process queries write 32-byte records (early R535).
+  bool quirk_process_v3_stride_32 = false;
   std::vector<GpuSpec> gpus;
   std::vector<ProcessSpec> processes;
   std::vector<Fault> faults;
@@ -153,8 +162,15 @@ uint32_t PowerMwAt(const GpuSpec& gpu, double t);
 // whatever order times are asked in. `cache` (optional) remembers the integral up to a whole
 // second, so that a clock moving forward costs only the new seconds.
 struct EnergyCache {
-  int64_t whole_s = 0;
-  double mj = 0;
+  struct Segment {
+    double start = -1;  // the segment's start time; the integral covers whole_s seconds of it
+    int64_t whole_s = 0;
+    double mj = 0;
+  };
+  bool have_fixed = false;
+  double settle_mj = 0;  // E(0..settle)
+  double period_mj = 0;  // E over one period
+  Segment tail;          // the segment being walked forward
 };
 uint64_t EnergyAt(const GpuSpec& gpu, double t, EnergyCache* cache = nullptr);
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 namespace flyt::sim {
 namespace {
@@ -105,20 +106,59 @@ struct BadCase {
 
 TEST(ScenarioTest, BrokenFilesNameLineFieldAndProblem) {
   const BadCase cases[] = {
-      {"[scenario]\nname = \"x\"\n[[gpu]]\nname = \"a\"\n", "<t>:3: gpu[0].memory_total_mib: required number is missing"},
-      {WithGpuLine("utilization = { kind = \"sinus\", mean = 1 }"), "gpu[0].utilization.kind: unknown kind 'sinus'"},
-      {std::string(kMinimal) + "memory_utilization = 140\n", "gpu[0].memory_utilization: value 140 is out of range [0, 100]"},
+      {"[scenario]\nname = \"x\"\n[[gpu]]\nname = \"a\"\n",
+       "<t>:3: gpu[0].memory_total_mib: required number is missing"},
+      {WithGpuLine("utilization = { kind = \"sinus\", mean = 1 }"),
+       "gpu[0].utilization.kind: unknown kind 'sinus'"},
+      {std::string(kMinimal) + "memory_utilization = 140\n",
+       "gpu[0].memory_utilization: value 140 is out of range [0, 100]"},
       {std::string(kMinimal) + "colour = \"red\"\n", "gpu[0].colour: unknown key"},
-      {std::string(kMinimal) + "[[process]]\ngpu = 3\npid = 1\nmemory_mib = 1\n", "process[0].gpu: value 3 is out of range"},
-      {std::string(kMinimal) + "[[process]]\ngpu = 0\npid = 1\nmemory_mib = 5000\n", "process[0].memory_mib: process needs more memory than GPU 0 has free"},
-      {std::string(kMinimal) + "[[fault]]\nkind = \"melt\"\ngpu = 0\n", "fault[0].kind: unknown fault 'melt'"},
-      {std::string(kMinimal) + "[[fault]]\nkind = \"error\"\ngpu = 0\nfield = \"colour\"\n", "fault[0].field: unknown field 'colour'"},
-      {std::string(kMinimal) + "[[fault]]\nkind = \"error\"\ngpu = 0\nfield = \"power\"\nerror = \"oops\"\n", "fault[0].error: unknown error 'oops'"},
+      {std::string(kMinimal) + "[[process]]\ngpu = 3\npid = 1\nmemory_mib = 1\n",
+       "process[0].gpu: value 3 is out of range"},
+      {std::string(kMinimal) + "[[process]]\ngpu = 0\npid = 1\nmemory_mib = 5000\n",
+       "process[0].memory_mib: process needs more memory than GPU 0 has free"},
+      {std::string(kMinimal) + "[[fault]]\nkind = \"melt\"\ngpu = 0\n",
+       "fault[0].kind: unknown fault 'melt'"},
+      {std::string(kMinimal) + "[[fault]]\nkind = \"error\"\ngpu = 0\nfield = \"colour\"\n",
+       "fault[0].field: unknown field 'colour'"},
+      {std::string(kMinimal) +
+           "[[fault]]\nkind = \"error\"\ngpu = 0\nfield = \"power\"\nerror = \"oops\"\n",
+       "fault[0].error: unknown error 'oops'"},
       {"[scenario\nname = 1\n", "<t>:1:"},
       {"[scenario]\nname = \"x\"\n", "gpu: a scenario needs at least one [[gpu]]"},
-      {std::string(kMinimal) + "unsupported = [\"power\", \"colour\"]\n", "gpu[0].unsupported[1]: unknown field"},
-      {WithGpuLine("utilization = { kind = \"step\", points = [[10, 1], [5, 2]] }"), "points[1]: times must increase"},
-      {WithGpuLine("utilization = { kind = \"replay\", file = \"/nonexistent.csv\" }"), "gpu[0].utilization.file: cannot open /nonexistent.csv"},
+      {std::string(kMinimal) + "unsupported = [\"power\", \"colour\"]\n",
+       "gpu[0].unsupported[1]: unknown field"},
+      {WithGpuLine("utilization = { kind = \"step\", points = [[10, 1], [5, 2]] }"),
+       "points[1]: times must increase"},
+      {WithGpuLine("utilization = { kind = \"replay\", file = \"/nonexistent.csv\" }"),
+       "gpu[0].utilization.file: cannot open /nonexistent.csv"},
+      {WithGpuLine("utilization = { kind = \"replay\", file = \"/dev/zero\" }"),
+       "gpu[0].utilization.file: /dev/zero is not a regular file"},
+      // Hostile numbers: NaN, infinities and absurd magnitudes are refused, never converted.
+      {WithGpuLine("utilization = nan"), "gpu[0].utilization: value nan is out of range"},
+      {WithGpuLine("utilization = { kind = \"step\", points = [[-inf, 1]] }"),
+       "points[0]: time -inf is out of range"},
+      {WithGpuLine("utilization = { kind = \"sine\", mean = 50, amplitude = 1, period_s = 1e300 }"),
+       "period_s: value 1e+300 is out of range"},
+      {std::string(kMinimal) + "memory_reserved_mib = inf\n",
+       "memory_reserved_mib: expected a finite number"},
+      {"[scenario]\nname = \"x\"\n[[gpu]]\nname = \"a\"\nmemory_total_mib = 1e300\n",
+       "memory_total_mib: value 1e+300 is out of range"},
+      {std::string(kMinimal) + "[[process]]\ngpu = 0\npid = -5\nmemory_mib = 1\n",
+       "process[0].pid: value -5 is out of range"},
+      {std::string(kMinimal) + "[[fault]]\nkind = \"lost\"\ngpu = 0\nat_s = 1e12\n",
+       "fault[0].at_s: value 1000000000000 is out of range"},
+      {"[scenario]\nname = \"x\"\n[[gpu]]\ncount = 65\n", "gpu[0].count: value 65 is out of range"},
+      {"[scenario]\nname = \"x\"\nquirks = [\"melt\"]\n", "scenario.quirks[0]: unknown quirk"},
+      // A dotted key nested thousands deep: refused before toml++ recurses on it.
+      {"[scenario]\nname = \"x\"\n" +
+           [] {
+             std::string k = "a";
+             for (int i = 0; i < 20000; ++i) k += ".a";
+             return k;
+           }() +
+           " = 1\n",
+       "<t>:3: line longer than 16384 characters"},
   };
   for (const BadCase& c : cases) {
     auto s = ParseScenario(c.text, "<t>");
@@ -126,6 +166,50 @@ TEST(ScenarioTest, BrokenFilesNameLineFieldAndProblem) {
     EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
     EXPECT_NE(s.status().message().find(c.expected), std::string::npos)
         << "message: " << s.status().message() << "\nexpected to contain: " << c.expected;
+  }
+}
+
+TEST(ScenarioTest, TooManyGpusInTotal) {
+  std::string text = "[scenario]\nname = \"x\"\n";
+  for (int i = 0; i < 3; ++i) {
+    text +=
+        "[[gpu]]\ncount = 30\nname = \"g\"\nmemory_total_mib = 10\npower_limit_w = 1\n"
+        "max_sm_clock_mhz = 1\nmax_mem_clock_mhz = 1\n";
+  }
+  auto s = ParseScenario(text, "<t>");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("gpu[2].count: a scenario has at most 64 GPUs"),
+            std::string::npos)
+      << s.status().message();
+}
+
+TEST(ScenarioTest, EveryLoadShapeGivesTheSameEnergyWhateverTheOrderOfQuestions) {
+  const char* loads[] = {
+      "utilization = 50",
+      "utilization = { kind = \"ramp\", from = 0, to = 100, start_s = 5, duration_s = 30.5 }",
+      "utilization = { kind = \"sine\", mean = 50, amplitude = 40, period_s = 37.3 }",
+      "utilization = { kind = \"square\", low = 5, high = 95, period_s = 12, duty = 0.25 }",
+      "utilization = { kind = \"step\", points = [[0, 5], [10, 80], [25, 30]], loop = true }",
+      "utilization = { kind = \"step\", points = [[3, 5], [10, 80]] }",
+  };
+  for (const char* load : loads) {
+    SCOPED_TRACE(load);
+    auto s = ParseScenario(WithGpuLine(load), "<t>");
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    const GpuSpec& g = s->gpus[0];
+    EnergyCache forward;
+    std::vector<uint64_t> walked;
+    for (double t = 0; t < 200; t += 0.7) walked.push_back(EnergyAt(g, t, &forward));
+    size_t i = 0;
+    for (double t = 0; t < 200; t += 0.7, ++i) {
+      EXPECT_EQ(walked[i], EnergyAt(g, t)) << "t=" << t;  // fresh, no cache
+      if (i > 0) {
+        EXPECT_GE(walked[i], walked[i - 1]);  // a counter never goes down
+      }
+    }
+    EnergyCache backward;
+    EXPECT_EQ(EnergyAt(g, 150.5, &backward), EnergyAt(g, 150.5));
+    EXPECT_EQ(EnergyAt(g, 20.25, &backward), EnergyAt(g, 20.25));
   }
 }
 

@@ -30,16 +30,16 @@ struct Device {
 
 // Where scenario time comes from; read from the environment at each first nvmlInit.
 struct TimeConfig {
-  std::string clock_file;            // FLYT_SIM_CLOCK_FILE
-  std::optional<double> fixed;       // FLYT_SIM_TIME
-  double start = 0;                  // FLYT_SIM_START
-  double speed = 1;                  // FLYT_SIM_SPEED
+  std::string clock_file;       // FLYT_SIM_CLOCK_FILE
+  std::optional<double> fixed;  // FLYT_SIM_TIME
+  double start = 0;             // FLYT_SIM_START
+  double speed = 1;             // FLYT_SIM_SPEED
 };
 
 struct EventSet {
   unsigned long long mask = 0;
-  std::set<uint32_t> devices;     // registered GPU indexes
-  std::set<size_t> delivered;     // indexes into scenario.faults
+  std::set<uint32_t> devices;  // registered GPU indexes
+  std::set<size_t> delivered;  // indexes into scenario.faults
 };
 
 class Sim {
@@ -63,13 +63,18 @@ class Sim {
     return d ? *d : fallback;
   }
 
+  // Scenario time is kept within [0, kMaxTime] (about 31,000 years): finite, and small enough
+  // for microsecond timestamps to fit in 64 bits.
+  static constexpr double kMaxTime = 1e12;
+
   void ReadTimeConfig() {
     const char* file = std::getenv("FLYT_SIM_CLOCK_FILE");
     time.clock_file = file != nullptr ? file : "";
     time.fixed.reset();
     if (std::getenv("FLYT_SIM_TIME") != nullptr) time.fixed = EnvDouble("FLYT_SIM_TIME", 0);
     time.start = EnvDouble("FLYT_SIM_START", 0);
-    time.speed = EnvDouble("FLYT_SIM_SPEED", 1);
+    time.speed = std::clamp(EnvDouble("FLYT_SIM_SPEED", 1), 0.0, 1e6);
+    real_time = time.clock_file.empty() && !time.fixed;
   }
 
   // Loads the scenario on first init. Returns NVML_SUCCESS or an error code; prints why once.
@@ -97,7 +102,6 @@ class Sim {
     for (size_t i = 0; i < devices.size(); ++i) devices[i].spec = &scenario.gpus[i];
     started = std::chrono::steady_clock::now();
     ReadTimeConfig();
-    real_time = time.clock_file.empty() && !time.fixed;
     wall_start_us = std::chrono::duration_cast<std::chrono::microseconds>(
                         std::chrono::system_clock::now().time_since_epoch())
                         .count();
@@ -108,15 +112,16 @@ class Sim {
   // Scenario time in seconds.
   double Now() const {
     if (!time.clock_file.empty()) {
-      auto text = ReadFile(time.clock_file);
+      auto text = ReadFile(time.clock_file, 4096);
       if (text.ok()) {
-        if (auto d = ParseDouble(*text)) return std::max(0.0, *d);
+        if (auto d = ParseDouble(*text)) return std::clamp(*d, 0.0, kMaxTime);
       }
       return 0;
     }
-    if (time.fixed) return std::max(0.0, *time.fixed);
-    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    return std::max(0.0, time.start + elapsed * time.speed);
+    if (time.fixed) return std::clamp(*time.fixed, 0.0, kMaxTime);
+    double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    return std::clamp(time.start + elapsed * time.speed, 0.0, kMaxTime);
   }
 
   // CPU timestamp in µs for scenario time t (what NVML puts in samples).
@@ -148,7 +153,8 @@ class Sim {
 
   Device* FromHandle(nvmlDevice_t handle) {
     auto* d = reinterpret_cast<Device*>(handle);
-    if (devices.empty() || d < devices.data() || d >= devices.data() + devices.size()) return nullptr;
+    if (devices.empty() || d < devices.data() || d >= devices.data() + devices.size())
+      return nullptr;
     return d;
   }
 };
@@ -184,6 +190,16 @@ nvmlReturn_t CopyString(const std::string& value, char* out, unsigned int length
   return NVML_SUCCESS;
 }
 
+// The record some early R535 drivers wrote through the _v3 process queries.
+struct ProcessInfoStride32 {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+  unsigned long long usedGpuCcProtectedMemory;
+};
+static_assert(sizeof(ProcessInfoStride32) == 32);
+
 template <typename Info>
 nvmlReturn_t RunningProcesses(nvmlDevice_t device, unsigned int* count, Info* infos,
                               ProcessKind kind) {
@@ -203,7 +219,7 @@ nvmlReturn_t RunningProcesses(nvmlDevice_t device, unsigned int* count, Info* in
       Info info{};
       info.pid = running[i]->pid;
       info.usedGpuMemory = running[i]->memory_bytes;
-      if constexpr (std::is_same_v<Info, nvmlProcessInfo_t>) {
+      if constexpr (!std::is_same_v<Info, nvmlProcessInfo_v1_t>) {
         info.gpuInstanceId = kNvmlInstanceIdNone;
         info.computeInstanceId = kNvmlInstanceIdNone;
       }
@@ -264,18 +280,30 @@ nvmlReturn_t Shutdown() noexcept {
 
 const char* ErrorString(nvmlReturn_t result) noexcept {
   switch (result) {
-    case NVML_SUCCESS: return "Success";
-    case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
-    case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
-    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
-    case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
-    case NVML_ERROR_NOT_FOUND: return "Not Found";
-    case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
-    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
-    case NVML_ERROR_TIMEOUT: return "Timeout";
-    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
-    case NVML_ERROR_UNKNOWN: return "Unknown Error";
-    default: return "Unknown Error";
+    case NVML_SUCCESS:
+      return "Success";
+    case NVML_ERROR_UNINITIALIZED:
+      return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT:
+      return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED:
+      return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION:
+      return "Insufficient Permissions";
+    case NVML_ERROR_NOT_FOUND:
+      return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE:
+      return "Insufficient Size";
+    case NVML_ERROR_DRIVER_NOT_LOADED:
+      return "Driver Not Loaded";
+    case NVML_ERROR_TIMEOUT:
+      return "Timeout";
+    case NVML_ERROR_GPU_IS_LOST:
+      return "GPU is lost";
+    case NVML_ERROR_UNKNOWN:
+      return "Unknown Error";
+    default:
+      return "Unknown Error";
   }
 }
 
@@ -349,11 +377,13 @@ nvmlReturn_t DeviceGetIndex(nvmlDevice_t device, unsigned int* index) noexcept {
 }
 
 nvmlReturn_t DeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) noexcept {
-  return IdentityCall(device, [&](Device& dev) { return CopyString(dev.spec->uuid, uuid, length); });
+  return IdentityCall(device,
+                      [&](Device& dev) { return CopyString(dev.spec->uuid, uuid, length); });
 }
 
 nvmlReturn_t DeviceGetName(nvmlDevice_t device, char* name, unsigned int length) noexcept {
-  return IdentityCall(device, [&](Device& dev) { return CopyString(dev.spec->name, name, length); });
+  return IdentityCall(device,
+                      [&](Device& dev) { return CopyString(dev.spec->name, name, length); });
 }
 
 nvmlReturn_t DeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_t* pci) noexcept {
@@ -409,7 +439,8 @@ nvmlReturn_t DeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) noex
   });
 }
 
-nvmlReturn_t DeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* utilization) noexcept {
+nvmlReturn_t DeviceGetUtilizationRates(nvmlDevice_t device,
+                                       nvmlUtilization_t* utilization) noexcept {
   if (utilization == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   return DeviceCall(device, Field::kUtilization, [&](Sim& sim, Device& dev, double t) {
     GpuReading r = Reading(sim, dev, t);
@@ -422,9 +453,8 @@ nvmlReturn_t DeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* u
 nvmlReturn_t DeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensor,
                                   unsigned int* temp) noexcept {
   if (sensor != NVML_TEMPERATURE_GPU) return NVML_ERROR_INVALID_ARGUMENT;
-  return ReadUint(device, Field::kTemperature, temp, [](const Sim& s, Device& d, double t) {
-    return Reading(s, d, t).temperature_c;
-  });
+  return ReadUint(device, Field::kTemperature, temp,
+                  [](const Sim& s, Device& d, double t) { return Reading(s, d, t).temperature_c; });
 }
 
 nvmlReturn_t DeviceGetPowerUsage(nvmlDevice_t device, unsigned int* power_mw) noexcept {
@@ -453,9 +483,15 @@ nvmlReturn_t DeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type,
     GpuReading r = Reading(sim, dev, t);
     switch (type) {
       case NVML_CLOCK_GRAPHICS:
-      case NVML_CLOCK_SM: *mhz = r.sm_clock_mhz; return NVML_SUCCESS;
-      case NVML_CLOCK_MEM: *mhz = r.mem_clock_mhz; return NVML_SUCCESS;
-      case NVML_CLOCK_VIDEO: *mhz = r.sm_clock_mhz * 9 / 10; return NVML_SUCCESS;
+      case NVML_CLOCK_SM:
+        *mhz = r.sm_clock_mhz;
+        return NVML_SUCCESS;
+      case NVML_CLOCK_MEM:
+        *mhz = r.mem_clock_mhz;
+        return NVML_SUCCESS;
+      case NVML_CLOCK_VIDEO:
+        *mhz = r.sm_clock_mhz * 9 / 10;
+        return NVML_SUCCESS;
     }
     return NVML_ERROR_INVALID_ARGUMENT;
   });
@@ -467,9 +503,15 @@ nvmlReturn_t DeviceGetMaxClockInfo(nvmlDevice_t device, nvmlClockType_t type,
   return DeviceCall(device, Field::kMaxClocks, [&](Sim&, Device& dev, double) {
     switch (type) {
       case NVML_CLOCK_GRAPHICS:
-      case NVML_CLOCK_SM: *mhz = dev.spec->max_sm_clock_mhz; return NVML_SUCCESS;
-      case NVML_CLOCK_MEM: *mhz = dev.spec->max_mem_clock_mhz; return NVML_SUCCESS;
-      case NVML_CLOCK_VIDEO: *mhz = dev.spec->max_sm_clock_mhz * 9 / 10; return NVML_SUCCESS;
+      case NVML_CLOCK_SM:
+        *mhz = dev.spec->max_sm_clock_mhz;
+        return NVML_SUCCESS;
+      case NVML_CLOCK_MEM:
+        *mhz = dev.spec->max_mem_clock_mhz;
+        return NVML_SUCCESS;
+      case NVML_CLOCK_VIDEO:
+        *mhz = dev.spec->max_sm_clock_mhz * 9 / 10;
+        return NVML_SUCCESS;
     }
     return NVML_ERROR_INVALID_ARGUMENT;
   });
@@ -537,7 +579,8 @@ nvmlReturn_t DeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorType_t 
     unsigned long long n = 0;
     if (error_type == NVML_MEMORY_ERROR_TYPE_UNCORRECTED) {
       for (const Fault& f : sim.scenario.faults) {
-        if (f.kind == FaultKind::kXid && f.xid == 48 && f.gpu == dev.spec->index && t >= f.at_s) ++n;
+        if (f.kind == FaultKind::kXid && f.xid == 48 && f.gpu == dev.spec->index && t >= f.at_s)
+          ++n;
       }
     }
     (void)counter_type;
@@ -555,9 +598,30 @@ nvmlReturn_t DeviceGetClocksEventReasons(nvmlDevice_t device,
   });
 }
 
+// The _v3 entry points. With the scenario quirk "process_info_v3_stride_32" they behave like some
+// early R535 drivers: each record written is 32 bytes (an extra 8-byte field at the end), not the
+// documented 24.
+namespace {
+nvmlReturn_t RunningProcessesV3(nvmlDevice_t device, unsigned int* count, nvmlProcessInfo_t* infos,
+                                ProcessKind kind) {
+  if (Instance().scenario.quirk_process_v3_stride_32) {
+    return RunningProcesses(device, count, reinterpret_cast<ProcessInfoStride32*>(infos), kind);
+  }
+  return RunningProcesses(device, count, infos, kind);
+}
+}  // namespace
+
 nvmlReturn_t DeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int* count,
                                               nvmlProcessInfo_t* infos) noexcept {
+  return RunningProcessesV3(device, count, infos, ProcessKind::kCompute);
+}
+nvmlReturn_t DeviceGetComputeRunningProcessesV2(nvmlDevice_t device, unsigned int* count,
+                                                nvmlProcessInfo_t* infos) noexcept {
   return RunningProcesses(device, count, infos, ProcessKind::kCompute);
+}
+nvmlReturn_t DeviceGetGraphicsRunningProcessesV2(nvmlDevice_t device, unsigned int* count,
+                                                 nvmlProcessInfo_t* infos) noexcept {
+  return RunningProcesses(device, count, infos, ProcessKind::kGraphics);
 }
 nvmlReturn_t DeviceGetComputeRunningProcessesV1(nvmlDevice_t device, unsigned int* count,
                                                 nvmlProcessInfo_v1_t* infos) noexcept {
@@ -565,7 +629,7 @@ nvmlReturn_t DeviceGetComputeRunningProcessesV1(nvmlDevice_t device, unsigned in
 }
 nvmlReturn_t DeviceGetGraphicsRunningProcesses(nvmlDevice_t device, unsigned int* count,
                                                nvmlProcessInfo_t* infos) noexcept {
-  return RunningProcesses(device, count, infos, ProcessKind::kGraphics);
+  return RunningProcessesV3(device, count, infos, ProcessKind::kGraphics);
 }
 nvmlReturn_t DeviceGetGraphicsRunningProcessesV1(nvmlDevice_t device, unsigned int* count,
                                                  nvmlProcessInfo_v1_t* infos) noexcept {
@@ -672,18 +736,19 @@ nvmlReturn_t EventSetWait(nvmlEventSet_t set, nvmlEventData_t* data,
           const Fault& f = sim.scenario.faults[i];
           if (f.kind != FaultKind::kXid || f.at_s > t || s->delivered.count(i) != 0) continue;
           if (s->devices.count(f.gpu) == 0) continue;
-          unsigned long long type = f.xid == 48 ? nvmlEventTypeDoubleBitEccError
-                                                : nvmlEventTypeXidCriticalError;
+          unsigned long long type =
+              f.xid == 48 ? nvmlEventTypeDoubleBitEccError : nvmlEventTypeXidCriticalError;
           if ((s->mask & type) == 0) continue;
-          if (best == sim.scenario.faults.size() || f.at_s < sim.scenario.faults[best].at_s) best = i;
+          if (best == sim.scenario.faults.size() || f.at_s < sim.scenario.faults[best].at_s)
+            best = i;
         }
         if (best < sim.scenario.faults.size()) {
           const Fault& f = sim.scenario.faults[best];
           s->delivered.insert(best);
           *data = nvmlEventData_t{};
           data->device = reinterpret_cast<nvmlDevice_t>(&sim.devices[f.gpu]);
-          data->eventType = f.xid == 48 ? nvmlEventTypeDoubleBitEccError
-                                        : nvmlEventTypeXidCriticalError;
+          data->eventType =
+              f.xid == 48 ? nvmlEventTypeDoubleBitEccError : nvmlEventTypeXidCriticalError;
           data->eventData = f.xid;
           data->gpuInstanceId = kNvmlInstanceIdNone;
           data->computeInstanceId = kNvmlInstanceIdNone;

@@ -42,8 +42,8 @@ TEST_F(RealNvmlTest, EveryGpuReadsPlausibleValues) {
     EXPECT_EQ(g.pci_bus_id.size(), 16u);  // 00000000:18:00.0
     ASSERT_TRUE(g.memory_total_bytes);
     ASSERT_TRUE(g.memory_used_bytes && g.memory_free_bytes);
-    uint64_t accounted = *g.memory_used_bytes + *g.memory_free_bytes +
-                         g.memory_reserved_bytes.value_or(0);
+    uint64_t accounted =
+        *g.memory_used_bytes + *g.memory_free_bytes + g.memory_reserved_bytes.value_or(0);
     EXPECT_NEAR(static_cast<double>(accounted), static_cast<double>(*g.memory_total_bytes),
                 0.01 * static_cast<double>(*g.memory_total_bytes));
     if (g.gpu_util_percent) {
