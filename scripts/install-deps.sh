@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config clang-14
   nlohmann-json3-dev libtomlplusplus-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  procps
+  python3 procps
 )
 
 missing=()

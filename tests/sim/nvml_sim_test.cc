@@ -130,6 +130,7 @@ TEST_F(NvmlSimTest, OldDriverFallsBackToUnversionedEntryPoints) {
             "nvmlDeviceGetComputeRunningProcesses");
   EXPECT_EQ((*lib)->BoundSymbol("DeviceGetClocksEventReasons"),
             "nvmlDeviceGetCurrentClocksThrottleReasons");
+  EXPECT_EQ((*lib)->BoundSymbol("DeviceGetPciInfo"), "nvmlDeviceGetPciInfo_v2");
 
   SetTime(10);
   auto backend = Open(Scenario("h100x8-training"), /*legacy=*/true);
@@ -137,6 +138,7 @@ TEST_F(NvmlSimTest, OldDriverFallsBackToUnversionedEntryPoints) {
   auto snap = backend->Snapshot();
   ASSERT_TRUE(snap.ok());
   const GpuInfo& g = snap->gpus[3];
+  EXPECT_EQ(g.pci_bus_id, "00000000:5D:00.0");  // through nvmlDeviceGetPciInfo_v2
   // The v1 memory structure has no `reserved`; NVML counts it as used there.
   EXPECT_FALSE(g.memory_reserved_bytes);
   EXPECT_EQ(g.memory_used_bytes, (73216 + 4 + 529) * kMiB);
