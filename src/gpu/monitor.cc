@@ -164,7 +164,15 @@ void Monitor::Accumulate(const GpuSnapshot& snap) {
   stats_.history_bytes = history_.MemoryBytes();
 
   ExpireSessions();
+  const auto now = clock_.SteadyNow();
   for (auto& [id, s] : sessions_) {
+    // With a session interval, take a sample once at least (interval − half a sample interval)
+    // has passed, so that sampling jitter does not skip every other one.
+    if (s.interval && s.last_sample &&
+        now - *s.last_sample < *s.interval - options_.sample_interval / 2) {
+      continue;
+    }
+    s.last_sample = now;
     ++s.sample_count;
     for (const GpuInfo& g : snap.gpus) {
       if (g.lost) continue;
@@ -223,6 +231,11 @@ Result<GpuInfo> Monitor::GetGpuInfo(uint32_t index, bool use_cache) {
                   std::to_string(snap.gpus.size()) + ")");
 }
 
+std::optional<GpuSnapshot> Monitor::LastSnapshot() const {
+  std::scoped_lock lock(mu_);
+  return cache_;
+}
+
 Result<std::vector<ScoredGpu>> Monitor::GetAvailableGpus(uint64_t min_free_memory_bytes,
                                                          uint32_t max_utilization_percent) {
   FLYT_ASSIGN_OR_RETURN(GpuSnapshot snap, QueryGpus(true));
@@ -238,7 +251,13 @@ Result<std::string> Monitor::StartSession(const SessionOptions& options) {
                                                       std::to_string(options_.max_sessions) +
                                                       " running); stop one first");
   }
+  if (options.interval && *options.interval < options_.sample_interval) {
+    return InvalidArgument("session interval " + std::to_string(options.interval->count()) +
+                           " ms is shorter than the sampling interval (" +
+                           std::to_string(options_.sample_interval.count()) + " ms)");
+  }
   Session s;
+  s.interval = options.interval;
   s.id = "mon-" + std::to_string(next_session_++);
   s.started = s.last_access = clock_.SteadyNow();
   if (options.gpus) s.gpus = std::set<uint32_t>(options.gpus->begin(), options.gpus->end());

@@ -71,6 +71,9 @@ struct SessionStats {
 
 struct SessionOptions {
   std::optional<std::vector<uint32_t>> gpus;  // all GPUs when absent
+  // Record every sample when absent; else at most one sample per interval (it must not be shorter
+  // than the Monitor's sample interval).
+  std::optional<std::chrono::milliseconds> interval;
 };
 
 struct EventCounts {
@@ -109,6 +112,9 @@ class Monitor {
   // fresh reading (which also refreshes the cache).
   Result<GpuSnapshot> QueryGpus(bool use_cache = true);
   Result<GpuInfo> GetGpuInfo(uint32_t index, bool use_cache = true);
+  // The newest snapshot taken, however old; never reads the backend (for /metrics, which must not
+  // wait on NVML). nullopt before the first sample.
+  std::optional<GpuSnapshot> LastSnapshot() const;
 
   // GPUs with enough free memory and low enough utilisation, best availability score first.
   Result<std::vector<ScoredGpu>> GetAvailableGpus(uint64_t min_free_memory_bytes,
@@ -133,6 +139,7 @@ class Monitor {
   std::map<uint32_t, EventCounts> EventCountsByGpu() const;
   MonitorStats Stats() const;
   Source source() const { return backend_->source(); }
+  bool SupportsEvents() const { return backend_->SupportsEvents(); }
   const MonitorOptions& options() const { return options_; }
 
  private:
@@ -141,6 +148,8 @@ class Monitor {
     std::chrono::steady_clock::time_point started;
     std::chrono::steady_clock::time_point last_access;
     std::optional<std::set<uint32_t>> gpus;
+    std::optional<std::chrono::milliseconds> interval;
+    std::optional<std::chrono::steady_clock::time_point> last_sample;
     uint64_t sample_count = 0;
     struct Gpu {
       std::string name;

@@ -31,6 +31,9 @@ enum class Reading : size_t {
   kMemClock,
   kPcieRx,
   kPcieTx,
+  kPcieReplay,
+  kEncoderUtilization,
+  kDecoderUtilization,
   kFanSpeed,
   kPerformanceState,
   kComputeMode,
@@ -374,6 +377,25 @@ class NvmlBackend final : public Backend {
         rc = f.DeviceGetPcieThroughput(h, NVML_PCIE_UTIL_TX_BYTES, &u);
         if (rc == NVML_SUCCESS) out.pcie_tx_kb_per_s = u;
         break;
+      case Reading::kPcieReplay:
+        if (!f.DeviceGetPcieReplayCounter) break;
+        rc = f.DeviceGetPcieReplayCounter(h, &u);
+        if (rc == NVML_SUCCESS) out.pcie_replay_count = u;
+        break;
+      case Reading::kEncoderUtilization: {
+        if (!f.DeviceGetEncoderUtilization) break;
+        unsigned int period_us = 0;
+        rc = f.DeviceGetEncoderUtilization(h, &u, &period_us);
+        if (rc == NVML_SUCCESS) out.encoder_util_percent = u;
+        break;
+      }
+      case Reading::kDecoderUtilization: {
+        if (!f.DeviceGetDecoderUtilization) break;
+        unsigned int period_us = 0;
+        rc = f.DeviceGetDecoderUtilization(h, &u, &period_us);
+        if (rc == NVML_SUCCESS) out.decoder_util_percent = u;
+        break;
+      }
       case Reading::kFanSpeed:
         if (!f.DeviceGetFanSpeed) break;
         rc = f.DeviceGetFanSpeed(h, &u);
@@ -654,6 +676,9 @@ class NvmlBackend final : public Backend {
                                    "memory_clock",
                                    "pcie_rx",
                                    "pcie_tx",
+                                   "pcie_replay_counter",
+                                   "encoder_utilization",
+                                   "decoder_utilization",
                                    "fan_speed",
                                    "performance_state",
                                    "compute_mode",

@@ -77,6 +77,10 @@ struct GpuInfo {
 
   std::optional<uint32_t> pcie_rx_kb_per_s;
   std::optional<uint32_t> pcie_tx_kb_per_s;
+  std::optional<uint64_t> pcie_replay_count;  // a counter
+
+  std::optional<uint32_t> encoder_util_percent;
+  std::optional<uint32_t> decoder_util_percent;
 
   std::optional<uint32_t> fan_speed_percent;
   std::optional<uint32_t> performance_state;  // 0..15 (P0..P15)

@@ -71,6 +71,14 @@
   X(DeviceGetPcieThroughput, kOptional, nvmlReturn_t,                                               \
     (nvmlDevice_t device, nvmlPcieUtilCounter_t counter, unsigned int* kb_per_s),                   \
     (device, counter, kb_per_s), nvmlDeviceGetPcieThroughput)                                        \
+  X(DeviceGetEncoderUtilization, kOptional, nvmlReturn_t,                                          \
+    (nvmlDevice_t device, unsigned int* percent, unsigned int* sampling_period_us),                 \
+    (device, percent, sampling_period_us), nvmlDeviceGetEncoderUtilization)                         \
+  X(DeviceGetDecoderUtilization, kOptional, nvmlReturn_t,                                          \
+    (nvmlDevice_t device, unsigned int* percent, unsigned int* sampling_period_us),                 \
+    (device, percent, sampling_period_us), nvmlDeviceGetDecoderUtilization)                         \
+  X(DeviceGetPcieReplayCounter, kOptional, nvmlReturn_t, (nvmlDevice_t device, unsigned int* count),\
+    (device, count), nvmlDeviceGetPcieReplayCounter)                                                 \
   X(DeviceGetFanSpeed, kOptional, nvmlReturn_t, (nvmlDevice_t device, unsigned int* percent),       \
     (device, percent), nvmlDeviceGetFanSpeed)                                                        \
   X(DeviceGetPerformanceState, kOptional, nvmlReturn_t, (nvmlDevice_t device, nvmlPstates_t* state),\

@@ -22,6 +22,7 @@ constexpr std::pair<Field, const char*> kFieldNames[] = {
     {Field::kClocks, "clocks"},
     {Field::kMaxClocks, "max_clocks"},
     {Field::kPcie, "pcie"},
+    {Field::kCodec, "codec"},
     {Field::kFan, "fan"},
     {Field::kPerformanceState, "pstate"},
     {Field::kComputeMode, "compute_mode"},
@@ -404,6 +405,8 @@ Status ParseGpus(const Parser& p, const toml::table& root, const std::filesystem
                                           "utilization",
                                           "memory_utilization",
                                           "memory_used_mib",
+                                          "encoder_utilization",
+                                          "decoder_utilization",
                                           "unsupported"}));
         FLYT_ASSIGN_OR_RETURN(double count_d, p.Number(*t, "count", field, 1.0, 1, kMaxGpus));
         auto count = static_cast<uint32_t>(count_d);
@@ -468,7 +471,14 @@ Status ParseGpus(const Parser& p, const toml::table& root, const std::filesystem
                                 p.ParseLoad(*u, field + ".memory_utilization", dir, 0, 100));
           base.memory_utilization = l;
         }
-        if (const toml::node* u = t->get("memory_used_mib")) {
+        for (const char* key : {"encoder_utilization", "decoder_utilization"}) {
+      if (const toml::node* u = t->get(key)) {
+        FLYT_ASSIGN_OR_RETURN(Load l, p.ParseLoad(*u, field + "." + key, dir, 0, 100));
+        (std::string_view(key) == "encoder_utilization" ? base.encoder_utilization
+                                                        : base.decoder_utilization) = l;
+      }
+    }
+    if (const toml::node* u = t->get("memory_used_mib")) {
           FLYT_ASSIGN_OR_RETURN(
               Load l, p.ParseLoad(*u, field + ".memory_used_mib", dir, 0, mem - reserved));
           base.memory_used_mib = l;

@@ -29,6 +29,7 @@ enum class Field {
   kClocks,
   kMaxClocks,
   kPcie,
+  kCodec,
   kFan,
   kPerformanceState,
   kComputeMode,
@@ -89,6 +90,8 @@ struct GpuSpec {
   Load utilization;
   std::optional<Load> memory_utilization;  // default: 60% of utilisation
   std::optional<Load> memory_used_mib;     // default: base + processes
+  std::optional<Load> encoder_utilization;  // default: 0
+  std::optional<Load> decoder_utilization;  // default: 0
   std::set<Field> unsupported;
 };
 

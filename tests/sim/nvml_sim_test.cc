@@ -196,6 +196,10 @@ TEST_F(NvmlSimTest, ProcessesComeAndGoAndShareTheLoad) {
   }
   EXPECT_TRUE(saw_graphics);
   EXPECT_EQ(t4.memory_used_bytes, (3 + 2048 + 3072) * kMiB);
+  EXPECT_EQ(t4.encoder_util_percent, 62u);  // NVENC busy while the transcoder runs
+  EXPECT_EQ(t4.decoder_util_percent, 38u);
+  EXPECT_EQ(t4.pcie_replay_count, 0u);
+  EXPECT_EQ(mid->gpus[0].encoder_util_percent, 0u);
 
   // V100: two servers replayed from the CSV; their shares add up to about the GPU's load.
   const GpuInfo& v100 = mid->gpus[1];
@@ -318,7 +322,7 @@ TEST_F(NvmlSimTest, MonitoringSessionOverAScriptedTrainingLoad) {
   FakeClock clock;
   Monitor monitor(std::move(backend), clock);
   auto all = monitor.StartSession();
-  auto two = monitor.StartSession({std::vector<uint32_t>{0, 5}});
+  auto two = monitor.StartSession({std::vector<uint32_t>{0, 5}, std::nullopt});
   ASSERT_TRUE(all.ok() && two.ok());
   // One sample a second for one full period of the load: 72 s at 97%, 18 s at 12%.
   for (int t = 0; t < 90; ++t) {

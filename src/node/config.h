@@ -1,0 +1,47 @@
+// NodeConfig: flyt-node-manager's configuration, from a TOML file (configs/node-manager.toml
+// documents every key) with command-line overrides applied on top.
+//
+// Loading refuses a broken file with the file, line, key and problem ("node-manager.toml:12:
+// monitor.interval_ms: value -5 is out of range [100, 3600000]"), and unknown keys, so a typo
+// never silently becomes a default. Plain values; copy freely.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+
+#include "common/status.h"
+
+namespace flyt::node {
+
+struct NodeConfig {
+  // [node]
+  std::string name;  // default: the host name
+  std::map<std::string, std::string> labels;
+  // [http]
+  std::string listen_host = "127.0.0.1";
+  int listen_port = 12401;
+  std::string bearer_token;  // empty: no authentication
+  size_t max_body_bytes = 64 * 1024;
+  // [monitor]
+  std::chrono::milliseconds interval{1000};
+  std::chrono::milliseconds cache_ttl{5000};
+  std::chrono::seconds history_retention{3600};
+  size_t max_sessions = 64;
+  std::chrono::seconds session_expiry{24 * 3600};
+  // [nvml]
+  std::string nvml_library;  // empty: $FLYT_NVML_LIBRARY or libnvidia-ml.so.1
+  // [cluster-manager]
+  std::string cluster_manager;  // empty: standalone
+  // [log]
+  std::string log_level = "info";
+};
+
+// Parses TOML text; `source` names it in messages.
+Result<NodeConfig> ParseNodeConfig(std::string_view text, const std::string& source);
+Result<NodeConfig> LoadNodeConfig(const std::string& path);
+
+// "HOST:PORT" (IPv6 as "[::1]:12401") into the config; errors say what is wrong.
+Status SetListen(NodeConfig& config, const std::string& host_port);
+
+}  // namespace flyt::node

@@ -1,0 +1,85 @@
+#include "node/config.h"
+
+#include <gtest/gtest.h>
+
+namespace flyt::node {
+namespace {
+
+TEST(NodeConfigTest, ShippedConfigLoadsAndMatchesTheDefaults) {
+  auto c = LoadNodeConfig(std::string(FLYT_SOURCE_DIR) + "/configs/node-manager.toml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->listen_host, "127.0.0.1");
+  EXPECT_EQ(c->listen_port, 12401);
+  EXPECT_EQ(c->interval, std::chrono::milliseconds(1000));
+  EXPECT_EQ(c->cache_ttl, std::chrono::milliseconds(5000));
+  EXPECT_TRUE(c->cluster_manager.empty());
+}
+
+TEST(NodeConfigTest, EveryKeyIsRead) {
+  auto c = ParseNodeConfig(R"(
+[node]
+name = "gpu-a7"
+labels = { rack = "r12", zone = "eu-1" }
+[http]
+listen = "0.0.0.0:9400"
+bearer_token = "s3cret"
+max_body_bytes = 4096
+[monitor]
+interval_ms = 500
+cache_ttl_ms = 2000
+history_retention_s = 600
+max_sessions = 8
+session_expiry_s = 3600
+[nvml]
+library = "/opt/nvidia/libnvidia-ml.so.1"
+[cluster-manager]
+address = "http://10.0.0.1:12400"
+[log]
+level = "debug"
+)",
+                           "<t>");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->name, "gpu-a7");
+  EXPECT_EQ(c->labels.at("rack"), "r12");
+  EXPECT_EQ(c->listen_host, "0.0.0.0");
+  EXPECT_EQ(c->listen_port, 9400);
+  EXPECT_EQ(c->bearer_token, "s3cret");
+  EXPECT_EQ(c->max_body_bytes, 4096u);
+  EXPECT_EQ(c->interval, std::chrono::milliseconds(500));
+  EXPECT_EQ(c->history_retention, std::chrono::seconds(600));
+  EXPECT_EQ(c->max_sessions, 8u);
+  EXPECT_EQ(c->nvml_library, "/opt/nvidia/libnvidia-ml.so.1");
+  EXPECT_EQ(c->cluster_manager, "http://10.0.0.1:12400");
+  EXPECT_EQ(c->log_level, "debug");
+}
+
+TEST(NodeConfigTest, BrokenConfigsNameTheKeyAndTheProblem) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"[monitor]\ninterval_ms = 5\n", "<t>:2: monitor.interval_ms: value 5 is out of range [100, 3600000]"},
+      {"[monitor]\ninterval_ms = \"1s\"\n", "monitor.interval_ms: expected an integer"},
+      {"[monitor]\nintervall_ms = 1000\n", "monitor.intervall_ms: unknown key"},
+      {"[http]\nlisten = \"localhost\"\n", "http.listen: listen address 'localhost' is not HOST:PORT"},
+      {"[http]\nlisten = \"127.0.0.1:99999\"\n", "port must be 0-65535"},
+      {"[node]\nlabels = { \"bad-name\" = \"x\" }\n", "node.labels.bad-name: not a valid label name"},
+      {"[log]\nlevel = \"loud\"\n", "log.level: unknown level 'loud'"},
+      {"[sampler]\n", "sampler: unknown key"},
+      {"monitor = 3\n", "monitor: expected a [monitor] table"},
+      {"[node\n", "<t>:1:"},
+  };
+  for (const auto& [text, expected] : cases) {
+    auto c = ParseNodeConfig(text, "<t>");
+    ASSERT_FALSE(c.ok()) << text;
+    EXPECT_NE(c.status().message().find(expected), std::string::npos)
+        << c.status().message() << "\nexpected: " << expected;
+  }
+}
+
+TEST(NodeConfigTest, ListenAcceptsIpv6) {
+  NodeConfig c;
+  ASSERT_TRUE(SetListen(c, "[::1]:8080").ok());
+  EXPECT_EQ(c.listen_host, "::1");
+  EXPECT_EQ(c.listen_port, 8080);
+}
+
+}  // namespace
+}  // namespace flyt::node

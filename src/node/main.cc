@@ -1,0 +1,123 @@
+// flyt-node-manager: the per-node daemon. This file parses flags, loads the config and wires the
+// monitor and the HTTP server together; the work is in src/gpu and src/node.
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "common/clock.h"
+#include "gpu/backend.h"
+#include "gpu/monitor.h"
+#include "gpu/nvml_backend.h"
+#include "node/config.h"
+#include "node/server.h"
+
+namespace {
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "flyt-node-manager: %s\n", message.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"flyt-node-manager — the per-node GPU daemon: Prometheus /metrics and a JSON API"};
+  app.set_version_flag("--version", std::string("flyt-node-manager ") + FLYT_VERSION);
+  std::string config_path, listen, name, cluster_manager, log_level;
+  app.add_option("--config", config_path, "TOML config file (configs/node-manager.toml)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--listen", listen, "HOST:PORT to serve on (default 127.0.0.1:12401)");
+  app.add_option("--name", name, "Node name (default: the host name)");
+  app.add_option("--cluster-manager", cluster_manager, "Cluster manager URL (empty: standalone)");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  flyt::Result<flyt::node::NodeConfig> loaded =
+      config_path.empty() ? flyt::node::ParseNodeConfig("", "(defaults)")
+                          : flyt::node::LoadNodeConfig(config_path);
+  if (!loaded.ok()) return Fail(loaded.status().message());
+  flyt::node::NodeConfig config = std::move(loaded).value();
+  if (!listen.empty()) {
+    flyt::Status s = flyt::node::SetListen(config, listen);
+    if (!s.ok()) return Fail("--listen: " + s.message());
+  }
+  if (!name.empty()) config.name = name;
+  if (!cluster_manager.empty()) config.cluster_manager = cluster_manager;
+  if (!log_level.empty()) config.log_level = log_level;
+
+  // Logs go to stderr: systemd's journal and container runtimes both collect it.
+  auto logger = spdlog::stderr_color_mt("flyt");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ %v");
+
+  // SIGINT/SIGTERM are taken by this thread with sigwait; every other thread has them blocked.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  std::unique_ptr<flyt::gpu::Backend> backend;
+  std::string library = config.nvml_library;
+  if (library.empty() && std::getenv("FLYT_NVML_LIBRARY") != nullptr) {
+    library = std::getenv("FLYT_NVML_LIBRARY");
+  }
+  if (!library.empty()) {
+    // An NVML library named explicitly must load: no silent fallback to something else.
+    auto nvml = flyt::gpu::OpenNvmlBackend({library, "/proc"});
+    if (!nvml.ok()) return Fail("NVML library " + library + ": " + nvml.status().message());
+    backend = std::move(nvml).value();
+  } else {
+    backend = flyt::gpu::OpenBackend({});
+  }
+
+  flyt::gpu::MonitorOptions options;
+  options.sample_interval = config.interval;
+  options.cache_ttl = config.cache_ttl;
+  options.history_retention = config.history_retention;
+  options.max_sessions = config.max_sessions;
+  options.session_idle_expiry = config.session_expiry;
+  if (flyt::Status s = options.Validate(); !s.ok()) return Fail(s.message());
+  flyt::gpu::Monitor monitor(std::move(backend), flyt::SystemClock::Instance(), options);
+  if (flyt::Status s = monitor.SampleOnce(); !s.ok()) {
+    spdlog::warn("first sample failed: {}", s.message());
+  }
+  auto first = monitor.LastSnapshot();
+  if (first && first->simulated_scenario) {
+    spdlog::warn("SIMULATED GPUs: flyt's simulated NVML is playing {}", *first->simulated_scenario);
+  }
+  spdlog::info("node {}: {} GPU(s) via {}{}", config.name, first ? first->gpus.size() : 0,
+               flyt::gpu::SourceName(monitor.source()),
+               first && !first->reason.empty() ? " (" + first->reason + ")" : "");
+  monitor.Start();
+
+  flyt::node::NodeServer server(monitor, config, flyt::SystemClock::Instance(), FLYT_VERSION);
+  if (flyt::Status s = server.Start(); !s.ok()) return Fail(s.message());
+  spdlog::info("serving on http://{}:{} (metrics at /metrics, API at /api/v1){}",
+               config.listen_host, server.port(),
+               config.bearer_token.empty() ? "" : ", bearer token required");
+  if (config.cluster_manager.empty()) {
+    spdlog::info("standalone: no cluster manager configured");
+  } else {
+    spdlog::info("cluster manager {} configured; registering with it arrives with "
+                 "flyt-cluster-manager", config.cluster_manager);
+  }
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("{} received; shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  server.Stop();
+  monitor.Stop();
+  spdlog::info("stopped");
+  return 0;
+}

@@ -1,0 +1,282 @@
+#include "node/metrics.h"
+
+#include <fmt/format.h>
+
+#include <functional>
+#include <vector>
+
+namespace flyt::node {
+namespace {
+
+constexpr double kMib = 1024.0 * 1024.0;
+
+using Getter = std::function<std::optional<double>(const gpu::GpuInfo&)>;
+
+struct DcgmFamily {
+  const char* name;
+  const char* type;
+  const char* help;
+  Getter value;
+};
+
+template <typename T>
+std::optional<double> D(const std::optional<T>& v) {
+  return v ? std::optional<double>(static_cast<double>(*v)) : std::nullopt;
+}
+
+// dcgm-exporter's default counters (etc/default-counters.csv): name, type, help, and the unit
+// it exports (MiB for framebuffer, W for power, mJ for energy, MHz for clocks, % for utilisation).
+const std::vector<DcgmFamily>& DcgmFamilies() {
+  static const std::vector<DcgmFamily> kFamilies = {
+      {"DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).",
+       [](const gpu::GpuInfo& g) { return D(g.sm_clock_mhz); }},
+      {"DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).",
+       [](const gpu::GpuInfo& g) { return D(g.memory_clock_mhz); }},
+      {"DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).",
+       [](const gpu::GpuInfo& g) { return D(g.temperature_c); }},
+      {"DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).",
+       [](const gpu::GpuInfo& g) -> std::optional<double> {
+         if (!g.power_draw_mw) return std::nullopt;
+         return *g.power_draw_mw / 1000.0;
+       }},
+      {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter",
+       "Total energy consumption since boot (in mJ).",
+       [](const gpu::GpuInfo& g) { return D(g.energy_mj); }},
+      {"DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries.",
+       [](const gpu::GpuInfo& g) { return D(g.pcie_replay_count); }},
+      {"DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).",
+       [](const gpu::GpuInfo& g) { return D(g.gpu_util_percent); }},
+      {"DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).",
+       [](const gpu::GpuInfo& g) { return D(g.memory_util_percent); }},
+      {"DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %).",
+       [](const gpu::GpuInfo& g) { return D(g.encoder_util_percent); }},
+      {"DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilization (in %).",
+       [](const gpu::GpuInfo& g) { return D(g.decoder_util_percent); }},
+      {"DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).",
+       [](const gpu::GpuInfo& g) -> std::optional<double> {
+         if (!g.memory_free_bytes) return std::nullopt;
+         return static_cast<double>(*g.memory_free_bytes / (1024 * 1024));
+       }},
+      {"DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).",
+       [](const gpu::GpuInfo& g) -> std::optional<double> {
+         if (!g.memory_used_bytes) return std::nullopt;
+         return static_cast<double>(*g.memory_used_bytes / (1024 * 1024));
+       }},
+      {"DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory reserved (in MiB).",
+       [](const gpu::GpuInfo& g) -> std::optional<double> {
+         if (!g.memory_reserved_bytes) return std::nullopt;
+         return static_cast<double>(*g.memory_reserved_bytes / (1024 * 1024));
+       }},
+  };
+  return kFamilies;
+}
+
+std::string Num(double v) {
+  if (v == static_cast<double>(static_cast<int64_t>(v)) && v < 9e15 && v > -9e15) {
+    return std::to_string(static_cast<int64_t>(v));
+  }
+  return fmt::format("{}", v);
+}
+
+class Writer {
+ public:
+  void Family(const std::string& name, const char* type, const std::string& help) {
+    out_ += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  }
+  void Sample(const std::string& name, const std::string& labels, double value) {
+    out_ += name;
+    if (!labels.empty()) out_ += "{" + labels + "}";
+    out_ += " " + Num(value) + "\n";
+  }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+// NVIDIA's descriptions of the XIDs operators meet most (the Xid catalogue in NVIDIA's GPU
+// debug guidelines); others are "Unknown Error", as in dcgm-exporter.
+std::string XidText(uint64_t xid) {
+  switch (xid) {
+    case 0: return "No Error";
+    case 13: return "Graphics Engine Exception";
+    case 31: return "GPU memory page fault";
+    case 43: return "GPU stopped processing";
+    case 45: return "Preemptive cleanup, due to previous errors";
+    case 48: return "Double Bit ECC Error";
+    case 61: return "Internal micro-controller breakpoint/warning";
+    case 62: return "Internal micro-controller halt";
+    case 63: return "ECC page retirement or row remapping recording event";
+    case 64: return "ECC page retirement or row remapper recording failure";
+    case 74: return "NVLINK Error";
+    case 79: return "GPU has fallen off the bus";
+    case 92: return "High single-bit ECC error rate";
+    case 94: return "Contained ECC error";
+    case 95: return "Uncontained ECC error";
+    case 119: return "GSP RPC Timeout";
+    case 120: return "GSP Error";
+    default: return "Unknown Error";
+  }
+}
+
+std::string Label(const char* name, std::string_view value) {
+  return std::string(name) + "=\"" + EscapeLabelValue(value) + "\"";
+}
+
+// dcgm-exporter's label set, in its order (released versions up to 4.5.x spell it "Hostname").
+std::string GpuLabels(const gpu::GpuInfo& g, const MetricsInput& in) {
+  std::string l = Label("gpu", std::to_string(g.index));
+  l += "," + Label("UUID", g.uuid);
+  l += "," + Label("pci_bus_id", g.pci_bus_id);
+  l += "," + Label("device", "nvidia" + std::to_string(g.index));
+  l += "," + Label("modelName", g.name);
+  l += "," + Label("Hostname", in.hostname);
+  // dcgm-exporter turns the DCGM_FI_DRIVER_VERSION row of its default counters into a label on
+  // every GPU series.
+  if (in.snapshot->driver_version) {
+    l += "," + Label("DCGM_FI_DRIVER_VERSION", *in.snapshot->driver_version);
+  }
+  return l;
+}
+
+// flyt's own per-GPU label set (Prometheus style, lower case).
+std::string FlytGpuLabels(const gpu::GpuInfo& g) {
+  return Label("gpu", std::to_string(g.index)) + "," + Label("UUID", g.uuid);
+}
+
+}  // namespace
+
+std::string EscapeLabelValue(std::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string RenderMetrics(const MetricsInput& in) {
+  Writer w;
+  if (in.snapshot != nullptr) {
+    const auto& gpus = in.snapshot->gpus;
+    for (const DcgmFamily& f : DcgmFamilies()) {
+      bool header = false;
+      for (const gpu::GpuInfo& g : gpus) {
+        if (g.lost) continue;
+        std::optional<double> v = f.value(g);
+        if (!v) continue;
+        if (!header) w.Family(f.name, f.type, f.help);
+        header = true;
+        w.Sample(f.name, GpuLabels(g, in), *v);
+      }
+    }
+    // The last XID, as dcgm-exporter reports it: 0 until one happens. Only where events are read.
+    if (in.events_supported) {
+      w.Family("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.");
+      for (const gpu::GpuInfo& g : gpus) {
+        if (g.lost) continue;
+        auto it = in.events.find(g.index);
+        uint64_t last = it != in.events.end() && it->second.last_xid ? *it->second.last_xid : 0;
+        // As dcgm-exporter (3.3.5 and later) does: the code and its text as labels too.
+        w.Sample("DCGM_FI_DEV_XID_ERRORS",
+                 GpuLabels(g, in) + "," + Label("err_code", std::to_string(last)) + "," +
+                     Label("err_msg", XidText(last)),
+                 static_cast<double>(last));
+      }
+    }
+
+    w.Family("flyt_gpu_lost", "gauge",
+             "1 when the GPU has fallen off the bus (NVML_ERROR_GPU_IS_LOST), else 0.");
+    for (const gpu::GpuInfo& g : gpus) {
+      w.Sample("flyt_gpu_lost", FlytGpuLabels(g), g.lost ? 1 : 0);
+    }
+    bool xid_header = false;
+    for (const auto& [index, counts] : in.events) {
+      for (const auto& [xid, n] : counts.by_xid) {
+        if (!xid_header) {
+          w.Family("flyt_gpu_xid_events_total", "counter", "XID events seen, by GPU and XID.");
+          xid_header = true;
+        }
+        std::string uuid;
+        for (const gpu::GpuInfo& g : gpus) {
+          if (g.index == index) uuid = g.uuid;
+        }
+        w.Sample("flyt_gpu_xid_events_total",
+                 Label("gpu", std::to_string(index)) + "," + Label("UUID", uuid) + "," +
+                     Label("xid", std::to_string(xid)),
+                 static_cast<double>(n));
+      }
+    }
+
+    // Per process: memory in bytes, SM utilisation as a ratio (0-1), as Prometheus conventions ask.
+    bool mem_header = false, sm_header = false;
+    auto process_labels = [](const gpu::GpuInfo& g, const gpu::ProcessInfo& p) {
+      return FlytGpuLabels(g) + "," + Label("pid", std::to_string(p.pid)) + "," +
+             Label("process_name", p.name.value_or("")) + "," + Label("user", p.user.value_or("")) +
+             "," + Label("container", p.container_id.value_or(""));
+    };
+    for (const gpu::GpuInfo& g : gpus) {
+      for (const gpu::ProcessInfo& p : g.processes) {
+        if (!p.used_memory_bytes) continue;
+        if (!mem_header) {
+          w.Family("flyt_gpu_process_memory_used_bytes", "gauge",
+                   "GPU memory used by a process, in bytes.");
+          mem_header = true;
+        }
+        w.Sample("flyt_gpu_process_memory_used_bytes", process_labels(g, p),
+                 static_cast<double>(*p.used_memory_bytes));
+      }
+    }
+    for (const gpu::GpuInfo& g : gpus) {
+      for (const gpu::ProcessInfo& p : g.processes) {
+        if (!p.sm_util_percent) continue;
+        if (!sm_header) {
+          w.Family("flyt_gpu_process_sm_utilization_ratio", "gauge",
+                   "Share of the GPU's SMs a process kept busy over the last sample, 0 to 1.");
+          sm_header = true;
+        }
+        w.Sample("flyt_gpu_process_sm_utilization_ratio", process_labels(g, p),
+                 *p.sm_util_percent / 100.0);
+      }
+    }
+    w.Family("flyt_node_simulated", "gauge",
+             "1 when the GPUs are flyt's simulated NVML (not real hardware), else 0.");
+    w.Sample("flyt_node_simulated", "", in.snapshot->simulated_scenario ? 1 : 0);
+  }
+
+  w.Family("flyt_monitor_samples_total", "counter", "Samples the monitor has taken.");
+  w.Sample("flyt_monitor_samples_total", "", static_cast<double>(in.stats.samples));
+  w.Family("flyt_monitor_sample_failures_total", "counter",
+           "Samples that could not read the GPUs at all.");
+  w.Sample("flyt_monitor_sample_failures_total", "", static_cast<double>(in.stats.sample_failures));
+  w.Family("flyt_monitor_degraded_samples_total", "counter",
+           "Samples in which at least one reading failed (timeouts, errors).");
+  w.Sample("flyt_monitor_degraded_samples_total", "",
+           static_cast<double>(in.stats.failed_readings));
+  w.Family("flyt_monitor_sample_duration_seconds", "gauge", "How long the last sample took.");
+  w.Sample("flyt_monitor_sample_duration_seconds", "",
+           static_cast<double>(in.stats.last_sample_duration.count()) / 1e6);
+  w.Family("flyt_monitor_sample_duration_seconds_total", "counter",
+           "Time spent sampling, in total.");
+  w.Sample("flyt_monitor_sample_duration_seconds_total", "",
+           static_cast<double>(in.stats.total_sample_duration.count()) / 1e6);
+  w.Family("flyt_monitor_history_bytes", "gauge", "Memory reserved for GPU history.");
+  w.Sample("flyt_monitor_history_bytes", "", static_cast<double>(in.stats.history_bytes));
+  w.Family("flyt_monitor_sessions", "gauge", "Monitoring sessions open.");
+  w.Sample("flyt_monitor_sessions", "", static_cast<double>(in.stats.sessions));
+  w.Family("flyt_node_scrapes_total", "counter", "Scrapes of this endpoint.");
+  w.Sample("flyt_node_scrapes_total", "", static_cast<double>(in.scrapes));
+  w.Family("flyt_build_info", "gauge", "Always 1; labels say which flyt this is.");
+  w.Sample("flyt_build_info", Label("version", in.version) + "," + Label("node", in.node_name), 1);
+  return w.Take();
+}
+
+}  // namespace flyt::node

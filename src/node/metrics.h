@@ -1,0 +1,36 @@
+// The Prometheus text exposition (format 0.0.4) that flyt-node-manager serves at /metrics.
+//
+// Per-GPU series use dcgm-exporter's names, units and labels, so dashboards and alerts written for
+// it work unchanged; flyt's own series follow Prometheus naming (base units, _total counters).
+// Every family has HELP and TYPE lines; a reading that is absent is not emitted (never as 0); a
+// lost GPU has no reading series, only flyt_gpu_lost 1. Rendering only formats values the Monitor
+// already has: it never calls NVML. Pure function; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "gpu/monitor.h"
+#include "gpu/types.h"
+
+namespace flyt::node {
+
+struct MetricsInput {
+  const gpu::GpuSnapshot* snapshot = nullptr;  // null before the first sample
+  std::map<uint32_t, gpu::EventCounts> events;
+  bool events_supported = false;
+  gpu::MonitorStats stats;
+  std::string hostname;
+  std::string node_name;
+  std::string version;
+  uint64_t scrapes = 0;
+};
+
+std::string RenderMetrics(const MetricsInput& in);
+
+// Escapes a label value for the text format (backslash, double quote, newline).
+std::string EscapeLabelValue(std::string_view value);
+
+}  // namespace flyt::node

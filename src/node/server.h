@@ -1,0 +1,54 @@
+// NodeServer: flyt-node-manager's HTTP endpoint — /metrics, /healthz and the v1 JSON API
+// (docs/api.md) over a Monitor.
+//
+// Handlers only read what the Monitor already holds (its last snapshot, history, events) or
+// open/close its sessions, so a request never waits on NVML and a bad request never disturbs
+// sampling. Every error is JSON {"error": "..."} with a 4xx/5xx code: unknown route 404, wrong
+// method 405 (with Allow), malformed or invalid body 400, oversized body 413, missing or wrong
+// bearer token 401. The server runs its own thread pool; Start/Stop are not thread-safe with each
+// other, handlers are.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "gpu/monitor.h"
+#include "node/config.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace flyt::node {
+
+class NodeServer {
+ public:
+  NodeServer(gpu::Monitor& monitor, NodeConfig config, const Clock& clock, std::string version);
+  ~NodeServer();
+  NodeServer(const NodeServer&) = delete;
+  NodeServer& operator=(const NodeServer&) = delete;
+
+  // Binds the configured address (port 0 picks a free one) and starts serving.
+  Status Start();
+  void Stop();
+  int port() const { return port_; }
+
+ private:
+  void SetUpRoutes();
+
+  gpu::Monitor& monitor_;
+  const NodeConfig config_;
+  const Clock& clock_;
+  const std::string version_;
+  const std::chrono::steady_clock::time_point started_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  int port_ = 0;
+  std::atomic<uint64_t> scrapes_{0};
+};
+
+}  // namespace flyt::node
