@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "ctl/remote.h"
 #include "ctl/render.h"
 #include "gpu/backend.h"
 #include "gpu/json.h"
@@ -40,52 +41,156 @@ flyt::Result<std::unique_ptr<flyt::gpu::Backend>> OpenLocalBackend() {
   return flyt::gpu::OpenBackend({});
 }
 
-int RunGpus(bool json, std::optional<double> watch_s, bool available, double min_free_mib,
-            double max_util) {
-  auto backend = OpenLocalBackend();
-  if (!backend.ok()) {
-    std::fprintf(stderr, "flytctl: %s\n", backend.status().message().c_str());
+// Where `flytctl gpus` and `flytctl processes` read from: this machine, or a node manager.
+class Source {
+ public:
+  static flyt::Result<Source> Open(const std::string& node, const std::string& token) {
+    Source s;
+    if (!node.empty()) {
+      FLYT_ASSIGN_OR_RETURN(s.client_, flyt::ctl::NodeClient::Connect(node, token));
+      return s;
+    }
+    FLYT_ASSIGN_OR_RETURN(auto backend, OpenLocalBackend());
+    s.monitor_ = std::make_unique<flyt::gpu::Monitor>(std::move(backend),
+                                                      flyt::SystemClock::Instance());
+    return s;
+  }
+  // A fresh snapshot, and (for a node) the JSON exactly as the node sent it.
+  flyt::Result<flyt::gpu::GpuSnapshot> Read(nlohmann::json* raw) {
+    if (monitor_) {
+      FLYT_ASSIGN_OR_RETURN(auto snap, monitor_->QueryGpus(/*use_cache=*/false));
+      if (raw != nullptr) *raw = flyt::gpu::ToJson(snap);
+      return snap;
+    }
+    FLYT_ASSIGN_OR_RETURN(nlohmann::json j, client_->Get("/api/v1/gpus"));
+    if (raw != nullptr) *raw = j;
+    auto snap = flyt::gpu::SnapshotFromJson(j);
+    if (!snap.ok()) return snap.status().WithContext("unexpected answer from the node");
+    return snap;
+  }
+  std::string Host() const { return client_ ? "" : Hostname(); }
+
+ private:
+  std::unique_ptr<flyt::gpu::Monitor> monitor_;
+  std::unique_ptr<flyt::ctl::NodeClient> client_;
+};
+
+struct GpusArgs {
+  bool json = false;
+  std::optional<double> watch_s;
+  bool available = false;
+  double min_free_mib = 0;
+  double max_util = 100;
+  bool processes_only = false;
+  std::string node;
+  std::string token;
+};
+
+int RunGpus(const GpusArgs& a) {
+  auto source = Source::Open(a.node, a.token);
+  if (!source.ok()) {
+    std::fprintf(stderr, "flytctl: %s\n", source.status().message().c_str());
     return 1;
   }
-  flyt::gpu::Monitor monitor(std::move(backend).value(), flyt::SystemClock::Instance());
   flyt::ctl::RenderOptions render;
-  render.hostname = Hostname();
-  render.color = !json && isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
+  render.hostname = a.node.empty() ? Hostname() : a.node;
+  render.color = !a.json && isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
   std::signal(SIGINT, [](int) { g_interrupted = true; });
   std::signal(SIGTERM, [](int) { g_interrupted = true; });
   while (true) {
-    auto snap = monitor.QueryGpus(/*use_cache=*/false);
+    nlohmann::json raw;
+    auto snap = source->Read(&raw);
     if (!snap.ok()) {
       std::fprintf(stderr, "flytctl: %s\n", snap.status().message().c_str());
       return 1;
     }
     std::string out;
-    if (available) {
-      auto ranked = flyt::gpu::RankAvailableGpus(snap->gpus,
-                                                 static_cast<uint64_t>(min_free_mib * 1024 * 1024),
-                                                 static_cast<uint32_t>(max_util));
-      if (json) {
+    if (a.available) {
+      auto ranked = flyt::gpu::RankAvailableGpus(
+          snap->gpus, static_cast<uint64_t>(a.min_free_mib * 1024 * 1024),
+          static_cast<uint32_t>(a.max_util));
+      if (a.json) {
         nlohmann::json arr = nlohmann::json::array();
         for (const auto& r : ranked) arr.push_back(flyt::gpu::ToJson(r));
         out = flyt::gpu::DumpJson(arr) + "\n";
       } else {
         out = flyt::ctl::SimulatedBanner(*snap) + flyt::ctl::RenderAvailable(ranked, render);
       }
+    } else if (a.processes_only) {
+      if (a.json) {
+        nlohmann::json list = nlohmann::json::array();
+        for (const auto& g : snap->gpus) {
+          for (const auto& p : g.processes) {
+            nlohmann::json j = flyt::gpu::ToJson(p);
+            j["gpu"] = g.index;
+            j["gpu_uuid"] = g.uuid;
+            list.push_back(std::move(j));
+          }
+        }
+        out = flyt::gpu::DumpJson({{"processes", list}}, a.watch_s ? -1 : 2) + "\n";
+      } else {
+        out = flyt::ctl::RenderProcesses(*snap, render);
+      }
     } else {
-      out = json ? flyt::gpu::DumpJson(flyt::gpu::ToJson(*snap), watch_s ? -1 : 2) + "\n"
-                 : flyt::ctl::RenderSnapshot(*snap, render);
+      out = a.json ? flyt::gpu::DumpJson(raw, a.watch_s ? -1 : 2) + "\n"
+                   : flyt::ctl::RenderSnapshot(*snap, render);
     }
-    if (watch_s && !json && isatty(STDOUT_FILENO)) std::fputs("\033[H\033[2J", stdout);
+    if (a.watch_s && !a.json && isatty(STDOUT_FILENO)) std::fputs("\033[H\033[2J", stdout);
     std::fputs(out.c_str(), stdout);
     std::fflush(stdout);
-    if (!watch_s) return 0;
+    if (!a.watch_s) return 0;
     auto until = std::chrono::steady_clock::now() +
-                 std::chrono::milliseconds(static_cast<int64_t>(*watch_s * 1000));
+                 std::chrono::milliseconds(static_cast<int64_t>(*a.watch_s * 1000));
     while (!g_interrupted && std::chrono::steady_clock::now() < until) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     if (g_interrupted) return 0;
   }
+}
+
+int RunMonitor(const std::string& action, const std::string& node, const std::string& token,
+               const std::string& id, const std::vector<uint32_t>& gpus,
+               std::optional<double> interval_s, bool json) {
+  auto client = flyt::ctl::NodeClient::Connect(node, token);
+  if (!client.ok()) {
+    std::fprintf(stderr, "flytctl: %s\n", client.status().message().c_str());
+    return 1;
+  }
+  flyt::Result<nlohmann::json> answer = flyt::Internal("no action");
+  if (action == "start") {
+    nlohmann::json body = nlohmann::json::object();
+    if (!gpus.empty()) body["gpus"] = gpus;
+    if (interval_s) body["interval_seconds"] = *interval_s;
+    answer = (*client)->Post("/api/v1/monitoring/sessions", body);
+    if (answer.ok() && !json) {
+      std::printf("%s\n", answer->value("id", "").c_str());
+      return 0;
+    }
+  } else if (action == "list") {
+    answer = (*client)->Get("/api/v1/monitoring/sessions");
+    if (answer.ok() && !json) {
+      for (const auto& s : (*answer)["sessions"]) std::printf("%s\n", s.get<std::string>().c_str());
+      return 0;
+    }
+  } else {
+    const std::string path = "/api/v1/monitoring/sessions/" + id;
+    answer = action == "stop" ? (*client)->Delete(path) : (*client)->Get(path);
+    if (answer.ok() && !json) {
+      auto stats = flyt::gpu::SessionStatsFromJson(*answer);
+      if (!stats.ok()) {
+        std::fprintf(stderr, "flytctl: unexpected answer: %s\n", stats.status().message().c_str());
+        return 1;
+      }
+      std::fputs(flyt::ctl::RenderSession(*stats).c_str(), stdout);
+      return 0;
+    }
+  }
+  if (!answer.ok()) {
+    std::fprintf(stderr, "flytctl: %s\n", answer.status().message().c_str());
+    return 1;
+  }
+  std::printf("%s\n", flyt::gpu::DumpJson(*answer, 2).c_str());
+  return 0;
 }
 
 int RunSimCheck(const std::vector<std::string>& files) {
@@ -110,23 +215,58 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("flytctl ") + FLYT_VERSION);
   app.require_subcommand(1);
 
-  auto* gpus = app.add_subcommand("gpus", "Show this machine's GPUs and the processes on them");
-  bool json = false;
-  std::optional<double> watch;
-  bool available = false;
-  double min_free_mib = 0;
-  double max_util = 100;
-  gpus->add_flag("--json", json, "Print JSON for scripts");
-  gpus->add_option("--watch", watch, "Refresh every SECONDS (default 2) until interrupted")
-      ->expected(0, 1)
-      ->default_str("2")
-      ->check(CLI::Range(0.1, 86400.0));
-  gpus->add_flag("--available", available,
+  GpusArgs gpus_args;
+  std::string token_env = std::getenv("FLYT_TOKEN") ? std::getenv("FLYT_TOKEN") : "";
+  auto add_source = [&](CLI::App* cmd, GpusArgs& args) {
+    cmd->add_option("--node", args.node,
+                    "Read a node manager (http://HOST:PORT) instead of this machine");
+    cmd->add_option("--token", args.token, "Bearer token for the node (default: $FLYT_TOKEN)");
+    cmd->add_flag("--json", args.json, "Print JSON for scripts");
+    cmd->add_option("--watch", args.watch_s, "Refresh every SECONDS (default 2) until interrupted")
+        ->expected(0, 1)
+        ->default_str("2")
+        ->check(CLI::Range(0.1, 86400.0));
+  };
+  auto* gpus = app.add_subcommand("gpus", "Show the GPUs and the processes on them");
+  add_source(gpus, gpus_args);
+  gpus->add_flag("--available", gpus_args.available,
                  "List GPUs a job could use, best availability score first");
-  gpus->add_option("--min-free-memory", min_free_mib, "With --available: MiB that must be free")
+  gpus->add_option("--min-free-memory", gpus_args.min_free_mib,
+                   "With --available: MiB that must be free")
       ->check(CLI::Range(0.0, 1e9));
-  gpus->add_option("--max-util", max_util, "With --available: highest utilisation %, 0-100")
+  gpus->add_option("--max-util", gpus_args.max_util,
+                   "With --available: highest utilisation %, 0-100")
       ->check(CLI::Range(0.0, 100.0));
+
+  GpusArgs procs_args;
+  procs_args.processes_only = true;
+  auto* processes = app.add_subcommand("processes", "List the processes using GPUs");
+  add_source(processes, procs_args);
+
+  auto* monitor = app.add_subcommand("monitor", "Monitoring sessions on a node manager");
+  monitor->require_subcommand(1);
+  std::string mon_node, mon_token, mon_id;
+  std::vector<uint32_t> mon_gpus;
+  std::optional<double> mon_interval;
+  bool mon_json = false;
+  auto mon_common = [&](CLI::App* cmd) {
+    cmd->add_option("--node", mon_node, "The node manager (http://HOST:PORT)")->required();
+    cmd->add_option("--token", mon_token, "Bearer token (default: $FLYT_TOKEN)");
+    cmd->add_flag("--json", mon_json, "Print JSON for scripts");
+  };
+  auto* mon_start = monitor->add_subcommand("start", "Start a session; prints its id");
+  mon_common(mon_start);
+  mon_start->add_option("--gpus", mon_gpus, "GPU indexes (default: all)")->delimiter(',');
+  mon_start->add_option("--interval", mon_interval, "Seconds between samples (default: every sample)")
+      ->check(CLI::Range(0.1, 86400.0));
+  auto* mon_show = monitor->add_subcommand("show", "Statistics so far");
+  mon_common(mon_show);
+  mon_show->add_option("id", mon_id, "Session id")->required();
+  auto* mon_stop = monitor->add_subcommand("stop", "End a session; prints its final statistics");
+  mon_common(mon_stop);
+  mon_stop->add_option("id", mon_id, "Session id")->required();
+  auto* mon_list = monitor->add_subcommand("list", "Session ids open on the node");
+  mon_common(mon_list);
 
   auto* sim = app.add_subcommand("sim", "Work with simulated GPU scenarios");
   sim->require_subcommand(1);
@@ -141,10 +281,22 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (gpus->parsed()) {
+    for (auto* args : {&gpus_args, &procs_args}) {
+      if (args->token.empty()) args->token = token_env;
+    }
+    if (mon_token.empty()) mon_token = token_env;
+    if (gpus->parsed() || processes->parsed()) {
+      CLI::App* cmd = gpus->parsed() ? gpus : processes;
+      GpusArgs& args = gpus->parsed() ? gpus_args : procs_args;
       // `--watch` with no value yields the default.
-      if (gpus->count("--watch") > 0 && !watch) watch = 2.0;
-      return RunGpus(json, watch, available, min_free_mib, max_util);
+      if (cmd->count("--watch") > 0 && !args.watch_s) args.watch_s = 2.0;
+      return RunGpus(args);
+    }
+    for (CLI::App* sub : {mon_start, mon_show, mon_stop, mon_list}) {
+      if (sub->parsed()) {
+        return RunMonitor(sub->get_name(), mon_node, mon_token, mon_id, mon_gpus, mon_interval,
+                          mon_json);
+      }
     }
     if (check->parsed()) return RunSimCheck(files);
   } catch (const std::exception& e) {

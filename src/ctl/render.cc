@@ -133,4 +133,47 @@ std::string RenderAvailable(const std::vector<gpu::ScoredGpu>& ranked, const Ren
   return out;
 }
 
+std::string RenderProcesses(const gpu::GpuSnapshot& s, const RenderOptions& o) {
+  std::string out = SimulatedBanner(s);
+  out += fmt::format("{:>3}  {:>7}  {:<10} {:>11}  {:>4}  {}\n", "GPU", "PID", "USER", "GPU MEM",
+                     "SM%", "COMMAND");
+  size_t n = 0;
+  for (const gpu::GpuInfo& g : s.gpus) {
+    for (const gpu::ProcessInfo& p : g.processes) {
+      ++n;
+      std::string mem = p.used_memory_bytes
+                            ? fmt::format("{:.0f} MiB", static_cast<double>(*p.used_memory_bytes) / kMib)
+                            : "-";
+      std::string sm = p.sm_util_percent ? std::to_string(*p.sm_util_percent) : "-";
+      std::string command = Printable(p.command ? *p.command : (p.name ? *p.name : "-"));
+      out += fmt::format("{:>3}  {:>7}  {:<10} {:>11}  {:>4}  {}\n", g.index, p.pid,
+                         Printable(p.user.value_or("-")), mem, sm, command);
+    }
+  }
+  (void)o;
+  if (s.gpus.empty()) {
+    out += "No GPUs" + (s.reason.empty() ? std::string(".") : ": " + s.reason) + "\n";
+  } else if (n == 0) {
+    out += "No processes on " + std::to_string(s.gpus.size()) + " GPU(s).\n";
+  }
+  return out;
+}
+
+std::string RenderSession(const gpu::SessionStats& stats) {
+  std::string out = fmt::format("session {}: {:.1f} s, {} samples\n", stats.id,
+                                stats.monitoring_duration_seconds, stats.sample_count);
+  out += fmt::format("{:>3}  {:<24} {:>18}  {:>22}  {:>16}  {:>20}\n", "GPU", "NAME", "UTIL %",
+                     "MEMORY MiB", "TEMP C", "POWER W");
+  auto cell = [](const std::optional<gpu::MetricStats>& m) {
+    if (!m) return std::string("-");
+    return fmt::format("{:.1f} ({:.0f}-{:.0f})", m->mean, m->min, m->max);
+  };
+  for (const auto& [index, g] : stats.gpu_stats) {
+    out += fmt::format("{:>3}  {:<24} {:>18}  {:>22}  {:>16}  {:>20}\n", index,
+                       Printable(g.name.substr(0, 24)), cell(g.utilization),
+                       cell(g.memory_used_mb), cell(g.temperature_c), cell(g.power_draw_w));
+  }
+  return out;
+}
+
 }  // namespace flyt::ctl

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/monitor.h"
 #include "gpu/score.h"
 #include "gpu/types.h"
 
@@ -20,6 +21,10 @@ struct RenderOptions {
 std::string RenderSnapshot(const gpu::GpuSnapshot& snapshot, const RenderOptions& options);
 std::string RenderAvailable(const std::vector<gpu::ScoredGpu>& ranked,
                             const RenderOptions& options);
+// One line per process on any GPU: GPU, PID, user, memory, SM %, command.
+std::string RenderProcesses(const gpu::GpuSnapshot& snapshot, const RenderOptions& options);
+// A monitoring session's statistics: per GPU, mean (min-max) of each metric.
+std::string RenderSession(const gpu::SessionStats& stats);
 
 // The one-line notice printed above every table of simulated GPUs.
 std::string SimulatedBanner(const gpu::GpuSnapshot& snapshot);

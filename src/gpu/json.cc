@@ -163,4 +163,160 @@ json ToJson(const SessionStats& stats) {
           {"gpu_stats", gpus}};
 }
 
+namespace {
+
+template <typename T>
+void Get(const json& j, const char* key, std::optional<T>& out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return;
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (it->is_string()) out = it->get<std::string>();
+  } else if constexpr (std::is_same_v<T, bool>) {
+    if (it->is_boolean()) out = it->get<bool>();
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (it->is_number()) out = it->get<T>();
+  } else {
+    if (it->is_number_unsigned() || (it->is_number_integer() && it->get<int64_t>() >= 0)) {
+      out = it->get<T>();
+    }
+  }
+}
+
+Result<ProcessInfo> ProcessFromJson(const json& j) {
+  if (!j.is_object() || !j.contains("pid") || !j["pid"].is_number_unsigned()) {
+    return InvalidArgument("process: 'pid' is missing or not a non-negative integer");
+  }
+  ProcessInfo p;
+  p.pid = j["pid"].get<uint32_t>();
+  std::string type = j.value("type", "compute");
+  p.type = type == "graphics"           ? ProcessType::kGraphics
+           : type == "compute+graphics" ? ProcessType::kComputeAndGraphics
+                                        : ProcessType::kCompute;
+  Get(j, "used_memory_bytes", p.used_memory_bytes);
+  Get(j, "name", p.name);
+  Get(j, "command", p.command);
+  Get(j, "user", p.user);
+  Get(j, "container_id", p.container_id);
+  Get(j, "sm_util_percent", p.sm_util_percent);
+  Get(j, "memory_util_percent", p.memory_util_percent);
+  Get(j, "encoder_util_percent", p.encoder_util_percent);
+  Get(j, "decoder_util_percent", p.decoder_util_percent);
+  Get(j, "util_sample_timestamp_us", p.util_sample_timestamp_us);
+  Get(j, "gpu_instance_id", p.gpu_instance_id);
+  Get(j, "compute_instance_id", p.compute_instance_id);
+  return p;
+}
+
+Result<GpuInfo> GpuFromJson(const json& j) {
+  if (!j.is_object()) return InvalidArgument("gpu: expected an object");
+  if (!j.contains("index") || !j["index"].is_number_unsigned()) {
+    return InvalidArgument("gpu: 'index' is missing or not a non-negative integer");
+  }
+  for (const char* key : {"uuid", "name"}) {
+    if (!j.contains(key) || !j[key].is_string()) {
+      return InvalidArgument(std::string("gpu: '") + key + "' is missing or not a string");
+    }
+  }
+  GpuInfo g;
+  g.index = j["index"].get<uint32_t>();
+  g.uuid = j["uuid"].get<std::string>();
+  g.name = j["name"].get<std::string>();
+  g.pci_bus_id = j.value("pci_bus_id", "");
+  g.lost = j.value("lost", false);
+  Get(j, "serial", g.serial);
+  Get(j, "memory_total_bytes", g.memory_total_bytes);
+  Get(j, "memory_used_bytes", g.memory_used_bytes);
+  Get(j, "memory_free_bytes", g.memory_free_bytes);
+  Get(j, "memory_reserved_bytes", g.memory_reserved_bytes);
+  Get(j, "gpu_util_percent", g.gpu_util_percent);
+  Get(j, "memory_util_percent", g.memory_util_percent);
+  Get(j, "temperature_c", g.temperature_c);
+  Get(j, "power_draw_mw", g.power_draw_mw);
+  Get(j, "power_limit_mw", g.power_limit_mw);
+  Get(j, "energy_mj", g.energy_mj);
+  Get(j, "sm_clock_mhz", g.sm_clock_mhz);
+  Get(j, "memory_clock_mhz", g.memory_clock_mhz);
+  Get(j, "max_sm_clock_mhz", g.max_sm_clock_mhz);
+  Get(j, "max_memory_clock_mhz", g.max_memory_clock_mhz);
+  Get(j, "pcie_rx_kb_per_s", g.pcie_rx_kb_per_s);
+  Get(j, "pcie_tx_kb_per_s", g.pcie_tx_kb_per_s);
+  Get(j, "pcie_replay_count", g.pcie_replay_count);
+  Get(j, "encoder_util_percent", g.encoder_util_percent);
+  Get(j, "decoder_util_percent", g.decoder_util_percent);
+  Get(j, "fan_speed_percent", g.fan_speed_percent);
+  Get(j, "performance_state", g.performance_state);
+  Get(j, "compute_mode", g.compute_mode);
+  Get(j, "mig_enabled", g.mig_enabled);
+  Get(j, "mig_pending", g.mig_pending);
+  if (j.contains("processes") && j["processes"].is_array()) {
+    for (const json& p : j["processes"]) {
+      FLYT_ASSIGN_OR_RETURN(ProcessInfo process, ProcessFromJson(p));
+      g.processes.push_back(std::move(process));
+    }
+  }
+  return g;
+}
+
+std::optional<MetricStats> MetricFromJson(const json& j) {
+  if (!j.is_object()) return std::nullopt;
+  MetricStats m;
+  m.min = j.value("min", 0.0);
+  m.max = j.value("max", 0.0);
+  m.mean = j.value("mean", 0.0);
+  m.p50 = j.value("p50", 0.0);
+  m.p95 = j.value("p95", 0.0);
+  m.p99 = j.value("p99", 0.0);
+  m.samples = j.value("samples", uint64_t{0});
+  return m;
+}
+
+}  // namespace
+
+Result<GpuSnapshot> SnapshotFromJson(const json& j) {
+  if (!j.is_object() || !j.contains("gpus") || !j["gpus"].is_array()) {
+    return InvalidArgument("snapshot: expected an object with a 'gpus' array");
+  }
+  GpuSnapshot s;
+  s.taken_at = std::chrono::system_clock::now();
+  std::string source = j.value("source", "none");
+  s.source = source == "nvml" ? Source::kNvml
+             : source == "nvidia-smi" ? Source::kNvidiaSmi
+                                      : Source::kNone;
+  if (j.contains("reason") && j["reason"].is_string()) s.reason = j["reason"].get<std::string>();
+  Get(j, "driver_version", s.driver_version);
+  Get(j, "cuda_driver_version", s.cuda_driver_version);
+  Get(j, "nvml_version", s.nvml_version);
+  Get(j, "simulated_scenario", s.simulated_scenario);
+  for (const json& g : j["gpus"]) {
+    FLYT_ASSIGN_OR_RETURN(GpuInfo gpu, GpuFromJson(g));
+    s.gpus.push_back(std::move(gpu));
+  }
+  return s;
+}
+
+Result<SessionStats> SessionStatsFromJson(const json& j) {
+  if (!j.is_object() || !j.contains("gpu_stats") || !j["gpu_stats"].is_object()) {
+    return InvalidArgument("session: expected an object with 'gpu_stats'");
+  }
+  SessionStats s;
+  s.id = j.value("id", "");
+  s.monitoring_duration_seconds = j.value("monitoring_duration_seconds", 0.0);
+  s.sample_count = j.value("sample_count", uint64_t{0});
+  for (const auto& [key, g] : j["gpu_stats"].items()) {
+    GpuSessionStats gs;
+    auto index = std::strtoul(key.c_str(), nullptr, 10);
+    gs.index = static_cast<uint32_t>(index);
+    gs.name = g.value("name", "");
+    if (g.contains("utilization")) gs.utilization = MetricFromJson(g["utilization"]);
+    if (g.contains("memory_used_mb")) gs.memory_used_mb = MetricFromJson(g["memory_used_mb"]);
+    if (g.contains("memory_usage_percent")) {
+      gs.memory_usage_percent = MetricFromJson(g["memory_usage_percent"]);
+    }
+    if (g.contains("temperature_c")) gs.temperature_c = MetricFromJson(g["temperature_c"]);
+    if (g.contains("power_draw_w")) gs.power_draw_w = MetricFromJson(g["power_draw_w"]);
+    s.gpu_stats.emplace(gs.index, std::move(gs));
+  }
+  return s;
+}
+
 }  // namespace flyt::gpu

@@ -8,6 +8,7 @@
 #include "gpu/history.h"
 #include "gpu/monitor.h"
 #include "gpu/score.h"
+#include "common/status.h"
 #include "gpu/types.h"
 
 namespace flyt::gpu {
@@ -22,6 +23,11 @@ nlohmann::json ToJson(const ScoredGpu& scored);
 // gpu_stats: {"<index>": {name, utilization{min,max,mean,samples,p50,p95,p99}, memory_used_mb,
 // memory_usage_percent, temperature_c, power_draw_w}}}.
 nlohmann::json ToJson(const SessionStats& stats);
+
+// The inverse of ToJson, for clients of the API (flytctl --node). Unknown keys are ignored;
+// a missing or wrongly typed required key (index, uuid, name, pid) is an error naming it.
+Result<GpuSnapshot> SnapshotFromJson(const nlohmann::json& j);
+Result<SessionStats> SessionStatsFromJson(const nlohmann::json& j);
 
 // Serialises for output. Text from outside (process names and command lines from /proc, GPU
 // names) need not be valid UTF-8; invalid bytes become U+FFFD instead of an exception.

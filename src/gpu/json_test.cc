@@ -50,5 +50,47 @@ TEST(JsonTest, SessionStatsHaveTheAutotunerShape) {
   EXPECT_TRUE(j["gpu_stats"]["0"]["power_draw_w"].is_null());
 }
 
+TEST(JsonTest, SnapshotSurvivesARoundTrip) {
+  GpuSnapshot s;
+  s.source = Source::kNvml;
+  s.driver_version = "580.65.06";
+  s.simulated_scenario = "x.toml";
+  GpuInfo g;
+  g.index = 2;
+  g.uuid = "GPU-x";
+  g.name = "NVIDIA H100 80GB HBM3";
+  g.gpu_util_percent = 97;
+  g.memory_used_bytes = 1ULL << 40;
+  g.lost = false;
+  ProcessInfo p;
+  p.pid = 7;
+  p.type = ProcessType::kGraphics;
+  p.user = "bob";
+  g.processes.push_back(p);
+  s.gpus.push_back(g);
+  auto back = SnapshotFromJson(nlohmann::json::parse(DumpJson(ToJson(s))));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->source, Source::kNvml);
+  EXPECT_EQ(back->driver_version, "580.65.06");
+  EXPECT_EQ(back->simulated_scenario, "x.toml");
+  ASSERT_EQ(back->gpus.size(), 1u);
+  EXPECT_EQ(back->gpus[0].index, 2u);
+  EXPECT_EQ(back->gpus[0].gpu_util_percent, 97u);
+  EXPECT_EQ(back->gpus[0].memory_used_bytes, 1ULL << 40);
+  EXPECT_FALSE(back->gpus[0].power_draw_mw);  // null stays absent
+  EXPECT_EQ(back->gpus[0].processes[0].type, ProcessType::kGraphics);
+  EXPECT_EQ(back->gpus[0].processes[0].user, "bob");
+}
+
+TEST(JsonTest, MalformedSnapshotsNameWhatIsWrong) {
+  EXPECT_NE(SnapshotFromJson(nlohmann::json::parse("[]")).status().message().find("'gpus'"),
+            std::string::npos);
+  auto no_uuid = SnapshotFromJson(nlohmann::json::parse(R"({"gpus":[{"index":0,"name":"x"}]})"));
+  EXPECT_NE(no_uuid.status().message().find("'uuid'"), std::string::npos);
+  auto bad_pid = SnapshotFromJson(nlohmann::json::parse(
+      R"({"gpus":[{"index":0,"uuid":"u","name":"x","processes":[{"pid":-1}]}]})"));
+  EXPECT_NE(bad_pid.status().message().find("'pid'"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace flyt::gpu

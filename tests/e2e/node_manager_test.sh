@@ -94,6 +94,28 @@ check "h100: /api/v1/gpus/3" jq_py "assert d['gpu_util_percent'] == 97 and d['me
 procs=$(curl -s "http://127.0.0.1:$port/api/v1/processes")
 check "h100: /api/v1/processes" jq_py "assert len(d['processes']) == 8 and d['processes'][7]['gpu'] == 7" <<<"$procs"
 
+# flytctl against the node: the same table and JSON as locally.
+flytctl="$build/bin/flytctl"
+out=$("$flytctl" gpus --node "127.0.0.1:$port")
+check "flytctl: gpus --node table" grep -qE '^  3  NVIDIA H100 80GB HBM3 +67°C +97% +73220 / 81559 MiB +662 / 700 W' <<<"$out"
+check "flytctl: gpus --node banner" contains "$out" "SIMULATED GPUs"
+out=$("$flytctl" gpus --node "http://127.0.0.1:$port" --json)
+check "flytctl: gpus --node --json" jq_py "assert len(d['gpus']) == 8 and d['gpus'][3]['gpu_util_percent'] == 97 and d['node'] == 'h100'" <<<"$out"
+out=$("$flytctl" processes --node "127.0.0.1:$port")
+check "flytctl: processes --node" test "$(grep -cE '^ +[0-7] +4100[0-7] ' <<<"$out")" -eq 8
+out=$("$flytctl" gpus --node 127.0.0.1:1 2>&1)
+check "flytctl: unreachable node exits non-zero" test $? -ne 0
+check "flytctl: unreachable node says so" contains "$out" "cannot reach the node manager at http://127.0.0.1:1"
+msid=$("$flytctl" monitor start --node "127.0.0.1:$port" --gpus 0,5)
+check "flytctl: monitor start prints an id" grep -qE '^mon-[0-9]+$' <<<"$msid"
+wait_samples "$port"
+out=$("$flytctl" monitor show --node "127.0.0.1:$port" "$msid")
+check "flytctl: monitor show" grep -qE '^  5  NVIDIA H100 80GB HBM3 +97.0 \(97-97\)' <<<"$out"
+out=$("$flytctl" monitor stop --node "127.0.0.1:$port" "$msid" --json)
+check "flytctl: monitor stop --json" jq_py "assert set(d['gpu_stats']) == {'0', '5'} and d['gpu_stats']['5']['utilization']['max'] == 97" <<<"$out"
+out=$("$flytctl" monitor stop --node "127.0.0.1:$port" "$msid" 2>&1)
+check "flytctl: stopping twice is an error" contains "$out" "HTTP 404: no monitoring session $msid"
+
 # 3. A monitoring session over a scripted load: 97% (t=10), then 12% (t=80).
 sid=$(curl -s -X POST -d '{"gpus": [0, 1]}' "http://127.0.0.1:$port/api/v1/monitoring/sessions" | jq_py "print(d['id'])")
 check "session: created" test -n "$sid"
