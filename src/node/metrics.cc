@@ -85,10 +85,17 @@ class Writer {
   }
   void Sample(const std::string& name, const std::string& labels, double value) {
     out_ += name;
-    if (!labels.empty()) out_ += "{" + labels + "}";
-    out_ += " " + Num(value) + "\n";
+    if (!labels.empty()) {
+      out_ += '{';
+      out_ += labels;
+      out_ += '}';
+    }
+    out_ += ' ';
+    out_ += Num(value);
+    out_ += '\n';
   }
   std::string Take() { return std::move(out_); }
+  void Reserve(size_t n) { out_.reserve(n); }
 
  private:
   std::string out_;
@@ -165,29 +172,36 @@ std::string EscapeLabelValue(std::string_view value) {
 
 std::string RenderMetrics(const MetricsInput& in) {
   Writer w;
+  w.Reserve(128 * 1024);
   if (in.snapshot != nullptr) {
     const auto& gpus = in.snapshot->gpus;
+    // Each GPU's label set is built once and reused by every family.
+    std::vector<std::string> labels;
+    labels.reserve(gpus.size());
+    for (const gpu::GpuInfo& g : gpus) labels.push_back(GpuLabels(g, in));
     for (const DcgmFamily& f : DcgmFamilies()) {
       bool header = false;
-      for (const gpu::GpuInfo& g : gpus) {
+      for (size_t i = 0; i < gpus.size(); ++i) {
+        const gpu::GpuInfo& g = gpus[i];
         if (g.lost) continue;
         std::optional<double> v = f.value(g);
         if (!v) continue;
         if (!header) w.Family(f.name, f.type, f.help);
         header = true;
-        w.Sample(f.name, GpuLabels(g, in), *v);
+        w.Sample(f.name, labels[i], *v);
       }
     }
     // The last XID, as dcgm-exporter reports it: 0 until one happens. Only where events are read.
     if (in.events_supported) {
       w.Family("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.");
-      for (const gpu::GpuInfo& g : gpus) {
+      for (size_t i = 0; i < gpus.size(); ++i) {
+        const gpu::GpuInfo& g = gpus[i];
         if (g.lost) continue;
         auto it = in.events.find(g.index);
         uint64_t last = it != in.events.end() && it->second.last_xid ? *it->second.last_xid : 0;
         // As dcgm-exporter (3.3.5 and later) does: the code and its text as labels too.
         w.Sample("DCGM_FI_DEV_XID_ERRORS",
-                 GpuLabels(g, in) + "," + Label("err_code", std::to_string(last)) + "," +
+                 labels[i] + "," + Label("err_code", std::to_string(last)) + "," +
                      Label("err_msg", XidText(last)),
                  static_cast<double>(last));
       }
@@ -218,34 +232,37 @@ std::string RenderMetrics(const MetricsInput& in) {
 
     // Per process: memory in bytes, SM utilisation as a ratio (0-1), as Prometheus conventions ask.
     bool mem_header = false, sm_header = false;
-    auto process_labels = [](const gpu::GpuInfo& g, const gpu::ProcessInfo& p) {
-      return FlytGpuLabels(g) + "," + Label("pid", std::to_string(p.pid)) + "," +
-             Label("process_name", p.name.value_or("")) + "," + Label("user", p.user.value_or("")) +
-             "," + Label("container", p.container_id.value_or(""));
+    struct Proc {
+      const gpu::ProcessInfo* p;
+      std::string labels;
     };
+    std::vector<Proc> procs;
     for (const gpu::GpuInfo& g : gpus) {
       for (const gpu::ProcessInfo& p : g.processes) {
-        if (!p.used_memory_bytes) continue;
-        if (!mem_header) {
-          w.Family("flyt_gpu_process_memory_used_bytes", "gauge",
-                   "GPU memory used by a process, in bytes.");
-          mem_header = true;
-        }
-        w.Sample("flyt_gpu_process_memory_used_bytes", process_labels(g, p),
-                 static_cast<double>(*p.used_memory_bytes));
+        procs.push_back({&p, FlytGpuLabels(g) + "," + Label("pid", std::to_string(p.pid)) + "," +
+                                 Label("process_name", p.name.value_or("")) + "," +
+                                 Label("user", p.user.value_or("")) + "," +
+                                 Label("container", p.container_id.value_or(""))});
       }
     }
-    for (const gpu::GpuInfo& g : gpus) {
-      for (const gpu::ProcessInfo& p : g.processes) {
-        if (!p.sm_util_percent) continue;
-        if (!sm_header) {
-          w.Family("flyt_gpu_process_sm_utilization_ratio", "gauge",
-                   "Share of the GPU's SMs a process kept busy over the last sample, 0 to 1.");
-          sm_header = true;
-        }
-        w.Sample("flyt_gpu_process_sm_utilization_ratio", process_labels(g, p),
-                 *p.sm_util_percent / 100.0);
+    for (const Proc& q : procs) {
+      if (!q.p->used_memory_bytes) continue;
+      if (!mem_header) {
+        w.Family("flyt_gpu_process_memory_used_bytes", "gauge",
+                 "GPU memory used by a process, in bytes.");
+        mem_header = true;
       }
+      w.Sample("flyt_gpu_process_memory_used_bytes", q.labels,
+               static_cast<double>(*q.p->used_memory_bytes));
+    }
+    for (const Proc& q : procs) {
+      if (!q.p->sm_util_percent) continue;
+      if (!sm_header) {
+        w.Family("flyt_gpu_process_sm_utilization_ratio", "gauge",
+                 "Share of the GPU's SMs a process kept busy over the last sample, 0 to 1.");
+        sm_header = true;
+      }
+      w.Sample("flyt_gpu_process_sm_utilization_ratio", q.labels, *q.p->sm_util_percent / 100.0);
     }
     w.Family("flyt_node_simulated", "gauge",
              "1 when the GPUs are flyt's simulated NVML (not real hardware), else 0.");
