@@ -87,6 +87,7 @@ json ToJson(const GpuInfo& g) {
           {"gpu_util_percent", Opt(g.gpu_util_percent)},
           {"memory_util_percent", Opt(g.memory_util_percent)},
           {"temperature_c", Opt(g.temperature_c)},
+          {"memory_temperature_c", Opt(g.memory_temperature_c)},
           {"power_draw_mw", Opt(g.power_draw_mw)},
           {"power_limit_mw", Opt(g.power_limit_mw)},
           {"energy_mj", Opt(g.energy_mj)},
@@ -231,6 +232,7 @@ Result<GpuInfo> GpuFromJson(const json& j) {
   Get(j, "gpu_util_percent", g.gpu_util_percent);
   Get(j, "memory_util_percent", g.memory_util_percent);
   Get(j, "temperature_c", g.temperature_c);
+  Get(j, "memory_temperature_c", g.memory_temperature_c);
   Get(j, "power_draw_mw", g.power_draw_mw);
   Get(j, "power_limit_mw", g.power_limit_mw);
   Get(j, "energy_mj", g.energy_mj);

@@ -24,6 +24,7 @@ enum class Reading : size_t {
   kMemoryV1,
   kUtilization,
   kTemperature,
+  kMemoryTemperature,
   kPowerUsage,
   kPowerLimit,
   kEnergy,
@@ -342,6 +343,32 @@ class NvmlBackend final : public Backend {
         rc = f.DeviceGetTemperature(h, NVML_TEMPERATURE_GPU, &u);
         if (rc == NVML_SUCCESS) out.temperature_c = u;
         break;
+      case Reading::kMemoryTemperature: {
+        if (!f.DeviceGetFieldValues) break;
+        nvmlFieldValue_t v{};
+        v.fieldId = NVML_FI_DEV_MEMORY_TEMP;
+        rc = f.DeviceGetFieldValues(h, 1, &v);
+        // The call can succeed while the field itself failed: its own code decides.
+        if (rc == NVML_SUCCESS) rc = v.nvmlReturn;
+        if (rc == NVML_SUCCESS) {
+          switch (v.valueType) {
+            case NVML_VALUE_TYPE_UNSIGNED_INT: out.memory_temperature_c = v.value.uiVal; break;
+            case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG:
+              out.memory_temperature_c = static_cast<uint32_t>(v.value.ullVal);
+              break;
+            case NVML_VALUE_TYPE_SIGNED_INT:
+              if (v.value.siVal >= 0) out.memory_temperature_c = static_cast<uint32_t>(v.value.siVal);
+              break;
+            case NVML_VALUE_TYPE_DOUBLE:
+              if (v.value.dVal >= 0 && v.value.dVal < 1000) {
+                out.memory_temperature_c = static_cast<uint32_t>(v.value.dVal + 0.5);
+              }
+              break;
+            default: break;
+          }
+        }
+        break;
+      }
       case Reading::kPowerUsage:
         if (!f.DeviceGetPowerUsage) break;
         rc = f.DeviceGetPowerUsage(h, &u);
@@ -669,6 +696,7 @@ class NvmlBackend final : public Backend {
                                    "memory_info",
                                    "utilization",
                                    "temperature",
+                                   "memory_temperature",
                                    "power_usage",
                                    "power_limit",
                                    "energy",

@@ -66,6 +66,7 @@ struct GpuInfo {
   std::optional<uint32_t> memory_util_percent;
 
   std::optional<uint32_t> temperature_c;
+  std::optional<uint32_t> memory_temperature_c;  // HBM; absent on GDDR boards
   std::optional<uint32_t> power_draw_mw;
   std::optional<uint32_t> power_limit_mw;  // enforced limit
   std::optional<uint64_t> energy_mj;       // since driver load; a counter

@@ -32,6 +32,8 @@ const std::vector<DcgmFamily>& DcgmFamilies() {
        [](const gpu::GpuInfo& g) { return D(g.sm_clock_mhz); }},
       {"DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).",
        [](const gpu::GpuInfo& g) { return D(g.memory_clock_mhz); }},
+      {"DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C).",
+       [](const gpu::GpuInfo& g) { return D(g.memory_temperature_c); }},
       {"DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).",
        [](const gpu::GpuInfo& g) { return D(g.temperature_c); }},
       {"DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).",

@@ -71,6 +71,9 @@
   X(DeviceGetPcieThroughput, kOptional, nvmlReturn_t,                                               \
     (nvmlDevice_t device, nvmlPcieUtilCounter_t counter, unsigned int* kb_per_s),                   \
     (device, counter, kb_per_s), nvmlDeviceGetPcieThroughput)                                        \
+  X(DeviceGetFieldValues, kOptional, nvmlReturn_t,                                                 \
+    (nvmlDevice_t device, int count, nvmlFieldValue_t* values), (device, count, values),            \
+    nvmlDeviceGetFieldValues)                                                                        \
   X(DeviceGetEncoderUtilization, kOptional, nvmlReturn_t,                                          \
     (nvmlDevice_t device, unsigned int* percent, unsigned int* sampling_period_us),                 \
     (device, percent, sampling_period_us), nvmlDeviceGetEncoderUtilization)                         \

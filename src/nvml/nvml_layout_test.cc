@@ -65,6 +65,18 @@ TEST(NvmlLayoutTest, EventData) {
   EXPECT_EQ(offsetof(nvmlEventData_t, computeInstanceId), 28u);
 }
 
+TEST(NvmlLayoutTest, FieldValues) {
+  EXPECT_EQ(sizeof(nvmlFieldValue_t), 40u);
+  EXPECT_EQ(offsetof(nvmlFieldValue_t, scopeId), 4u);
+  EXPECT_EQ(offsetof(nvmlFieldValue_t, timestamp), 8u);
+  EXPECT_EQ(offsetof(nvmlFieldValue_t, latencyUsec), 16u);
+  EXPECT_EQ(offsetof(nvmlFieldValue_t, valueType), 24u);
+  EXPECT_EQ(offsetof(nvmlFieldValue_t, nvmlReturn), 28u);
+  EXPECT_EQ(offsetof(nvmlFieldValue_t, value), 32u);
+  EXPECT_EQ(NVML_FI_DEV_MEMORY_TEMP, 82u);
+  EXPECT_EQ(NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, 3);
+}
+
 TEST(NvmlLayoutTest, DocumentedConstants) {
   EXPECT_EQ(NVML_ERROR_GPU_IS_LOST, 15);
   EXPECT_EQ(NVML_ERROR_UNKNOWN, 999);

@@ -202,6 +202,42 @@ constexpr unsigned long long nvmlClocksThrottleReasonHwThermalSlowdown = 0x40ULL
 constexpr unsigned long long nvmlClocksThrottleReasonHwPowerBrakeSlowdown = 0x80ULL;
 constexpr unsigned long long nvmlClocksEventReasonDisplayClockSetting = 0x100ULL;
 
+// nvmlValueType_t: which member of nvmlValue_t holds a field value.
+typedef enum nvmlValueType_enum {
+  NVML_VALUE_TYPE_DOUBLE = 0,
+  NVML_VALUE_TYPE_UNSIGNED_INT = 1,
+  NVML_VALUE_TYPE_UNSIGNED_LONG = 2,
+  NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3,
+  NVML_VALUE_TYPE_SIGNED_LONG_LONG = 4,
+  NVML_VALUE_TYPE_SIGNED_INT = 5,
+} nvmlValueType_t;
+
+// nvmlValue_t: an 8-byte union.
+typedef union nvmlValue_st {
+  double dVal;
+  unsigned int uiVal;
+  unsigned long ulVal;
+  unsigned long long ullVal;
+  signed long long sllVal;
+  signed int siVal;
+} nvmlValue_t;
+
+// nvmlFieldValue_t: { unsigned int fieldId @0, scopeId @4, long long timestamp @8 (CPU µs since
+// 1970), latencyUsec @16, nvmlValueType_t valueType @24, nvmlReturn_t nvmlReturn @28, nvmlValue_t
+// value @32 }, 40 bytes. `value` is valid only when `nvmlReturn` is NVML_SUCCESS.
+typedef struct nvmlFieldValue_st {
+  unsigned int fieldId;
+  unsigned int scopeId;
+  long long timestamp;
+  long long latencyUsec;
+  nvmlValueType_t valueType;
+  nvmlReturn_t nvmlReturn;
+  nvmlValue_t value;
+} nvmlFieldValue_t;
+
+// Field ids for nvmlDeviceGetFieldValues.
+constexpr unsigned int NVML_FI_DEV_MEMORY_TEMP = 82;  // memory (HBM) temperature, °C
+
 // MIG modes for nvmlDeviceGetMigMode.
 constexpr unsigned int NVML_DEVICE_MIG_DISABLE = 0;
 constexpr unsigned int NVML_DEVICE_MIG_ENABLE = 1;
@@ -226,3 +262,5 @@ static_assert(sizeof(nvmlProcessInfo_t) == 24, "nvmlProcessInfo_t: pid + pad + u
 static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32,
               "nvmlProcessUtilizationSample_t: pid + pad + u64 + 4 x u32");
 static_assert(sizeof(nvmlEventData_t) == 32, "nvmlEventData_t: ptr + 2 x u64 + 2 x u32");
+static_assert(sizeof(nvmlValue_t) == 8, "nvmlValue_t: an 8-byte union");
+static_assert(sizeof(nvmlFieldValue_t) == 40, "nvmlFieldValue_t: 2 x u32 + 2 x i64 + 2 x enum + value");

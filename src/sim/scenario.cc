@@ -16,6 +16,7 @@ constexpr std::pair<Field, const char*> kFieldNames[] = {
     {Field::kMemory, "memory"},
     {Field::kUtilization, "utilization"},
     {Field::kTemperature, "temperature"},
+    {Field::kMemoryTemperature, "memory_temperature"},
     {Field::kPower, "power"},
     {Field::kPowerLimit, "power_limit"},
     {Field::kEnergy, "energy"},

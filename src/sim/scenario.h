@@ -23,6 +23,7 @@ enum class Field {
   kMemory,
   kUtilization,
   kTemperature,
+  kMemoryTemperature,
   kPower,
   kPowerLimit,
   kEnergy,

@@ -533,6 +533,29 @@ nvmlReturn_t DeviceGetPcieThroughput(nvmlDevice_t device, nvmlPcieUtilCounter_t 
   });
 }
 
+// Field values: only NVML_FI_DEV_MEMORY_TEMP is simulated (the GPU's temperature + 6 °C, as HBM
+// runs hotter than the die's sensor); other ids, or a GPU whose memory temperature is
+// unsupported, get NOT_SUPPORTED in the field's own code, as real NVML does.
+nvmlReturn_t DeviceGetFieldValues(nvmlDevice_t device, int count,
+                                  nvmlFieldValue_t* values) noexcept {
+  if (count < 0 || (count > 0 && values == nullptr)) return NVML_ERROR_INVALID_ARGUMENT;
+  return DeviceCall(device, Field::kMemoryTemperature, [&](Sim& sim, Device& dev, double t) {
+    for (int i = 0; i < count; ++i) {
+      nvmlFieldValue_t& v = values[i];
+      v.timestamp = static_cast<long long>(sim.TimestampUs(t));
+      v.latencyUsec = 0;
+      if (v.fieldId == NVML_FI_DEV_MEMORY_TEMP) {
+        v.valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+        v.value.uiVal = Reading(sim, dev, t).temperature_c + 6;
+        v.nvmlReturn = NVML_SUCCESS;
+      } else {
+        v.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+      }
+    }
+    return NVML_SUCCESS;
+  });
+}
+
 nvmlReturn_t DeviceGetEncoderUtilization(nvmlDevice_t device, unsigned int* percent,
                                          unsigned int* sampling_period_us) noexcept {
   if (percent == nullptr || sampling_period_us == nullptr) return NVML_ERROR_INVALID_ARGUMENT;

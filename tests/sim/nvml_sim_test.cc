@@ -199,6 +199,8 @@ TEST_F(NvmlSimTest, ProcessesComeAndGoAndShareTheLoad) {
   EXPECT_EQ(t4.encoder_util_percent, 62u);  // NVENC busy while the transcoder runs
   EXPECT_EQ(t4.decoder_util_percent, 38u);
   EXPECT_EQ(t4.pcie_replay_count, 0u);
+  EXPECT_FALSE(t4.memory_temperature_c);  // GDDR6: NOT_SUPPORTED in the field's own code
+  EXPECT_TRUE(mid->gpus[0].memory_temperature_c);
   EXPECT_EQ(mid->gpus[0].encoder_util_percent, 0u);
 
   // V100: two servers replayed from the CSV; their shares add up to about the GPU's load.
