@@ -5,38 +5,15 @@
 #include <toml++/toml.h>
 
 #include "common/strings.h"
+#include "common/toml_reader.h"
 
 namespace flyt::node {
 namespace {
 
-class Reader {
+// TomlReader plus the typed getters the config needs.
+class Reader : public TomlReader {
  public:
-  explicit Reader(std::string source) : source_(std::move(source)) {}
-
-  Status Error(const toml::node* node, const std::string& key, const std::string& problem) const {
-    std::string where = source_;
-    if (node != nullptr && node->source().begin.line > 0) {
-      where += ":" + std::to_string(node->source().begin.line);
-    }
-    return InvalidArgument(where + ": " + key + ": " + problem);
-  }
-
-  Status CheckKeys(const toml::table& t, const std::string& section,
-                   std::initializer_list<const char*> allowed) const {
-    for (const auto& [key, value] : t) {
-      const std::string_view name = key.str();
-      bool ok = false;
-      for (const char* a : allowed) ok = ok || name == a;
-      if (!ok) {
-        std::string list;
-        for (const char* a : allowed) list += std::string(list.empty() ? "" : ", ") + a;
-        std::string full = section.empty() ? std::string(name) : section + "." + std::string(name);
-        return Error(&value, full,
-                     "unknown key (expected " + (list.empty() ? "none" : "one of: " + list) + ")");
-      }
-    }
-    return Status::Ok();
-  }
+  using TomlReader::TomlReader;
 
   Status String(const toml::table& t, const std::string& section, const char* key,
                 std::string& out) const {
@@ -61,9 +38,6 @@ class Reader {
     out = v;
     return Status::Ok();
   }
-
- private:
-  std::string source_;
 };
 
 std::string Hostname() {
@@ -106,13 +80,7 @@ Status SetListen(NodeConfig& config, const std::string& host_port) {
 
 Result<NodeConfig> ParseNodeConfig(std::string_view text, const std::string& source) {
   Reader r(source);
-  toml::table root;
-  try {
-    root = toml::parse(text, source);
-  } catch (const toml::parse_error& e) {
-    return InvalidArgument(source + ":" + std::to_string(e.source().begin.line) + ": " +
-                           std::string(e.description()));
-  }
+  FLYT_ASSIGN_OR_RETURN(toml::table root, r.Parse(text));
   NodeConfig c;
   c.name = Hostname();
   FLYT_RETURN_IF_ERROR(

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "common/strings.h"
+#include "common/toml_reader.h"
 
 namespace flyt::sim {
 namespace {
@@ -58,36 +59,10 @@ constexpr size_t kMaxScenarioBytes = 1u << 20;
 constexpr size_t kMaxLineBytes = 16384;  // also bounds dotted-key depth, which toml++ recurses on
 constexpr size_t kMaxReplayBytes = 16u << 20;
 
-// Builds messages "<file>:<line>: <field>: <problem>".
-class Parser {
+// TomlReader plus the typed getters scenarios need; messages "<file>:<line>: <field>: <problem>".
+class Parser : public TomlReader {
  public:
-  explicit Parser(std::string source) : source_(std::move(source)) {}
-
-  Status Error(const toml::node* node, const std::string& field, const std::string& problem) const {
-    std::string where = source_;
-    if (node != nullptr && node->source().begin.line > 0) {
-      where += ":" + std::to_string(node->source().begin.line);
-    }
-    return InvalidArgument(where + ": " + field + ": " + problem);
-  }
-
-  // Rejects keys that are not in `allowed` (a typo must not silently become a
-  // default).
-  Status CheckKeys(const toml::table& table, const std::string& field,
-                   std::initializer_list<const char*> allowed) const {
-    for (const auto& [key, value] : table) {
-      const std::string_view name = key.str();
-      bool ok =
-          std::any_of(allowed.begin(), allowed.end(), [name](const char* a) { return name == a; });
-      if (!ok) {
-        std::string list;
-        for (const char* a : allowed) list += std::string(list.empty() ? "" : ", ") + a;
-        return Error(&value, field + "." + std::string(key.str()),
-                     "unknown key (expected one of: " + list + ")");
-      }
-    }
-    return Status::Ok();
-  }
+  using TomlReader::TomlReader;
 
   Result<double> Number(const toml::table& t, const char* key, const std::string& field,
                         std::optional<double> fallback, double min = -1e300,
@@ -137,10 +112,6 @@ class Parser {
     return buf;
   }
 
-  const std::string& source() const { return source_; }
-
- private:
-  std::string source_;
 };
 
 Result<std::vector<std::pair<double, double>>> ReadReplayCsv(const Parser& p,
@@ -736,24 +707,9 @@ double Load::At(double t) const {
 Result<Scenario> ParseScenario(std::string_view text, const std::string& source) {
   Parser p(source);
   if (text.size() > kMaxScenarioBytes) {
-    return InvalidArgument(source + ": larger than " + std::to_string(kMaxScenarioBytes) +
-                           " bytes");
+    return InvalidArgument(source + ": larger than " + std::to_string(kMaxScenarioBytes) + " bytes");
   }
-  size_t line_no = 1;
-  for (std::string_view line : Split(text, '\n')) {
-    if (line.size() > kMaxLineBytes) {
-      return InvalidArgument(source + ":" + std::to_string(line_no) + ": line longer than " +
-                             std::to_string(kMaxLineBytes) + " characters");
-    }
-    ++line_no;
-  }
-  toml::table root;
-  try {
-    root = toml::parse(text, source);
-  } catch (const toml::parse_error& e) {
-    return InvalidArgument(source + ":" + std::to_string(e.source().begin.line) + ": " +
-                           std::string(e.description()));
-  }
+  FLYT_ASSIGN_OR_RETURN(toml::table root, p.Parse(text, kMaxLineBytes));
   Scenario s;
   s.path = source;
   std::filesystem::path dir = std::filesystem::path(source).parent_path();

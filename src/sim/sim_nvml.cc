@@ -556,30 +556,29 @@ nvmlReturn_t DeviceGetFieldValues(nvmlDevice_t device, int count,
   });
 }
 
-nvmlReturn_t DeviceGetEncoderUtilization(nvmlDevice_t device, unsigned int* percent,
-                                         unsigned int* sampling_period_us) noexcept {
+namespace {
+// NVENC / NVDEC utilisation from the scenario's load (0 without one), over a 167 ms window.
+nvmlReturn_t CodecUtilization(nvmlDevice_t device, unsigned int* percent,
+                              unsigned int* sampling_period_us,
+                              std::optional<Load> GpuSpec::*load) {
   if (percent == nullptr || sampling_period_us == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   return DeviceCall(device, Field::kCodec, [&](Sim&, Device& dev, double t) {
-    *percent = dev.spec->encoder_utilization
-                   ? static_cast<unsigned int>(std::lround(
-                         std::clamp(dev.spec->encoder_utilization->At(t), 0.0, 100.0)))
-                   : 0;
+    const std::optional<Load>& l = dev.spec->*load;
+    *percent = l ? static_cast<unsigned int>(std::lround(std::clamp(l->At(t), 0.0, 100.0))) : 0;
     *sampling_period_us = 167000;
     return NVML_SUCCESS;
   });
 }
+}  // namespace
+
+nvmlReturn_t DeviceGetEncoderUtilization(nvmlDevice_t device, unsigned int* percent,
+                                         unsigned int* sampling_period_us) noexcept {
+  return CodecUtilization(device, percent, sampling_period_us, &GpuSpec::encoder_utilization);
+}
 
 nvmlReturn_t DeviceGetDecoderUtilization(nvmlDevice_t device, unsigned int* percent,
                                          unsigned int* sampling_period_us) noexcept {
-  if (percent == nullptr || sampling_period_us == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  return DeviceCall(device, Field::kCodec, [&](Sim&, Device& dev, double t) {
-    *percent = dev.spec->decoder_utilization
-                   ? static_cast<unsigned int>(std::lround(
-                         std::clamp(dev.spec->decoder_utilization->At(t), 0.0, 100.0)))
-                   : 0;
-    *sampling_period_us = 167000;
-    return NVML_SUCCESS;
-  });
+  return CodecUtilization(device, percent, sampling_period_us, &GpuSpec::decoder_utilization);
 }
 
 nvmlReturn_t DeviceGetPcieReplayCounter(nvmlDevice_t device, unsigned int* count) noexcept {

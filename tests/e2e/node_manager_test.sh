@@ -66,8 +66,10 @@ wait_samples() {
 
 # 1. Every shipped scenario: the daemon starts, serves, and /metrics carries its GPUs.
 declare -A expect_gpus=([h100x8-training]=8 [mixed-inference]=3 [faulty-node]=5)
+declare -A scenario_port=()
 for scenario in h100x8-training mixed-inference faulty-node; do
   port=$(free_port)
+  scenario_port[$scenario]=$port
   check "$scenario: daemon starts" start_daemon "$scenario" "$port" "node-$scenario" --config "$src/configs/node-manager.toml"
   n=$(curl -s "http://127.0.0.1:$port/metrics" | grep -c '^DCGM_FI_DEV_GPU_UTIL{')
   check "$scenario: ${expect_gpus[$scenario]} GPUs in /metrics (saw $n)" test "$n" -eq "${expect_gpus[$scenario]}"
@@ -191,13 +193,26 @@ scrape_configs:
   - job_name: flyt
     static_configs:
       - targets: ["127.0.0.1:$fport"]
+  - job_name: scenarios
+    static_configs:
+      - targets: ["127.0.0.1:${scenario_port[h100x8-training]}", "127.0.0.1:${scenario_port[mixed-inference]}", "127.0.0.1:${scenario_port[faulty-node]}"]
 YML
 prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/tsdb" \
   --web.listen-address="127.0.0.1:$pport" >"$tmp/prometheus.log" 2>&1 &
 pids+=($!)
 check "prometheus: ready" wait_for 60 curl -sf "http://127.0.0.1:$pport/-/ready"
-check "prometheus: 5 GPUs arrived" wait_for 60 count_is 'DCGM_FI_DEV_GPU_UTIL{job="flyt"}' 5
-res=$(query 'DCGM_FI_DEV_GPU_UTIL{gpu="4"}')
+check "prometheus: the faulty node's 5 GPUs arrived" wait_for 60 count_is 'DCGM_FI_DEV_GPU_UTIL{job="flyt"}' 5
+# Every shipped scenario arrived in Prometheus with its GPU count and values at t = 0.
+for scenario in h100x8-training mixed-inference faulty-node; do
+  inst="127.0.0.1:${scenario_port[$scenario]}"
+  check "prometheus: $scenario has ${expect_gpus[$scenario]} GPUs" wait_for 60 count_is "DCGM_FI_DEV_GPU_UTIL{instance=\"$inst\"}" "${expect_gpus[$scenario]}"
+done
+check "prometheus: h100 at t=0 (compute phase)" value_is "DCGM_FI_DEV_GPU_UTIL{instance=\"127.0.0.1:${scenario_port[h100x8-training]}\",gpu=\"7\"}" 97
+check "prometheus: A100 of mixed-inference at t=0" value_is "DCGM_FI_DEV_GPU_UTIL{instance=\"127.0.0.1:${scenario_port[mixed-inference]}\",modelName=\"NVIDIA A100-SXM4-40GB\"}" 55
+check "prometheus: T4 has no memory temperature" count_is "DCGM_FI_DEV_MEMORY_TEMP{instance=\"127.0.0.1:${scenario_port[mixed-inference]}\",modelName=\"Tesla T4\"}" 0
+check "prometheus: V100 memory temperature" count_is "DCGM_FI_DEV_MEMORY_TEMP{instance=\"127.0.0.1:${scenario_port[mixed-inference]}\",modelName=\"Tesla V100-SXM2-16GB\"}" 1
+check "prometheus: H100 FB used in MiB" value_is "DCGM_FI_DEV_FB_USED{instance=\"127.0.0.1:${scenario_port[h100x8-training]}\",gpu=\"0\"}" 4
+res=$(query 'DCGM_FI_DEV_GPU_UTIL{gpu="4",job="flyt"}')
 check "prometheus: value and labels" jq_py "
 r = d['data']['result'][0]
 m = r['metric']
@@ -205,14 +220,14 @@ assert r['value'][1] == '40', r
 assert m['modelName'] == 'NVIDIA A100-SXM4-80GB' and m['Hostname'] == 'faulty' and m['device'] == 'nvidia4'
 assert m['pci_bus_id'] == '00000000:B7:00.0' and m['DCGM_FI_DRIVER_VERSION'] == '550.127.05' and m['UUID'].startswith('GPU-')
 " <<<"$res"
-check "prometheus: unsupported power absent for GPU 4" test "$(count_of 'DCGM_FI_DEV_POWER_USAGE{gpu="4"}')" = 0
-check "prometheus: power present for the others" test "$(count_of 'DCGM_FI_DEV_POWER_USAGE')" = 4
+check "prometheus: unsupported power absent for GPU 4" count_is 'DCGM_FI_DEV_POWER_USAGE{gpu="4",job="flyt"}' 0
+check "prometheus: power present for the others" count_is 'DCGM_FI_DEV_POWER_USAGE{job="flyt"}' 4
 set_time faulty 125
-check "prometheus: lost GPU reported" wait_for 60 value_is 'flyt_gpu_lost{gpu="1"}' 1
-check "prometheus: lost GPU left the utilisation series" wait_for 60 count_is 'DCGM_FI_DEV_GPU_UTIL' 4
-check "prometheus: others keep reporting" test "$(count_of 'DCGM_FI_DEV_GPU_UTIL{gpu=~"0|2|3|4"}')" = 4
-check "prometheus: XID 79 counted" wait_for 60 count_is 'flyt_gpu_xid_events_total{gpu="1",xid="79"}' 1
-check "prometheus: last XID as dcgm-exporter reports it" test "$(count_of 'DCGM_FI_DEV_XID_ERRORS{gpu="0",err_code="13"}')" = 1
+check "prometheus: lost GPU reported" wait_for 60 value_is 'flyt_gpu_lost{gpu="1",job="flyt"}' 1
+check "prometheus: lost GPU left the utilisation series" wait_for 60 count_is 'DCGM_FI_DEV_GPU_UTIL{job="flyt"}' 4
+check "prometheus: others keep reporting" count_is 'DCGM_FI_DEV_GPU_UTIL{job="flyt",gpu=~"0|2|3|4"}' 4
+check "prometheus: XID 79 counted" wait_for 60 count_is 'flyt_gpu_xid_events_total{gpu="1",xid="79",job="flyt"}' 1
+check "prometheus: last XID as dcgm-exporter reports it" count_is 'DCGM_FI_DEV_XID_ERRORS{gpu="0",err_code="13",job="flyt"}' 1
 lost=$(curl -s "http://127.0.0.1:$fport/api/v1/gpus/1")
 check "api: GPU 1 lost" jq_py "assert d['lost'] is True and d['gpu_util_percent'] is None" <<<"$lost"
 events=$(curl -s "http://127.0.0.1:$fport/api/v1/events")
