@@ -60,9 +60,10 @@ cpu_pct=$(echo "100 * $used_ticks / $hz / $elapsed" | bc -l)
 rss_kb=$(awk '/VmHWM/ {print $2}' "/proc/$daemon/status")
 
 # Requests per second on /api/v1/gpus (wrk and the daemon share the 2 cores).
-wrk_out=$(wrk -t2 -c16 -d10s "http://127.0.0.1:$port/api/v1/gpus" 2>&1)
+wrk_out=$(wrk -t2 -c8 -d10s --latency "http://127.0.0.1:$port/api/v1/gpus" 2>&1)
 rps=$(awk '/Requests\/sec/ {print $2}' <<<"$wrk_out")
-lat=$(awk '/Latency/ {print $2; exit}' <<<"$wrk_out")
+p50=$(awk '$1 == "50%" {print $2}' <<<"$wrk_out")
+p99=$(awk '$1 == "99%" {print $2}' <<<"$wrk_out")
 gpus_bytes=$(curl -s "http://127.0.0.1:$port/api/v1/gpus" | wc -c)
 
 printf '| measure | value |\n|---|---|\n'
@@ -70,4 +71,4 @@ printf '| /metrics size (8 GPUs, 200 processes) | %d bytes, %d series |\n' "$siz
 printf '| /metrics scrape time on loopback (median of 50, curl time_total) | %s ms |\n' "$(cat "$tmp/scrape_ms")"
 printf '| daemon CPU, 1 s sampling + a scrape every 15 s, %.0f s | %.3f %% of one core |\n' "$elapsed" "$cpu_pct"
 printf '| daemon peak RSS (VmHWM) | %.1f MiB |\n' "$(echo "$rss_kb / 1024" | bc -l)"
-printf '| GET /api/v1/gpus (%d bytes) under wrk -t2 -c16 -d10s | %s requests/s, mean latency %s |\n' "$gpus_bytes" "$rps" "$lat"
+printf '| GET /api/v1/gpus (%d bytes) under wrk -t2 -c8 -d10s | %s requests/s, latency p50 %s, p99 %s |\n' "$gpus_bytes" "$rps" "$p50" "$p99"

@@ -129,6 +129,9 @@ void NodeServer::SetUpRoutes() {
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
   s.set_payload_max_length(config_.max_body_bytes);
+  // A keep-alive connection holds a worker for its lifetime; with the library's default of 8,
+  // a ninth client (a dashboard, a second Prometheus) would queue behind the others.
+  s.new_task_queue = [] { return new httplib::ThreadPool(16); };
   s.set_read_timeout(std::chrono::seconds(10));
   s.set_write_timeout(std::chrono::seconds(10));
   s.set_keep_alive_max_count(1000);
@@ -240,9 +243,21 @@ void NodeServer::SetUpRoutes() {
   s.Get("/api/v1/gpus", [this, with_snapshot](const httplib::Request&, httplib::Response& res) {
     auto snap = with_snapshot(res);
     if (!snap) return;
-    json body = gpu::ToJson(*snap);
-    body["node"] = config_.name;
-    SendJson(res, 200, body);
+    std::shared_ptr<const std::string> body;
+    {
+      std::scoped_lock lock(gpus_mu_);
+      if (gpus_body_ && gpus_taken_at_ == snap->taken_at) body = gpus_body_;
+    }
+    if (!body) {
+      json j = gpu::ToJson(*snap);
+      j["node"] = config_.name;
+      body = std::make_shared<const std::string>(gpu::DumpJson(j) + "\n");
+      std::scoped_lock lock(gpus_mu_);
+      gpus_taken_at_ = snap->taken_at;
+      gpus_body_ = body;
+    }
+    res.status = 200;
+    res.set_content(*body, "application/json");
   });
 
   s.Get(R"(/api/v1/gpus/([^/]+))",

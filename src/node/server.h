@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -49,6 +50,10 @@ class NodeServer {
   std::thread thread_;
   int port_ = 0;
   std::atomic<uint64_t> scrapes_{0};
+  // GET /api/v1/gpus serialised once per snapshot, not once per request.
+  std::mutex gpus_mu_;
+  std::chrono::system_clock::time_point gpus_taken_at_;  // guarded by gpus_mu_
+  std::shared_ptr<const std::string> gpus_body_;          // guarded by gpus_mu_
 };
 
 }  // namespace flyt::node
