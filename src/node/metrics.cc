@@ -8,7 +8,6 @@
 namespace flyt::node {
 namespace {
 
-constexpr double kMib = 1024.0 * 1024.0;
 
 using Getter = std::function<std::optional<double>(const gpu::GpuInfo&)>;
 
