@@ -14,6 +14,10 @@ std::vector<std::string_view> Split(std::string_view s, char sep);
 bool StartsWith(std::string_view s, std::string_view prefix);
 std::string ToLower(std::string_view s);
 
+// `s` with every byte sequence that is not valid UTF-8 replaced by U+FFFD. Text from outside
+// (process titles) must be valid UTF-8 before it goes into Prometheus labels or JSON.
+std::string SanitizeUtf8(std::string_view s);
+
 // Whole-string numeric parses: leading/trailing blanks are allowed, anything else is not.
 // ParseDouble refuses NaN and infinities: no reading or setting flyt takes is infinite.
 std::optional<int64_t> ParseInt(std::string_view s);

@@ -31,6 +31,16 @@ TEST(StringsTest, NumbersMustBeWhole) {
   EXPECT_FALSE(ParseDouble("1e999"));  // out of range
 }
 
+TEST(StringsTest, SanitizeUtf8KeepsValidTextAndReplacesTheRest) {
+  EXPECT_EQ(SanitizeUtf8("python3 caf\xc3\xa9.py \xe2\x82\xac \xf0\x9f\x98\x80"),
+            "python3 caf\xc3\xa9.py \xe2\x82\xac \xf0\x9f\x98\x80");
+  EXPECT_EQ(SanitizeUtf8("caf\xe9"), "caf\xef\xbf\xbd");            // Latin-1
+  EXPECT_EQ(SanitizeUtf8("\xff\xfe"), "\xef\xbf\xbd\xef\xbf\xbd");
+  EXPECT_EQ(SanitizeUtf8("\xc0\xaf"), "\xef\xbf\xbd\xef\xbf\xbd");  // overlong '/'
+  EXPECT_EQ(SanitizeUtf8("\xed\xa0\x80"), "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");  // surrogate
+  EXPECT_EQ(SanitizeUtf8("ab\xe2\x82"), "ab\xef\xbf\xbd\xef\xbf\xbd");  // truncated
+}
+
 TEST(StringsTest, ReadFileRefusesDevicesAndOversizedFiles) {
   auto dev = ReadFile("/dev/zero");  // would never end
   ASSERT_FALSE(dev.ok());

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
+#include <string>
+
 namespace flyt {
 namespace {
 
@@ -25,6 +28,25 @@ TEST(SubprocessTest, HungProgramIsKilledAtTheDeadline) {
   auto r = RunCommand({"sleep", "30"}, options);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kTimeout);
+}
+
+TEST(SubprocessTest, ChildrenDoNotInheritBlockedOrIgnoredSignals) {
+  sigset_t block, old;
+  sigemptyset(&block);
+  sigaddset(&block, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &block, &old);
+  auto previous = signal(SIGPIPE, SIG_IGN);
+  // /proc/self/status of the child: SigBlk and SigIgn must not carry SIGTERM (15) or SIGPIPE (13).
+  auto r = RunCommand({"sh", "-c", "grep -E '^Sig(Blk|Ign)' /proc/self/status"});
+  signal(SIGPIPE, previous);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  ASSERT_TRUE(r.ok());
+  for (const char* line : {"SigBlk", "SigIgn"}) {
+    size_t at = r->stdout_text.find(line);
+    ASSERT_NE(at, std::string::npos) << r->stdout_text;
+    uint64_t mask = std::stoull(r->stdout_text.substr(at + 7, 16), nullptr, 16);
+    EXPECT_EQ(mask & ((1ULL << (SIGTERM - 1)) | (1ULL << (SIGPIPE - 1))), 0u) << line;
+  }
 }
 
 TEST(SubprocessTest, OutputBeyondTheLimitIsAnError) {

@@ -95,8 +95,11 @@ int RunGpus(const GpusArgs& a) {
   flyt::ctl::RenderOptions render;
   render.hostname = a.node.empty() ? Hostname() : a.node;
   render.color = !a.json && isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
-  std::signal(SIGINT, [](int) { g_interrupted = true; });
-  std::signal(SIGTERM, [](int) { g_interrupted = true; });
+  if (a.watch_s) {
+    // Only while watching: otherwise Ctrl-C must end a stuck request at once.
+    std::signal(SIGINT, [](int) { g_interrupted = true; });
+    std::signal(SIGTERM, [](int) { g_interrupted = true; });
+  }
   while (true) {
     nlohmann::json raw;
     auto snap = source->Read(&raw);
@@ -163,13 +166,23 @@ int RunMonitor(const std::string& action, const std::string& node, const std::st
     if (interval_s) body["interval_seconds"] = *interval_s;
     answer = (*client)->Post("/api/v1/monitoring/sessions", body);
     if (answer.ok() && !json) {
-      std::printf("%s\n", answer->value("id", "").c_str());
+      if (!answer->is_object() || !(*answer)["id"].is_string()) {
+        std::fprintf(stderr, "flytctl: unexpected answer from the node (no session id)\n");
+        return 1;
+      }
+      std::printf("%s\n", flyt::ctl::Printable((*answer)["id"].get<std::string>()).c_str());
       return 0;
     }
   } else if (action == "list") {
     answer = (*client)->Get("/api/v1/monitoring/sessions");
     if (answer.ok() && !json) {
-      for (const auto& s : (*answer)["sessions"]) std::printf("%s\n", s.get<std::string>().c_str());
+      if (!answer->is_object() || !(*answer)["sessions"].is_array()) {
+        std::fprintf(stderr, "flytctl: unexpected answer from the node (no session list)\n");
+        return 1;
+      }
+      for (const auto& s : (*answer)["sessions"]) {
+        if (s.is_string()) std::printf("%s\n", flyt::ctl::Printable(s.get<std::string>()).c_str());
+      }
       return 0;
     }
   } else {

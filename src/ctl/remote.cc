@@ -2,6 +2,10 @@
 
 #include <httplib.h>
 
+#include <algorithm>
+
+#include "ctl/render.h"
+
 namespace flyt::ctl {
 
 Result<std::unique_ptr<NodeClient>> NodeClient::Connect(const std::string& url,
@@ -30,6 +34,29 @@ Result<nlohmann::json> NodeClient::Finish(const std::string& what, int status,
     return Unavailable("cannot reach the node manager at " + url_ + " (" + transport_error +
                        " error: is it running, and is the address right?)");
   }
+  // A node's answer is bounded before it is parsed: nlohmann parses iteratively, but copying or
+  // printing a value recurses, so nesting deeper than flyt ever sends is refused.
+  if (body.size() > (64u << 20)) return Internal(url_ + what + ": the answer is larger than 64 MiB");
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char ch : body) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (ch == '\\') {
+        escaped = true;
+      } else if (ch == '"') {
+        in_string = false;
+      }
+    } else if (ch == '"') {
+      in_string = true;
+    } else if (ch == '{' || ch == '[') {
+      deepest = std::max(deepest, ++depth);
+    } else if (ch == '}' || ch == ']') {
+      --depth;
+    }
+  }
+  if (deepest > 64) return Internal(url_ + what + ": the answer is nested too deeply to be flyt's");
   nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (status >= 400) {
     std::string message = j.is_object() && j.contains("error") && j["error"].is_string()
@@ -39,7 +66,7 @@ Result<nlohmann::json> NodeClient::Finish(const std::string& what, int status,
                       : status == 400 ? StatusCode::kInvalidArgument
                       : status == 401 ? StatusCode::kFailedPrecondition
                                       : StatusCode::kUnavailable;
-    return Status(code, url_ + what + ": HTTP " + std::to_string(status) + ": " + message);
+    return Status(code, url_ + what + ": HTTP " + std::to_string(status) + ": " + Printable(message));
   }
   if (j.is_discarded()) return Internal(url_ + what + ": the answer is not JSON");
   return j;

@@ -10,17 +10,6 @@ namespace {
 
 constexpr double kMib = 1024.0 * 1024.0;
 
-// Text from /proc belongs to whoever started the process: control characters (escape sequences
-// that could rewrite the reader's terminal) are shown as "?", as ps does.
-std::string Printable(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) c = '?';
-  }
-  return out;
-}
-
 std::string Paint(const RenderOptions& o, const char* code, const std::string& text) {
   if (!o.color) return text;
   return std::string("\033[") + code + "m" + text + "\033[0m";
@@ -68,6 +57,17 @@ std::string ProcessLine(const gpu::ProcessInfo& p) {
 }
 
 }  // namespace
+
+// Text from /proc belongs to whoever started the process: control characters (escape sequences
+// that could rewrite the reader's terminal) are shown as "?", as ps does.
+std::string Printable(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) c = '?';
+  }
+  return out;
+}
 
 std::string SimulatedBanner(const gpu::GpuSnapshot& s) {
   if (!s.simulated_scenario) return {};

@@ -26,6 +26,10 @@ std::string RenderProcesses(const gpu::GpuSnapshot& snapshot, const RenderOption
 // A monitoring session's statistics: per GPU, mean (min-max) of each metric.
 std::string RenderSession(const gpu::SessionStats& stats);
 
+// Text from elsewhere (a process title, a remote node's message) with control characters shown
+// as "?", so that no escape sequence reaches the reader's terminal.
+std::string Printable(std::string_view s);
+
 // The one-line notice printed above every table of simulated GPUs.
 std::string SimulatedBanner(const gpu::GpuSnapshot& snapshot);
 

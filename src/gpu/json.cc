@@ -13,7 +13,12 @@ json Opt(const std::optional<T>& v) {
   return v ? json(*v) : json(nullptr);
 }
 
-json Float(float v) { return std::isnan(v) ? json(nullptr) : json(v); }
+// History keeps floats; printed as doubles they show float noise (661.760009765625), so they are
+// rounded to 3 decimals, within a float's precision for these magnitudes.
+json Float(float v) {
+  if (std::isnan(v)) return nullptr;
+  return std::round(static_cast<double>(v) * 1000.0) / 1000.0;
+}
 
 json Metric(const std::optional<MetricStats>& m) {
   if (!m) return nullptr;
@@ -183,13 +188,28 @@ void Get(const json& j, const char* key, std::optional<T>& out) {
   }
 }
 
+std::string StringOr(const json& j, const char* key, const std::string& fallback) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
+double DoubleOr(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
+}
+
+uint64_t CountOr(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number_unsigned() ? it->get<uint64_t>() : 0;
+}
+
 Result<ProcessInfo> ProcessFromJson(const json& j) {
   if (!j.is_object() || !j.contains("pid") || !j["pid"].is_number_unsigned()) {
     return InvalidArgument("process: 'pid' is missing or not a non-negative integer");
   }
   ProcessInfo p;
   p.pid = j["pid"].get<uint32_t>();
-  std::string type = j.value("type", "compute");
+  std::string type = StringOr(j, "type", "compute");
   p.type = type == "graphics"           ? ProcessType::kGraphics
            : type == "compute+graphics" ? ProcessType::kComputeAndGraphics
                                         : ProcessType::kCompute;
@@ -222,8 +242,8 @@ Result<GpuInfo> GpuFromJson(const json& j) {
   g.index = j["index"].get<uint32_t>();
   g.uuid = j["uuid"].get<std::string>();
   g.name = j["name"].get<std::string>();
-  g.pci_bus_id = j.value("pci_bus_id", "");
-  g.lost = j.value("lost", false);
+  g.pci_bus_id = StringOr(j, "pci_bus_id", "");
+  g.lost = j.contains("lost") && j["lost"].is_boolean() && j["lost"].get<bool>();
   Get(j, "serial", g.serial);
   Get(j, "memory_total_bytes", g.memory_total_bytes);
   Get(j, "memory_used_bytes", g.memory_used_bytes);
@@ -262,13 +282,13 @@ Result<GpuInfo> GpuFromJson(const json& j) {
 std::optional<MetricStats> MetricFromJson(const json& j) {
   if (!j.is_object()) return std::nullopt;
   MetricStats m;
-  m.min = j.value("min", 0.0);
-  m.max = j.value("max", 0.0);
-  m.mean = j.value("mean", 0.0);
-  m.p50 = j.value("p50", 0.0);
-  m.p95 = j.value("p95", 0.0);
-  m.p99 = j.value("p99", 0.0);
-  m.samples = j.value("samples", uint64_t{0});
+  m.min = DoubleOr(j, "min");
+  m.max = DoubleOr(j, "max");
+  m.mean = DoubleOr(j, "mean");
+  m.p50 = DoubleOr(j, "p50");
+  m.p95 = DoubleOr(j, "p95");
+  m.p99 = DoubleOr(j, "p99");
+  m.samples = CountOr(j, "samples");
   return m;
 }
 
@@ -280,7 +300,7 @@ Result<GpuSnapshot> SnapshotFromJson(const json& j) {
   }
   GpuSnapshot s;
   s.taken_at = std::chrono::system_clock::now();
-  std::string source = j.value("source", "none");
+  std::string source = StringOr(j, "source", "none");
   s.source = source == "nvml" ? Source::kNvml
              : source == "nvidia-smi" ? Source::kNvidiaSmi
                                       : Source::kNone;
@@ -301,14 +321,15 @@ Result<SessionStats> SessionStatsFromJson(const json& j) {
     return InvalidArgument("session: expected an object with 'gpu_stats'");
   }
   SessionStats s;
-  s.id = j.value("id", "");
-  s.monitoring_duration_seconds = j.value("monitoring_duration_seconds", 0.0);
-  s.sample_count = j.value("sample_count", uint64_t{0});
+  s.id = StringOr(j, "id", "");
+  s.monitoring_duration_seconds = DoubleOr(j, "monitoring_duration_seconds");
+  s.sample_count = CountOr(j, "sample_count");
   for (const auto& [key, g] : j["gpu_stats"].items()) {
+    if (!g.is_object()) return InvalidArgument("session: gpu_stats." + key + " is not an object");
     GpuSessionStats gs;
     auto index = std::strtoul(key.c_str(), nullptr, 10);
     gs.index = static_cast<uint32_t>(index);
-    gs.name = g.value("name", "");
+    gs.name = StringOr(g, "name", "");
     if (g.contains("utilization")) gs.utilization = MetricFromJson(g["utilization"]);
     if (g.contains("memory_used_mb")) gs.memory_used_mb = MetricFromJson(g["memory_used_mb"]);
     if (g.contains("memory_usage_percent")) {

@@ -82,6 +82,22 @@ TEST(JsonTest, SnapshotSurvivesARoundTrip) {
   EXPECT_EQ(back->gpus[0].processes[0].user, "bob");
 }
 
+TEST(JsonTest, WrongTypesFromARemoteNodeAreErrorsOrIgnoredNeverThrown) {
+  auto s = SnapshotFromJson(nlohmann::json::parse(
+      R"({"source": 7, "gpus":[{"index":0,"uuid":"u","name":"x","lost":"yes","pci_bus_id":3,
+          "gpu_util_percent":-5,"processes":[{"pid":1,"type":9}]}]})"));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_FALSE(s->gpus[0].lost);
+  EXPECT_FALSE(s->gpus[0].gpu_util_percent);  // a negative reading is no reading
+  auto stats = SessionStatsFromJson(nlohmann::json::parse(
+      R"({"sample_count": 1e300, "gpu_stats": {"0": {"name": 3, "utilization": {"samples": -1, "mean": "x"}}}})"));
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->sample_count, 0u);
+  EXPECT_EQ(stats->gpu_stats.at(0).utilization->samples, 0u);
+  auto bad = SessionStatsFromJson(nlohmann::json::parse(R"({"gpu_stats": {"0": 5}})"));
+  EXPECT_FALSE(bad.ok());
+}
+
 TEST(JsonTest, MalformedSnapshotsNameWhatIsWrong) {
   EXPECT_NE(SnapshotFromJson(nlohmann::json::parse("[]")).status().message().find("'gpus'"),
             std::string::npos);

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <toml++/toml.h>
 
 #include "common/strings.h"
@@ -144,6 +146,20 @@ Result<NodeConfig> ParseNodeConfig(std::string_view text, const std::string& sou
     v = c.session_expiry.count();
     FLYT_RETURN_IF_ERROR(r.Integer(*mon, "monitor", "session_expiry_s", 1, 30 * 86400, v));
     c.session_expiry = std::chrono::seconds(v);
+  }
+  // History is reserved per GPU at (retention / interval) points of 32 bytes: refuse settings
+  // that would reserve more than 32 MiB per GPU.
+  if (mon != nullptr) {
+    const int64_t points =
+        c.history_retention.count() * 1000 / std::max<int64_t>(1, c.interval.count());
+    if (points > (1 << 20)) {
+      return r.Error(mon->get("history_retention_s") ? mon->get("history_retention_s") : mon,
+                     "monitor.history_retention_s",
+                     std::to_string(points) + " points per GPU at monitor.interval_ms = " +
+                         std::to_string(c.interval.count()) +
+                         " is more than 1048576 (32 MiB per GPU); shorten the retention or lengthen "
+                         "the interval");
+    }
   }
   FLYT_ASSIGN_OR_RETURN(const toml::table* nvml, section("nvml"));
   if (nvml != nullptr) {

@@ -65,6 +65,8 @@ TEST(NodeConfigTest, BrokenConfigsNameTheKeyAndTheProblem) {
       {"[sampler]\n", "sampler: unknown key"},
       {"monitor = 3\n", "monitor: expected a [monitor] table"},
       {"[node\n", "<t>:1:"},
+      {"[monitor]\ninterval_ms = 100\nhistory_retention_s = 2592000\n",
+       "monitor.history_retention_s: 25920000 points per GPU at monitor.interval_ms = 100"},
   };
   for (const auto& [text, expected] : cases) {
     auto c = ParseNodeConfig(text, "<t>");

@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <functional>
+
+#include "common/strings.h"
 #include <vector>
 
 namespace flyt::node {
@@ -73,7 +76,7 @@ const std::vector<DcgmFamily>& DcgmFamilies() {
 }
 
 std::string Num(double v) {
-  if (v == static_cast<double>(static_cast<int64_t>(v)) && v < 9e15 && v > -9e15) {
+  if (std::isfinite(v) && std::fabs(v) < 9e15 && v == std::trunc(v)) {
     return std::to_string(static_cast<int64_t>(v));
   }
   return fmt::format("{}", v);
@@ -154,7 +157,10 @@ std::string FlytGpuLabels(const gpu::GpuInfo& g) {
 
 }  // namespace
 
-std::string EscapeLabelValue(std::string_view value) {
+std::string EscapeLabelValue(std::string_view raw) {
+  // Prometheus refuses a whole scrape over one label value that is not UTF-8 (a process title
+  // is whatever bytes its owner chose), so invalid sequences become U+FFFD first.
+  const std::string value = SanitizeUtf8(raw);
   std::string out;
   out.reserve(value.size());
   for (char c : value) {
@@ -279,8 +285,8 @@ std::string RenderMetrics(const MetricsInput& in) {
            "Samples in which at least one reading failed (timeouts, errors).");
   w.Sample("flyt_monitor_degraded_samples_total", "",
            static_cast<double>(in.stats.failed_readings));
-  w.Family("flyt_monitor_sample_duration_seconds", "gauge", "How long the last sample took.");
-  w.Sample("flyt_monitor_sample_duration_seconds", "",
+  w.Family("flyt_monitor_last_sample_duration_seconds", "gauge", "How long the last sample took.");
+  w.Sample("flyt_monitor_last_sample_duration_seconds", "",
            static_cast<double>(in.stats.last_sample_duration.count()) / 1e6);
   w.Family("flyt_monitor_sample_duration_seconds_total", "counter",
            "Time spent sampling, in total.");

@@ -6,6 +6,8 @@
 #include <set>
 #include <sstream>
 
+#include "common/strings.h"
+
 namespace flyt::node {
 namespace {
 
@@ -118,6 +120,17 @@ TEST(MetricsTest, ExpositionFormatIsWellFormed) {
 
 TEST(MetricsTest, LabelValuesAreEscaped) {
   EXPECT_EQ(EscapeLabelValue("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+}
+
+// A process title that is not UTF-8 must not make Prometheus refuse the node's whole scrape.
+TEST(MetricsTest, ProcessTitlesThatAreNotUtf8StayValidUtf8) {
+  gpu::GpuSnapshot snap = Snapshot();
+  snap.gpus[0].processes[0].name = std::string("caf\xe9\xff");
+  MetricsInput in;
+  in.snapshot = &snap;
+  std::string out = RenderMetrics(in);
+  EXPECT_NE(out.find("process_name=\"caf\xef\xbf\xbd\xef\xbf\xbd\""), std::string::npos);
+  EXPECT_EQ(SanitizeUtf8(out), out);  // the whole page is valid UTF-8
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <httplib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <regex>
 #include <vector>
 
@@ -112,12 +113,62 @@ Status NodeServer::Start() {
     port_ = config_.listen_port;
   }
   thread_ = std::thread([this] { server_->listen_after_bind(); });
+  // cpp-httplib marks itself running inside that thread, and stop() does nothing before then: wait,
+  // so that a Stop() right after Start() (a SIGTERM during start-up) cannot hang in join().
+  for (int i = 0; i < 500 && !server_->is_running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!server_->is_running()) return Internal("the HTTP server did not start");
   return Status::Ok();
 }
 
 void NodeServer::Stop() {
   if (server_) server_->stop();
   if (thread_.joinable()) thread_.join();
+}
+
+bool NodeServer::HasBody(const httplib::Request& req) {
+  if (req.has_header("Transfer-Encoding")) return true;
+  const std::string length = req.get_header_value("Content-Length");
+  return !length.empty() && length != "0";
+}
+
+bool NodeServer::Gate(const httplib::Request& req, httplib::Response& res) const {
+  if (!config_.bearer_token.empty() && req.path != "/healthz") {
+    // Constant-time comparison: the time taken says nothing about how much of a guess was right.
+    const std::string given = req.get_header_value("Authorization");
+    const std::string expected = "Bearer " + config_.bearer_token;
+    unsigned char diff = given.size() == expected.size() ? 0 : 1;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      diff |= static_cast<unsigned char>(expected[i] ^ (i < given.size() ? given[i] : 0));
+    }
+    if (diff != 0) {
+      res.set_header("WWW-Authenticate", "Bearer");
+      SendError(res, 401, "missing or wrong bearer token");
+      return false;
+    }
+  }
+  const Route* route = nullptr;
+  for (const Route& r : Routes()) {
+    if (std::regex_match(req.path, r.pattern)) route = &r;
+  }
+  if (route == nullptr) {
+    SendError(res, 404, "no such endpoint: " + req.path + " (see docs/api.md)");
+    return false;
+  }
+  bool allowed = false;
+  std::string allow;
+  for (const std::string& m : route->methods) {
+    allowed = allowed || m == req.method || (req.method == "HEAD" && m == "GET");
+    allow += (allow.empty() ? "" : ", ") + m;
+  }
+  if (!allowed) {
+    res.set_header("Allow", allow);
+    SendError(res, 405, "method " + req.method + " is not allowed on " + req.path +
+                            " (allowed: " + allow + ")");
+    return false;
+  }
+  return true;
 }
 
 void NodeServer::SetUpRoutes() {
@@ -132,40 +183,18 @@ void NodeServer::SetUpRoutes() {
   // A keep-alive connection holds a worker for its lifetime; with the library's default of 8,
   // a ninth client (a dashboard, a second Prometheus) would queue behind the others.
   s.new_task_queue = [] { return new httplib::ThreadPool(16); };
-  s.set_read_timeout(std::chrono::seconds(10));
+  s.set_read_timeout(std::chrono::seconds(5));
   s.set_write_timeout(std::chrono::seconds(10));
-  s.set_keep_alive_max_count(1000);
+  s.set_keep_alive_max_count(100);
+  s.set_keep_alive_timeout(5);
 
+  // Requests with a body are never answered before the body is read: on a keep-alive connection
+  // an unread body would be parsed as the next request. They reach the catch-all handlers below
+  // (or their own handler, which calls Gate first).
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    const Route* route = nullptr;
-    for (const Route& r : Routes()) {
-      if (std::regex_match(req.path, r.pattern)) route = &r;
-    }
-    if (route == nullptr) {
-      SendError(res, 404, "no such endpoint: " + req.path + " (see docs/api.md)");
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    if (!config_.bearer_token.empty() && req.path != "/healthz") {
-      const std::string expected = "Bearer " + config_.bearer_token;
-      if (req.get_header_value("Authorization") != expected) {
-        res.set_header("WWW-Authenticate", "Bearer");
-        SendError(res, 401, "missing or wrong bearer token");
-        return httplib::Server::HandlerResponse::Handled;
-      }
-    }
-    bool allowed = false;
-    std::string allow;
-    for (const std::string& m : route->methods) {
-      allowed = allowed || m == req.method || (req.method == "HEAD" && m == "GET");
-      allow += (allow.empty() ? "" : ", ") + m;
-    }
-    if (!allowed) {
-      res.set_header("Allow", allow);
-      SendError(res, 405, "method " + req.method + " is not allowed on " + req.path +
-                              " (allowed: " + allow + ")");
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
+    if (HasBody(req)) return httplib::Server::HandlerResponse::Unhandled;
+    return Gate(req, res) ? httplib::Server::HandlerResponse::Unhandled
+                          : httplib::Server::HandlerResponse::Handled;
   });
   s.set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (res.body.empty()) {
@@ -281,7 +310,10 @@ void NodeServer::SetUpRoutes() {
     double since_s = -600, step_s = 0;
     if (req.has_param("since")) {
       auto v = ParseDouble(req.get_param_value("since"));
-      if (!v) return SendError(res, 400, "since must be a number (Unix seconds, or negative: seconds ago)");
+      if (!v || *v > 1e10 || *v < -1e10) {
+        return SendError(res, 400,
+                         "since must be Unix seconds, or negative: seconds ago (|since| <= 1e10)");
+      }
       since_s = *v;
     }
     if (req.has_param("step")) {
@@ -331,12 +363,13 @@ void NodeServer::SetUpRoutes() {
 
   s.Post("/api/v1/monitoring/sessions", [this](const httplib::Request& req,
                                                httplib::Response& res) {
+    if (!Gate(req, res)) return;
     gpu::SessionOptions options;
     if (!Trim(req.body).empty()) {
       json body;
       try {
         body = json::parse(req.body);
-      } catch (const json::parse_error& e) {
+      } catch (const json::exception& e) {  // parse errors, and numbers beyond double's range
         return SendError(res, 400, std::string("malformed JSON body: ") + e.what());
       }
       if (!body.is_object()) return SendError(res, 400, "the body must be a JSON object");
@@ -347,17 +380,25 @@ void NodeServer::SetUpRoutes() {
       }
       auto snap = monitor_.LastSnapshot();
       if (body.contains("gpus")) {
+        if (!snap) return SendError(res, 503, "no sample taken yet; try again in a moment");
         const json& gpus = body["gpus"];
-        if (!gpus.is_array()) return SendError(res, 400, "gpus must be an array of GPU indexes");
+        if (!gpus.is_array() || gpus.empty() || gpus.size() > snap->gpus.size()) {
+          return SendError(res, 400,
+                           "gpus must be a non-empty array of this node's GPU indexes (it has " +
+                               std::to_string(snap->gpus.size()) + ")");
+        }
         std::vector<uint32_t> list;
         for (const json& g : gpus) {
-          if (!g.is_number_unsigned()) return SendError(res, 400, "gpus must hold non-negative integers");
+          if (!g.is_number_unsigned()) {
+            return SendError(res, 400, "gpus must hold non-negative integers");
+          }
           auto v = g.get<uint64_t>();
           bool known = false;
-          for (const gpu::GpuInfo& info : snap ? snap->gpus : std::vector<gpu::GpuInfo>{}) {
-            known = known || info.index == v;
-          }
+          for (const gpu::GpuInfo& info : snap->gpus) known = known || info.index == v;
           if (!known) return SendError(res, 400, "no GPU " + std::to_string(v) + " on this node");
+          if (std::find(list.begin(), list.end(), v) != list.end()) {
+            return SendError(res, 400, "GPU " + std::to_string(v) + " is listed twice");
+          }
           list.push_back(static_cast<uint32_t>(v));
         }
         options.gpus = list;
@@ -385,12 +426,24 @@ void NodeServer::SetUpRoutes() {
 
   s.Delete(R"(/api/v1/monitoring/sessions/([^/]+))",
            [this](const httplib::Request& req, httplib::Response& res) {
+             if (!Gate(req, res)) return;
              auto stats = monitor_.StopSession(req.matches[1]);
              if (!stats.ok()) {
                return SendError(res, HttpStatus(stats.status()), stats.status().message());
              }
              SendJson(res, 200, gpu::ToJson(*stats));
            });
+
+  // Every other method/path pair (after the body, if any, was read): 401, 404 or 405 as JSON.
+  auto rest = [this](const httplib::Request& req, httplib::Response& res) {
+    if (Gate(req, res)) SendError(res, 404, "no such endpoint: " + req.method + " " + req.path);
+  };
+  s.Get(".*", rest);
+  s.Post(".*", rest);
+  s.Put(".*", rest);
+  s.Patch(".*", rest);
+  s.Delete(".*", rest);
+  s.Options(".*", rest);
 }
 
 }  // namespace flyt::node

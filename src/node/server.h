@@ -5,7 +5,7 @@
 // open/close its sessions, so a request never waits on NVML and a bad request never disturbs
 // sampling. Every error is JSON {"error": "..."} with a 4xx/5xx code: unknown route 404, wrong
 // method 405 (with Allow), malformed or invalid body 400, oversized body 413, missing or wrong
-// bearer token 401. The server runs its own thread pool; Start/Stop are not thread-safe with each
+// bearer token 401 (checked first, for every path but /healthz). The server runs its own thread pool; Start/Stop are not thread-safe with each
 // other, handlers are.
 #pragma once
 
@@ -22,6 +22,8 @@
 
 namespace httplib {
 class Server;
+struct Request;
+struct Response;
 }
 
 namespace flyt::node {
@@ -40,6 +42,9 @@ class NodeServer {
 
  private:
   void SetUpRoutes();
+  // Auth (401), route (404) and method (405) checks; false when it has answered.
+  bool Gate(const httplib::Request& req, httplib::Response& res) const;
+  static bool HasBody(const httplib::Request& req);
 
   gpu::Monitor& monitor_;
   const NodeConfig config_;

@@ -90,7 +90,9 @@ check "h100: power 661.76 W" grep -qE '^DCGM_FI_DEV_POWER_USAGE\{gpu="3",.*\} 66
 check "h100: temperature 67" grep -qE '^DCGM_FI_DEV_GPU_TEMP\{gpu="3",.*\} 67$' <<<"$metrics"
 check "h100: process memory" grep -qE '^flyt_gpu_process_memory_used_bytes\{gpu="3",UUID="[^"]+",pid="41003",.*\} 76772540416$' <<<"$metrics"
 check "h100: simulated flag" grep -qE '^flyt_node_simulated 1$' <<<"$metrics"
-check "h100: no fan/absent series" test "$(grep -c 'fan' <<<"$metrics")" -eq 0
+# Readings the H100s have are there; none that this scenario does not give (no fan, no MIG).
+check "h100: memory temperature present" grep -qE '^DCGM_FI_DEV_MEMORY_TEMP\{gpu="3",.*\} 73$' <<<"$metrics"
+check "h100: an absent reading is no series, not 0" test "$(grep -c '^DCGM_FI_DEV_GPU_UTIL{.*} 0$' <<<"$metrics")" -eq 0
 gpu=$(curl -s "http://127.0.0.1:$port/api/v1/gpus/3")
 check "h100: /api/v1/gpus/3" jq_py "assert d['gpu_util_percent'] == 97 and d['memory_used_bytes'] == 73220*1048576 and d['fan_speed_percent'] is None and d['processes'][0]['pid'] == 41003" <<<"$gpu"
 procs=$(curl -s "http://127.0.0.1:$port/api/v1/processes")
@@ -106,7 +108,8 @@ check "flytctl: gpus --node --json" jq_py "assert len(d['gpus']) == 8 and d['gpu
 out=$("$flytctl" processes --node "127.0.0.1:$port")
 check "flytctl: processes --node" test "$(grep -cE '^ +[0-7] +4100[0-7] ' <<<"$out")" -eq 8
 out=$("$flytctl" gpus --node 127.0.0.1:1 2>&1)
-check "flytctl: unreachable node exits non-zero" test $? -ne 0
+rc=$?
+check "flytctl: unreachable node exits non-zero" test $rc -ne 0
 check "flytctl: unreachable node says so" contains "$out" "cannot reach the node manager at http://127.0.0.1:1"
 msid=$("$flytctl" monitor start --node "127.0.0.1:$port" --gpus 0,5)
 check "flytctl: monitor start prints an id" grep -qE '^mon-[0-9]+$' <<<"$msid"
@@ -156,6 +159,34 @@ head -c 200000 /dev/zero >"$tmp/big"
 check "hostile: oversized body 413" test "$(code -X POST --data-binary @"$tmp/big" "http://127.0.0.1:$port/api/v1/monitoring/sessions")" = 413
 check "hostile: 413 is JSON" is_json_error
 check "hostile: bad history step 400" test "$(code "http://127.0.0.1:$port/api/v1/gpus/0/history?step=abc")" = 400
+check "hostile: absurd since 400" test "$(code "http://127.0.0.1:$port/api/v1/gpus/0/history?since=1e300")" = 400
+check "hostile: number beyond double 400" test "$(code -X POST -d '{"interval_seconds": 1e400}' "http://127.0.0.1:$port/api/v1/monitoring/sessions")" = 400
+check "hostile: huge index 400" test "$(code -X POST -d '{"gpus": [1e30]}' "http://127.0.0.1:$port/api/v1/monitoring/sessions")" = 400
+python3 -c 'print("{\"gpus\": [" + ",".join(["0"] * 20000) + "]}")' >"$tmp/many.json"
+check "hostile: 20000-entry gpus array 400" test "$(code -X POST -H "Content-Type: application/json" --data-binary @"$tmp/many.json" "http://127.0.0.1:$port/api/v1/monitoring/sessions")" = 400
+check "hostile: duplicate GPUs 400" test "$(code -X POST -d '{"gpus": [1, 1]}' "http://127.0.0.1:$port/api/v1/monitoring/sessions")" = 400
+# A request hidden in the body of a refused one must not be served on the same connection.
+smuggled=$(python3 - "$port" <<'PY'
+import socket, sys
+inner = b"POST /api/v1/monitoring/sessions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
+outer = b"POST /api/v1/gpus HTTP/1.1\r\nHost: x\r\nContent-Length: " + str(len(inner)).encode() + b"\r\n\r\n" + inner
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(outer)
+s.settimeout(2)
+data = b""
+try:
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+except socket.timeout:
+    pass
+print(data.count(b"HTTP/1.1 "), data.split(b"\r\n")[0].decode())
+PY
+)
+check "hostile: smuggled request not served ($smuggled)" test "$smuggled" = "1 HTTP/1.1 405 Method Not Allowed"
+check "hostile: no session was created by it" jq_py "assert d['sessions'] == [], d" <<<"$(curl -s "http://127.0.0.1:$port/api/v1/monitoring/sessions")"
 printf 'GARBAGE\r\n\r\n' | timeout 5 python3 -c "
 import socket,sys
 s=socket.create_connection(('127.0.0.1',$port)); s.sendall(sys.stdin.buffer.read()); s.settimeout(3)
@@ -237,7 +268,15 @@ assert (1, 'xid', 79) in types and (1, 'gpu_lost', None) in types, types
 assert d['counts']['1']['by_xid']['79'] == 1
 " <<<"$events"
 
-# 8. SIGTERM stops the daemon cleanly.
+# 8. SIGTERM stops the daemon cleanly, even right after start.
+eport=$(free_port)
+FLYT_NVML_LIBRARY="$sim" FLYT_SIM_SCENARIO="$src/sim/scenarios/h100x8-training.toml" FLYT_SIM_TIME=1 \
+  timeout 15 "$daemon" --listen "127.0.0.1:$eport" >"$tmp/early.log" 2>&1 &
+early=$!
+sleep 0.05
+kill -TERM "$early" 2>/dev/null
+wait "$early"
+check "sigterm at start-up: exit 0 (not a hang: 124)" test $? -eq 0
 kill -TERM "${pids[0]}"
 wait "${pids[0]}"
 check "sigterm: exit 0" test $? -eq 0
