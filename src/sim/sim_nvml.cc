@@ -476,24 +476,25 @@ nvmlReturn_t DeviceGetTotalEnergyConsumption(nvmlDevice_t device,
   });
 }
 
+namespace {
+// The graphics clock follows SM; video runs at 90% of it.
+nvmlReturn_t PickClock(nvmlClockType_t type, unsigned int sm, unsigned int mem, unsigned int* mhz) {
+  switch (type) {
+    case NVML_CLOCK_GRAPHICS:
+    case NVML_CLOCK_SM: *mhz = sm; return NVML_SUCCESS;
+    case NVML_CLOCK_MEM: *mhz = mem; return NVML_SUCCESS;
+    case NVML_CLOCK_VIDEO: *mhz = sm * 9 / 10; return NVML_SUCCESS;
+  }
+  return NVML_ERROR_INVALID_ARGUMENT;
+}
+}  // namespace
+
 nvmlReturn_t DeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type,
                                 unsigned int* mhz) noexcept {
   if (mhz == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   return DeviceCall(device, Field::kClocks, [&](Sim& sim, Device& dev, double t) {
-    GpuReading r = Reading(sim, dev, t);
-    switch (type) {
-      case NVML_CLOCK_GRAPHICS:
-      case NVML_CLOCK_SM:
-        *mhz = r.sm_clock_mhz;
-        return NVML_SUCCESS;
-      case NVML_CLOCK_MEM:
-        *mhz = r.mem_clock_mhz;
-        return NVML_SUCCESS;
-      case NVML_CLOCK_VIDEO:
-        *mhz = r.sm_clock_mhz * 9 / 10;
-        return NVML_SUCCESS;
-    }
-    return NVML_ERROR_INVALID_ARGUMENT;
+    const GpuReading& r = Reading(sim, dev, t);
+    return PickClock(type, r.sm_clock_mhz, r.mem_clock_mhz, mhz);
   });
 }
 
@@ -501,19 +502,7 @@ nvmlReturn_t DeviceGetMaxClockInfo(nvmlDevice_t device, nvmlClockType_t type,
                                    unsigned int* mhz) noexcept {
   if (mhz == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   return DeviceCall(device, Field::kMaxClocks, [&](Sim&, Device& dev, double) {
-    switch (type) {
-      case NVML_CLOCK_GRAPHICS:
-      case NVML_CLOCK_SM:
-        *mhz = dev.spec->max_sm_clock_mhz;
-        return NVML_SUCCESS;
-      case NVML_CLOCK_MEM:
-        *mhz = dev.spec->max_mem_clock_mhz;
-        return NVML_SUCCESS;
-      case NVML_CLOCK_VIDEO:
-        *mhz = dev.spec->max_sm_clock_mhz * 9 / 10;
-        return NVML_SUCCESS;
-    }
-    return NVML_ERROR_INVALID_ARGUMENT;
+    return PickClock(type, dev.spec->max_sm_clock_mhz, dev.spec->max_mem_clock_mhz, mhz);
   });
 }
 
