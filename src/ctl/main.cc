@@ -9,12 +9,14 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/strings.h"
 #include "ctl/remote.h"
 #include "ctl/render.h"
 #include "gpu/backend.h"
 #include "gpu/json.h"
 #include "gpu/monitor.h"
 #include "gpu/nvml_backend.h"
+#include "sched/estimate.h"
 #include "sim/scenario.h"
 
 namespace {
@@ -206,6 +208,32 @@ int RunMonitor(const std::string& action, const std::string& node, const std::st
   return 0;
 }
 
+int RunEstimate(const std::string& file, bool json, double reserve_mib) {
+  auto text = flyt::ReadFile(file, 16 << 20);
+  if (!text.ok()) {
+    std::fprintf(stderr, "flytctl: %s\n", text.status().message().c_str());
+    return 1;
+  }
+  nlohmann::json task = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (task.is_discarded()) {
+    std::fprintf(stderr, "flytctl: %s is not valid JSON\n", file.c_str());
+    return 1;
+  }
+  flyt::sched::EstimateOptions options;
+  options.reserve_mib = reserve_mib;
+  auto estimate = flyt::sched::EstimateTask(task, options);
+  if (!estimate.ok()) {
+    std::fprintf(stderr, "flytctl: %s: %s\n", file.c_str(), estimate.status().message().c_str());
+    return 1;
+  }
+  if (json) {
+    std::printf("%s\n", flyt::gpu::DumpJson(flyt::sched::ToJson(*estimate), 2).c_str());
+  } else {
+    std::fputs(flyt::ctl::RenderEstimate(*estimate).c_str(), stdout);
+  }
+  return 0;
+}
+
 int RunSimCheck(const std::vector<std::string>& files) {
   int failures = 0;
   for (const std::string& file : files) {
@@ -281,6 +309,17 @@ int main(int argc, char** argv) {
   auto* mon_list = monitor->add_subcommand("list", "Session ids open on the node");
   mon_common(mon_list);
 
+  auto* estimate = app.add_subcommand(
+      "estimate", "GPUs and memory per GPU for each experiment of a task (a dry run)");
+  std::string task_file;
+  bool estimate_json = false;
+  double reserve_mib = 1536;
+  estimate->add_option("task", task_file, "The autotuner's task JSON")->required()->check(CLI::ExistingFile);
+  estimate->add_flag("--json", estimate_json, "Print JSON for scripts");
+  estimate->add_option("--reserve-mib", reserve_mib,
+                       "Per-GPU runtime reserve (CUDA context, activations), MiB")
+      ->check(CLI::Range(0.0, 1e6));
+
   auto* sim = app.add_subcommand("sim", "Work with simulated GPU scenarios");
   sim->require_subcommand(1);
   auto* check = sim->add_subcommand("check", "Validate scenario files");
@@ -312,6 +351,7 @@ int main(int argc, char** argv) {
       }
     }
     if (check->parsed()) return RunSimCheck(files);
+    if (estimate->parsed()) return RunEstimate(task_file, estimate_json, reserve_mib);
   } catch (const std::exception& e) {
     // flyt reports errors as Status; this is the last line of defence, not a code path.
     std::fprintf(stderr, "flytctl: internal error: %s\n", e.what());

@@ -159,6 +159,30 @@ std::string RenderProcesses(const gpu::GpuSnapshot& s, const RenderOptions& o) {
   return out;
 }
 
+std::string RenderEstimate(const sched::TaskEstimate& t) {
+  std::string out = fmt::format("task {}: model {} ({}), runtime {}, {} experiment(s)\n",
+                                t.task_name.empty() ? "-" : t.task_name, t.model, t.model_source,
+                                t.runtime, t.experiments.size());
+  out += fmt::format("{:>4}  {:>4}  {:>10}  {:>10}  {:>10}  {:>12}  {}\n", "EXP", "GPUS", "WEIGHTS",
+                     "KV CACHE", "RESERVE", "PER GPU", "PARAMETERS");
+  for (const sched::Experiment& e : t.experiments) {
+    auto mib = [](double v) { return fmt::format("{:.0f} MiB", v); };
+    std::string params;
+    for (const auto& [k, v] : e.parameters.items()) params += (params.empty() ? "" : " ") + k + "=" + v.dump();
+    if (e.memory) {
+      out += fmt::format("{:>4}  {:>4}  {:>10}  {:>10}  {:>10}  {:>12}  {}\n", e.index, e.gpus,
+                         mib(e.memory->weights_mib), mib(e.memory->kv_cache_mib),
+                         mib(e.memory->reserve_mib), mib(e.min_free_memory_mib), Printable(params));
+    } else {
+      out += fmt::format("{:>4}  {:>4}  {:>10}  {:>10}  {:>10}  {:>12}  {}\n", e.index, e.gpus, "-",
+                         "-", "-", mib(e.min_free_memory_mib) + "*", Printable(params));
+    }
+  }
+  if (!t.experiments.empty()) out += "rule: " + t.experiments.front().engine_rule + "\n";
+  if (t.model_source == "explicit") out += "* min_free_memory_mb from the task (model not in the catalog)\n";
+  return out;
+}
+
 std::string RenderSession(const gpu::SessionStats& stats) {
   std::string out = fmt::format("session {}: {:.1f} s, {} samples\n", stats.id,
                                 stats.monitoring_duration_seconds, stats.sample_count);

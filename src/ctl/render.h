@@ -8,6 +8,7 @@
 
 #include "gpu/monitor.h"
 #include "gpu/score.h"
+#include "sched/estimate.h"
 #include "gpu/types.h"
 
 namespace flyt::ctl {
@@ -23,6 +24,8 @@ std::string RenderAvailable(const std::vector<gpu::ScoredGpu>& ranked,
                             const RenderOptions& options);
 // One line per process on any GPU: GPU, PID, user, memory, SM %, command.
 std::string RenderProcesses(const gpu::GpuSnapshot& snapshot, const RenderOptions& options);
+// `flytctl estimate`: one line per experiment with its GPU count and memory per GPU.
+std::string RenderEstimate(const sched::TaskEstimate& estimate);
 // A monitoring session's statistics: per GPU, mean (min-max) of each metric.
 std::string RenderSession(const gpu::SessionStats& stats);
 

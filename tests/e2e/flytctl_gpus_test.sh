@@ -117,5 +117,25 @@ check "bad flag value: non-zero" test $? -ne 0
 out=$("$flytctl" frobnicate 2>&1)
 check "unknown command: non-zero" test $? -ne 0
 
+# 7. flytctl estimate: a dry run of a task's requirements, per experiment.
+out=$("$flytctl" estimate "$src/examples/tasks/llama-3.1-8b-vllm.json")
+check "estimate: exit 0" test $? -eq 0
+check "estimate: 8 experiments" contains "$out" "8 experiment(s)"
+check "estimate: tp=2 halves the weights" grep -qE '^ +1 +2 +7658 MiB +16384 MiB +1536 MiB +25578 MiB' <<<"$out"
+out=$("$flytctl" estimate "$src/examples/tasks/llama-3.1-70b-sglang.json" --json)
+check "estimate: json" python3 -c "
+import json, sys
+d = json.loads(sys.argv[1])
+assert d['runtime'] == 'sglang' and [x['gpus'] for x in d['experiments']] == [4, 8]
+assert d['experiments'][1]['memory_per_gpu']['weights_mib'] == 16832
+" "$out"
+echo '{"model": {"id_or_path": "acme/unknown-13b"}}' >"$tmp/unknown.json"
+out=$("$flytctl" estimate "$tmp/unknown.json" 2>&1)
+check "estimate: unknown model fails closed" test $? -ne 0
+check "estimate: says why" contains "$out" "is not in flyt's catalog"
+echo '{not json' >"$tmp/broken.json"
+out=$("$flytctl" estimate "$tmp/broken.json" 2>&1)
+check "estimate: broken JSON is an error" contains "$out" "is not valid JSON"
+
 echo "$passes passed, $failures failed"
 [ "$failures" -eq 0 ]

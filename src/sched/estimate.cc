@@ -1,0 +1,313 @@
+#include "sched/estimate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "common/strings.h"
+
+namespace flyt::sched {
+namespace {
+
+using nlohmann::json;
+
+constexpr double kMib = 1024.0 * 1024.0;
+
+// Every spelling the autotuner's tasks use, normalised (lower case, '_' → '-'), to one name.
+const std::map<std::string, std::string>& Canonical() {
+  static const std::map<std::string, std::string> kNames = [] {
+    std::map<std::string, std::string> m;
+    const std::pair<const char*, std::vector<const char*>> groups[] = {
+        {"tp", {"tensor-parallel-size", "tp-size", "tp"}},
+        {"pp", {"pipeline-parallel-size", "pp-size", "pp"}},
+        {"dp", {"data-parallel-size", "dp-size", "dp"}},
+        {"cp", {"context-parallel-size", "cp-size", "cp"}},
+        {"dcp", {"decode-context-parallel-size", "dcp-size", "dcp"}},
+        {"dtype", {"dtype"}},
+        {"kv-cache-dtype", {"kv-cache-dtype"}},
+        {"max-model-len", {"max-model-len", "context-length"}},
+        {"concurrency", {"concurrency", "max-num-seqs", "max-running-requests"}},
+        {"gpu-memory-utilization", {"gpu-memory-utilization"}},
+        {"mem-fraction-static", {"mem-fraction-static"}},
+    };
+    for (const auto& [canonical, spellings] : groups) {
+      for (const char* s : spellings) m[s] = canonical;
+    }
+    return m;
+  }();
+  return kNames;
+}
+
+std::string Normalise(std::string_view key) {
+  std::string k = ToLower(key);
+  std::replace(k.begin(), k.end(), '_', '-');
+  return k;
+}
+
+struct Dimension {
+  std::string key;        // as written in the task
+  std::string canonical;  // empty for parameters that do not change the estimate
+  std::vector<json> values;
+};
+
+Status AddDimensions(const json& obj, const char* where, std::vector<Dimension>& dims) {
+  if (obj.is_null()) return Status::Ok();
+  if (!obj.is_object()) return InvalidArgument(std::string(where) + " must be an object");
+  for (const auto& [key, value] : obj.items()) {
+    Dimension d;
+    d.key = key;
+    auto it = Canonical().find(Normalise(key));
+    if (it != Canonical().end()) d.canonical = it->second;
+    if (value.is_array()) {
+      if (value.empty())
+        return InvalidArgument(std::string(where) + "." + key + " is an empty list");
+      d.values.assign(value.begin(), value.end());
+    } else {
+      d.values.push_back(value);
+    }
+    for (const Dimension& other : dims) {
+      if (!d.canonical.empty() && other.canonical == d.canonical) {
+        return InvalidArgument(std::string(where) + "." + key + ": " + d.canonical +
+                               " is already given as '" + other.key + "'");
+      }
+    }
+    dims.push_back(std::move(d));
+  }
+  return Status::Ok();
+}
+
+// An integer in [lo, hi] (nlohmann keeps parsed non-negative integers unsigned, built ones signed).
+std::optional<int64_t> IntIn(const json& v, int64_t lo, int64_t hi) {
+  if (!v.is_number_integer()) return std::nullopt;
+  int64_t x = v.is_number_unsigned()
+                  ? static_cast<int64_t>(std::min<uint64_t>(v.get<uint64_t>(), uint64_t{1} << 62))
+                  : v.get<int64_t>();
+  if (x < lo || x > hi) return std::nullopt;
+  return x;
+}
+
+Result<int> PositiveInt(const json& v, const std::string& what) {
+  auto x = IntIn(v, 1, 4096);
+  if (!x) return InvalidArgument(what + " must be an integer from 1 to 4096, not " + v.dump());
+  return static_cast<int>(*x);
+}
+
+Result<double> Fraction(const json& v, const std::string& what) {
+  if (!v.is_number() || !(v.get<double>() > 0) || v.get<double>() > 1) {
+    return InvalidArgument(what + " must be a number in (0, 1], not " + v.dump());
+  }
+  return v.get<double>();
+}
+
+std::string Describe(const json& params) {
+  std::string out;
+  for (const auto& [k, v] : params.items()) out += (out.empty() ? "" : " ") + k + "=" + v.dump();
+  return out.empty() ? "defaults" : out;
+}
+
+}  // namespace
+
+std::optional<double> BytesPerElement(std::string_view dtype, std::string_view model_dtype) {
+  std::string d = ToLower(dtype);
+  if (d == "auto" || d.empty()) d = ToLower(model_dtype);
+  if (d == "float32" || d == "fp32" || d == "float") return 4.0;
+  if (d == "bfloat16" || d == "bf16" || d == "float16" || d == "fp16" || d == "half") return 2.0;
+  if (d == "fp8" || d == "fp8_e4m3" || d == "fp8_e5m2" || d == "int8" || d == "float8_e4m3fn") {
+    return 1.0;
+  }
+  if (d == "int4" || d == "awq" || d == "gptq" || d == "fp4" || d == "nvfp4") return 0.5;
+  return std::nullopt;
+}
+
+Result<TaskEstimate> EstimateTask(const json& task, const EstimateOptions& options) {
+  if (!task.is_object()) return InvalidArgument("the task must be a JSON object");
+  TaskEstimate out;
+  if (task.contains("task_name") && task["task_name"].is_string()) {
+    out.task_name = task["task_name"].get<std::string>();
+  }
+  if (!task.contains("model") || !task["model"].is_object() ||
+      !task["model"].contains("id_or_path") || !task["model"]["id_or_path"].is_string()) {
+    return InvalidArgument("model.id_or_path is missing or not a string");
+  }
+  out.model = task["model"]["id_or_path"].get<std::string>();
+  out.runtime = task.contains("base_runtime") && task["base_runtime"].is_string()
+                    ? ToLower(task["base_runtime"].get<std::string>())
+                    : "vllm";
+  if (out.runtime != "vllm" && out.runtime != "sglang") {
+    return InvalidArgument("base_runtime '" + out.runtime + "' is not supported (vllm or sglang)");
+  }
+  std::optional<double> explicit_mib;
+  if (task.contains("min_free_memory_mb")) {
+    const json& v = task["min_free_memory_mb"];
+    if (!v.is_number() || !(v.get<double>() > 0) || v.get<double>() > 1e8) {
+      return InvalidArgument("min_free_memory_mb must be a positive number of MiB");
+    }
+    explicit_mib = v.get<double>();
+  }
+
+  // The model: a config.json given with the task, else the catalog, else only an explicit size.
+  std::optional<ModelSpec> model;
+  if (task["model"].contains("config_json") && task["model"]["config_json"].is_string()) {
+    const std::string path = task["model"]["config_json"].get<std::string>();
+    FLYT_ASSIGN_OR_RETURN(ModelSpec m, LoadHfConfig(path));
+    model = m;
+    out.model_source = "config.json: " + path;
+  } else if (const ModelSpec* m = FindInCatalog(out.model)) {
+    model = *m;
+    out.model_source = "catalog: " + m->name;
+  } else if (std::filesystem::exists(out.model + "/config.json")) {
+    FLYT_ASSIGN_OR_RETURN(ModelSpec loaded, LoadHfConfig(out.model));
+    model = loaded;
+    out.model_source = "config.json: " + out.model + "/config.json";
+  } else if (explicit_mib) {
+    out.model_source = "explicit";
+  } else {
+    return InvalidArgument("model '" + out.model +
+                           "' is not in flyt's catalog and no config.json was given "
+                           "(model.config_json); give min_free_memory_mb to run it anyway");
+  }
+
+  std::vector<Dimension> dims;
+  FLYT_RETURN_IF_ERROR(AddDimensions(task.value("parameters", json()), "parameters", dims));
+  FLYT_RETURN_IF_ERROR(
+      AddDimensions(task.value("parallel_config", json()), "parallel_config", dims));
+  size_t total = 1;
+  for (const Dimension& d : dims) {
+    total *= d.values.size();
+    if (total > options.max_experiments) {
+      return InvalidArgument("the search space has more than " +
+                             std::to_string(options.max_experiments) + " experiments");
+    }
+  }
+
+  for (size_t n = 0; n < total; ++n) {
+    Experiment e;
+    e.index = n;
+    e.parameters = json::object();
+    size_t rest = n;
+    std::map<std::string, json> canon;
+    for (auto it = dims.rbegin(); it != dims.rend(); ++it) {  // last dimension varies fastest
+      const json& v = it->values[rest % it->values.size()];
+      rest /= it->values.size();
+      e.parameters[it->key] = v;
+      if (!it->canonical.empty()) canon[it->canonical] = v;
+    }
+    const std::string where =
+        "experiment " + std::to_string(n) + " (" + Describe(e.parameters) + ")";
+    auto size_of = [&](const char* key, int& out_value) -> Status {
+      auto it = canon.find(key);
+      if (it == canon.end()) return Status::Ok();
+      FLYT_ASSIGN_OR_RETURN(out_value, PositiveInt(it->second, where + ": " + key));
+      return Status::Ok();
+    };
+    FLYT_RETURN_IF_ERROR(size_of("tp", e.tp));
+    FLYT_RETURN_IF_ERROR(size_of("pp", e.pp));
+    FLYT_RETURN_IF_ERROR(size_of("dp", e.dp));
+    FLYT_RETURN_IF_ERROR(size_of("cp", e.cp));
+    FLYT_RETURN_IF_ERROR(size_of("dcp", e.dcp));
+    if (e.tp % e.dcp != 0) {
+      return InvalidArgument(where + ": decode context parallel (" + std::to_string(e.dcp) +
+                             ") must divide tp (" + std::to_string(e.tp) + ")");
+    }
+    e.gpus = e.tp * e.pp * e.dp * e.cp;
+
+    if (out.runtime == "vllm") {
+      e.free_fraction = 0.9;
+      if (canon.count("gpu-memory-utilization")) {
+        FLYT_ASSIGN_OR_RETURN(e.free_fraction, Fraction(canon["gpu-memory-utilization"],
+                                                        where + ": gpu-memory-utilization"));
+      }
+      e.engine_rule =
+          "vllm: " + std::to_string(static_cast<int>(std::lround(e.free_fraction * 100))) +
+          "% of each GPU's memory free (gpu_memory_utilization)";
+    } else {
+      e.free_fraction = 0.88;
+      if (canon.count("mem-fraction-static")) {
+        FLYT_ASSIGN_OR_RETURN(e.free_fraction, Fraction(canon["mem-fraction-static"],
+                                                        where + ": mem-fraction-static"));
+      }
+      e.engine_rule = "sglang: every rank's free memory within 10% of the others";
+    }
+
+    if (model) {
+      const ModelSpec& m = *model;
+      if (m.attention_heads % e.tp != 0) {
+        return InvalidArgument(where + ": tp=" + std::to_string(e.tp) + " does not divide the " +
+                               std::to_string(m.attention_heads) + " attention heads of " + m.name);
+      }
+      if (e.pp > m.layers) {
+        return InvalidArgument(where + ": pp=" + std::to_string(e.pp) + " exceeds the " +
+                               std::to_string(m.layers) + " layers of " + m.name);
+      }
+      std::string dtype = canon.count("dtype") && canon["dtype"].is_string()
+                              ? canon["dtype"].get<std::string>()
+                              : "auto";
+      auto weight_bytes = BytesPerElement(dtype, m.dtype);
+      if (!weight_bytes) return InvalidArgument(where + ": unknown dtype '" + dtype + "'");
+      std::string kv_dtype = canon.count("kv-cache-dtype") && canon["kv-cache-dtype"].is_string()
+                                 ? canon["kv-cache-dtype"].get<std::string>()
+                                 : "auto";
+      auto kv_bytes = BytesPerElement(kv_dtype, dtype == "auto" ? m.dtype : dtype);
+      if (!kv_bytes) return InvalidArgument(where + ": unknown kv-cache-dtype '" + kv_dtype + "'");
+      int max_len = m.max_position_embeddings;
+      if (canon.count("max-model-len")) {
+        auto v = IntIn(canon["max-model-len"], 1, 1 << 24);
+        if (!v)
+          return InvalidArgument(where + ": max-model-len must be an integer from 1 to 16777216");
+        max_len = static_cast<int>(*v);
+      }
+      double concurrency = 1;
+      if (canon.count("concurrency")) {
+        auto c = IntIn(canon["concurrency"], 1, 100000);
+        if (!c) return InvalidArgument(where + ": concurrency must be an integer from 1 to 100000");
+        concurrency = static_cast<double>(*c);
+      }
+      MemoryEstimate mem;
+      mem.weights_mib = m.parameters * *weight_bytes / (e.tp * e.pp) / kMib;
+      const double layers_per_rank = std::ceil(static_cast<double>(m.layers) / e.pp);
+      const double kv_heads_per_rank = std::max(1.0, static_cast<double>(m.kv_heads) / e.tp);
+      const double tokens = static_cast<double>(max_len) * concurrency / (e.cp * e.dcp);
+      mem.kv_cache_mib =
+          2 * layers_per_rank * kv_heads_per_rank * m.head_dim * *kv_bytes * tokens / kMib;
+      mem.reserve_mib = options.reserve_mib;
+      mem.total_mib = mem.weights_mib + mem.kv_cache_mib + mem.reserve_mib;
+      e.memory = mem;
+      e.min_free_memory_mib = mem.total_mib;
+    }
+    if (explicit_mib) e.min_free_memory_mib = *explicit_mib;
+    out.experiments.push_back(std::move(e));
+  }
+  return out;
+}
+
+nlohmann::json ToJson(const TaskEstimate& t) {
+  json experiments = json::array();
+  for (const Experiment& e : t.experiments) {
+    json mem = nullptr;
+    if (e.memory) {
+      mem = {{"weights_mib", std::round(e.memory->weights_mib)},
+             {"kv_cache_mib", std::round(e.memory->kv_cache_mib)},
+             {"reserve_mib", std::round(e.memory->reserve_mib)},
+             {"total_mib", std::round(e.memory->total_mib)}};
+    }
+    experiments.push_back({{"index", e.index},
+                           {"parameters", e.parameters},
+                           {"tp", e.tp},
+                           {"pp", e.pp},
+                           {"dp", e.dp},
+                           {"cp", e.cp},
+                           {"dcp", e.dcp},
+                           {"gpus", e.gpus},
+                           {"memory_per_gpu", mem},
+                           {"min_free_memory_mb", std::round(e.min_free_memory_mib)},
+                           {"engine_rule", e.engine_rule},
+                           {"free_fraction", e.free_fraction}});
+  }
+  return {{"task_name", t.task_name},
+          {"model", t.model},
+          {"model_source", t.model_source},
+          {"runtime", t.runtime},
+          {"experiments", experiments}};
+}
+
+}  // namespace flyt::sched
