@@ -1,0 +1,108 @@
+// Ledger: the cluster's reservation ledger — which GPUs are leased to whom until when — and the
+// placement that decides which GPUs a request gets.
+//
+// A GPU held by an exclusive lease is never offered again until the lease is released or
+// expires, whatever its observed usage; memory leased non-exclusively counts against the GPU's
+// free memory at once (a model still loading does not show up in NVML yet). Nodes report through
+// UpdateNode (heartbeats); a node silent for longer than `unreachable_after` offers nothing, and
+// its leases are released after a further `lease_grace`. A request that cannot be met fails with
+// the reasons counted per node, never with a silent fallback. Time comes from an injected Clock.
+// Thread-safe: every method takes the ledger's lock.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+
+namespace flyt::sched {
+
+struct GpuState {
+  uint32_t index = 0;
+  std::string uuid;
+  std::string name;  // "NVIDIA H100 80GB HBM3"
+  bool lost = false;
+  std::optional<uint64_t> memory_total_bytes;
+  std::optional<uint64_t> memory_free_bytes;
+  std::optional<uint32_t> utilization_percent;
+};
+
+enum class Policy { kScore, kBinpack, kSpread };
+
+struct AllocationRequest {
+  int gpus = 1;
+  uint64_t min_free_memory_bytes = 0;
+  uint32_t max_utilization_percent = 100;
+  bool same_node = true;
+  std::string gpu_model;  // substring of the GPU name ("H100"); empty: any
+  Policy policy = Policy::kScore;
+  bool exclusive = true;
+  std::chrono::seconds ttl{3600};
+  std::string owner;
+};
+
+struct LeasedGpu {
+  std::string node;
+  uint32_t index = 0;
+  std::string uuid;
+  std::string name;
+  double score = 0;
+};
+
+struct Lease {
+  std::string id;
+  std::string owner;
+  std::vector<LeasedGpu> gpus;
+  uint64_t memory_per_gpu_bytes = 0;  // what it counts against free memory (non-exclusive)
+  bool exclusive = true;
+  std::chrono::system_clock::time_point granted_at;
+  std::chrono::system_clock::time_point expires_at;
+  std::chrono::seconds ttl{0};
+};
+
+struct LedgerOptions {
+  std::chrono::seconds unreachable_after{15};
+  std::chrono::seconds lease_grace{60};  // after unreachable, before its leases are released
+  double memory_weight = 0.6;            // availability score weights
+  double utilization_weight = 0.4;
+};
+
+class Ledger {
+ public:
+  explicit Ledger(const Clock& clock, LedgerOptions options = {});
+
+  // A heartbeat: the node's GPUs as it reads them now.
+  void UpdateNode(const std::string& node, std::vector<GpuState> gpus);
+
+  // Grants a lease or fails with kResourceExhausted and the reasons per node.
+  Result<Lease> Allocate(const AllocationRequest& request);
+  Result<Lease> Renew(const std::string& id, std::optional<std::chrono::seconds> ttl = {});
+  Status Release(const std::string& id);
+  // Removes leases past their expiry, and leases on nodes unreachable for longer than the grace.
+  // Returns what it removed (each is an event for the caller).
+  std::vector<Lease> Expire();
+
+  std::vector<Lease> Leases() const;
+  bool Reachable(const std::string& node) const;
+
+ private:
+  struct Node {
+    std::vector<GpuState> gpus;
+    std::chrono::steady_clock::time_point last_heartbeat;
+  };
+  bool ReachableLocked(const Node& n) const;
+
+  const Clock& clock_;
+  const LedgerOptions options_;
+  mutable std::mutex mu_;
+  std::map<std::string, Node> nodes_;    // guarded by mu_
+  std::map<std::string, Lease> leases_;  // guarded by mu_
+  uint64_t next_id_ = 1;                 // guarded by mu_
+};
+
+}  // namespace flyt::sched

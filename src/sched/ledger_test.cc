@@ -1,0 +1,242 @@
+#include "sched/ledger.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+
+namespace flyt::sched {
+namespace {
+
+constexpr uint64_t kGiB = 1ULL << 30;
+
+std::vector<GpuState> Gpus(int n, uint64_t free_gib = 80, uint32_t util = 0,
+                           const std::string& name = "NVIDIA H100 80GB HBM3") {
+  std::vector<GpuState> out;
+  for (int i = 0; i < n; ++i) {
+    GpuState g;
+    g.index = static_cast<uint32_t>(i);
+    g.uuid = "GPU-" + name.substr(7, 4) + std::to_string(i);
+    g.name = name;
+    g.memory_total_bytes = 80 * kGiB;
+    g.memory_free_bytes = free_gib * kGiB;
+    g.utilization_percent = util;
+    out.push_back(g);
+  }
+  return out;
+}
+
+class LedgerTest : public ::testing::Test {
+ protected:
+  FakeClock clock_;
+  Ledger ledger_{clock_};
+};
+
+TEST_F(LedgerTest, LeasedGpusAreNotOfferedAgainWhateverTheirUsage) {
+  ledger_.UpdateNode("a", Gpus(2));
+  AllocationRequest req;
+  req.gpus = 2;
+  auto first = ledger_.Allocate(req);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  // The GPUs still look idle (the job is loading its model), yet they are not offered again.
+  ledger_.UpdateNode("a", Gpus(2));
+  req.gpus = 1;
+  auto second = ledger_.Allocate(req);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(second.status().message().find("a: 0 available, 2 leased"), std::string::npos)
+      << second.status().message();
+  ASSERT_TRUE(ledger_.Release(first->id).ok());
+  EXPECT_TRUE(ledger_.Allocate(req).ok());
+  EXPECT_FALSE(ledger_.Release("lease-999").ok());
+}
+
+TEST_F(LedgerTest, RefusalCountsTheReasonsPerNode) {
+  auto b = Gpus(4, 80, 0);
+  b[0].lost = true;
+  b[1].memory_free_bytes = 10 * kGiB;
+  b[2].utilization_percent = 95;
+  b[3].utilization_percent.reset();  // unknown: never offered (fail closed)
+  ledger_.UpdateNode("node-b", b);
+  ledger_.UpdateNode("node-c", Gpus(2, 80, 0, "NVIDIA A100-SXM4-80GB"));
+  AllocationRequest req;
+  req.gpus = 1;
+  req.min_free_memory_bytes = 40 * kGiB;
+  req.max_utilization_percent = 90;
+  req.gpu_model = "H100";
+  auto r = ledger_.Allocate(req);
+  ASSERT_FALSE(r.ok());
+  const std::string& m = r.status().message();
+  EXPECT_NE(m.find("node-b: 0 available, 1 below min_free_memory_mb, 1 above max_utilization, 1 "
+                   "lost, 1 without memory/utilisation readings"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("node-c: 0 available, 2 of another model"), std::string::npos) << m;
+}
+
+TEST_F(LedgerTest, SharedLeasesCountAgainstFreeMemoryAtOnce) {
+  ledger_.UpdateNode("a", Gpus(1, 70));
+  AllocationRequest req;
+  req.exclusive = false;
+  req.min_free_memory_bytes = 30 * kGiB;
+  EXPECT_TRUE(ledger_.Allocate(req).ok());
+  EXPECT_TRUE(ledger_.Allocate(req).ok());  // 70 − 30 = 40 GiB still free
+  auto third = ledger_.Allocate(req);       // 70 − 60 = 10 GiB
+  ASSERT_FALSE(third.ok());
+  EXPECT_NE(third.status().message().find("1 below min_free_memory_mb"), std::string::npos);
+  req.exclusive = true;  // nor may an exclusive lease take a GPU that shared leases use
+  req.min_free_memory_bytes = 0;
+  EXPECT_FALSE(ledger_.Allocate(req).ok());
+}
+
+// Found by the random-sequence test: a shared lease that reserves no memory still holds the GPU
+// against exclusive requests.
+TEST_F(LedgerTest, ASharedLeaseOfZeroBytesStillBlocksExclusiveRequests) {
+  ledger_.UpdateNode("a", Gpus(1));
+  AllocationRequest shared;
+  shared.exclusive = false;
+  shared.min_free_memory_bytes = 0;
+  ASSERT_TRUE(ledger_.Allocate(shared).ok());
+  AllocationRequest exclusive;
+  auto r = ledger_.Allocate(exclusive);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("1 leased"), std::string::npos) << r.status().message();
+  EXPECT_TRUE(ledger_.Allocate(shared).ok());  // another shared one may join
+}
+
+TEST_F(LedgerTest, LeasesExpireUnlessRenewed) {
+  ledger_.UpdateNode("a", Gpus(1));
+  AllocationRequest req;
+  req.ttl = std::chrono::seconds(60);
+  auto lease = ledger_.Allocate(req);
+  ASSERT_TRUE(lease.ok());
+  clock_.Advance(std::chrono::seconds(50));
+  ledger_.UpdateNode("a", Gpus(1));
+  ASSERT_TRUE(ledger_.Renew(lease->id).ok());  // expires 60 s from now
+  clock_.Advance(std::chrono::seconds(50));
+  ledger_.UpdateNode("a", Gpus(1));
+  EXPECT_FALSE(ledger_.Allocate(req).ok());
+  EXPECT_TRUE(ledger_.Expire().empty());
+  clock_.Advance(std::chrono::seconds(11));
+  ledger_.UpdateNode("a", Gpus(1));
+  // Past its expiry the GPU is free at once, even before Expire() reports the lease.
+  auto again = ledger_.Allocate(req);
+  EXPECT_TRUE(again.ok());
+  auto gone = ledger_.Expire();
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_EQ(gone[0].id, lease->id);
+  EXPECT_FALSE(ledger_.Renew(lease->id).ok());
+}
+
+TEST_F(LedgerTest, UnreachableNodesOfferNothingAndLoseTheirLeasesAfterTheGrace) {
+  ledger_.UpdateNode("a", Gpus(1));
+  ledger_.UpdateNode("b", Gpus(1));
+  AllocationRequest req;
+  req.ttl = std::chrono::seconds(3600);
+  auto on_a = ledger_.Allocate(req);
+  ASSERT_TRUE(on_a.ok());
+  const std::string node_a = on_a->gpus[0].node;
+  const std::string other = node_a == "a" ? "b" : "a";
+  clock_.Advance(std::chrono::seconds(16));  // neither has reported for 16 s
+  EXPECT_FALSE(ledger_.Reachable(node_a));
+  auto none = ledger_.Allocate(req);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find(other + ": unreachable"), std::string::npos);
+  ledger_.UpdateNode(other, Gpus(1));  // it comes back on its own
+  EXPECT_TRUE(ledger_.Allocate(req).ok());
+  EXPECT_TRUE(ledger_.Expire().empty());  // node_a's lease is kept during the grace
+  clock_.Advance(std::chrono::seconds(60));
+  ledger_.UpdateNode(other, Gpus(1));
+  auto gone = ledger_.Expire();
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_EQ(gone[0].id, on_a->id);
+}
+
+TEST_F(LedgerTest, PoliciesChooseNodes) {
+  ledger_.UpdateNode("empty", Gpus(8));
+  auto busy = Gpus(8);
+  ledger_.UpdateNode("busy", busy);
+  AllocationRequest six;
+  six.gpus = 6;
+  ASSERT_TRUE(ledger_.Allocate(six).ok());  // makes one of them busy
+  AllocationRequest one;
+  one.policy = Policy::kBinpack;
+  auto packed = ledger_.Allocate(one);
+  ASSERT_TRUE(packed.ok());
+  one.policy = Policy::kSpread;
+  auto spread = ledger_.Allocate(one);
+  ASSERT_TRUE(spread.ok());
+  EXPECT_NE(packed->gpus[0].node, spread->gpus[0].node);  // fullest vs emptiest node
+  AllocationRequest score;
+  score.gpus = 2;
+  ledger_.UpdateNode("empty", Gpus(8, 80, 50));
+  auto best = ledger_.Allocate(score);
+  ASSERT_TRUE(best.ok());
+  EXPECT_GE(best->gpus[0].score, best->gpus[1].score);
+}
+
+// Random sequences of allocate / renew / release / time / heartbeats (with nodes going silent)
+// never give one GPU to two leases when one of them is exclusive, never grant on an unreachable
+// node, and never keep a lease on a node silent past the grace once expired.
+TEST_F(LedgerTest, RandomSequencesNeverDoubleBook) {
+  std::mt19937 rng(2026);
+  const std::vector<std::string> nodes = {"n0", "n1", "n2"};
+  std::vector<std::string> ids;
+  for (const auto& n : nodes) ledger_.UpdateNode(n, Gpus(4));
+  for (int step = 0; step < 20000; ++step) {
+    switch (rng() % 6) {
+      case 0:
+      case 1: {
+        AllocationRequest req;
+        req.gpus = 1 + static_cast<int>(rng() % 4);
+        req.exclusive = rng() % 3 != 0;
+        req.same_node = rng() % 2 == 0;
+        req.policy = static_cast<Policy>(rng() % 3);
+        req.min_free_memory_bytes = (rng() % 50) * kGiB;
+        req.ttl = std::chrono::seconds(1 + rng() % 120);
+        auto l = ledger_.Allocate(req);
+        if (l.ok()) {
+          ids.push_back(l->id);
+          ASSERT_EQ(static_cast<int>(l->gpus.size()), req.gpus);
+          for (const auto& g : l->gpus) ASSERT_TRUE(ledger_.Reachable(g.node)) << g.node;
+        }
+        break;
+      }
+      case 2:
+        if (!ids.empty()) (void)ledger_.Renew(ids[rng() % ids.size()]);
+        break;
+      case 3:
+        if (!ids.empty()) (void)ledger_.Release(ids[rng() % ids.size()]);
+        break;
+      case 4:
+        clock_.Advance(std::chrono::seconds(rng() % 20));
+        (void)ledger_.Expire();
+        break;
+      case 5: {
+        const std::string& n = nodes[rng() % nodes.size()];
+        auto gpus = Gpus(4, 30 + rng() % 50, rng() % 100);
+        if (rng() % 10 == 0) gpus[rng() % 4].lost = true;
+        ledger_.UpdateNode(n, gpus);
+        break;
+      }
+    }
+    // Invariant: among live leases, a GPU in an exclusive lease is in no other lease.
+    const auto now = clock_.WallNow();
+    std::map<std::pair<std::string, uint32_t>, std::pair<int, int>> holders;  // exclusive, shared
+    for (const Lease& l : ledger_.Leases()) {
+      if (l.expires_at <= now) continue;
+      for (const LeasedGpu& g : l.gpus) {
+        auto& h = holders[{g.node, g.index}];
+        (l.exclusive ? h.first : h.second)++;
+      }
+    }
+    for (const auto& [gpu, h] : holders) {
+      ASSERT_TRUE(h.first == 0 || (h.first == 1 && h.second == 0))
+          << "step " << step << ": " << gpu.first << "/" << gpu.second << " held by " << h.first
+          << " exclusive and " << h.second << " shared leases";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace flyt::sched
