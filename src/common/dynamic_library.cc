@@ -1,7 +1,6 @@
 #include "common/dynamic_library.h"
 
 #include <dlfcn.h>
-#include <link.h>
 
 #include <utility>
 
@@ -41,13 +40,5 @@ void* DynamicLibrary::Symbol(const char* name) const {
   return dlsym(handle_, name);
 }
 
-std::string DynamicLibrary::LoadedPath() const {
-  if (handle_ == nullptr) return {};
-  link_map* map = nullptr;
-  if (dlinfo(handle_, RTLD_DI_LINKMAP, &map) != 0 || map == nullptr || map->l_name == nullptr) {
-    return path_;
-  }
-  return map->l_name;
-}
 
 }  // namespace flyt

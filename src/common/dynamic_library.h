@@ -27,9 +27,6 @@ class DynamicLibrary {
   // Returns the address of `name`, or nullptr when the library does not export it.
   void* Symbol(const char* name) const;
 
-  // The file the dynamic linker actually loaded (resolved through the search path), if known.
-  std::string LoadedPath() const;
-
   const std::string& requested_path() const { return path_; }
   bool loaded() const { return handle_ != nullptr; }
 

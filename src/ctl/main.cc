@@ -70,7 +70,6 @@ class Source {
     if (!snap.ok()) return snap.status().WithContext("unexpected answer from the node");
     return snap;
   }
-  std::string Host() const { return client_ ? "" : Hostname(); }
 
  private:
   std::unique_ptr<flyt::gpu::Monitor> monitor_;

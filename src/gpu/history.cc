@@ -15,11 +15,6 @@ void History::Add(uint32_t gpu_index, const HistoryPoint& point) {
   }
 }
 
-size_t History::size(uint32_t gpu_index) const {
-  auto it = rings_.find(gpu_index);
-  return it == rings_.end() ? 0 : it->second.points.size();
-}
-
 std::vector<HistoryPoint> History::Query(uint32_t gpu_index, int64_t since_ms,
                                          int64_t step_ms) const {
   std::vector<HistoryPoint> out;

@@ -37,8 +37,6 @@ class History {
   // point per non-empty bucket stamped with the bucket start.
   std::vector<HistoryPoint> Query(uint32_t gpu_index, int64_t since_ms, int64_t step_ms) const;
 
-  size_t capacity_per_gpu() const { return capacity_; }
-  size_t size(uint32_t gpu_index) const;
   // Bytes reserved for points (all GPUs seen so far, at full capacity).
   size_t MemoryBytes() const { return rings_.size() * capacity_ * sizeof(HistoryPoint); }
 

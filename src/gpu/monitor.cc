@@ -188,7 +188,6 @@ void Monitor::Accumulate(const GpuSnapshot& snap) {
       if (g.power_draw_mw) sg.power.Add(*g.power_draw_mw / 1000.0);
     }
   }
-  stats_.sessions = sessions_.size();
 }
 
 void Monitor::RecordEvent(GpuEvent event) {
@@ -263,7 +262,6 @@ Result<std::string> Monitor::StartSession(const SessionOptions& options) {
   if (options.gpus) s.gpus = std::set<uint32_t>(options.gpus->begin(), options.gpus->end());
   std::string id = s.id;
   sessions_.emplace(id, std::move(s));
-  stats_.sessions = sessions_.size();
   return id;
 }
 
@@ -312,7 +310,6 @@ Result<SessionStats> Monitor::StopSession(const std::string& id) {
   if (it == sessions_.end()) return NotFound("no monitoring session " + id);
   SessionStats out = Summarise(it->second);
   sessions_.erase(it);
-  stats_.sessions = sessions_.size();
   return out;
 }
 
@@ -345,7 +342,9 @@ std::map<uint32_t, EventCounts> Monitor::EventCountsByGpu() const {
 
 MonitorStats Monitor::Stats() const {
   std::scoped_lock lock(mu_);
-  return stats_;
+  MonitorStats stats = stats_;
+  stats.sessions = sessions_.size();
+  return stats;
 }
 
 }  // namespace flyt::gpu

@@ -104,6 +104,7 @@ class NvmlBackend final : public Backend {
     std::scoped_lock lock(event_mu_, mu_);
     FLYT_ASSIGN_OR_RETURN(nvml::Session session, nvml::Session::Start(*library_));
     session_.emplace(std::move(session));
+    simulated_scenario_ = library_->SimulatedScenario();  // fixed for the library's lifetime
     ReadSystem();
     FLYT_RETURN_IF_ERROR(Enumerate());
     SetUpEvents();
@@ -121,7 +122,7 @@ class NvmlBackend final : public Backend {
     snap.driver_version = driver_version_;
     snap.cuda_driver_version = cuda_version_;
     snap.nvml_version = nvml_version_;
-    snap.simulated_scenario = library_->SimulatedScenario();
+    snap.simulated_scenario = simulated_scenario_;
     errors_.clear();
     for (DeviceState& dev : devices_) snap.gpus.push_back(Read(dev));
     if (!errors_.empty()) {
@@ -807,6 +808,7 @@ class NvmlBackend final : public Backend {
   std::mutex mu_;        // guards devices_, system strings and errors_
   std::vector<DeviceState> devices_;
   std::optional<std::string> driver_version_, cuda_version_, nvml_version_;
+  std::optional<std::string> simulated_scenario_;
   std::vector<std::string> errors_;
   nvmlEventSet_t event_set_ = nullptr;  // guarded by event_mu_
   std::atomic<bool> has_events_{false};

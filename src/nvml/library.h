@@ -59,7 +59,6 @@ class Library {
   std::optional<std::string> SimulatedScenario() const;
 
   const std::string& path() const { return path_; }
-  std::string loaded_path() const { return lib_.LoadedPath(); }
 
  private:
   Library() = default;

@@ -9,20 +9,8 @@ flytctl="$build/bin/flytctl"
 sim="$build/lib/libflyt-sim-nvml.so"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-failures=0
-passes=0
-
-check() {  # check <name> <condition command...>
-  local name=$1
-  shift
-  if "$@"; then
-    passes=$((passes + 1))
-  else
-    echo "FAIL: $name"
-    failures=$((failures + 1))
-  fi
-}
-contains() { grep -qF -- "$2" <<<"$1"; }
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
 
 # Keep real drivers and the caller's settings out of the way.
 unset FLYT_NVML_LIBRARY FLYT_SIM_SCENARIO FLYT_SIM_TIME FLYT_SIM_CLOCK_FILE FLYT_SIM_REASON
@@ -137,5 +125,4 @@ echo '{not json' >"$tmp/broken.json"
 out=$("$flytctl" estimate "$tmp/broken.json" 2>&1)
 check "estimate: broken JSON is an error" contains "$out" "is not valid JSON"
 
-echo "$passes passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish

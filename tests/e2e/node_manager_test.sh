@@ -17,14 +17,8 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-passes=0
-failures=0
-check() {
-  local name=$1
-  shift
-  if "$@"; then passes=$((passes + 1)); else echo "FAIL: $name"; failures=$((failures + 1)); fi
-}
-contains() { grep -qF -- "$2" <<<"$1"; }
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 # wait_for <seconds> <command...>: polls until the command succeeds.
 wait_for() {
@@ -282,5 +276,4 @@ wait "${pids[0]}"
 check "sigterm: exit 0" test $? -eq 0
 check "sigterm: logged" grep -q "SIGTERM received; shutting down" "$tmp/node-h100x8-training.log"
 
-echo "$passes passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish
