@@ -8,6 +8,7 @@ packages=(
   nlohmann-json3-dev libtomlplusplus-dev libcli11-dev libspdlog-dev libfmt-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 procps curl
+  libsqlite3-dev sqlite3 libpq-dev postgresql
   prometheus wrk bc
 )
 

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Quick start, command 1: installs what flyt needs, builds it, and shows this machine's GPUs.
+# Quick start, command 1: installs what flyt needs, builds it, and runs a local demo cluster:
+# flyt-cluster-manager (embedded SQLite store under var/demo/) and node managers on simulated
+# GPU scenarios (plus this machine's real GPUs when it has an NVIDIA driver), with demo jobs that
+# queue, run on leased GPUs with monitoring, and complete. It prints where to look; Ctrl-C stops
+# everything cleanly.
 #
-# On a machine without an NVIDIA driver (no libnvidia-ml.so.1, no nvidia-smi) it shows simulated
-# GPUs instead, from FLYT_SIM_SCENARIO (default: sim/scenarios/h100x8-training.toml), and says so.
-# Arguments go to `flytctl gpus`: scripts/run.sh --watch, scripts/run.sh --json, ...
+#   scripts/run.sh                 the demo cluster (manager on FLYT_DEMO_PORT, default 12400)
+#   scripts/run.sh gpus [ARGS...]  only this machine's GPUs (`flytctl gpus ARGS`), simulated
+#                                  when there is no driver, and says so
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -23,12 +27,134 @@ has_driver() {
   command -v nvidia-smi >/dev/null 2>&1 && return 0
   return 1
 }
+sim_lib="$root/build/lib/libflyt-sim-nvml.so"
 
-if [ -z "${FLYT_NVML_LIBRARY:-}" ] && ! has_driver; then
-  export FLYT_NVML_LIBRARY="$root/build/lib/libflyt-sim-nvml.so"
-  export FLYT_SIM_SCENARIO="${FLYT_SIM_SCENARIO:-sim/scenarios/h100x8-training.toml}"
-  # Start somewhere in the scenario's cycle, so that runs differ the way a live node would.
-  export FLYT_SIM_START="${FLYT_SIM_START:-$(( $(date +%s) % 3600 ))}"
-  export FLYT_SIM_REASON="no NVIDIA driver on this machine: no libnvidia-ml.so.1, no nvidia-smi"
+if [ "${1:-}" = gpus ]; then
+  shift
+  if [ -z "${FLYT_NVML_LIBRARY:-}" ] && ! has_driver; then
+    export FLYT_NVML_LIBRARY="$sim_lib"
+    export FLYT_SIM_SCENARIO="${FLYT_SIM_SCENARIO:-sim/scenarios/h100x8-training.toml}"
+    # Start somewhere in the scenario's cycle, so that runs differ the way a live node would.
+    export FLYT_SIM_START="${FLYT_SIM_START:-$(($(date +%s) % 3600))}"
+    export FLYT_SIM_REASON="no NVIDIA driver on this machine: no libnvidia-ml.so.1, no nvidia-smi"
+  fi
+  exec "$root/build/bin/flytctl" gpus "$@"
 fi
-exec "$root/build/bin/flytctl" gpus "$@"
+if [ $# -gt 0 ]; then
+  echo "usage: scripts/run.sh [gpus [ARGS...]]" >&2
+  exit 2
+fi
+
+# ---- the demo cluster ------------------------------------------------------------------------
+port=${FLYT_DEMO_PORT:-12400}
+demo="$root/var/demo"
+url="http://127.0.0.1:$port"
+if curl -s -o /dev/null "$url/healthz" 2>/dev/null; then
+  echo "flyt: something already serves $url (another demo?); stop it or set FLYT_DEMO_PORT" >&2
+  exit 1
+fi
+rm -rf "$demo"
+mkdir -p "$demo"
+chmod 700 "$demo"
+token=${FLYT_ADMIN_TOKEN:-demo-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')}
+printf '%s\n' "$token" >"$demo/admin.token"
+chmod 600 "$demo/admin.token"
+
+pids=()
+stop_all() {
+  trap - INT TERM EXIT
+  echo
+  echo "flyt: stopping the demo cluster..."
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  echo "flyt: stopped (logs and store kept in var/demo/)"
+}
+trap stop_all EXIT
+trap 'exit 0' INT TERM
+
+wait_up() {
+  for _ in $(seq 1 100); do
+    curl -sf "$1" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "flyt: $2 did not start; its log:" >&2
+  tail -n 20 "$3" >&2
+  exit 1
+}
+
+FLYT_ADMIN_TOKEN=$token "$root/build/bin/flyt-cluster-manager" --listen "127.0.0.1:$port" \
+  --store "sqlite:$demo/flyt.db" --var-dir "$demo" >"$demo/cluster-manager.log" 2>&1 &
+pids+=($!)
+wait_up "$url/healthz" "flyt-cluster-manager" "$demo/cluster-manager.log"
+
+# start_node <name> <port> <scenario or "real">
+start_node() {
+  local name=$1 node_port=$2 scenario=$3
+  local env=(FLYT_TOKEN="$token")
+  if [ "$scenario" != real ]; then
+    env+=(FLYT_NVML_LIBRARY="$sim_lib" FLYT_SIM_SCENARIO="$root/sim/scenarios/$scenario.toml"
+      FLYT_SIM_START=$(($(date +%s) % 3600)))
+  fi
+  env "${env[@]}" "$root/build/bin/flyt-node-manager" --listen "127.0.0.1:$node_port" \
+    --name "$name" --cluster-manager "$url" >"$demo/$name.log" 2>&1 &
+  pids+=($!)
+  wait_up "http://127.0.0.1:$node_port/healthz" "flyt-node-manager $name" "$demo/$name.log"
+}
+next_port=$((port + 1))
+if has_driver; then
+  start_node "$(hostname -s)" "$next_port" real
+  next_port=$((next_port + 1))
+fi
+start_node sim-h100-a "$next_port" h100x8-idle
+start_node sim-h100-b "$((next_port + 1))" h100x8-idle
+start_node sim-training "$((next_port + 2))" h100x8-training
+start_node sim-mixed "$((next_port + 3))" mixed-inference
+start_node sim-faulty "$((next_port + 4))" faulty-node
+
+export FLYT_CLUSTER_MANAGER=$url FLYT_TOKEN=$token
+ctl="$root/build/bin/flytctl"
+for _ in $(seq 1 50); do
+  [ "$("$ctl" nodes --json 2>/dev/null | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["nodes"]))' 2>/dev/null)" = 5 ] && break
+  sleep 0.2
+done
+
+# Demo work: two autotuner tasks (one experiment per combination of their search space) and a
+# lease held by hand.
+"$ctl" submit examples/tasks/llama-3.1-8b-vllm.json >/dev/null
+"$ctl" submit examples/tasks/llama-3.1-70b-sglang.json >/dev/null
+"$ctl" alloc --gpus 2 --model A100 --ttl 600 >/dev/null 2>&1 || true
+
+cat <<EOF
+
+flyt demo cluster is running (simulated GPUs$(has_driver && echo ", plus this machine's real ones")).
+
+  cluster manager   $url         (log: var/demo/cluster-manager.log, store: var/demo/flyt.db)
+  node managers     127.0.0.1:$((port + 1))-$((next_port + 3))  (Prometheus /metrics in dcgm-exporter's names)
+  admin token       var/demo/admin.token
+
+In another terminal:
+
+  export FLYT_CLUSTER_MANAGER=$url FLYT_TOKEN=\$(cat var/demo/admin.token)
+  build/bin/flytctl nodes          # the nodes and their state
+  build/bin/flytctl gpus           # every GPU in the cluster, leased or free, with its score
+  build/bin/flytctl jobs           # the demo experiments: queued, running, completed (📊 = monitoring data)
+  build/bin/flytctl job <ID>       # gpu_info and the GPU monitoring summary of one experiment
+  build/bin/flytctl queue          # what waits, and why
+  build/bin/flytctl alloc --gpus 2 --model H100 --ttl 300
+  curl -s -H "Authorization: Bearer \$FLYT_TOKEN" $url/metrics
+
+The demo completes each running experiment after about 30 s, so the queue keeps moving.
+Ctrl-C stops everything.
+EOF
+
+# Plays the autotuner's part: an experiment that has run for 30 s reports completion.
+while true; do
+  sleep 5
+  "$ctl" jobs --status running --json 2>/dev/null | python3 -c '
+import json, sys
+for j in json.load(sys.stdin).get("jobs", []):
+    if (j.get("runtime_seconds") or 0) >= 30:
+        print(j["id"])' 2>/dev/null | while read -r id; do
+    "$ctl" complete "$id" --message "demo: benchmark finished" >/dev/null 2>&1 || true
+  done
+done

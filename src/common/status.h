@@ -23,6 +23,8 @@ enum class StatusCode {
   kTimeout,
   kFailedPrecondition,
   kResourceExhausted,
+  kAlreadyExists,  // a create or claim collides with something that exists
+  kPermissionDenied,  // the caller is known but may not do this
   kInternal,
 };
 
@@ -59,6 +61,12 @@ inline Status NotSupported(std::string message) {
 }
 inline Status Unavailable(std::string message) {
   return {StatusCode::kUnavailable, std::move(message)};
+}
+inline Status AlreadyExists(std::string message) {
+  return {StatusCode::kAlreadyExists, std::move(message)};
+}
+inline Status PermissionDenied(std::string message) {
+  return {StatusCode::kPermissionDenied, std::move(message)};
 }
 inline Status Internal(std::string message) { return {StatusCode::kInternal, std::move(message)}; }
 

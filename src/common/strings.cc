@@ -126,4 +126,32 @@ Result<std::string> ReadFile(const std::string& path, size_t max_bytes) {
   return out;
 }
 
+Result<std::pair<std::string, int>> ParseHostPort(std::string_view host_port) {
+  const std::string text(host_port);
+  size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) {
+    return InvalidArgument("listen address '" + text + "' is not HOST:PORT");
+  }
+  std::string host = text.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  auto port = ParseInt(text.substr(colon + 1));
+  if (!port || *port < 0 || *port > 65535) {
+    return InvalidArgument("listen address '" + text + "': port must be 0-65535");
+  }
+  return std::make_pair(host, static_cast<int>(*port));
+}
+
+bool ValidLabelName(std::string_view s) {
+  if (s.empty() || (s.size() >= 2 && s.substr(0, 2) == "__")) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+              (i > 0 && c >= '0' && c <= '9');
+    if (!ok) return false;
+  }
+  return true;
+}
+
 }  // namespace flyt

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <string_view>
 #include <vector>
 
@@ -29,6 +30,12 @@ std::optional<double> ParseDouble(std::string_view s);
 class Status;
 template <typename T>
 class Result;
+// "HOST:PORT" (IPv6 as "[::1]:12401"), port 0-65535; errors say what is wrong.
+Result<std::pair<std::string, int>> ParseHostPort(std::string_view host_port);
+
+// A label name as Prometheus allows it: [a-zA-Z_][a-zA-Z0-9_]*, not starting with "__".
+bool ValidLabelName(std::string_view s);
+
 Result<std::string> ReadFile(const std::string& path, size_t max_bytes = 64u << 20);
 
 }  // namespace flyt

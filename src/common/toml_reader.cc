@@ -46,4 +46,59 @@ Status TomlReader::CheckKeys(const toml::table& table, const std::string& sectio
   return Status::Ok();
 }
 
+Status TomlReader::GetString(const toml::table& t, const std::string& section, const char* key,
+                             std::string& out) const {
+  const toml::node* n = t.get(key);
+  if (n == nullptr) return Status::Ok();
+  if (!n->is_string()) return Error(n, section + "." + key, "expected a string");
+  out = *n->value<std::string>();
+  return Status::Ok();
+}
+
+Status TomlReader::GetInt(const toml::table& t, const std::string& section, const char* key,
+                          int64_t min, int64_t max, int64_t& out) const {
+  const toml::node* n = t.get(key);
+  if (n == nullptr) return Status::Ok();
+  if (!n->is_integer()) return Error(n, section + "." + key, "expected an integer");
+  int64_t v = *n->value<int64_t>();
+  if (v < min || v > max) {
+    return Error(n, section + "." + key,
+                 "value " + std::to_string(v) + " is out of range [" + std::to_string(min) + ", " +
+                     std::to_string(max) + "]");
+  }
+  out = v;
+  return Status::Ok();
+}
+
+Status TomlReader::GetDouble(const toml::table& t, const std::string& section, const char* key,
+                             double min, double max, double& out) const {
+  const toml::node* n = t.get(key);
+  if (n == nullptr) return Status::Ok();
+  if (!n->is_number()) return Error(n, section + "." + key, "expected a number");
+  double v = n->is_integer() ? static_cast<double>(*n->value<int64_t>()) : *n->value<double>();
+  if (!(v >= min && v <= max)) {
+    return Error(n, section + "." + key,
+                 "value " + std::to_string(v) + " is out of range [" + std::to_string(min) + ", " +
+                     std::to_string(max) + "]");
+  }
+  out = v;
+  return Status::Ok();
+}
+
+Status TomlReader::GetBool(const toml::table& t, const std::string& section, const char* key,
+                           bool& out) const {
+  const toml::node* n = t.get(key);
+  if (n == nullptr) return Status::Ok();
+  if (!n->is_boolean()) return Error(n, section + "." + key, "expected true or false");
+  out = *n->value<bool>();
+  return Status::Ok();
+}
+
+Result<const toml::table*> TomlReader::Section(const toml::table& root, const char* name) const {
+  const toml::node* n = root.get(name);
+  if (n == nullptr) return static_cast<const toml::table*>(nullptr);
+  if (!n->is_table()) return Error(n, name, "expected a [" + std::string(name) + "] table");
+  return n->as_table();
+}
+
 }  // namespace flyt

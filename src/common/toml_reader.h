@@ -31,6 +31,19 @@ class TomlReader {
   Status CheckKeys(const toml::table& table, const std::string& section,
                    std::initializer_list<const char*> allowed) const;
 
+  // Typed getters: leave `out` unchanged when the key is absent; a wrong type or a value out of
+  // range is an Error naming "<section>.<key>".
+  Status GetString(const toml::table& t, const std::string& section, const char* key,
+                   std::string& out) const;
+  Status GetInt(const toml::table& t, const std::string& section, const char* key, int64_t min,
+                int64_t max, int64_t& out) const;
+  Status GetDouble(const toml::table& t, const std::string& section, const char* key, double min,
+                   double max, double& out) const;
+  Status GetBool(const toml::table& t, const std::string& section, const char* key,
+                 bool& out) const;
+  // A [section] table of the root: nullptr when absent, an error when not a table.
+  Result<const toml::table*> Section(const toml::table& root, const char* name) const;
+
   const std::string& source() const { return source_; }
 
  private:

@@ -1,15 +1,21 @@
-// Text rendering of GPU snapshots for `flytctl gpus`: a gpustat-like table, one line per GPU and
-// one indented line per process. Absent readings print as "-", lost GPUs as "LOST". Pure
-// functions; thread-safe.
+// Text rendering for flytctl. GPU snapshots (`flytctl gpus`): a gpustat-like table, one line per
+// GPU and one indented line per process; absent readings print as "-", lost GPUs as "LOST". The
+// cluster manager's answers (`flytctl nodes`, `jobs`, `job`, ...): tables built straight from the
+// API's JSON, so that what a script reads with --json and what a person reads are the same data;
+// a field that is missing or of an unexpected type prints as "-" rather than failing. All text
+// that came from elsewhere passes through Printable(). Pure functions; thread-safe.
 #pragma once
 
+#include <chrono>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gpu/monitor.h"
 #include "gpu/score.h"
-#include "sched/estimate.h"
 #include "gpu/types.h"
+#include "sched/estimate.h"
 
 namespace flyt::ctl {
 
@@ -35,5 +41,40 @@ std::string Printable(std::string_view s);
 
 // The one-line notice printed above every table of simulated GPUs.
 std::string SimulatedBanner(const gpu::GpuSnapshot& snapshot);
+
+// ---- the cluster manager's answers ----------------------------------------------------------
+
+// "NVIDIA H100 80GB HBM3" → "H100", "Tesla V100-SXM2-16GB" → "V100", "NVIDIA GeForce RTX 4090" →
+// "RTX 4090": the model without vendor, form factor and memory size, for narrow columns.
+std::string ShortGpuModel(std::string_view name);
+// Seconds as a person reads a wait: "42s", "1m05s", "2h03m", "3d04h"; "-" for negative or NaN.
+std::string HumanDuration(double seconds);
+
+// GET /api/v1/nodes.
+std::string RenderNodes(const nlohmann::json& answer);
+// GET /api/v1/nodes/{name}: the node's state and its GPUs as of its last heartbeat, in the table
+// of `flytctl gpus`.
+std::string RenderNode(const nlohmann::json& node);
+// GET /api/v1/gpus; `nodes` (GET /api/v1/nodes, may be null) says which nodes are simulated.
+std::string RenderClusterGpus(const nlohmann::json& answer, const nlohmann::json& nodes);
+// One lease (POST /api/v1/allocations, renew): its id, node, GPUs and expiry.
+std::string RenderLease(const nlohmann::json& lease);
+// GET /api/v1/allocations.
+std::string RenderAllocations(const nlohmann::json& answer);
+// POST /api/v1/jobs: the submission and one line per experiment.
+std::string RenderSubmission(const nlohmann::json& answer);
+// GET /api/v1/jobs. `status_filter` is the --status asked for ("" for all).
+std::string RenderJobs(const nlohmann::json& answer, std::string_view status_filter);
+// GET /api/v1/jobs/{id}: status, requirement and estimate, placement with per-GPU details, the
+// monitoring summary and any other metrics. `now` measures the wait and run of unfinished jobs.
+std::string RenderJob(const nlohmann::json& job, std::chrono::system_clock::time_point now);
+// One line for a job that left the queue (`flytctl submit --wait`): id, experiment, status, why.
+std::string RenderJobOutcome(const nlohmann::json& job);
+// GET /api/v1/queue.
+std::string RenderQueue(const nlohmann::json& answer);
+// GET /api/v1/events.
+std::string RenderEvents(const nlohmann::json& answer);
+// GET /api/v1/whoami, and where it was asked.
+std::string RenderWhoami(const nlohmann::json& answer, std::string_view url);
 
 }  // namespace flyt::ctl

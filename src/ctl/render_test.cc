@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 namespace flyt::ctl {
 namespace {
 
@@ -79,6 +81,359 @@ TEST(RenderTest, NoGpusSaysWhy) {
   s.reason = "no GPUs readable: NVML unavailable (cannot load libnvidia-ml.so.1)";
   std::string out = RenderSnapshot(s, {});
   EXPECT_NE(out.find("No GPUs: no GPUs readable: NVML unavailable"), std::string::npos);
+}
+
+// ---- the cluster manager's answers ----------------------------------------------------------
+
+using nlohmann::json;
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// The line of `text` that contains `what` ("" when none).
+std::string LineWith(const std::string& text, const std::string& what) {
+  size_t at = text.find(what);
+  if (at == std::string::npos) return "";
+  size_t begin = text.rfind('\n', at);
+  begin = begin == std::string::npos ? 0 : begin + 1;
+  return text.substr(begin, text.find('\n', at) - begin);
+}
+
+TEST(ClusterRenderTest, ShortModelNamesDropVendorFormFactorAndMemory) {
+  EXPECT_EQ(ShortGpuModel("NVIDIA H100 80GB HBM3"), "H100");
+  EXPECT_EQ(ShortGpuModel("Tesla V100-SXM2-16GB"), "V100");
+  EXPECT_EQ(ShortGpuModel("NVIDIA A100-SXM4-40GB"), "A100");
+  EXPECT_EQ(ShortGpuModel("NVIDIA H100 PCIe"), "H100");
+  EXPECT_EQ(ShortGpuModel("NVIDIA L40S"), "L40S");
+  EXPECT_EQ(ShortGpuModel("NVIDIA GeForce RTX 4090"), "RTX 4090");
+  EXPECT_EQ(ShortGpuModel("NVIDIA RTX A6000"), "RTX A6000");
+  EXPECT_EQ(ShortGpuModel("NVIDIA"), "NVIDIA");
+  EXPECT_EQ(ShortGpuModel(""), "?");
+}
+
+TEST(ClusterRenderTest, DurationsReadAsAPersonWouldSayThem) {
+  EXPECT_EQ(HumanDuration(0), "0s");
+  EXPECT_EQ(HumanDuration(42.9), "42s");
+  EXPECT_EQ(HumanDuration(65), "1m05s");
+  EXPECT_EQ(HumanDuration(3600 * 2 + 180), "2h03m");
+  EXPECT_EQ(HumanDuration(86400 * 3 + 3600 * 4), "3d04h");
+  EXPECT_EQ(HumanDuration(-1), "-");
+  EXPECT_EQ(HumanDuration(std::nan("")), "-");
+}
+
+json JobsAnswer() {
+  return json::parse(R"({"total": 3, "jobs": [
+    {"id": "job-815f262fab16", "task_name": "llama-3.1-8b-throughput", "experiment": 1,
+     "experiments": 8, "status": "completed", "message": "2310 tok/s at 32 seqs", "gpus": 2,
+     "gpu_model": "NVIDIA H100 80GB HBM3", "node": "node-a", "owner": "alice", "priority": 3,
+     "has_monitoring": true, "wait_seconds": 0.002, "runtime_seconds": 65.4},
+    {"id": "job-62aa1efe9a83", "task_name": "llama-3.1-8b-throughput", "experiment": 2,
+     "status": "running", "message": "running on node-b", "gpus": 4,
+     "gpu_model": "Tesla V100-SXM2-16GB", "node": "node-b", "owner": "bob", "priority": 0,
+     "has_monitoring": false, "wait_seconds": 3725, "runtime_seconds": 12},
+    {"id": "job-d32d7a449576", "task_name": "llama-3.1-8b-throughput", "experiment": 4,
+     "status": "queued", "message": "no 1 GPU(s) on one node meet the request; node-a: 0 available, 8 leased",
+     "gpus": 1, "gpu_model": null, "node": null, "owner": "alice", "priority": 0,
+     "has_monitoring": false, "wait_seconds": 30, "runtime_seconds": null}]})");
+}
+
+TEST(ClusterRenderTest, JobsShowGpuCountModelAndTheMonitoringMarker) {
+  std::string out = RenderJobs(JobsAnswer(), "");
+  std::string done = LineWith(out, "job-815f262fab16");
+  EXPECT_NE(done.find("2 (H100) 📊"), std::string::npos) << out;
+  EXPECT_NE(done.find("llama-3.1-8b-throughput #1"), std::string::npos);
+  EXPECT_NE(done.find("completed"), std::string::npos);
+  EXPECT_NE(done.find("1m05s"), std::string::npos);  // runtime
+  EXPECT_NE(done.find("2310 tok/s at 32 seqs"), std::string::npos);
+  std::string running = LineWith(out, "job-62aa1efe9a83");
+  EXPECT_NE(running.find("4 (V100) "), std::string::npos);
+  EXPECT_EQ(running.find("📊"), std::string::npos);
+  EXPECT_NE(running.find("1h02m"), std::string::npos);  // waited
+  std::string queued = LineWith(out, "job-d32d7a449576");
+  EXPECT_NE(queued.find("queued"), std::string::npos);
+  EXPECT_EQ(queued.find("(H100)"), std::string::npos);  // no model before placement
+  EXPECT_EQ(queued.find("📊"), std::string::npos);
+  EXPECT_NE(queued.find("no 1 GPU(s) on one node"), std::string::npos);
+  EXPECT_EQ(Count(out, "\n"), 4u);  // header and three jobs: all of them are shown
+}
+
+TEST(ClusterRenderTest, JobsSayWhenMoreExistThanShownOrNoneMatch) {
+  json answer = JobsAnswer();
+  answer["total"] = 40;
+  EXPECT_NE(RenderJobs(answer, "").find("newest 3 of 40 job(s)"), std::string::npos);
+  EXPECT_EQ(RenderJobs(json::parse(R"({"jobs": [], "total": 5})"), "failed"), "No failed jobs.\n");
+  EXPECT_EQ(RenderJobs(json::parse(R"({"jobs": [], "total": 0})"), ""), "No jobs.\n");
+}
+
+TEST(ClusterRenderTest, AnswersOfTheWrongShapeRenderDashesInsteadOfThrowing) {
+  json odd = json::parse(R"({"jobs": [{"id": 5, "gpus": "two", "status": null,
+      "has_monitoring": "yes", "wait_seconds": "long", "gpu_model": 7}, 3, null]})");
+  std::string out;
+  ASSERT_NO_THROW(out = RenderJobs(odd, ""));
+  EXPECT_NE(out.find("-"), std::string::npos);
+  EXPECT_EQ(out.find("📊"), std::string::npos);
+  for (const char* text : {"[]", "3", "null", R"({"nodes": 1, "gpus": {}, "queue": "x"})"}) {
+    json j = json::parse(text);
+    EXPECT_NO_THROW(RenderNodes(j));
+    EXPECT_NO_THROW(RenderClusterGpus(j, j));
+    EXPECT_NO_THROW(RenderLease(j));
+    EXPECT_NO_THROW(RenderAllocations(j));
+    EXPECT_NO_THROW(RenderSubmission(j));
+    EXPECT_NO_THROW(RenderJob(j, std::chrono::system_clock::now()));
+    EXPECT_NO_THROW(RenderJobOutcome(j));
+    EXPECT_NO_THROW(RenderQueue(j));
+    EXPECT_NO_THROW(RenderEvents(j));
+    EXPECT_NO_THROW(RenderNode(j));
+  }
+}
+
+TEST(ClusterRenderTest, EscapeSequencesFromTheManagerDoNotReachTheTerminal) {
+  json answer = JobsAnswer();
+  answer["jobs"][0]["message"] =
+      "done \033]52;c;ZXZpbA==\007 \xc2\x9b"
+      "31m";
+  answer["jobs"][0]["task_name"] = "t\033[2J";
+  std::string out = RenderJobs(answer, "");
+  EXPECT_EQ(out.find('\033'), std::string::npos);
+  EXPECT_EQ(out.find('\007'), std::string::npos);
+  EXPECT_EQ(out.find("\xc2\x9b"), std::string::npos);  // C1 CSI
+  EXPECT_NE(out.find("done ?]52;c;ZXZpbA==? ?31m"), std::string::npos);
+  json events = {{"events", {{{"id", 1}, {"kind", "gpu.xid"}, {"message", "x\033[31m"}}}}};
+  EXPECT_EQ(RenderEvents(events).find('\033'), std::string::npos);
+}
+
+TEST(ClusterRenderTest, NodesShowStateCountsAndWhichAreSimulated) {
+  json nodes = json::parse(R"({"nodes": [
+    {"name": "node-a", "state": "reachable", "gpu_count": 8, "gpus_leased": 2, "gpus_lost": 0,
+     "gpu_model": "NVIDIA H100 80GB HBM3", "seconds_since_heartbeat": 1.2,
+     "labels": {"zone": "a"}, "simulated_scenario": "sim/scenarios/h100x8-idle.toml"},
+    {"name": "node-b", "state": "unreachable", "gpu_count": 4, "gpus_leased": 0, "gpus_lost": 1,
+     "gpu_model": "NVIDIA A100-SXM4-80GB", "seconds_since_heartbeat": 125, "labels": {},
+     "simulated_scenario": null}]})");
+  std::string out = RenderNodes(nodes);
+  EXPECT_EQ(out.rfind("SIMULATED GPUs on node-a", 0), 0u) << out;
+  EXPECT_NE(out.find("h100x8-idle.toml"), std::string::npos);
+  EXPECT_EQ(out.find("SIMULATED GPUs on node-b"), std::string::npos);
+  std::string a = LineWith(out, "node-a  ");
+  EXPECT_NE(a.find("reachable"), std::string::npos);
+  EXPECT_NE(a.find("zone=a"), std::string::npos);
+  EXPECT_NE(a.find("1s ago"), std::string::npos);
+  std::string b = LineWith(out, "node-b  ");
+  EXPECT_NE(b.find("unreachable"), std::string::npos);
+  EXPECT_NE(b.find("2m05s ago"), std::string::npos);
+  EXPECT_NE(b.find("NVIDIA A100-SXM4-80GB"), std::string::npos);
+  EXPECT_NE(RenderNodes(json::parse(R"({"nodes": []})")).find("No nodes have registered"),
+            std::string::npos);
+}
+
+TEST(ClusterRenderTest, ClusterGpusShowAllocationStateAndWhoHoldsThem) {
+  json gpus = json::parse(R"({"gpus": [
+    {"node": "node-a", "index": 0, "name": "NVIDIA H100 80GB HBM3", "allocation_state": "free",
+     "temperature_c": 31, "gpu_util_percent": 4, "memory_used_bytes": 2151677952,
+     "memory_total_bytes": 85520809984, "power_draw_mw": 95750, "power_limit_mw": 700000,
+     "score": 0.965, "leases": [], "lost": false},
+    {"node": "node-a", "index": 1, "name": "NVIDIA H100 80GB HBM3", "allocation_state": "leased",
+     "temperature_c": 40, "gpu_util_percent": 97, "memory_used_bytes": 4194304,
+     "memory_total_bytes": 85520809984, "power_draw_mw": null, "power_limit_mw": 700000,
+     "score": 0.45, "leases": [{"lease_id": "lease-1", "owner": "alice", "exclusive": true}]},
+    {"node": "node-b", "index": 2, "name": "NVIDIA A100-SXM4-80GB", "allocation_state": "lost",
+     "lost": true, "leases": []}]})");
+  std::string out = RenderClusterGpus(gpus, json());
+  std::string free = LineWith(out, "0.965");
+  EXPECT_NE(free.find("free"), std::string::npos) << out;
+  EXPECT_NE(free.find("2052 / 81559 MiB"), std::string::npos);
+  EXPECT_NE(free.find("96 / 700 W"), std::string::npos);
+  std::string leased = LineWith(out, "alice");
+  EXPECT_NE(leased.find("leased"), std::string::npos);
+  EXPECT_NE(leased.find("alice (lease-1)"), std::string::npos);
+  EXPECT_NE(leased.find("- / 700 W"), std::string::npos);  // absent draw is "-", not 0
+  EXPECT_NE(LineWith(out, "node-b").find("LOST"), std::string::npos);
+  EXPECT_NE(out.find("3 GPU(s): 1 free, 1 leased, 1 lost"), std::string::npos);
+  EXPECT_EQ(out.find("SIMULATED"), std::string::npos);
+}
+
+json Lease() {
+  return json::parse(R"({"id": "lease-536761eb75bf", "owner": "admin", "node": "node-a",
+    "exclusive": true, "labels": {"team": "x"}, "expires_at": "2026-11-22T06:02:52.487Z",
+    "ttl_seconds": 600, "gpus": [
+      {"node": "node-a", "index": 1, "uuid": "GPU-7ed3", "name": "NVIDIA H100 80GB HBM3", "score": 0.98},
+      {"node": "node-a", "index": 2, "uuid": "GPU-5ec3", "name": "NVIDIA H100 80GB HBM3", "score": 0.97}]})");
+}
+
+TEST(ClusterRenderTest, ALeaseShowsItsIdNodeGpusAndExpiry) {
+  std::string out = RenderLease(Lease());
+  EXPECT_EQ(out.rfind("lease lease-536761eb75bf: 2 GPU(s) on node-a, exclusive, owner admin\n", 0),
+            0u)
+      << out;
+  EXPECT_NE(out.find("expires 2026-11-22T06:02:52.487Z (TTL 10m00s"), std::string::npos);
+  EXPECT_NE(LineWith(out, "GPU-7ed3").find("0.980"), std::string::npos);
+  EXPECT_NE(out.find("labels: team=x"), std::string::npos);
+  EXPECT_NE(out.find("on node-a: CUDA_VISIBLE_DEVICES=GPU-7ed3,GPU-5ec3\n"), std::string::npos);
+}
+
+TEST(ClusterRenderTest, AllocationsListEachLeaseWithItsGpusAndTimeLeft) {
+  json lease = Lease();
+  lease["expires_in_seconds"] = 65.5;
+  lease["job_id"] = "job-1";
+  std::string out = RenderAllocations({{"allocations", {lease}}});
+  std::string row = LineWith(out, "lease-536761eb75bf");
+  for (const char* want : {"admin", "node-a", "1,2", "exclusive", "1m05s", "job-1", "team=x"}) {
+    EXPECT_NE(row.find(want), std::string::npos) << want << " in " << out;
+  }
+  EXPECT_EQ(RenderAllocations({{"allocations", json::array()}}), "No active leases.\n");
+}
+
+json CompletedJob() {
+  return json::parse(R"js({
+    "id": "job-59bfe518acd6", "submission": "sub-d324", "task_name": "llama-3.1-8b-throughput",
+    "experiment": 0, "experiments": 8, "model": "meta-llama/Llama-3.1-8B-Instruct",
+    "runtime": "vllm", "parameters": {"tp": 1, "max-num-seqs": 32}, "owner": "admin",
+    "priority": 0, "status": "completed", "message": "best throughput 4512 tok/s",
+    "submitted_at": "2026-11-22T05:52:55.622Z", "submitted_at_ms": 1795326775622,
+    "started_at": "2026-11-22T05:52:55.624Z", "started_at_ms": 1795326775624,
+    "finished_at": "2026-11-22T05:54:00.824Z", "finished_at_ms": 1795326840824,
+    "timeout_seconds": 300,
+    "requirement": {"gpus": 1, "min_free_memory_mb": 49621.0, "max_utilization": 100,
+      "same_node": true, "gpu_model": "", "policy": "score", "exclusive": true,
+      "ttl_seconds": 21600, "min_free_fraction": 0.9, "max_free_spread": 0.0},
+    "estimate": {"model_source": "catalog: Llama-3.1-8B", "min_free_memory_mb": 49620.0,
+      "memory_per_gpu": {"weights_mib": 15316.0, "kv_cache_mib": 32768.0, "reserve_mib": 1536.0,
+        "total_mib": 49620.0},
+      "engine_rule": "vllm: 90% of each GPU's memory free (gpu_memory_utilization)"},
+    "gpu_info": {"model": "NVIDIA H100 80GB HBM3", "count": 1, "device_ids": [1],
+      "world_size": 1, "node": "node-a", "lease_id": "lease-0b47", "allocation_method": "flyt-ledger/score",
+      "allocation_details": [{"index": 1, "uuid": "GPU-7ed34953", "name": "NVIDIA H100 80GB HBM3",
+        "node": "node-a", "availability_score": 0.976, "allocation_method": "flyt-ledger/score",
+        "memory_free_mb": 81026.0, "memory_total_mb": 81559.0, "utilization_percent": 5}]},
+    "monitoring_session": null,
+    "metrics": {
+      "gpu_monitoring": {"monitoring_duration_seconds": 15.6, "sample_count": 16, "gpu_stats": {
+        "1": {"name": "NVIDIA H100 80GB HBM3",
+              "utilization": {"min": 4, "max": 6, "mean": 5.375, "samples": 16},
+              "memory_used_mb": {"min": 4, "max": 4, "mean": 4, "samples": 16},
+              "memory_usage_percent": null,
+              "temperature_c": {"min": 31, "max": 32, "mean": 31.9, "samples": 16},
+              "power_draw_w": {"min": 93.9, "max": 106.6, "mean": 102.8, "samples": 16}}}},
+      "throughput_tok_s": 4512.5, "latency": {"p50_ms": 31}}})js");
+}
+
+TEST(ClusterRenderTest, AJobShowsStatusRequirementPlacementMonitoringAndMetrics) {
+  std::string out = RenderJob(CompletedJob(), std::chrono::system_clock::now());
+  EXPECT_EQ(out.rfind("job job-59bfe518acd6 — llama-3.1-8b-throughput, experiment 0 of 8", 0), 0u)
+      << out;
+  EXPECT_NE(out.find("status:      completed — best throughput 4512 tok/s"), std::string::npos);
+  EXPECT_NE(out.find("(catalog: Llama-3.1-8B)"), std::string::npos);
+  EXPECT_NE(out.find("max-num-seqs=32 tp=1"), std::string::npos);
+  EXPECT_NE(out.find("ran 1m05s"), std::string::npos);
+  EXPECT_NE(LineWith(out, "requirement:").find("1 GPU(s) on one node, each ≥ 49621 MiB free"),
+            std::string::npos);
+  EXPECT_NE(LineWith(out, "estimate:").find("weights 15316 MiB + KV cache 32768 MiB"),
+            std::string::npos);
+  EXPECT_NE(LineWith(out, "placement:").find("node-a, 1 × NVIDIA H100 80GB HBM3, devices [1]"),
+            std::string::npos);
+  std::string detail = LineWith(out, "GPU-7ed34953");
+  EXPECT_NE(detail.find("0.976"), std::string::npos);
+  EXPECT_NE(detail.find("81026"), std::string::npos);
+  EXPECT_NE(detail.find("5%"), std::string::npos);
+  EXPECT_NE(out.find("📊 GPU monitoring over 15.6 s, 16 samples: mean (min-max) of utilization"),
+            std::string::npos);
+  std::string monitored = LineWith(out, "5.4 (4-6)");  // utilisation: mean (min-max)
+  EXPECT_EQ(monitored.rfind("  1  NVIDIA H100 80GB HBM3", 0), 0u) << out;
+  EXPECT_NE(monitored.find("102.8 (94-107)"), std::string::npos);
+  EXPECT_NE(LineWith(out, "throughput_tok_s").find("4512.5"), std::string::npos);
+  EXPECT_NE(LineWith(out, "latency").find(R"({"p50_ms":31})"), std::string::npos);
+}
+
+TEST(ClusterRenderTest, AQueuedJobShowsItsPlaceAndWhyItWaits) {
+  json job = CompletedJob();
+  job["status"] = "queued";
+  job["message"] = "no 1 GPU(s) on one node meet the request; node-a: 0 available, 8 leased";
+  job["queue_position"] = 2;
+  for (const char* k : {"started_at", "started_at_ms", "finished_at", "finished_at_ms"}) {
+    job[k] = nullptr;
+  }
+  job["gpu_info"] = nullptr;
+  job["metrics"] = json::object();
+  auto now =
+      std::chrono::system_clock::time_point(std::chrono::milliseconds(1795326775622 + 90000));
+  std::string out = RenderJob(job, now);
+  EXPECT_NE(out.find("status:      queued — no 1 GPU(s) on one node meet the request; node-a: 0 "
+                     "available, 8 leased"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("queue:       position 2"), std::string::npos);
+  EXPECT_NE(out.find("waiting 1m30s"), std::string::npos);
+  EXPECT_EQ(out.find("placement:"), std::string::npos);
+  EXPECT_EQ(out.find("📊"), std::string::npos);
+}
+
+TEST(ClusterRenderTest, ARunningJobSaysItsMonitoringIsOpenOrWhyItIsNot) {
+  json job = CompletedJob();
+  job["status"] = "running";
+  job["finished_at"] = nullptr;
+  job["finished_at_ms"] = nullptr;
+  job["monitoring_session"] = "mon-4";
+  job["metrics"] = json::object();
+  auto now =
+      std::chrono::system_clock::time_point(std::chrono::milliseconds(1795326775624 + 3600000));
+  std::string out = RenderJob(job, now);
+  EXPECT_NE(out.find("running for 1h00m"), std::string::npos) << out;
+  EXPECT_NE(out.find("session mon-4 open on the node"), std::string::npos);
+  job["monitoring_session"] = nullptr;
+  job["metrics"] = {{"gpu_monitoring_error", "cannot reach the node manager at http://n:1"}};
+  out = RenderJob(job, now);
+  EXPECT_NE(out.find("monitoring:  failed: cannot reach the node manager"), std::string::npos);
+  EXPECT_EQ(out.find("metrics:"), std::string::npos);  // the error is not a metric
+}
+
+TEST(ClusterRenderTest, SubmissionQueueEventsAndOutcomes) {
+  json submitted = json::parse(R"({"submission": "sub-1", "task_name": "t",
+    "model_source": "catalog: Llama-3.1-8B", "jobs": [{"id": "job-a", "experiment": 0,
+    "parameters": {"tp": 2}, "gpus": 2, "min_free_memory_mb": 25578.0, "status": "queued"}]})");
+  std::string out = RenderSubmission(submitted);
+  EXPECT_NE(out.find("submitted t (catalog: Llama-3.1-8B) as sub-1: 1 job(s)"), std::string::npos);
+  EXPECT_NE(LineWith(out, "job-a").find("25578 MiB"), std::string::npos);
+  EXPECT_NE(LineWith(out, "job-a").find("tp=2"), std::string::npos);
+
+  json queue = json::parse(R"({"queue": [{"position": 1, "job_id": "job-a", "task_name": "t",
+    "experiment": 0, "owner": "alice", "priority": 5, "requirement": {"gpus": 4,
+    "min_free_memory_mb": 25579.0}, "waiting_seconds": 65, "timeout_in_seconds": 235,
+    "reason": "no 4 GPU(s) on one node meet the request; node-a: 3 available, 5 leased"}]})");
+  std::string row = LineWith(RenderQueue(queue), "job-a");
+  for (const char* want : {"t #0", "alice", " 5 ", " 4 ", "25579 MiB", "1m05s", "in 3m55s",
+                           "node-a: 3 available, 5 leased"}) {
+    EXPECT_NE(row.find(want), std::string::npos) << want << " in " << row;
+  }
+  EXPECT_EQ(RenderQueue({{"queue", json::array()}}), "The queue is empty.\n");
+
+  json events = json::parse(R"({"events": [{"id": 9, "kind": "job.completed",
+    "at": "2026-11-22T05:53:11.267Z", "message": "job job-a completed: fine"}]})");
+  std::string e = LineWith(RenderEvents(events), "job.completed");
+  EXPECT_NE(e.find("2026-11-22T05:53:11.267Z"), std::string::npos);
+  EXPECT_NE(e.find("job job-a completed: fine"), std::string::npos);
+
+  json running = CompletedJob();
+  running["status"] = "running";
+  running["message"] = "running on node-a";
+  EXPECT_EQ(RenderJobOutcome(running),
+            "job-59bfe518acd6   running    llama-3.1-8b-throughput #0: running on node-a [GPUs 1 "
+            "(H100)]\n");
+}
+
+TEST(ClusterRenderTest, ANodeShowsItsLastSnapshotInTheGpusTable) {
+  json node = json::parse(R"({"name": "node-a", "state": "reachable",
+    "last_heartbeat": "2026-11-22T06:01:19.451Z", "version": "0.1.0", "api_url": "http://n:1",
+    "labels": {}, "snapshot": {"source": "nvml", "gpus": [{"index": 0, "uuid": "GPU-1",
+    "name": "NVIDIA H100 80GB HBM3", "temperature_c": 31, "processes": []}]}})");
+  std::string out = RenderNode(node);
+  EXPECT_EQ(out.rfind("node node-a: reachable, last heartbeat 2026-11-22T06:01:19.451Z", 0), 0u)
+      << out;
+  EXPECT_NE(LineWith(out, "  0  NVIDIA H100").find("31°C"), std::string::npos);
+  node.erase("snapshot");
+  EXPECT_NE(RenderNode(node).find("No readable GPU snapshot"), std::string::npos);
 }
 
 }  // namespace

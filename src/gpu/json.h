@@ -5,10 +5,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json.h"
+#include "common/status.h"
 #include "gpu/history.h"
 #include "gpu/monitor.h"
 #include "gpu/score.h"
-#include "common/status.h"
 #include "gpu/types.h"
 
 namespace flyt::gpu {
@@ -29,9 +30,8 @@ nlohmann::json ToJson(const SessionStats& stats);
 Result<GpuSnapshot> SnapshotFromJson(const nlohmann::json& j);
 Result<SessionStats> SessionStatsFromJson(const nlohmann::json& j);
 
-// Serialises for output. Text from outside (process names and command lines from /proc, GPU
-// names) need not be valid UTF-8; invalid bytes become U+FFFD instead of an exception.
-std::string DumpJson(const nlohmann::json& value, int indent = -1);
+// Serialises for output (common/json.h): text from /proc need not be valid UTF-8.
+using ::flyt::DumpJson;
 
 // RFC 3339 UTC with milliseconds: "2026-01-01T00:00:00.000Z".
 std::string FormatTime(std::chrono::system_clock::time_point t);

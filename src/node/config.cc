@@ -12,35 +12,7 @@
 namespace flyt::node {
 namespace {
 
-// TomlReader plus the typed getters the config needs.
-class Reader : public TomlReader {
- public:
-  using TomlReader::TomlReader;
-
-  Status String(const toml::table& t, const std::string& section, const char* key,
-                std::string& out) const {
-    const toml::node* n = t.get(key);
-    if (n == nullptr) return Status::Ok();
-    if (!n->is_string()) return Error(n, section + "." + key, "expected a string");
-    out = *n->value<std::string>();
-    return Status::Ok();
-  }
-
-  Status Integer(const toml::table& t, const std::string& section, const char* key, int64_t min,
-                 int64_t max, int64_t& out) const {
-    const toml::node* n = t.get(key);
-    if (n == nullptr) return Status::Ok();
-    if (!n->is_integer()) return Error(n, section + "." + key, "expected an integer");
-    int64_t v = *n->value<int64_t>();
-    if (v < min || v > max) {
-      return Error(n, section + "." + key,
-                   "value " + std::to_string(v) + " is out of range [" + std::to_string(min) +
-                       ", " + std::to_string(max) + "]");
-    }
-    out = v;
-    return Status::Ok();
-  }
-};
+using Reader = TomlReader;
 
 std::string Hostname() {
   char buf[256] = {};
@@ -48,35 +20,12 @@ std::string Hostname() {
   return buf;
 }
 
-// Label names as Prometheus allows them: [a-zA-Z_][a-zA-Z0-9_]*, not starting with "__".
-bool ValidLabelName(std::string_view s) {
-  if (s.empty() || (s.size() >= 2 && s.substr(0, 2) == "__")) return false;
-  for (size_t i = 0; i < s.size(); ++i) {
-    char c = s[i];
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
-              (i > 0 && c >= '0' && c <= '9');
-    if (!ok) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 Status SetListen(NodeConfig& config, const std::string& host_port) {
-  size_t colon = host_port.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == host_port.size()) {
-    return InvalidArgument("listen address '" + host_port + "' is not HOST:PORT");
-  }
-  std::string host = host_port.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  auto port = ParseInt(host_port.substr(colon + 1));
-  if (!port || *port < 0 || *port > 65535) {
-    return InvalidArgument("listen address '" + host_port + "': port must be 0-65535");
-  }
-  config.listen_host = host;
-  config.listen_port = static_cast<int>(*port);
+  FLYT_ASSIGN_OR_RETURN(auto address, ParseHostPort(host_port));
+  config.listen_host = address.first;
+  config.listen_port = address.second;
   return Status::Ok();
 }
 
@@ -87,17 +36,12 @@ Result<NodeConfig> ParseNodeConfig(std::string_view text, const std::string& sou
   c.name = Hostname();
   FLYT_RETURN_IF_ERROR(
       r.CheckKeys(root, "", {"node", "http", "monitor", "nvml", "cluster-manager", "log"}));
-  auto section = [&](const char* name) -> Result<const toml::table*> {
-    const toml::node* n = root.get(name);
-    if (n == nullptr) return static_cast<const toml::table*>(nullptr);
-    if (!n->is_table()) return r.Error(n, name, "expected a [" + std::string(name) + "] table");
-    return n->as_table();
-  };
+  auto section = [&](const char* name) { return r.Section(root, name); };
 
   FLYT_ASSIGN_OR_RETURN(const toml::table* node, section("node"));
   if (node != nullptr) {
     FLYT_RETURN_IF_ERROR(r.CheckKeys(*node, "node", {"name", "labels"}));
-    FLYT_RETURN_IF_ERROR(r.String(*node, "node", "name", c.name));
+    FLYT_RETURN_IF_ERROR(r.GetString(*node, "node", "name", c.name));
     if (c.name.empty()) return r.Error(node->get("name"), "node.name", "must not be empty");
     if (const toml::node* l = node->get("labels")) {
       const toml::table* labels = l->as_table();
@@ -121,9 +65,9 @@ Result<NodeConfig> ParseNodeConfig(std::string_view text, const std::string& sou
       Status s = SetListen(c, *l->value<std::string>());
       if (!s.ok()) return r.Error(l, "http.listen", s.message());
     }
-    FLYT_RETURN_IF_ERROR(r.String(*http, "http", "bearer_token", c.bearer_token));
+    FLYT_RETURN_IF_ERROR(r.GetString(*http, "http", "bearer_token", c.bearer_token));
     int64_t body = static_cast<int64_t>(c.max_body_bytes);
-    FLYT_RETURN_IF_ERROR(r.Integer(*http, "http", "max_body_bytes", 1024, 16 << 20, body));
+    FLYT_RETURN_IF_ERROR(r.GetInt(*http, "http", "max_body_bytes", 1024, 16 << 20, body));
     c.max_body_bytes = static_cast<size_t>(body);
   }
   FLYT_ASSIGN_OR_RETURN(const toml::table* mon, section("monitor"));
@@ -132,19 +76,19 @@ Result<NodeConfig> ParseNodeConfig(std::string_view text, const std::string& sou
                                      {"interval_ms", "cache_ttl_ms", "history_retention_s",
                                       "max_sessions", "session_expiry_s"}));
     int64_t v = c.interval.count();
-    FLYT_RETURN_IF_ERROR(r.Integer(*mon, "monitor", "interval_ms", 100, 3600000, v));
+    FLYT_RETURN_IF_ERROR(r.GetInt(*mon, "monitor", "interval_ms", 100, 3600000, v));
     c.interval = std::chrono::milliseconds(v);
     v = c.cache_ttl.count();
-    FLYT_RETURN_IF_ERROR(r.Integer(*mon, "monitor", "cache_ttl_ms", 0, 3600000, v));
+    FLYT_RETURN_IF_ERROR(r.GetInt(*mon, "monitor", "cache_ttl_ms", 0, 3600000, v));
     c.cache_ttl = std::chrono::milliseconds(v);
     v = c.history_retention.count();
-    FLYT_RETURN_IF_ERROR(r.Integer(*mon, "monitor", "history_retention_s", 1, 30 * 86400, v));
+    FLYT_RETURN_IF_ERROR(r.GetInt(*mon, "monitor", "history_retention_s", 1, 30 * 86400, v));
     c.history_retention = std::chrono::seconds(v);
     v = static_cast<int64_t>(c.max_sessions);
-    FLYT_RETURN_IF_ERROR(r.Integer(*mon, "monitor", "max_sessions", 1, 10000, v));
+    FLYT_RETURN_IF_ERROR(r.GetInt(*mon, "monitor", "max_sessions", 1, 10000, v));
     c.max_sessions = static_cast<size_t>(v);
     v = c.session_expiry.count();
-    FLYT_RETURN_IF_ERROR(r.Integer(*mon, "monitor", "session_expiry_s", 1, 30 * 86400, v));
+    FLYT_RETURN_IF_ERROR(r.GetInt(*mon, "monitor", "session_expiry_s", 1, 30 * 86400, v));
     c.session_expiry = std::chrono::seconds(v);
   }
   // History is reserved per GPU at (retention / interval) points of 32 bytes: refuse settings
@@ -164,17 +108,24 @@ Result<NodeConfig> ParseNodeConfig(std::string_view text, const std::string& sou
   FLYT_ASSIGN_OR_RETURN(const toml::table* nvml, section("nvml"));
   if (nvml != nullptr) {
     FLYT_RETURN_IF_ERROR(r.CheckKeys(*nvml, "nvml", {"library"}));
-    FLYT_RETURN_IF_ERROR(r.String(*nvml, "nvml", "library", c.nvml_library));
+    FLYT_RETURN_IF_ERROR(r.GetString(*nvml, "nvml", "library", c.nvml_library));
   }
   FLYT_ASSIGN_OR_RETURN(const toml::table* cm, section("cluster-manager"));
   if (cm != nullptr) {
-    FLYT_RETURN_IF_ERROR(r.CheckKeys(*cm, "cluster-manager", {"address"}));
-    FLYT_RETURN_IF_ERROR(r.String(*cm, "cluster-manager", "address", c.cluster_manager));
+    FLYT_RETURN_IF_ERROR(r.CheckKeys(
+        *cm, "cluster-manager", {"address", "token", "heartbeat_interval_s", "advertise_url"}));
+    FLYT_RETURN_IF_ERROR(r.GetString(*cm, "cluster-manager", "address", c.cluster_manager));
+    FLYT_RETURN_IF_ERROR(r.GetString(*cm, "cluster-manager", "token", c.cluster_manager_token));
+    FLYT_RETURN_IF_ERROR(
+        r.GetString(*cm, "cluster-manager", "advertise_url", c.advertise_url));
+    int64_t hb = c.heartbeat_interval.count();
+    FLYT_RETURN_IF_ERROR(r.GetInt(*cm, "cluster-manager", "heartbeat_interval_s", 1, 3600, hb));
+    c.heartbeat_interval = std::chrono::seconds(hb);
   }
   FLYT_ASSIGN_OR_RETURN(const toml::table* log, section("log"));
   if (log != nullptr) {
     FLYT_RETURN_IF_ERROR(r.CheckKeys(*log, "log", {"level"}));
-    FLYT_RETURN_IF_ERROR(r.String(*log, "log", "level", c.log_level));
+    FLYT_RETURN_IF_ERROR(r.GetString(*log, "log", "level", c.log_level));
     const std::string& l = c.log_level;
     if (l != "trace" && l != "debug" && l != "info" && l != "warn" && l != "error" && l != "off") {
       return r.Error(log->get("level"), "log.level",

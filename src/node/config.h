@@ -33,6 +33,9 @@ struct NodeConfig {
   std::string nvml_library;  // empty: $FLYT_NVML_LIBRARY or libnvidia-ml.so.1
   // [cluster-manager]
   std::string cluster_manager;  // empty: standalone
+  std::string cluster_manager_token;  // a "node" token of the manager; default $FLYT_TOKEN
+  std::chrono::seconds heartbeat_interval{5};
+  std::string advertise_url;  // where the manager reaches this node's API; default from listen
   // [log]
   std::string log_level = "info";
 };

@@ -12,6 +12,7 @@
 #include "gpu/monitor.h"
 #include "gpu/nvml_backend.h"
 #include "node/config.h"
+#include "node/heartbeat.h"
 #include "node/server.h"
 
 namespace {
@@ -32,6 +33,9 @@ int main(int argc, char** argv) {
   app.add_option("--listen", listen, "HOST:PORT to serve on (default 127.0.0.1:12401)");
   app.add_option("--name", name, "Node name (default: the host name)");
   app.add_option("--cluster-manager", cluster_manager, "Cluster manager URL (empty: standalone)");
+  std::string advertise;
+  app.add_option("--advertise-url", advertise,
+                 "URL the cluster manager uses to reach this node's API (default: from --listen)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
   try {
@@ -51,6 +55,7 @@ int main(int argc, char** argv) {
   }
   if (!name.empty()) config.name = name;
   if (!cluster_manager.empty()) config.cluster_manager = cluster_manager;
+  if (!advertise.empty()) config.advertise_url = advertise;
   if (!log_level.empty()) config.log_level = log_level;
 
   // Logs go to stderr: systemd's journal and container runtimes both collect it.
@@ -106,16 +111,31 @@ int main(int argc, char** argv) {
   spdlog::info("serving on http://{}:{} (metrics at /metrics, API at /api/v1){}",
                config.listen_host, server.port(),
                config.bearer_token.empty() ? "" : ", bearer token required");
+  std::unique_ptr<flyt::node::HeartbeatSender> heartbeats;
   if (config.cluster_manager.empty()) {
     spdlog::info("standalone: no cluster manager configured");
   } else {
-    spdlog::info("cluster manager {} configured; registering with it arrives with "
-                 "flyt-cluster-manager", config.cluster_manager);
+    if (config.cluster_manager_token.empty() && std::getenv("FLYT_TOKEN") != nullptr) {
+      config.cluster_manager_token = std::getenv("FLYT_TOKEN");
+    }
+    std::string api_url = config.advertise_url;
+    if (api_url.empty()) {
+      std::string host = config.listen_host;
+      if (host == "0.0.0.0" || host == "::" || host.empty()) host = config.name;
+      if (host.find(':') != std::string::npos) host = "[" + host + "]";
+      api_url = "http://" + host + ":" + std::to_string(server.port());
+    }
+    heartbeats = std::make_unique<flyt::node::HeartbeatSender>(monitor, config, api_url,
+                                                               FLYT_VERSION);
+    heartbeats->Start();
+    spdlog::info("sending heartbeats to {} every {} s (this node's API: {})",
+                 config.cluster_manager, config.heartbeat_interval.count(), api_url);
   }
 
   int sig = 0;
   sigwait(&signals, &sig);
   spdlog::info("{} received; shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  if (heartbeats) heartbeats->Stop();
   server.Stop();
   monitor.Stop();
   spdlog::info("stopped");

@@ -7,6 +7,7 @@
 #include <regex>
 #include <vector>
 
+#include "common/http.h"
 #include "common/strings.h"
 #include "gpu/json.h"
 #include "node/metrics.h"
@@ -16,14 +17,8 @@ namespace {
 
 using nlohmann::json;
 
-void SendJson(httplib::Response& res, int status, const json& body) {
-  res.status = status;
-  res.set_content(gpu::DumpJson(body) + "\n", "application/json");
-}
-
-void SendError(httplib::Response& res, int status, const std::string& message) {
-  SendJson(res, status, json{{"error", message}});
-}
+using http::SendError;
+using http::SendJson;
 
 // The routes and the methods each allows; checked before routing so that a wrong method gets 405
 // and an unknown path 404, both as JSON.
@@ -61,15 +56,7 @@ Result<uint32_t> GpuIndex(const std::string& segment, const gpu::GpuSnapshot& sn
                   std::to_string(snap.gpus.size()) + ")");
 }
 
-int HttpStatus(const Status& s) {
-  switch (s.code()) {
-    case StatusCode::kInvalidArgument: return 400;
-    case StatusCode::kNotFound: return 404;
-    case StatusCode::kResourceExhausted: return 429;
-    case StatusCode::kUnavailable: return 503;
-    default: return 500;
-  }
-}
+int HttpStatus(const Status& s) { return http::HttpStatus(s); }
 
 json CountsJson(const std::map<uint32_t, gpu::EventCounts>& counts) {
   json out = json::object();
@@ -101,24 +88,8 @@ NodeServer::NodeServer(gpu::Monitor& monitor, NodeConfig config, const Clock& cl
 NodeServer::~NodeServer() { Stop(); }
 
 Status NodeServer::Start() {
-  if (config_.listen_port == 0) {
-    port_ = server_->bind_to_any_port(config_.listen_host);
-    if (port_ <= 0) return Unavailable("cannot listen on " + config_.listen_host + " (any port)");
-  } else {
-    if (!server_->bind_to_port(config_.listen_host, config_.listen_port)) {
-      return Unavailable("cannot listen on " + config_.listen_host + ":" +
-                         std::to_string(config_.listen_port) +
-                         " (address in use, or not an address of this host)");
-    }
-    port_ = config_.listen_port;
-  }
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
-  // cpp-httplib marks itself running inside that thread, and stop() does nothing before then: wait,
-  // so that a Stop() right after Start() (a SIGTERM during start-up) cannot hang in join().
-  for (int i = 0; i < 500 && !server_->is_running(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  if (!server_->is_running()) return Internal("the HTTP server did not start");
+  FLYT_ASSIGN_OR_RETURN(port_,
+                        http::Listen(*server_, config_.listen_host, config_.listen_port, thread_));
   return Status::Ok();
 }
 
@@ -127,22 +98,10 @@ void NodeServer::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-bool NodeServer::HasBody(const httplib::Request& req) {
-  if (req.has_header("Transfer-Encoding")) return true;
-  const std::string length = req.get_header_value("Content-Length");
-  return !length.empty() && length != "0";
-}
-
 bool NodeServer::Gate(const httplib::Request& req, httplib::Response& res) const {
   if (!config_.bearer_token.empty() && req.path != "/healthz") {
     // Constant-time comparison: the time taken says nothing about how much of a guess was right.
-    const std::string given = req.get_header_value("Authorization");
-    const std::string expected = "Bearer " + config_.bearer_token;
-    unsigned char diff = given.size() == expected.size() ? 0 : 1;
-    for (size_t i = 0; i < expected.size(); ++i) {
-      diff |= static_cast<unsigned char>(expected[i] ^ (i < given.size() ? given[i] : 0));
-    }
-    if (diff != 0) {
+    if (!http::TokenEquals(http::BearerToken(req).value_or(""), config_.bearer_token)) {
       res.set_header("WWW-Authenticate", "Bearer");
       SendError(res, 401, "missing or wrong bearer token");
       return false;
@@ -173,49 +132,16 @@ bool NodeServer::Gate(const httplib::Request& req, httplib::Response& res) const
 
 void NodeServer::SetUpRoutes() {
   httplib::Server& s = *server_;
-  // cpp-httplib's default also sets SO_REUSEPORT, which lets a second daemon bind the same port
-  // and share its connections silently; a port in use must be an error.
-  s.set_socket_options([](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
-  s.set_payload_max_length(config_.max_body_bytes);
-  // A keep-alive connection holds a worker for its lifetime; with the library's default of 8,
-  // a ninth client (a dashboard, a second Prometheus) would queue behind the others.
-  s.new_task_queue = [] { return new httplib::ThreadPool(16); };
-  s.set_read_timeout(std::chrono::seconds(5));
-  s.set_write_timeout(std::chrono::seconds(10));
-  s.set_keep_alive_max_count(100);
-  s.set_keep_alive_timeout(5);
+  http::Configure(s, {config_.max_body_bytes, 16});
 
   // Requests with a body are never answered before the body is read: on a keep-alive connection
   // an unread body would be parsed as the next request. They reach the catch-all handlers below
   // (or their own handler, which calls Gate first).
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (HasBody(req)) return httplib::Server::HandlerResponse::Unhandled;
+    if (http::HasBody(req)) return httplib::Server::HandlerResponse::Unhandled;
     return Gate(req, res) ? httplib::Server::HandlerResponse::Unhandled
                           : httplib::Server::HandlerResponse::Handled;
   });
-  s.set_error_handler([](const httplib::Request&, httplib::Response& res) {
-    if (res.body.empty()) {
-      std::string text = "HTTP error " + std::to_string(res.status);
-      if (res.status == 413) text = "request body too large";
-      if (res.status == 400) text = "malformed request";
-      SendError(res, res.status, text);
-    }
-  });
-  s.set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-        std::string what = "internal error";
-        try {
-          if (ep) std::rethrow_exception(ep);
-        } catch (const std::exception& e) {
-          what += std::string(": ") + e.what();
-        } catch (...) {
-        }
-        SendError(res, 500, what);
-      });
-
   s.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
     auto snap = monitor_.LastSnapshot();
     if (!snap) {

@@ -44,7 +44,6 @@ class NodeServer {
   void SetUpRoutes();
   // Auth (401), route (404) and method (405) checks; false when it has answered.
   bool Gate(const httplib::Request& req, httplib::Response& res) const;
-  static bool HasBody(const httplib::Request& req);
 
   gpu::Monitor& monitor_;
   const NodeConfig config_;

@@ -147,7 +147,17 @@ Result<TaskEstimate> EstimateTask(const json& task, const EstimateOptions& optio
 
   // The model: a config.json given with the task, else the catalog, else only an explicit size.
   std::optional<ModelSpec> model;
-  if (task["model"].contains("config_json") && task["model"]["config_json"].is_string()) {
+  if (task["model"].contains("config")) {
+    const std::string name = out.model.substr(out.model.find_last_of('/') + 1);
+    FLYT_ASSIGN_OR_RETURN(ModelSpec m,
+                          ModelFromHfConfig(task["model"]["config"], name, "model.config"));
+    model = m;
+    out.model_source = "config.json: inline";
+  } else if (task["model"].contains("config_json") && !options.allow_local_files) {
+    return InvalidArgument(
+        "model.config_json names a file on the manager's machine, which it does not read; give "
+        "the config.json's content inline as model.config");
+  } else if (task["model"].contains("config_json") && task["model"]["config_json"].is_string()) {
     const std::string path = task["model"]["config_json"].get<std::string>();
     FLYT_ASSIGN_OR_RETURN(ModelSpec m, LoadHfConfig(path));
     model = m;
@@ -155,7 +165,7 @@ Result<TaskEstimate> EstimateTask(const json& task, const EstimateOptions& optio
   } else if (const ModelSpec* m = FindInCatalog(out.model)) {
     model = *m;
     out.model_source = "catalog: " + m->name;
-  } else if (std::filesystem::exists(out.model + "/config.json")) {
+  } else if (options.allow_local_files && std::filesystem::exists(out.model + "/config.json")) {
     FLYT_ASSIGN_OR_RETURN(ModelSpec loaded, LoadHfConfig(out.model));
     model = loaded;
     out.model_source = "config.json: " + out.model + "/config.json";

@@ -28,6 +28,10 @@ namespace flyt::sched {
 struct EstimateOptions {
   double reserve_mib = 1536;  // per GPU: CUDA context (~500 MiB), activations, CUDA graphs
   size_t max_experiments = 10000;
+  // Whether model.config_json and a model directory may be read from this machine's files. The
+  // cluster manager turns it off: a remote caller must not make it read its files; such a caller
+  // gives the config.json inline as model.config.
+  bool allow_local_files = true;
 };
 
 struct MemoryEstimate {

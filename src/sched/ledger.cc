@@ -9,10 +9,40 @@ struct Candidate {
   std::string node;
   const GpuState* gpu;
   double score;
+  uint64_t free_bytes;  // after what shared leases reserve
+  uint64_t need_bytes;  // what this request reserves on it
 };
 
+// The best `n` candidates (sorted by score) whose free memory lies within `spread` of each
+// other (SGLang's rule); with no spread rule, simply the first n. Empty when none qualify.
+std::vector<Candidate> PickBalanced(const std::vector<Candidate>& sorted, size_t n, double spread) {
+  if (sorted.size() < n) return {};
+  if (spread <= 0) return {sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(n)};
+  std::vector<Candidate> by_free = sorted;
+  std::stable_sort(by_free.begin(), by_free.end(), [](const Candidate& a, const Candidate& b) {
+    return a.free_bytes > b.free_bytes;
+  });
+  std::vector<Candidate> best;
+  double best_score = -1;
+  for (size_t i = 0; i + n <= by_free.size(); ++i) {
+    const double hi = static_cast<double>(by_free[i].free_bytes);
+    const double lo = static_cast<double>(by_free[i + n - 1].free_bytes);
+    if (hi - lo > spread * hi) continue;
+    double total = 0;
+    for (size_t k = i; k < i + n; ++k) total += by_free[k].score;
+    if (total > best_score) {
+      best_score = total;
+      best.assign(by_free.begin() + static_cast<std::ptrdiff_t>(i),
+                  by_free.begin() + static_cast<std::ptrdiff_t>(i + n));
+    }
+  }
+  std::stable_sort(best.begin(), best.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.score > b.score; });
+  return best;
+}
+
 struct NodeReasons {
-  int leased = 0, low_memory = 0, busy = 0, lost = 0, other_model = 0, unknown = 0;
+  int leased = 0, low_memory = 0, unbalanced = 0, busy = 0, lost = 0, other_model = 0, unknown = 0;
   std::string Describe() const {
     std::string out;
     auto add = [&](int n, const char* what) {
@@ -24,6 +54,7 @@ struct NodeReasons {
     add(lost, "lost");
     add(other_model, "of another model");
     add(unknown, "without memory/utilisation readings");
+    if (unbalanced > 0) add(unbalanced, "GPUs fit but not with free memory within the spread rule");
     return out;
   }
 };
@@ -42,11 +73,41 @@ bool Ledger::Reachable(const std::string& node) const {
   return it != nodes_.end() && ReachableLocked(it->second);
 }
 
-void Ledger::UpdateNode(const std::string& node, std::vector<GpuState> gpus) {
+void Ledger::UpdateNode(const std::string& node, std::vector<GpuState> gpus,
+                        std::optional<std::chrono::steady_clock::time_point> heard_at) {
   std::scoped_lock lock(mu_);
   Node& n = nodes_[node];
   n.gpus = std::move(gpus);
-  n.last_heartbeat = clock_.SteadyNow();
+  n.last_heartbeat = heard_at ? *heard_at : clock_.SteadyNow();
+}
+
+void Ledger::RemoveNode(const std::string& node) {
+  std::scoped_lock lock(mu_);
+  nodes_.erase(node);
+}
+
+void Ledger::Restore(const Lease& lease) {
+  std::scoped_lock lock(mu_);
+  leases_[lease.id] = lease;
+}
+
+double Ledger::Score(const GpuState& g, uint64_t leased_bytes) const {
+  if (g.lost || !g.memory_total_bytes || !g.memory_free_bytes || !g.utilization_percent ||
+      *g.memory_total_bytes == 0) {
+    return 0;
+  }
+  const uint64_t free = *g.memory_free_bytes > leased_bytes ? *g.memory_free_bytes - leased_bytes : 0;
+  return (options_.memory_weight * static_cast<double>(free) /
+              static_cast<double>(*g.memory_total_bytes) +
+          options_.utilization_weight * (100.0 - std::min(100u, *g.utilization_percent)) / 100.0) /
+         (options_.memory_weight + options_.utilization_weight);
+}
+
+std::optional<Lease> Ledger::Find(const std::string& id) const {
+  std::scoped_lock lock(mu_);
+  auto it = leases_.find(id);
+  if (it == leases_.end()) return std::nullopt;
+  return it->second;
 }
 
 Result<Lease> Ledger::Allocate(const AllocationRequest& req) {
@@ -55,6 +116,12 @@ Result<Lease> Ledger::Allocate(const AllocationRequest& req) {
     return InvalidArgument("ttl_seconds must be 1-2592000");
   }
   if (req.max_utilization_percent > 100) return InvalidArgument("max_utilization must be 0-100");
+  if (!(req.min_free_fraction >= 0 && req.min_free_fraction <= 1)) {
+    return InvalidArgument("min_free_fraction must be 0-1");
+  }
+  if (!(req.max_free_spread >= 0 && req.max_free_spread <= 1)) {
+    return InvalidArgument("max_free_spread must be 0-1");
+  }
   std::scoped_lock lock(mu_);
   const auto now = clock_.WallNow();
 
@@ -73,7 +140,7 @@ Result<Lease> Ledger::Allocate(const AllocationRequest& req) {
         u.exclusive = true;
       } else {
         ++u.shared;
-        u.shared_bytes += l.memory_per_gpu_bytes;
+        u.shared_bytes += g.reserved_bytes;
       }
     }
   }
@@ -108,7 +175,11 @@ Result<Lease> Ledger::Allocate(const AllocationRequest& req) {
       }
       const uint64_t free =
           *g.memory_free_bytes > u.shared_bytes ? *g.memory_free_bytes - u.shared_bytes : 0;
-      if (free < req.min_free_memory_bytes) {
+      const uint64_t need = std::max<uint64_t>(
+          req.min_free_memory_bytes,
+          static_cast<uint64_t>(req.min_free_fraction *
+                                static_cast<double>(*g.memory_total_bytes)));
+      if (free < need) {
         ++why.low_memory;
         continue;
       }
@@ -116,15 +187,15 @@ Result<Lease> Ledger::Allocate(const AllocationRequest& req) {
         ++why.busy;
         continue;
       }
-      double score = (options_.memory_weight * static_cast<double>(free) /
-                          static_cast<double>(*g.memory_total_bytes) +
-                      options_.utilization_weight * (100.0 - *g.utilization_percent) / 100.0) /
-                     (options_.memory_weight + options_.utilization_weight);
-      ok.push_back({name, &g, score});
+      ok.push_back({name, &g, Score(g, u.shared_bytes), free, need});
     }
     std::sort(ok.begin(), ok.end(), [](const Candidate& a, const Candidate& b) {
       return a.score != b.score ? a.score > b.score : a.gpu->index < b.gpu->index;
     });
+    if (req.same_node && req.max_free_spread > 0 && static_cast<int>(ok.size()) >= req.gpus &&
+        PickBalanced(ok, static_cast<size_t>(req.gpus), req.max_free_spread).empty()) {
+      why.unbalanced = static_cast<int>(ok.size());
+    }
     std::string described = why.Describe();
     if (static_cast<int>(ok.size()) < req.gpus || !described.empty()) {
       reasons.push_back(name + ": " + std::to_string(ok.size()) + " available" +
@@ -163,21 +234,15 @@ Result<Lease> Ledger::Allocate(const AllocationRequest& req) {
   std::vector<Candidate> chosen;
   if (req.same_node) {
     for (const std::string& name : order) {
-      if (static_cast<int>(by_node[name].size()) >= req.gpus) {
-        chosen.assign(by_node[name].begin(), by_node[name].begin() + req.gpus);
-        break;
-      }
+      chosen = PickBalanced(by_node[name], static_cast<size_t>(req.gpus), req.max_free_spread);
+      if (!chosen.empty()) break;
     }
   } else if (req.policy == Policy::kScore) {
     for (const std::string& name : order)
       chosen.insert(chosen.end(), by_node[name].begin(), by_node[name].end());
     std::stable_sort(chosen.begin(), chosen.end(),
                      [](const Candidate& a, const Candidate& b) { return a.score > b.score; });
-    if (static_cast<int>(chosen.size()) >= req.gpus) {
-      chosen.resize(static_cast<size_t>(req.gpus));
-    } else {
-      chosen.clear();
-    }
+    chosen = PickBalanced(chosen, static_cast<size_t>(req.gpus), req.max_free_spread);
   } else {
     // binpack: fill node after node in order; spread: one GPU per node in turn.
     std::vector<Candidate> picked;
@@ -199,7 +264,9 @@ Result<Lease> Ledger::Allocate(const AllocationRequest& req) {
         if (!any) break;
       }
     }
-    if (static_cast<int>(picked.size()) == req.gpus) chosen = std::move(picked);
+    if (static_cast<int>(picked.size()) == req.gpus) {
+      chosen = PickBalanced(picked, picked.size(), req.max_free_spread);
+    }
   }
 
   if (chosen.empty()) {
@@ -211,15 +278,16 @@ Result<Lease> Ledger::Allocate(const AllocationRequest& req) {
   }
 
   Lease lease;
-  lease.id = "lease-" + std::to_string(next_id_++);
+  lease.id = req.id.empty() ? "lease-" + std::to_string(next_id_++) : req.id;
+  if (leases_.count(lease.id)) return AlreadyExists("lease " + lease.id + " exists");
   lease.owner = req.owner;
+  lease.labels = req.labels;
   lease.exclusive = req.exclusive;
-  lease.memory_per_gpu_bytes = req.min_free_memory_bytes;
   lease.granted_at = now;
   lease.ttl = req.ttl;
   lease.expires_at = now + req.ttl;
   for (const Candidate& c : chosen) {
-    lease.gpus.push_back({c.node, c.gpu->index, c.gpu->uuid, c.gpu->name, c.score});
+    lease.gpus.push_back({c.node, c.gpu->index, c.gpu->uuid, c.gpu->name, c.score, c.need_bytes});
   }
   leases_[lease.id] = lease;
   return lease;

@@ -44,6 +44,14 @@ struct AllocationRequest {
   bool exclusive = true;
   std::chrono::seconds ttl{3600};
   std::string owner;
+  std::map<std::string, std::string> labels;
+  // Engine rules on top of min_free_memory: vLLM wants `min_free_fraction` of each GPU's total
+  // memory free; SGLang wants the chosen GPUs' free memory within `max_free_spread` (0.10) of
+  // each other. 0 turns a rule off.
+  double min_free_fraction = 0;
+  double max_free_spread = 0;
+  // The lease's id; empty: the ledger numbers it. Replicas sharing a store pass random ids.
+  std::string id;
 };
 
 struct LeasedGpu {
@@ -52,14 +60,15 @@ struct LeasedGpu {
   std::string uuid;
   std::string name;
   double score = 0;
+  uint64_t reserved_bytes = 0;  // counted against the GPU's free memory while leased
 };
 
 struct Lease {
   std::string id;
   std::string owner;
   std::vector<LeasedGpu> gpus;
-  uint64_t memory_per_gpu_bytes = 0;  // what it counts against free memory (non-exclusive)
   bool exclusive = true;
+  std::map<std::string, std::string> labels;
   std::chrono::system_clock::time_point granted_at;
   std::chrono::system_clock::time_point expires_at;
   std::chrono::seconds ttl{0};
@@ -76,8 +85,15 @@ class Ledger {
  public:
   explicit Ledger(const Clock& clock, LedgerOptions options = {});
 
-  // A heartbeat: the node's GPUs as it reads them now.
-  void UpdateNode(const std::string& node, std::vector<GpuState> gpus);
+  // A heartbeat: the node's GPUs as it reads them now. `heard_at` (default: now) lets a manager
+  // that restarts restore when each node was last heard from.
+  void UpdateNode(const std::string& node, std::vector<GpuState> gpus,
+                  std::optional<std::chrono::steady_clock::time_point> heard_at = {});
+  void RemoveNode(const std::string& node);
+  // Puts back a lease as it was granted (after a restart, or another replica's grant).
+  void Restore(const Lease& lease);
+  // The availability score of one GPU given what leases hold on it (0 when unreadable).
+  double Score(const GpuState& gpu, uint64_t leased_bytes) const;
 
   // Grants a lease or fails with kResourceExhausted and the reasons per node.
   Result<Lease> Allocate(const AllocationRequest& request);
@@ -88,6 +104,7 @@ class Ledger {
   std::vector<Lease> Expire();
 
   std::vector<Lease> Leases() const;
+  std::optional<Lease> Find(const std::string& id) const;
   bool Reachable(const std::string& node) const;
 
  private:

@@ -240,3 +240,76 @@ TEST_F(LedgerTest, RandomSequencesNeverDoubleBook) {
 
 }  // namespace
 }  // namespace flyt::sched
+
+namespace flyt::sched {
+namespace {
+
+TEST(LedgerEngineRules, VllmFractionOfEachGpusTotalMustBeFree) {
+  FakeClock clock;
+  Ledger ledger(clock);
+  auto gpus = Gpus(2, 80);
+  gpus[0].memory_free_bytes = 70 * kGiB;  // 87.5% free: below vLLM's 90%
+  ledger.UpdateNode("a", gpus);
+  AllocationRequest req;
+  req.gpus = 1;
+  req.min_free_fraction = 0.9;
+  req.exclusive = false;
+  auto lease = ledger.Allocate(req);
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  EXPECT_EQ(lease->gpus[0].index, 1u);
+  EXPECT_EQ(lease->gpus[0].reserved_bytes, static_cast<uint64_t>(0.9 * 80 * kGiB));
+  auto again = ledger.Allocate(req);  // GPU 1 now has 8 GiB unreserved
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.status().message().find("2 below min_free_memory_mb"), std::string::npos)
+      << again.status().message();
+}
+
+TEST(LedgerEngineRules, SglangRanksMustHaveFreeMemoryWithinTheSpread) {
+  FakeClock clock;
+  Ledger ledger(clock);
+  auto gpus = Gpus(3, 80);
+  gpus[0].memory_free_bytes = 40 * kGiB;
+  gpus[1].memory_free_bytes = 80 * kGiB;
+  gpus[2].memory_free_bytes = 76 * kGiB;
+  ledger.UpdateNode("a", gpus);
+  AllocationRequest req;
+  req.gpus = 2;
+  req.max_free_spread = 0.10;
+  auto lease = ledger.Allocate(req);
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  std::set<uint32_t> got;
+  for (const auto& g : lease->gpus) got.insert(g.index);
+  EXPECT_EQ(got, (std::set<uint32_t>{1, 2}));
+  ASSERT_TRUE(ledger.Release(lease->id).ok());
+  gpus[2].memory_free_bytes = 50 * kGiB;
+  ledger.UpdateNode("a", gpus);
+  auto none = ledger.Allocate(req);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("spread rule"), std::string::npos)
+      << none.status().message();
+}
+
+TEST(LedgerRestore, RestoredLeasesHoldTheirGpusAndIdsAreUnique) {
+  FakeClock clock;
+  Ledger ledger(clock);
+  ledger.UpdateNode("a", Gpus(1));
+  Lease l;
+  l.id = "lease-abc";
+  l.gpus.push_back({"a", 0, "GPU-H1000", "NVIDIA H100 80GB HBM3", 1.0, 0});
+  l.granted_at = clock.WallNow();
+  l.ttl = std::chrono::seconds(60);
+  l.expires_at = l.granted_at + l.ttl;
+  ledger.Restore(l);
+  AllocationRequest req;
+  EXPECT_FALSE(ledger.Allocate(req).ok());
+  ASSERT_TRUE(ledger.Release("lease-abc").ok());
+  req.id = "lease-x";
+  ASSERT_TRUE(ledger.Allocate(req).ok());
+  ledger.UpdateNode("b", Gpus(1));
+  auto dup = ledger.Allocate(req);
+  ASSERT_FALSE(dup.ok());
+  EXPECT_EQ(dup.status().code(), StatusCode::kAlreadyExists);
+}
+
+}  // namespace
+}  // namespace flyt::sched

@@ -47,6 +47,11 @@ Result<ModelSpec> LoadHfConfig(const std::string& path) {
   if (std::filesystem::is_directory(path)) file = path + "/config.json";
   FLYT_ASSIGN_OR_RETURN(std::string text, ReadFile(file, 1 << 20));
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  return ModelFromHfConfig(j, std::filesystem::path(path).filename().string(), file);
+}
+
+Result<ModelSpec> ModelFromHfConfig(const nlohmann::json& j, const std::string& name,
+                                    const std::string& file) {
   if (!j.is_object()) return InvalidArgument(file + ": not a JSON object");
   auto get_int = [&](const char* key, int fallback) -> Result<int> {
     auto it = j.find(key);
@@ -60,7 +65,7 @@ Result<ModelSpec> LoadHfConfig(const std::string& path) {
     return static_cast<int>(it->get<uint64_t>());
   };
   ModelSpec m;
-  m.name = std::filesystem::path(path).filename().string();
+  m.name = name;
   FLYT_ASSIGN_OR_RETURN(m.layers, get_int("num_hidden_layers", -1));
   FLYT_ASSIGN_OR_RETURN(m.hidden_size, get_int("hidden_size", -1));
   FLYT_ASSIGN_OR_RETURN(m.attention_heads, get_int("num_attention_heads", -1));

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,5 +35,8 @@ const ModelSpec* FindInCatalog(std::string_view id_or_path);
 // Reads a HuggingFace config.json (a file, or a directory holding one). Parameters are counted
 // from the dimensions (embeddings, attention, MLP or experts), as they are not in the file.
 Result<ModelSpec> LoadHfConfig(const std::string& path);
+// The same from a parsed config.json; `file` names it in errors.
+Result<ModelSpec> ModelFromHfConfig(const nlohmann::json& config, const std::string& name,
+                                    const std::string& file);
 
 }  // namespace flyt::sched

@@ -22,3 +22,18 @@ finish() {
   echo "$passes passed, $failures failed"
   [ "$failures" -eq 0 ]
 }
+
+# free_port: a TCP port free on loopback now.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# wait_for <seconds> <command...>: polls until the command succeeds (pass a function, not a
+# $(...) argument, so that it is evaluated at every poll).
+wait_for() {
+  local limit=$1
+  shift
+  for _ in $(seq 1 $((limit * 10))); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
+  return 1
+}
+
+# jq_py <python>: runs python with the JSON on stdin as `d`.
+jq_py() { python3 -c "import json,sys; d=json.load(sys.stdin); $1"; }

@@ -19,15 +19,6 @@ cleanup() {
 trap cleanup EXIT
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-# wait_for <seconds> <command...>: polls until the command succeeds.
-wait_for() {
-  local limit=$1
-  shift
-  for _ in $(seq 1 $((limit * 10))); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
-  return 1
-}
-jq_py() { python3 -c "import json,sys; d=json.load(sys.stdin); $1"; }
 pport=""  # the Prometheus port, set in section 7
 query() { curl -s --get "http://127.0.0.1:$pport/api/v1/query" --data-urlencode "query=$1"; }
 count_of() { query "$1" | jq_py "print(len(d['data']['result']))"; }

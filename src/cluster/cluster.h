@@ -1,0 +1,164 @@
+// Cluster: the state of flyt-cluster-manager — node inventory, the reservation ledger, the job
+// queue — kept in memory and written through to the Store before any caller hears an answer.
+//
+// Every change runs inside one store transaction that holds the cluster-wide write lock. The
+// transaction first catches up on what other manager replicas wrote since this one last looked
+// (the store's change feed), then changes the in-memory state, then writes the rows it changed;
+// so two managers on one database decide one after the other on the same state and cannot grant
+// one GPU twice (the database's unique index on exclusive claims backs this up). If a write
+// fails, the in-memory state is reloaded from the store: memory never runs ahead of the disk.
+//
+// A scheduler thread runs the queue and expiry. It sleeps until something may have changed
+// (a release, an expiry deadline, a submission, a heartbeat while jobs wait) or the next deadline,
+// never on a polling timer; replicas sharing a database also catch up every sync_interval. A
+// worker thread opens and closes monitoring sessions on node managers, so no lock is held across
+// a network call.
+//
+// Thread-safety: every public method may be called from any thread (one mutex guards the state).
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "cluster/config.h"
+#include "cluster/records.h"
+#include "common/clock.h"
+#include "common/status.h"
+#include "sched/ledger.h"
+#include "sched/queue.h"
+#include "store/store.h"
+
+namespace flyt::cluster {
+
+struct Caller {
+  std::string name;
+  Role role = Role::kViewer;
+};
+
+struct ClusterCounters {
+  uint64_t heartbeats = 0;
+  uint64_t allocations_granted = 0;
+  uint64_t allocations_refused = 0;
+  uint64_t schedule_passes = 0;
+  uint64_t store_errors = 0;
+  uint64_t reloads = 0;
+  double last_pass_seconds = 0;
+};
+
+class Cluster {
+ public:
+  Cluster(std::unique_ptr<store::Store> store, ClusterConfig config, const Clock& clock);
+  ~Cluster();
+  Cluster(const Cluster&) = delete;
+  Cluster& operator=(const Cluster&) = delete;
+
+  // Loads everything from the store; then Start() runs the scheduler and worker threads.
+  Status Load();
+  void Start();
+  void Stop();
+
+  // Node managers: registration is the first heartbeat. Returns what the node should know.
+  Result<nlohmann::json> Heartbeat(const Caller& caller, const nlohmann::json& body);
+  Result<nlohmann::json> ClientHeartbeat(const Caller& caller, const nlohmann::json& body);
+
+  nlohmann::json Nodes() const;
+  Result<nlohmann::json> Node(const std::string& name) const;
+  nlohmann::json Gpus() const;
+  nlohmann::json Clients() const;
+
+  // The reservation ledger. A refusal is kResourceExhausted with the reasons per node.
+  Result<nlohmann::json> Allocate(const Caller& caller, const nlohmann::json& body);
+  Result<nlohmann::json> Renew(const Caller& caller, const std::string& id,
+                               const nlohmann::json& body);
+  Status Release(const Caller& caller, const std::string& id);
+  nlohmann::json Allocations() const;
+
+  // Jobs: one per experiment of the submitted task.
+  Result<nlohmann::json> Submit(const Caller& caller, const nlohmann::json& task);
+  Result<nlohmann::json> Jobs(const std::string& status_filter, size_t limit) const;
+  Result<nlohmann::json> GetJob(const std::string& id) const;
+  Result<nlohmann::json> Cancel(const Caller& caller, const std::string& id);
+  Result<nlohmann::json> Complete(const Caller& caller, const std::string& id,
+                                  const nlohmann::json& body);
+  nlohmann::json Queue() const;
+
+  Result<nlohmann::json> Events(int64_t after_id, size_t limit) const;
+  std::string Metrics() const;
+  std::string StoreDescription() const { return store_->Describe(); }
+
+  // One scheduler round now (tests and the benchmark drive it by hand with a FakeClock).
+  Status Tick();
+
+ private:
+  class CountingTxn;
+
+  // Runs `fn` in a store transaction after catching up. Holds mu_ (the caller has it).
+  Status WriteLocked(store::Durability durability,
+                     const std::function<Status(store::Txn&)>& fn);
+  Status CatchUpLocked(store::Txn& txn);
+  Status ReloadLocked();
+  void ApplyNodeLocked(NodeRecord record);
+  void ApplyJobLocked(Job job);
+
+  Status PutNode(store::Txn& txn, const NodeRecord& node);
+  Status PutJob(store::Txn& txn, const Job& job);
+  Status Event(store::Txn& txn, const std::string& kind, nlohmann::json body);
+  // Ends the lease's job (if any) after its lease went away; queues closing its monitoring.
+  Status FinishJobOfLeaseLocked(store::Txn& txn, const std::string& lease_id, JobState state,
+                                const std::string& message);
+  Status StartJobLocked(store::Txn& txn, Job& job, const sched::Lease& lease);
+  Status TickLocked(store::Txn& txn, bool& woke_others);
+  nlohmann::json GpuInfoLocked(const sched::Lease& lease, const std::string& policy) const;
+  sched::QueuedJob QueuedFrom(const Job& job) const;
+  // Why no node of the cluster could ever meet the request (empty: some could, or none known).
+  std::string NeverFitsLocked(const sched::AllocationRequest& request) const;
+  std::string NewId(const std::string& prefix);
+  std::chrono::steady_clock::time_point HeardAt(WallTime last_heartbeat) const;
+  std::optional<std::chrono::steady_clock::time_point> NextWakeLocked() const;
+
+  void SchedulerLoop();
+  void WorkerLoop();
+  void Post(std::function<void()> task);
+  void OpenSession(const std::string& job_id);
+  void CloseSession(const std::string& job_id);
+  void Wake(bool strong);
+
+  std::unique_ptr<store::Store> store_;
+  const ClusterConfig config_;
+  const Clock& clock_;
+
+  mutable std::mutex mu_;
+  std::unique_ptr<sched::Ledger> ledger_;  // guarded by mu_
+  sched::JobQueue queue_;                  // guarded by mu_
+  std::map<std::string, NodeRecord> nodes_;      // guarded by mu_
+  std::map<std::string, ClientRecord> clients_;  // guarded by mu_
+  std::map<std::string, Job> jobs_;              // guarded by mu_
+  std::map<std::string, std::string> job_of_lease_;  // guarded by mu_
+  int64_t revision_ = 0;                   // guarded by mu_: the store revision we reflect
+  ClusterCounters counters_;               // guarded by mu_
+  uint64_t random_state_ = 0;              // guarded by mu_
+
+  std::condition_variable wake_cv_;
+  bool dirty_ = false;   // guarded by mu_: a pass may place something
+  bool soft_dirty_ = false;  // guarded by mu_: a heartbeat while jobs wait
+  bool stopping_ = false;    // guarded by mu_
+  std::chrono::steady_clock::time_point last_pass_;   // guarded by mu_
+  std::chrono::steady_clock::time_point last_prune_;  // guarded by mu_: events kept to retention
+  std::thread scheduler_;
+
+  std::mutex work_mu_;
+  std::condition_variable work_cv_;
+  std::deque<std::function<void()>> work_;  // guarded by work_mu_
+  bool work_stopping_ = false;              // guarded by work_mu_
+  std::thread worker_;
+};
+
+}  // namespace flyt::cluster

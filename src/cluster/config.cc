@@ -1,0 +1,157 @@
+#include "cluster/config.h"
+
+#include "common/strings.h"
+#include "common/toml_reader.h"
+
+namespace flyt::cluster {
+
+const char* RoleName(Role role) {
+  switch (role) {
+    case Role::kViewer: return "viewer";
+    case Role::kClient: return "client";
+    case Role::kNode: return "node";
+    case Role::kAdmin: return "admin";
+  }
+  return "viewer";
+}
+
+Result<ClusterConfig> ParseClusterConfig(std::string_view text, const std::string& source) {
+  TomlReader r(source);
+  FLYT_ASSIGN_OR_RETURN(toml::table root, r.Parse(text));
+  ClusterConfig c;
+  FLYT_RETURN_IF_ERROR(
+      r.CheckKeys(root, "", {"manager", "ledger", "queue", "auth", "nodes", "events", "log"}));
+  auto seconds = [&](const toml::table& t, const std::string& section, const char* key,
+                     int64_t min, int64_t max, std::chrono::seconds& out) -> Status {
+    int64_t v = out.count();
+    FLYT_RETURN_IF_ERROR(r.GetInt(t, section, key, min, max, v));
+    out = std::chrono::seconds(v);
+    return Status::Ok();
+  };
+
+  FLYT_ASSIGN_OR_RETURN(const toml::table* m, r.Section(root, "manager"));
+  if (m != nullptr) {
+    FLYT_RETURN_IF_ERROR(r.CheckKeys(
+        *m, "manager", {"listen", "store", "var_dir", "max_body_bytes", "sync_interval_ms"}));
+    if (const toml::node* l = m->get("listen")) {
+      if (!l->is_string()) return r.Error(l, "manager.listen", "expected a string HOST:PORT");
+      auto address = ParseHostPort(*l->value<std::string>());
+      if (!address.ok()) return r.Error(l, "manager.listen", address.status().message());
+      c.listen_host = address->first;
+      c.listen_port = address->second;
+    }
+    FLYT_RETURN_IF_ERROR(r.GetString(*m, "manager", "store", c.store));
+    FLYT_RETURN_IF_ERROR(r.GetString(*m, "manager", "var_dir", c.var_dir));
+    int64_t body = static_cast<int64_t>(c.max_body_bytes);
+    FLYT_RETURN_IF_ERROR(r.GetInt(*m, "manager", "max_body_bytes", 4096, 64 << 20, body));
+    c.max_body_bytes = static_cast<size_t>(body);
+    int64_t sync = c.sync_interval.count();
+    FLYT_RETURN_IF_ERROR(r.GetInt(*m, "manager", "sync_interval_ms", 0, 3600000, sync));
+    c.sync_interval = std::chrono::milliseconds(sync);
+  }
+  FLYT_ASSIGN_OR_RETURN(const toml::table* l, r.Section(root, "ledger"));
+  if (l != nullptr) {
+    FLYT_RETURN_IF_ERROR(r.CheckKeys(*l, "ledger",
+                                     {"unreachable_after_seconds", "lease_grace_seconds",
+                                      "memory_weight", "utilization_weight",
+                                      "default_lease_ttl_seconds"}));
+    FLYT_RETURN_IF_ERROR(seconds(*l, "ledger", "unreachable_after_seconds", 1, 86400,
+                                 c.ledger.unreachable_after));
+    FLYT_RETURN_IF_ERROR(
+        seconds(*l, "ledger", "lease_grace_seconds", 0, 30 * 86400, c.ledger.lease_grace));
+    FLYT_RETURN_IF_ERROR(r.GetDouble(*l, "ledger", "memory_weight", 0, 1, c.ledger.memory_weight));
+    FLYT_RETURN_IF_ERROR(
+        r.GetDouble(*l, "ledger", "utilization_weight", 0, 1, c.ledger.utilization_weight));
+    if (c.ledger.memory_weight + c.ledger.utilization_weight <= 0) {
+      return r.Error(l, "ledger.memory_weight", "the two score weights must not both be 0");
+    }
+    FLYT_RETURN_IF_ERROR(seconds(*l, "ledger", "default_lease_ttl_seconds", 1, 30 * 86400,
+                                 c.default_lease_ttl));
+  }
+  FLYT_ASSIGN_OR_RETURN(const toml::table* q, r.Section(root, "queue"));
+  if (q != nullptr) {
+    FLYT_RETURN_IF_ERROR(r.CheckKeys(
+        *q, "queue", {"job_timeout_seconds", "job_lease_ttl_seconds", "backfill_hold_seconds"}));
+    FLYT_RETURN_IF_ERROR(seconds(*q, "queue", "job_timeout_seconds", 1, 30 * 86400, c.job_timeout));
+    FLYT_RETURN_IF_ERROR(
+        seconds(*q, "queue", "job_lease_ttl_seconds", 1, 30 * 86400, c.job_lease_ttl));
+    FLYT_RETURN_IF_ERROR(
+        seconds(*q, "queue", "backfill_hold_seconds", 0, 30 * 86400, c.queue.backfill_hold));
+  }
+  FLYT_ASSIGN_OR_RETURN(const toml::table* a, r.Section(root, "auth"));
+  if (a != nullptr) {
+    FLYT_RETURN_IF_ERROR(r.CheckKeys(*a, "auth", {"anonymous_read", "tokens"}));
+    FLYT_RETURN_IF_ERROR(r.GetBool(*a, "auth", "anonymous_read", c.anonymous_read));
+    if (const toml::node* t = a->get("tokens")) {
+      const toml::array* list = t->as_array();
+      if (list == nullptr) {
+        return r.Error(t, "auth.tokens", "expected an array of {name, token, role} tables");
+      }
+      for (const toml::node& item : *list) {
+        const toml::table* e = item.as_table();
+        if (e == nullptr) return r.Error(&item, "auth.tokens", "expected {name, token, role}");
+        FLYT_RETURN_IF_ERROR(r.CheckKeys(*e, "auth.tokens", {"name", "token", "role"}));
+        TokenEntry entry;
+        std::string role;
+        FLYT_RETURN_IF_ERROR(r.GetString(*e, "auth.tokens", "name", entry.name));
+        FLYT_RETURN_IF_ERROR(r.GetString(*e, "auth.tokens", "token", entry.token));
+        FLYT_RETURN_IF_ERROR(r.GetString(*e, "auth.tokens", "role", role));
+        if (entry.name.empty()) return r.Error(&item, "auth.tokens.name", "must be set");
+        if (entry.token.size() < 16) {
+          return r.Error(&item, "auth.tokens.token",
+                         "must be at least 16 characters (token of " + entry.name + ")");
+        }
+        if (role == "admin") {
+          entry.role = Role::kAdmin;
+        } else if (role == "node") {
+          entry.role = Role::kNode;
+        } else if (role == "client") {
+          entry.role = Role::kClient;
+        } else if (role == "viewer") {
+          entry.role = Role::kViewer;
+        } else {
+          return r.Error(&item, "auth.tokens.role",
+                         "unknown role '" + role + "' (admin, node, client or viewer)");
+        }
+        for (const TokenEntry& other : c.tokens) {
+          if (other.token == entry.token) {
+            return r.Error(&item, "auth.tokens.token", "the same token is listed twice");
+          }
+        }
+        c.tokens.push_back(std::move(entry));
+      }
+    }
+  }
+  FLYT_ASSIGN_OR_RETURN(const toml::table* n, r.Section(root, "nodes"));
+  if (n != nullptr) {
+    FLYT_RETURN_IF_ERROR(r.CheckKeys(*n, "nodes", {"api_token"}));
+    FLYT_RETURN_IF_ERROR(r.GetString(*n, "nodes", "api_token", c.node_api_token));
+  }
+  FLYT_ASSIGN_OR_RETURN(const toml::table* ev, r.Section(root, "events"));
+  if (ev != nullptr) {
+    FLYT_RETURN_IF_ERROR(r.CheckKeys(*ev, "events", {"retention"}));
+    int64_t keep = static_cast<int64_t>(c.event_retention);
+    FLYT_RETURN_IF_ERROR(r.GetInt(*ev, "events", "retention", 100, 100000000, keep));
+    c.event_retention = static_cast<size_t>(keep);
+  }
+  FLYT_ASSIGN_OR_RETURN(const toml::table* log, r.Section(root, "log"));
+  if (log != nullptr) {
+    FLYT_RETURN_IF_ERROR(r.CheckKeys(*log, "log", {"level"}));
+    FLYT_RETURN_IF_ERROR(r.GetString(*log, "log", "level", c.log_level));
+    const std::string& lv = c.log_level;
+    if (lv != "trace" && lv != "debug" && lv != "info" && lv != "warn" && lv != "error" &&
+        lv != "off") {
+      return r.Error(log->get("level"), "log.level",
+                     "unknown level '" + lv + "' (expected trace, debug, info, warn, error, off)");
+    }
+  }
+  return c;
+}
+
+Result<ClusterConfig> LoadClusterConfig(const std::string& path) {
+  auto text = ReadFile(path, 1 << 20);
+  if (!text.ok()) return InvalidArgument("config " + text.status().message());
+  return ParseClusterConfig(*text, path);
+}
+
+}  // namespace flyt::cluster

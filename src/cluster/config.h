@@ -1,0 +1,61 @@
+// ClusterConfig: flyt-cluster-manager's configuration, from a TOML file
+// (configs/cluster-manager.toml documents every key) with command-line overrides on top. With no
+// file at all the manager runs on the defaults: 127.0.0.1:12400 and sqlite:var/flyt.db.
+//
+// Loading refuses a broken file with the file, line, key and problem, and unknown keys. Plain
+// values; copy freely.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "sched/ledger.h"
+#include "sched/queue.h"
+
+namespace flyt::cluster {
+
+// What a bearer token may do. Ordered: each role can do what the ones before it can, except that
+// a node may only register and send heartbeats.
+enum class Role { kViewer, kClient, kNode, kAdmin };
+const char* RoleName(Role role);
+
+struct TokenEntry {
+  std::string name;  // who holds it: the owner of a client's leases and jobs
+  std::string token;
+  Role role = Role::kViewer;
+};
+
+struct ClusterConfig {
+  // [manager]
+  std::string listen_host = "127.0.0.1";
+  int listen_port = 12400;
+  std::string store = "sqlite:var/flyt.db";
+  std::string var_dir = "var";  // the generated admin token lives here
+  size_t max_body_bytes = 4 << 20;
+  // How often a replica that shares its database re-reads what others changed (it also does so
+  // before every write). 0: never between writes (one manager on its own store).
+  std::chrono::milliseconds sync_interval{1000};
+  // [ledger]
+  sched::LedgerOptions ledger;
+  std::chrono::seconds default_lease_ttl{3600};
+  // [queue]
+  std::chrono::seconds job_timeout{300};
+  std::chrono::seconds job_lease_ttl{6 * 3600};
+  sched::QueueOptions queue;
+  // [auth]
+  std::vector<TokenEntry> tokens;
+  bool anonymous_read = false;  // requests without a token may read (role viewer)
+  // [nodes]
+  std::string node_api_token;  // sent to node managers' APIs (monitoring sessions)
+  // [events]
+  size_t event_retention = 100000;
+  // [log]
+  std::string log_level = "info";
+};
+
+Result<ClusterConfig> ParseClusterConfig(std::string_view text, const std::string& source);
+Result<ClusterConfig> LoadClusterConfig(const std::string& path);
+
+}  // namespace flyt::cluster

@@ -1,0 +1,105 @@
+// flyt-cluster-manager: the control plane. This file parses flags, loads the config and wires
+// the store, the cluster state and the HTTP server together; the work is in src/cluster,
+// src/sched and src/store.
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "cluster/auth.h"
+#include "cluster/cluster.h"
+#include "cluster/config.h"
+#include "cluster/server.h"
+#include "common/clock.h"
+#include "common/strings.h"
+#include "store/store.h"
+
+namespace {
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "flyt-cluster-manager: %s\n", message.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"flyt-cluster-manager — cluster inventory, reservation ledger, GPU-aware job queue"};
+  app.set_version_flag("--version", std::string("flyt-cluster-manager ") + FLYT_VERSION);
+  std::string config_path, listen, store_url, var_dir, log_level;
+  app.add_option("--config", config_path, "TOML config file (configs/cluster-manager.toml)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--listen", listen, "HOST:PORT to serve on (default 127.0.0.1:12400)");
+  app.add_option("--store", store_url,
+                 "sqlite:PATH or postgresql://... (default sqlite:var/flyt.db)");
+  app.add_option("--var-dir", var_dir, "Directory for the generated admin token (default var)");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  auto loaded = config_path.empty() ? flyt::cluster::ParseClusterConfig("", "(defaults)")
+                                    : flyt::cluster::LoadClusterConfig(config_path);
+  if (!loaded.ok()) return Fail(loaded.status().message());
+  flyt::cluster::ClusterConfig config = std::move(loaded).value();
+  if (!listen.empty()) {
+    auto address = flyt::ParseHostPort(listen);
+    if (!address.ok()) return Fail("--listen: " + address.status().message());
+    config.listen_host = address->first;
+    config.listen_port = address->second;
+  }
+  if (!store_url.empty()) config.store = store_url;
+  if (!var_dir.empty()) config.var_dir = var_dir;
+  if (!log_level.empty()) config.log_level = log_level;
+
+  auto logger = spdlog::stderr_color_mt("flyt");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ %v");
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  const char* env_token = std::getenv("FLYT_ADMIN_TOKEN");
+  auto auth = flyt::cluster::Auth::Build(config, env_token ? env_token : "");
+  if (!auth.ok()) return Fail(auth.status().message());
+  if (!auth->generated_token_path.empty()) {
+    spdlog::warn("no token configured: {} the admin token {} (mode 0600); give it to flytctl "
+                 "with --token or FLYT_TOKEN",
+                 auth->generated_now ? "generated" : "using", auth->generated_token_path);
+  }
+
+  auto store = flyt::store::Store::Open(config.store);
+  if (!store.ok()) return Fail("store " + config.store + ": " + store.status().message());
+  spdlog::info("store: {} (schema version {})", (*store)->Describe(), (*store)->SchemaVersion());
+
+  flyt::cluster::Cluster cluster(std::move(store).value(), config,
+                                 flyt::SystemClock::Instance());
+  if (flyt::Status s = cluster.Load(); !s.ok()) return Fail("loading the store: " + s.message());
+  cluster.Start();
+
+  flyt::cluster::ClusterServer server(cluster, std::move(auth->auth), config, FLYT_VERSION);
+  if (flyt::Status s = server.Start(); !s.ok()) {
+    cluster.Stop();
+    return Fail(s.message());
+  }
+  spdlog::info("serving on http://{}:{} (API at /api/v1, metrics at /metrics)",
+               config.listen_host, server.port());
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("{} received; shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  server.Stop();
+  cluster.Stop();
+  spdlog::info("stopped");
+  return 0;
+}

@@ -1,0 +1,321 @@
+#include "cluster/records.h"
+
+#include "gpu/json.h"
+
+namespace flyt::cluster {
+
+using nlohmann::json;
+
+namespace {
+
+json Labels(const std::map<std::string, std::string>& labels) {
+  json out = json::object();
+  for (const auto& [k, v] : labels) out[k] = v;
+  return out;
+}
+
+Result<std::map<std::string, std::string>> LabelsFrom(const json& j, const std::string& what) {
+  std::map<std::string, std::string> out;
+  if (j.is_null()) return out;
+  if (!j.is_object()) return InvalidArgument(what + " must be an object of strings");
+  for (const auto& [k, v] : j.items()) {
+    if (!v.is_string()) return InvalidArgument(what + "." + k + " must be a string");
+    out[k] = v.get<std::string>();
+  }
+  return out;
+}
+
+// Typed field access that turns a wrong or missing type into an error naming the field.
+template <typename T>
+Result<T> Field(const json& j, const char* key, const std::string& what) {
+  auto it = j.find(key);
+  if (it == j.end()) return InvalidArgument(what + ": " + key + " is missing");
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    return InvalidArgument(what + ": " + key + " has the wrong type");
+  }
+}
+
+template <typename T>
+T Optional(const json& j, const char* key, T fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    return fallback;
+  }
+}
+
+}  // namespace
+
+int64_t ToMillis(WallTime t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+
+WallTime FromMillis(int64_t ms) {
+  return WallTime(std::chrono::duration_cast<WallTime::duration>(std::chrono::milliseconds(ms)));
+}
+
+const char* JobStateName(JobState s) {
+  switch (s) {
+    case JobState::kQueued: return "queued";
+    case JobState::kRunning: return "running";
+    case JobState::kCompleted: return "completed";
+    case JobState::kFailed: return "failed";
+    case JobState::kCancelled: return "cancelled";
+  }
+  return "queued";
+}
+
+std::optional<JobState> ParseJobState(std::string_view name) {
+  for (JobState s : {JobState::kQueued, JobState::kRunning, JobState::kCompleted,
+                     JobState::kFailed, JobState::kCancelled}) {
+    if (name == JobStateName(s)) return s;
+  }
+  return std::nullopt;
+}
+
+const char* PolicyName(sched::Policy p) {
+  switch (p) {
+    case sched::Policy::kScore: return "score";
+    case sched::Policy::kBinpack: return "binpack";
+    case sched::Policy::kSpread: return "spread";
+  }
+  return "score";
+}
+
+std::optional<sched::Policy> ParsePolicy(std::string_view name) {
+  for (auto p : {sched::Policy::kScore, sched::Policy::kBinpack, sched::Policy::kSpread}) {
+    if (name == PolicyName(p)) return p;
+  }
+  return std::nullopt;
+}
+
+json ToJson(const NodeRecord& n) {
+  return {{"name", n.name},
+          {"api_url", n.api_url},
+          {"labels", Labels(n.labels)},
+          {"version", n.version},
+          {"snapshot", gpu::ToJson(n.snapshot)},
+          {"registered_at_ms", ToMillis(n.registered_at)},
+          {"last_heartbeat_ms", ToMillis(n.last_heartbeat)},
+          {"heartbeats", n.heartbeats},
+          {"reachable", n.reachable}};
+}
+
+Result<NodeRecord> NodeFromJson(const json& j) {
+  NodeRecord n;
+  FLYT_ASSIGN_OR_RETURN(n.name, Field<std::string>(j, "name", "node"));
+  n.api_url = Optional<std::string>(j, "api_url", "");
+  FLYT_ASSIGN_OR_RETURN(n.labels, LabelsFrom(j.value("labels", json()), "labels"));
+  n.version = Optional<std::string>(j, "version", "");
+  if (j.contains("snapshot")) {
+    FLYT_ASSIGN_OR_RETURN(n.snapshot, gpu::SnapshotFromJson(j["snapshot"]));
+  }
+  n.registered_at = FromMillis(Optional<int64_t>(j, "registered_at_ms", 0));
+  n.last_heartbeat = FromMillis(Optional<int64_t>(j, "last_heartbeat_ms", 0));
+  n.heartbeats = Optional<uint64_t>(j, "heartbeats", 0);
+  n.reachable = Optional<bool>(j, "reachable", true);
+  return n;
+}
+
+json ToJson(const ClientRecord& c) {
+  return {{"name", c.name},
+          {"address", c.address},
+          {"labels", Labels(c.labels)},
+          {"registered_at_ms", ToMillis(c.registered_at)},
+          {"last_seen_ms", ToMillis(c.last_seen)}};
+}
+
+Result<ClientRecord> ClientFromJson(const json& j) {
+  ClientRecord c;
+  FLYT_ASSIGN_OR_RETURN(c.name, Field<std::string>(j, "name", "client"));
+  c.address = Optional<std::string>(j, "address", "");
+  FLYT_ASSIGN_OR_RETURN(c.labels, LabelsFrom(j.value("labels", json()), "labels"));
+  c.registered_at = FromMillis(Optional<int64_t>(j, "registered_at_ms", 0));
+  c.last_seen = FromMillis(Optional<int64_t>(j, "last_seen_ms", 0));
+  return c;
+}
+
+json ToJson(const sched::Lease& l) {
+  json gpus = json::array();
+  std::string node;
+  for (const sched::LeasedGpu& g : l.gpus) {
+    if (node.empty()) node = g.node;
+    gpus.push_back({{"node", g.node},
+                    {"index", g.index},
+                    {"uuid", g.uuid},
+                    {"name", g.name},
+                    {"score", g.score},
+                    {"reserved_mb", static_cast<double>(g.reserved_bytes) / (1 << 20)},
+                    {"reserved_bytes", g.reserved_bytes}});
+  }
+  return {{"id", l.id},
+          {"owner", l.owner},
+          {"node", node},
+          {"gpus", gpus},
+          {"exclusive", l.exclusive},
+          {"labels", Labels(l.labels)},
+          {"granted_at", gpu::FormatTime(l.granted_at)},
+          {"granted_at_ms", ToMillis(l.granted_at)},
+          {"expires_at", gpu::FormatTime(l.expires_at)},
+          {"expires_at_ms", ToMillis(l.expires_at)},
+          {"ttl_seconds", l.ttl.count()}};
+}
+
+Result<sched::Lease> LeaseFromJson(const json& j) {
+  sched::Lease l;
+  FLYT_ASSIGN_OR_RETURN(l.id, Field<std::string>(j, "id", "lease"));
+  l.owner = Optional<std::string>(j, "owner", "");
+  l.exclusive = Optional<bool>(j, "exclusive", true);
+  FLYT_ASSIGN_OR_RETURN(l.labels, LabelsFrom(j.value("labels", json()), "labels"));
+  FLYT_ASSIGN_OR_RETURN(int64_t granted, Field<int64_t>(j, "granted_at_ms", "lease " + l.id));
+  FLYT_ASSIGN_OR_RETURN(int64_t expires, Field<int64_t>(j, "expires_at_ms", "lease " + l.id));
+  l.granted_at = FromMillis(granted);
+  l.expires_at = FromMillis(expires);
+  l.ttl = std::chrono::seconds(Optional<int64_t>(j, "ttl_seconds", 0));
+  if (!j.contains("gpus") || !j["gpus"].is_array()) {
+    return InvalidArgument("lease " + l.id + ": gpus is missing");
+  }
+  for (const json& g : j["gpus"]) {
+    sched::LeasedGpu lg;
+    FLYT_ASSIGN_OR_RETURN(lg.node, Field<std::string>(g, "node", "lease " + l.id));
+    FLYT_ASSIGN_OR_RETURN(lg.index, Field<uint32_t>(g, "index", "lease " + l.id));
+    FLYT_ASSIGN_OR_RETURN(lg.uuid, Field<std::string>(g, "uuid", "lease " + l.id));
+    lg.name = Optional<std::string>(g, "name", "");
+    lg.score = Optional<double>(g, "score", 0);
+    lg.reserved_bytes = Optional<uint64_t>(g, "reserved_bytes", 0);
+    l.gpus.push_back(std::move(lg));
+  }
+  return l;
+}
+
+json ToJson(const sched::AllocationRequest& r) {
+  return {{"gpus", r.gpus},
+          {"min_free_memory_mb", static_cast<double>(r.min_free_memory_bytes) / (1 << 20)},
+          {"max_utilization", r.max_utilization_percent},
+          {"same_node", r.same_node},
+          {"gpu_model", r.gpu_model},
+          {"policy", PolicyName(r.policy)},
+          {"exclusive", r.exclusive},
+          {"ttl_seconds", r.ttl.count()},
+          {"min_free_fraction", r.min_free_fraction},
+          {"max_free_spread", r.max_free_spread}};
+}
+
+namespace {
+
+Result<sched::AllocationRequest> RequestFromJson(const json& j) {
+  sched::AllocationRequest r;
+  r.gpus = Optional<int>(j, "gpus", 1);
+  r.min_free_memory_bytes =
+      static_cast<uint64_t>(Optional<double>(j, "min_free_memory_mb", 0) * (1 << 20));
+  r.max_utilization_percent = Optional<uint32_t>(j, "max_utilization", 100);
+  r.same_node = Optional<bool>(j, "same_node", true);
+  r.gpu_model = Optional<std::string>(j, "gpu_model", "");
+  auto policy = ParsePolicy(Optional<std::string>(j, "policy", "score"));
+  if (!policy) return InvalidArgument("unknown policy in a stored job");
+  r.policy = *policy;
+  r.exclusive = Optional<bool>(j, "exclusive", true);
+  r.ttl = std::chrono::seconds(Optional<int64_t>(j, "ttl_seconds", 3600));
+  r.min_free_fraction = Optional<double>(j, "min_free_fraction", 0);
+  r.max_free_spread = Optional<double>(j, "max_free_spread", 0);
+  return r;
+}
+
+}  // namespace
+
+json ToJson(const Job& job) {
+  auto time_or_null = [](const std::optional<WallTime>& t) {
+    return t ? json(gpu::FormatTime(*t)) : json(nullptr);
+  };
+  auto ms_or_null = [](const std::optional<WallTime>& t) {
+    return t ? json(ToMillis(*t)) : json(nullptr);
+  };
+  return {{"id", job.id},
+          {"submission", job.submission},
+          {"task_name", job.task_name},
+          {"model", job.model},
+          {"runtime", job.runtime},
+          {"experiment", job.experiment},
+          {"experiments", job.experiments},
+          {"parameters", job.parameters},
+          {"estimate", job.estimate},
+          {"owner", job.owner},
+          {"priority", job.priority},
+          {"order", job.order},
+          {"requirement", ToJson(job.request)},
+          {"lease_id_planned", job.request.id},
+          {"timeout_seconds", job.timeout.count()},
+          {"status", JobStateName(job.state)},
+          {"message", job.message},
+          {"submitted_at", gpu::FormatTime(job.submitted_at)},
+          {"submitted_at_ms", ToMillis(job.submitted_at)},
+          {"started_at", time_or_null(job.started_at)},
+          {"started_at_ms", ms_or_null(job.started_at)},
+          {"finished_at", time_or_null(job.finished_at)},
+          {"finished_at_ms", ms_or_null(job.finished_at)},
+          {"lease_id", job.lease_id.empty() ? json(nullptr) : json(job.lease_id)},
+          {"gpu_info", job.gpu_info},
+          {"monitoring_session",
+           job.monitoring_session.empty() ? json(nullptr) : json(job.monitoring_session)},
+          {"metrics", job.metrics}};
+}
+
+Result<Job> JobFromJson(const json& j) {
+  Job job;
+  FLYT_ASSIGN_OR_RETURN(job.id, Field<std::string>(j, "id", "job"));
+  const std::string what = "job " + job.id;
+  job.submission = Optional<std::string>(j, "submission", "");
+  job.task_name = Optional<std::string>(j, "task_name", "");
+  job.model = Optional<std::string>(j, "model", "");
+  job.runtime = Optional<std::string>(j, "runtime", "");
+  job.experiment = Optional<size_t>(j, "experiment", 0);
+  job.experiments = Optional<size_t>(j, "experiments", 1);
+  job.parameters = j.value("parameters", json::object());
+  job.estimate = j.value("estimate", json(nullptr));
+  job.owner = Optional<std::string>(j, "owner", "");
+  job.priority = Optional<int>(j, "priority", 0);
+  job.order = Optional<int64_t>(j, "order", 0);
+  FLYT_ASSIGN_OR_RETURN(job.request, RequestFromJson(j.value("requirement", json::object())));
+  job.request.id = Optional<std::string>(j, "lease_id_planned", "");
+  job.request.owner = job.owner;
+  job.timeout = std::chrono::seconds(Optional<int64_t>(j, "timeout_seconds", 300));
+  auto state = ParseJobState(Optional<std::string>(j, "status", ""));
+  if (!state) return InvalidArgument(what + ": unknown status");
+  job.state = *state;
+  job.message = Optional<std::string>(j, "message", "");
+  FLYT_ASSIGN_OR_RETURN(int64_t submitted, Field<int64_t>(j, "submitted_at_ms", what));
+  job.submitted_at = FromMillis(submitted);
+  if (j.contains("started_at_ms") && j["started_at_ms"].is_number()) {
+    job.started_at = FromMillis(j["started_at_ms"].get<int64_t>());
+  }
+  if (j.contains("finished_at_ms") && j["finished_at_ms"].is_number()) {
+    job.finished_at = FromMillis(j["finished_at_ms"].get<int64_t>());
+  }
+  job.lease_id = Optional<std::string>(j, "lease_id", "");
+  job.gpu_info = j.value("gpu_info", json(nullptr));
+  job.monitoring_session = Optional<std::string>(j, "monitoring_session", "");
+  job.metrics = j.value("metrics", json::object());
+  return job;
+}
+
+std::vector<sched::GpuState> LedgerGpus(const gpu::GpuSnapshot& snapshot) {
+  std::vector<sched::GpuState> out;
+  for (const gpu::GpuInfo& g : snapshot.gpus) {
+    sched::GpuState s;
+    s.index = g.index;
+    s.uuid = g.uuid;
+    s.name = g.name;
+    s.lost = g.lost;
+    s.memory_total_bytes = g.memory_total_bytes;
+    s.memory_free_bytes = g.memory_free_bytes;
+    s.utilization_percent = g.gpu_util_percent;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace flyt::cluster

@@ -1,0 +1,90 @@
+// The cluster manager's records — nodes, clients and jobs — and the JSON forms in which they are
+// stored and served. Leases are sched::Lease; their JSON form is here too. Time is stored as Unix
+// milliseconds and served as RFC 3339. Plain values and pure functions; thread-safe.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "common/status.h"
+#include "gpu/types.h"
+#include "sched/ledger.h"
+
+namespace flyt::cluster {
+
+using WallTime = std::chrono::system_clock::time_point;
+
+struct NodeRecord {
+  std::string name;
+  std::string api_url;  // the node manager's own API, for monitoring sessions; may be empty
+  std::map<std::string, std::string> labels;
+  std::string version;
+  gpu::GpuSnapshot snapshot;
+  WallTime registered_at;
+  WallTime last_heartbeat;
+  uint64_t heartbeats = 0;
+  bool reachable = true;  // as last announced by an event
+};
+
+struct ClientRecord {
+  std::string name;
+  std::string address;
+  std::map<std::string, std::string> labels;
+  WallTime registered_at;
+  WallTime last_seen;
+};
+
+enum class JobState { kQueued, kRunning, kCompleted, kFailed, kCancelled };
+const char* JobStateName(JobState state);
+std::optional<JobState> ParseJobState(std::string_view name);
+inline bool Finished(JobState s) { return s != JobState::kQueued && s != JobState::kRunning; }
+
+struct Job {
+  std::string id;
+  std::string submission;  // one POST /api/v1/jobs: every experiment of one task
+  std::string task_name;
+  std::string model;
+  std::string runtime;
+  size_t experiment = 0;
+  size_t experiments = 1;
+  nlohmann::json parameters;  // this experiment's combination
+  nlohmann::json estimate;    // sched::ToJson of the experiment: GPUs, memory breakdown, rule
+  std::string owner;
+  int priority = 0;
+  int64_t order = 0;
+  sched::AllocationRequest request;
+  std::chrono::seconds timeout{300};
+  JobState state = JobState::kQueued;
+  std::string message;  // why it waits, why it failed, how it ended
+  WallTime submitted_at;
+  std::optional<WallTime> started_at;
+  std::optional<WallTime> finished_at;
+  std::string lease_id;
+  nlohmann::json gpu_info;  // the autotuner's structure, once placed
+  std::string monitoring_session;  // on the lease's node, while running
+  nlohmann::json metrics = nlohmann::json::object();  // gpu_monitoring once finished
+};
+
+int64_t ToMillis(WallTime t);
+WallTime FromMillis(int64_t ms);
+
+nlohmann::json ToJson(const NodeRecord& node);  // stored form (full snapshot)
+Result<NodeRecord> NodeFromJson(const nlohmann::json& j);
+nlohmann::json ToJson(const ClientRecord& client);
+Result<ClientRecord> ClientFromJson(const nlohmann::json& j);
+nlohmann::json ToJson(const sched::Lease& lease);
+Result<sched::Lease> LeaseFromJson(const nlohmann::json& j);
+nlohmann::json ToJson(const Job& job);
+Result<Job> JobFromJson(const nlohmann::json& j);
+
+nlohmann::json ToJson(const sched::AllocationRequest& request);
+const char* PolicyName(sched::Policy policy);
+std::optional<sched::Policy> ParsePolicy(std::string_view name);
+
+// The ledger's view of a node's GPUs.
+std::vector<sched::GpuState> LedgerGpus(const gpu::GpuSnapshot& snapshot);
+
+}  // namespace flyt::cluster

@@ -1,0 +1,194 @@
+#include "common/http.h"
+
+#include <httplib.h>
+#include <sys/socket.h>
+
+#include "common/json.h"
+#include "common/strings.h"
+
+namespace flyt::http {
+
+using nlohmann::json;
+
+void SendJson(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(DumpJson(body) + "\n", "application/json");
+}
+
+void SendError(httplib::Response& res, int status, const std::string& message) {
+  SendJson(res, status, json{{"error", message}});
+}
+
+int HttpStatus(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kOk: return 200;
+    case StatusCode::kInvalidArgument: return 400;
+    case StatusCode::kNotFound: return 404;
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kFailedPrecondition: return 409;
+    case StatusCode::kResourceExhausted: return 429;
+    case StatusCode::kPermissionDenied: return 403;
+    case StatusCode::kUnavailable:
+    case StatusCode::kTimeout: return 503;
+    case StatusCode::kNotSupported: return 501;
+    default: return 500;
+  }
+}
+
+void SendStatus(httplib::Response& res, const Status& status) {
+  SendError(res, HttpStatus(status), status.message());
+}
+
+bool HasBody(const httplib::Request& req) {
+  if (req.has_header("Transfer-Encoding")) return true;
+  const std::string length = req.get_header_value("Content-Length");
+  return !length.empty() && length != "0";
+}
+
+std::optional<std::string> BearerToken(const httplib::Request& req) {
+  const std::string value = req.get_header_value("Authorization");
+  constexpr std::string_view kPrefix = "Bearer ";
+  if (value.size() <= kPrefix.size() || value.compare(0, kPrefix.size(), kPrefix) != 0) {
+    return std::nullopt;
+  }
+  return value.substr(kPrefix.size());
+}
+
+bool TokenEquals(std::string_view given, std::string_view expected) {
+  unsigned char diff = given.size() == expected.size() ? 0 : 1;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    diff |= static_cast<unsigned char>(expected[i] ^ (i < given.size() ? given[i] : 0));
+  }
+  return diff == 0 && !expected.empty();
+}
+
+Result<json> ParseBody(const httplib::Request& req) {
+  if (Trim(req.body).empty()) return json::object();
+  FLYT_ASSIGN_OR_RETURN(json body, ParseJson(req.body, "the request body"));
+  if (!body.is_object()) return InvalidArgument("the request body must be a JSON object");
+  return body;
+}
+
+void Configure(httplib::Server& s, const ServerOptions& options) {
+  // cpp-httplib's default also sets SO_REUSEPORT, which lets a second daemon bind the same port
+  // and share its connections silently; a port in use must be an error.
+  s.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  s.set_payload_max_length(options.max_body_bytes);
+  const int threads = options.threads;
+  s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  s.set_read_timeout(std::chrono::seconds(5));
+  s.set_write_timeout(std::chrono::seconds(10));
+  s.set_keep_alive_max_count(100);
+  s.set_keep_alive_timeout(5);
+  s.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    if (res.body.empty()) {
+      std::string text = "HTTP error " + std::to_string(res.status);
+      if (res.status == 413) text = "request body too large";
+      if (res.status == 400) text = "malformed request";
+      SendError(res, res.status, text);
+    }
+  });
+  s.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "internal error";
+        try {
+          if (ep) std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what += std::string(": ") + e.what();
+        } catch (...) {
+        }
+        SendError(res, 500, what);
+      });
+}
+
+Result<int> Listen(httplib::Server& server, const std::string& host, int port,
+                   std::thread& thread) {
+  int bound = port;
+  if (port == 0) {
+    bound = server.bind_to_any_port(host);
+    if (bound <= 0) return Unavailable("cannot listen on " + host + " (any port)");
+  } else if (!server.bind_to_port(host, port)) {
+    return Unavailable("cannot listen on " + host + ":" + std::to_string(port) +
+                       " (address in use, or not an address of this host)");
+  }
+  thread = std::thread([&server] { server.listen_after_bind(); });
+  // cpp-httplib marks itself running inside that thread, and stop() does nothing before then:
+  // wait, so that a stop right after start (a SIGTERM during start-up) cannot hang in join().
+  for (int i = 0; i < 500 && !server.is_running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!server.is_running()) return Internal("the HTTP server did not start");
+  return bound;
+}
+
+Result<std::unique_ptr<JsonClient>> JsonClient::Connect(const std::string& url, std::string token,
+                                                        std::string what) {
+  std::string full = url.find("://") == std::string::npos ? "http://" + url : url;
+  if (full.rfind("http://", 0) != 0) {
+    return InvalidArgument("URL '" + url + "': only http:// is supported");
+  }
+  while (!full.empty() && full.back() == '/') full.pop_back();
+  std::unique_ptr<JsonClient> c(new JsonClient());
+  c->url_ = full;
+  c->what_ = std::move(what);
+  c->client_ = std::make_unique<httplib::Client>(full);
+  if (!c->client_->is_valid()) return InvalidArgument("URL '" + url + "' is not valid");
+  c->SetTimeouts(std::chrono::seconds(5), std::chrono::seconds(30));
+  if (!token.empty()) c->client_->set_bearer_token_auth(token);
+  return c;
+}
+
+JsonClient::~JsonClient() = default;
+
+void JsonClient::SetTimeouts(std::chrono::milliseconds connect, std::chrono::milliseconds read) {
+  client_->set_connection_timeout(connect);
+  client_->set_read_timeout(read);
+  client_->set_write_timeout(read);
+}
+
+Result<json> JsonClient::Finish(const std::string& path, int status, const std::string& body,
+                                bool transport_ok, const std::string& transport_error) {
+  if (!transport_ok) {
+    return Unavailable("cannot reach " + what_ + " at " + url_ + " (" + transport_error +
+                       " error: is it running, and is the address right?)");
+  }
+  auto parsed = ParseJson(body, url_ + path + ": the answer");
+  if (status >= 400) {
+    std::string message = parsed.ok() && parsed->is_object() && parsed->contains("error") &&
+                                  (*parsed)["error"].is_string()
+                              ? (*parsed)["error"].get<std::string>()
+                              : SanitizeUtf8(body.substr(0, 200));
+    StatusCode code = status == 404                   ? StatusCode::kNotFound
+                      : status == 400                 ? StatusCode::kInvalidArgument
+                      : status == 409 || status == 429 ? StatusCode::kResourceExhausted
+                      : status == 403                 ? StatusCode::kPermissionDenied
+                      : status == 401                 ? StatusCode::kFailedPrecondition
+                                                       : StatusCode::kUnavailable;
+    return Status(code, url_ + path + ": HTTP " + std::to_string(status) + ": " + message);
+  }
+  if (!parsed.ok()) return Internal(parsed.status().message());
+  return std::move(*parsed);
+}
+
+Result<json> JsonClient::Get(const std::string& path) {
+  auto res = client_->Get(path);
+  return Finish(path, res ? res->status : 0, res ? res->body : "", static_cast<bool>(res),
+                httplib::to_string(res.error()));
+}
+
+Result<json> JsonClient::Post(const std::string& path, const json& body) {
+  auto res = client_->Post(path, DumpJson(body), "application/json");
+  return Finish(path, res ? res->status : 0, res ? res->body : "", static_cast<bool>(res),
+                httplib::to_string(res.error()));
+}
+
+Result<json> JsonClient::Delete(const std::string& path) {
+  auto res = client_->Delete(path);
+  return Finish(path, res ? res->status : 0, res ? res->body : "", static_cast<bool>(res),
+                httplib::to_string(res.error()));
+}
+
+}  // namespace flyt::http

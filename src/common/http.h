@@ -1,0 +1,82 @@
+// HTTP plumbing shared by flyt's daemons and clients, over cpp-httplib: one way to configure and
+// start a server (JSON errors, body limits, no SO_REUSEPORT, a wait until it really listens), one
+// way to answer in JSON, constant-time bearer-token checks, and JsonClient — the client flytctl,
+// the node manager (heartbeats) and the cluster manager (node sessions) use to call a flyt API.
+//
+// Server helpers are free functions over an httplib::Server the caller owns. A JsonClient is one
+// connection's worth of state: use it from one thread at a time.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "common/status.h"
+
+namespace httplib {
+class Server;
+class Client;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace flyt::http {
+
+void SendJson(httplib::Response& res, int status, const nlohmann::json& body);
+void SendError(httplib::Response& res, int status, const std::string& message);
+// The usual HTTP code for a Status: 400, 404, 409 (already exists / precondition), 429, 503, 500.
+int HttpStatus(const Status& status);
+void SendStatus(httplib::Response& res, const Status& status);
+
+// True when the request carries a body (it must be read before the request is answered).
+bool HasBody(const httplib::Request& req);
+// The token of an "Authorization: Bearer <token>" header, if any.
+std::optional<std::string> BearerToken(const httplib::Request& req);
+// Compares in time that depends only on the expected length.
+bool TokenEquals(std::string_view given, std::string_view expected);
+// The body as a JSON object ({} when empty); a clear 400-worthy error otherwise.
+Result<nlohmann::json> ParseBody(const httplib::Request& req);
+
+struct ServerOptions {
+  size_t max_body_bytes = 1 << 20;
+  int threads = 16;  // a keep-alive connection holds a worker for its lifetime
+};
+
+// Socket options (SO_REUSEADDR only: a port in use is an error), limits, timeouts, and handlers
+// that turn httplib's own errors and handler exceptions into JSON.
+void Configure(httplib::Server& server, const ServerOptions& options);
+
+// Binds host:port (port 0: any free port), starts serving on `thread`, and returns once the
+// server is running, with the port it listens on.
+Result<int> Listen(httplib::Server& server, const std::string& host, int port,
+                   std::thread& thread);
+
+class JsonClient {
+ public:
+  // `url`: "http://host:port" or "host:port". `token`: bearer token, empty for none. `what`:
+  // the peer's name in errors ("the cluster manager").
+  static Result<std::unique_ptr<JsonClient>> Connect(const std::string& url, std::string token,
+                                                     std::string what = "the server");
+  ~JsonClient();
+
+  void SetTimeouts(std::chrono::milliseconds connect, std::chrono::milliseconds read);
+  Result<nlohmann::json> Get(const std::string& path);
+  Result<nlohmann::json> Post(const std::string& path, const nlohmann::json& body);
+  Result<nlohmann::json> Delete(const std::string& path);
+  const std::string& url() const { return url_; }
+
+ private:
+  JsonClient() = default;
+  Result<nlohmann::json> Finish(const std::string& path, int status, const std::string& body,
+                                bool transport_ok, const std::string& transport_error);
+
+  std::string url_;
+  std::string what_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+}  // namespace flyt::http

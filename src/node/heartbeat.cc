@@ -1,0 +1,80 @@
+#include "node/heartbeat.h"
+
+#include <spdlog/spdlog.h>
+
+#include "common/http.h"
+#include "gpu/json.h"
+
+namespace flyt::node {
+
+HeartbeatSender::HeartbeatSender(gpu::Monitor& monitor, NodeConfig config, std::string api_url,
+                                 std::string version)
+    : monitor_(monitor),
+      config_(std::move(config)),
+      api_url_(std::move(api_url)),
+      version_(std::move(version)) {}
+
+HeartbeatSender::~HeartbeatSender() { Stop(); }
+
+void HeartbeatSender::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void HeartbeatSender::Stop() {
+  {
+    std::scoped_lock lock(mu_);
+    stopping_ = true;
+    cv_.notify_all();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+Status HeartbeatSender::SendOnce() {
+  auto snap = monitor_.LastSnapshot();
+  if (!snap) return Unavailable("no sample taken yet");
+  nlohmann::json labels = nlohmann::json::object();
+  for (const auto& [k, v] : config_.labels) labels[k] = v;
+  nlohmann::json events = nlohmann::json::array();
+  auto newest = events_sent_until_;
+  for (const gpu::GpuEvent& e : monitor_.RecentEvents()) {
+    if (e.at <= events_sent_until_) continue;
+    events.push_back(gpu::ToJson(e));
+    newest = std::max(newest, e.at);
+  }
+  nlohmann::json body = {{"name", config_.name},     {"api_url", api_url_},
+                         {"labels", labels},         {"version", version_},
+                         {"snapshot", gpu::ToJson(*snap)}, {"events", events}};
+  FLYT_ASSIGN_OR_RETURN(auto client, http::JsonClient::Connect(config_.cluster_manager,
+                                                               config_.cluster_manager_token,
+                                                               "the cluster manager"));
+  client->SetTimeouts(std::chrono::seconds(3), std::chrono::seconds(10));
+  FLYT_ASSIGN_OR_RETURN(auto answer, client->Post("/api/v1/nodes/heartbeat", body));
+  (void)answer;
+  events_sent_until_ = newest;
+  return Status::Ok();
+}
+
+void HeartbeatSender::Loop() {
+  bool failing = false;
+  bool registered = false;
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    lock.unlock();
+    Status s = SendOnce();
+    lock.lock();
+    if (s.ok() && (!registered || failing)) {
+      spdlog::info("{} with the cluster manager at {}",
+                   registered ? "heartbeats get through again" : "registered",
+                   config_.cluster_manager);
+      registered = true;
+      failing = false;
+    } else if (!s.ok() && !failing) {
+      spdlog::warn("heartbeat to the cluster manager failed (retrying every {} s): {}",
+                   config_.heartbeat_interval.count(), s.message());
+      failing = true;
+    }
+    cv_.wait_for(lock, config_.heartbeat_interval, [&] { return stopping_; });
+  }
+}
+
+}  // namespace flyt::node

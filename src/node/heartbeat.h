@@ -1,0 +1,48 @@
+// HeartbeatSender: registers the node with flyt-cluster-manager and keeps it informed — every
+// `interval` it posts the node's latest GPU snapshot, the GPU events (XIDs, lost GPUs) seen since
+// the last heartbeat that got through, and where the node's own API is (for monitoring sessions).
+//
+// It never blocks sampling or the node's API: it runs on its own thread and reads only what the
+// Monitor already holds. When the manager cannot be reached it logs once per outage and keeps
+// trying at the same interval; the manager marks the node unreachable meanwhile and takes it back
+// when heartbeats resume. Start/Stop are not thread-safe with each other.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "gpu/monitor.h"
+#include "node/config.h"
+
+namespace flyt::node {
+
+class HeartbeatSender {
+ public:
+  HeartbeatSender(gpu::Monitor& monitor, NodeConfig config, std::string api_url,
+                  std::string version);
+  ~HeartbeatSender();
+  HeartbeatSender(const HeartbeatSender&) = delete;
+  HeartbeatSender& operator=(const HeartbeatSender&) = delete;
+
+  void Start();
+  void Stop();
+
+ private:
+  void Loop();
+  Status SendOnce();
+
+  gpu::Monitor& monitor_;
+  const NodeConfig config_;
+  const std::string api_url_;
+  const std::string version_;
+  std::chrono::system_clock::time_point events_sent_until_{};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;  // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace flyt::node

@@ -1,0 +1,76 @@
+#include "store/migrations.h"
+
+#include <array>
+
+namespace flyt::store::internal {
+namespace {
+
+// Version 1: the revision counter, one document table per Table, GPU claims, the event log.
+// SQLite has no BOOLEAN type but accepts the name (stored as 0/1) and the TRUE/FALSE literals.
+constexpr const char* kV1Sqlite = R"sql(
+CREATE TABLE meta (key TEXT PRIMARY KEY, value BIGINT NOT NULL);
+INSERT INTO meta (key, value) VALUES ('revision', 0);
+
+CREATE TABLE nodes (id TEXT PRIMARY KEY, seq BIGINT NOT NULL, deleted BOOLEAN NOT NULL, body TEXT);
+CREATE INDEX nodes_seq ON nodes (seq);
+CREATE TABLE clients (id TEXT PRIMARY KEY, seq BIGINT NOT NULL, deleted BOOLEAN NOT NULL, body TEXT);
+CREATE INDEX clients_seq ON clients (seq);
+CREATE TABLE leases (id TEXT PRIMARY KEY, seq BIGINT NOT NULL, deleted BOOLEAN NOT NULL, body TEXT);
+CREATE INDEX leases_seq ON leases (seq);
+CREATE TABLE jobs (id TEXT PRIMARY KEY, seq BIGINT NOT NULL, deleted BOOLEAN NOT NULL, body TEXT);
+CREATE INDEX jobs_seq ON jobs (seq);
+
+CREATE TABLE gpu_claims (
+  gpu TEXT NOT NULL,
+  lease_id TEXT NOT NULL,
+  exclusive BOOLEAN NOT NULL,
+  PRIMARY KEY (gpu, lease_id));
+CREATE UNIQUE INDEX gpu_claims_one_exclusive ON gpu_claims (gpu) WHERE exclusive;
+CREATE INDEX gpu_claims_lease ON gpu_claims (lease_id);
+
+CREATE TABLE events (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  at_ms BIGINT NOT NULL,
+  kind TEXT NOT NULL,
+  body TEXT NOT NULL);
+CREATE INDEX events_at ON events (at_ms);
+)sql";
+
+constexpr const char* kV1Postgres = R"sql(
+CREATE TABLE meta (key TEXT PRIMARY KEY, value BIGINT NOT NULL);
+INSERT INTO meta (key, value) VALUES ('revision', 0);
+
+CREATE TABLE nodes (id TEXT PRIMARY KEY, seq BIGINT NOT NULL, deleted BOOLEAN NOT NULL, body TEXT);
+CREATE INDEX nodes_seq ON nodes (seq);
+CREATE TABLE clients (id TEXT PRIMARY KEY, seq BIGINT NOT NULL, deleted BOOLEAN NOT NULL, body TEXT);
+CREATE INDEX clients_seq ON clients (seq);
+CREATE TABLE leases (id TEXT PRIMARY KEY, seq BIGINT NOT NULL, deleted BOOLEAN NOT NULL, body TEXT);
+CREATE INDEX leases_seq ON leases (seq);
+CREATE TABLE jobs (id TEXT PRIMARY KEY, seq BIGINT NOT NULL, deleted BOOLEAN NOT NULL, body TEXT);
+CREATE INDEX jobs_seq ON jobs (seq);
+
+CREATE TABLE gpu_claims (
+  gpu TEXT NOT NULL,
+  lease_id TEXT NOT NULL,
+  exclusive BOOLEAN NOT NULL,
+  PRIMARY KEY (gpu, lease_id));
+CREATE UNIQUE INDEX gpu_claims_one_exclusive ON gpu_claims (gpu) WHERE exclusive;
+CREATE INDEX gpu_claims_lease ON gpu_claims (lease_id);
+
+CREATE TABLE events (
+  id BIGSERIAL PRIMARY KEY,
+  at_ms BIGINT NOT NULL,
+  kind TEXT NOT NULL,
+  body TEXT NOT NULL);
+CREATE INDEX events_at ON events (at_ms);
+)sql";
+
+constexpr std::array<Migration, 1> kMigrations = {{
+    {1, "documents, revision, GPU claims, events", kV1Sqlite, kV1Postgres},
+}};
+
+}  // namespace
+
+std::span<const Migration> Migrations() { return kMigrations; }
+
+}  // namespace flyt::store::internal

@@ -1,0 +1,30 @@
+// The SQLite backend of the Store (see database.h): one connection to a file in WAL mode, or to a
+// private in-memory database. BEGIN IMMEDIATE is the cluster-wide write lock, so several processes
+// sharing a file apply their Updates one after the other, each waiting up to the busy timeout for
+// the others; readers never wait for a writer. Prepared statements live as long as the connection.
+// The synchronous level follows each Update's durability (FULL or NORMAL), set only when it
+// changes.
+//
+// Not thread-safe (the Store serialises calls).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "store/database.h"
+
+struct sqlite3;
+
+namespace flyt::store::internal {
+
+// `path` is a file path (parent directories are created; a new file gets mode 0600) or ":memory:".
+Result<std::unique_ptr<Database>> OpenSqliteDatabase(const std::string& path);
+
+// The Status for a failed SQLite call: "<context>: <SQLite's message>". A busy database is
+// kUnavailable, a unique-constraint violation kAlreadyExists, a full disk kResourceExhausted, a
+// file that cannot be opened kFailedPrecondition, anything else kInternal. `db` may be null.
+Status SqliteError(std::string_view context, sqlite3* db, int rc);
+
+}  // namespace flyt::store::internal

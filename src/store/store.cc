@@ -1,0 +1,400 @@
+#include "store/store.h"
+
+#include <atomic>
+#include <limits>
+#include <mutex>
+#include <thread>
+
+#include "common/strings.h"
+#include "store/database.h"
+#include "store/migrations.h"
+#include "store/postgres_store.h"
+#include "store/sqlite_store.h"
+
+namespace flyt::store {
+namespace {
+
+using internal::Database;
+using internal::Id;
+using internal::Query;
+using internal::SqlRow;
+using internal::TableQuery;
+
+constexpr std::string_view kSqlitePrefix = "sqlite:";
+constexpr const char* kAcceptedUrls =
+    "expected sqlite:PATH, sqlite::memory:, postgresql://USER@HOST:PORT/DB or postgres://...";
+
+Status CheckTable(Table table) {
+  const int index = static_cast<int>(table);
+  if (index < 0 || index >= internal::kTableCount) {
+    return InvalidArgument("unknown table " + std::to_string(index));
+  }
+  return Status::Ok();
+}
+
+// Keys and documents are text: PostgreSQL cannot store a NUL byte in one, so neither backend does.
+Status CheckText(std::string_view what, const std::string& text) {
+  if (text.find('\0') != std::string::npos) {
+    return InvalidArgument(std::string(what) + " contains a NUL byte");
+  }
+  return Status::Ok();
+}
+
+Status CheckKey(std::string_view what, const std::string& key) {
+  if (key.empty()) return InvalidArgument(std::string(what) + " is empty");
+  return CheckText(what, key);
+}
+
+std::string RowName(Table table, const std::string& id) {
+  return std::string(TableName(table)) + "/" + id;
+}
+
+int64_t ClampToInt64(size_t n) {
+  return n > static_cast<size_t>(std::numeric_limits<int64_t>::max())
+             ? std::numeric_limits<int64_t>::max()
+             : static_cast<int64_t>(n);
+}
+
+Result<int64_t> ReadRevision(Database& db) {
+  std::optional<int64_t> revision;
+  auto run = db.Run(Id(Query::kGetRevision), {}, [&](const SqlRow& row) { revision = row.Int(0); });
+  if (!run.ok()) return run.status().WithContext("read revision");
+  if (!revision) return Internal(db.Describe() + ": the revision row is missing from table meta");
+  return *revision;
+}
+
+Result<std::vector<Row>> ListRows(Database& db, Table table, int64_t after_seq) {
+  FLYT_RETURN_IF_ERROR(CheckTable(table));
+  std::vector<Row> rows;
+  auto run = db.Run(Id(TableQuery::kListSince, table), {after_seq}, [&](const SqlRow& r) {
+    Row row;
+    row.id = std::string(r.Text(0));
+    row.seq = r.Int(1);
+    row.deleted = r.Bool(2);
+    if (!row.deleted) row.body = std::string(r.Text(3));
+    rows.push_back(std::move(row));
+  });
+  if (!run.ok()) return run.status().WithContext(std::string("list ") + TableName(table));
+  return rows;
+}
+
+// Rolls a write transaction back unless it committed, also when the callback throws.
+class WriteScope {
+ public:
+  explicit WriteScope(Database& db) : db_(db) {}
+  ~WriteScope() {
+    if (!done_) db_.Rollback();
+  }
+  WriteScope(const WriteScope&) = delete;
+  WriteScope& operator=(const WriteScope&) = delete;
+
+  Status Commit(bool bump_revision) {
+    done_ = true;
+    Status status = db_.Commit(bump_revision);
+    if (!status.ok()) db_.Rollback();
+    return status;
+  }
+
+ private:
+  Database& db_;
+  bool done_ = false;
+};
+
+class SqlTxn final : public Txn {
+ public:
+  SqlTxn(Database& db, int64_t revision) : db_(db), revision_(revision) {}
+
+  int64_t Revision() const override { return revision_; }
+
+  Status Put(Table table, const std::string& id, const std::string& body) override {
+    FLYT_RETURN_IF_ERROR(Usable());
+    FLYT_RETURN_IF_ERROR(CheckTable(table));
+    FLYT_RETURN_IF_ERROR(CheckKey("id", id));
+    FLYT_RETURN_IF_ERROR(CheckText("body", body));
+    auto run = db_.Change(Id(TableQuery::kPut, table), {id, revision_ + 1, body});
+    if (!run.ok()) return Fail(run.status().WithContext("put " + RowName(table, id)));
+    wrote_ = true;
+    return Status::Ok();
+  }
+
+  Status Delete(Table table, const std::string& id) override {
+    FLYT_RETURN_IF_ERROR(Usable());
+    FLYT_RETURN_IF_ERROR(CheckTable(table));
+    FLYT_RETURN_IF_ERROR(CheckKey("id", id));
+    auto run = db_.Change(Id(TableQuery::kDelete, table), {id, revision_ + 1});
+    if (!run.ok()) return Fail(run.status().WithContext("delete " + RowName(table, id)));
+    if (*run == 0) return NotFound(RowName(table, id) + " does not exist");
+    wrote_ = true;
+    return Status::Ok();
+  }
+
+  Result<std::optional<std::string>> Get(Table table, const std::string& id) override {
+    FLYT_RETURN_IF_ERROR(Usable());
+    FLYT_RETURN_IF_ERROR(CheckTable(table));
+    FLYT_RETURN_IF_ERROR(CheckKey("id", id));
+    std::optional<std::string> body;
+    auto run = db_.Run(Id(TableQuery::kGet, table), {id},
+                       [&](const SqlRow& row) { body = std::string(row.Text(0)); });
+    if (!run.ok()) return Fail(run.status().WithContext("get " + RowName(table, id)));
+    return body;
+  }
+
+  Result<std::vector<Row>> ListSince(Table table, int64_t after_seq) override {
+    FLYT_RETURN_IF_ERROR(Usable());
+    FLYT_RETURN_IF_ERROR(CheckTable(table));
+    auto rows = ListRows(db_, table, after_seq);
+    if (!rows.ok()) return Fail(rows.status());
+    return rows;
+  }
+
+  Status ClaimGpus(const std::string& lease_id, const std::vector<std::string>& gpu_keys,
+                   bool exclusive) override {
+    FLYT_RETURN_IF_ERROR(Usable());
+    FLYT_RETURN_IF_ERROR(CheckKey("lease id", lease_id));
+    for (const std::string& gpu : gpu_keys) FLYT_RETURN_IF_ERROR(CheckKey("gpu key", gpu));
+    // Every key is checked before any is claimed, so a refused claim leaves nothing behind and
+    // the transaction stays usable (the callback may try other GPUs). The unique index still
+    // stands behind this check.
+    if (exclusive) {
+      for (const std::string& gpu : gpu_keys) {
+        std::optional<std::string> holder;
+        auto run = db_.Run(Id(Query::kClaimConflict), {gpu, lease_id},
+                           [&](const SqlRow& row) { holder = std::string(row.Text(0)); });
+        if (!run.ok()) return Fail(run.status().WithContext("claim gpu " + gpu));
+        if (holder) {
+          return AlreadyExists("gpu " + gpu + " is already claimed exclusively by lease " +
+                               *holder);
+        }
+      }
+    }
+    for (const std::string& gpu : gpu_keys) {
+      auto run = db_.Change(Id(Query::kClaim), {gpu, lease_id, exclusive});
+      if (!run.ok()) {
+        if (run.status().code() == StatusCode::kAlreadyExists) {
+          return Fail(AlreadyExists("gpu " + gpu + " is already claimed exclusively (" +
+                                    run.status().message() + ")"));
+        }
+        return Fail(run.status().WithContext("claim gpu " + gpu));
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status ReleaseGpus(const std::string& lease_id) override {
+    FLYT_RETURN_IF_ERROR(Usable());
+    FLYT_RETURN_IF_ERROR(CheckKey("lease id", lease_id));
+    auto run = db_.Change(Id(Query::kRelease), {lease_id});
+    if (!run.ok()) return Fail(run.status().WithContext("release gpus of lease " + lease_id));
+    return Status::Ok();
+  }
+
+  Status AppendEvent(int64_t at_ms, const std::string& kind, const std::string& body) override {
+    FLYT_RETURN_IF_ERROR(Usable());
+    FLYT_RETURN_IF_ERROR(CheckKey("event kind", kind));
+    FLYT_RETURN_IF_ERROR(CheckText("event body", body));
+    auto run = db_.Change(Id(Query::kAppendEvent), {at_ms, kind, body});
+    if (!run.ok()) return Fail(run.status().WithContext("append event " + kind));
+    return Status::Ok();
+  }
+
+  bool wrote() const { return wrote_; }
+  const Status& failure() const { return failure_; }
+
+ private:
+  // After a failed statement PostgreSQL refuses the rest of the transaction; SQLite would go on.
+  // Both refuse here, so a transaction is either applied whole or not at all.
+  Status Usable() const {
+    if (failure_.ok()) return Status::Ok();
+    return {failure_.code(),
+            "an earlier statement of this transaction failed: " + failure_.message()};
+  }
+
+  Status Fail(Status status) {
+    if (failure_.ok()) failure_ = status;
+    return status;
+  }
+
+  Database& db_;
+  const int64_t revision_;
+  bool wrote_ = false;
+  Status failure_;
+};
+
+class SqlStore final : public Store {
+ public:
+  explicit SqlStore(std::unique_ptr<Database> db)
+      : db_(std::move(db)), describe_(db_->Describe()) {}
+
+  Status Migrate() {
+    std::scoped_lock lock(mu_);
+    Database& db = *db_;
+    FLYT_RETURN_IF_ERROR(db.BeginWrite(Durability::kDurable).WithContext("migrate"));
+    WriteScope scope(db);
+    FLYT_RETURN_IF_ERROR(db.ExecScript(db.dialect() == internal::Dialect::kSqlite
+                                           ? internal::kSqliteBootstrapSql
+                                           : internal::kPostgresBootstrapSql)
+                             .WithContext("migrate"));
+    int64_t current = 0;
+    auto run =
+        db.Run(Id(Query::kSchemaVersion), {}, [&](const SqlRow& row) { current = row.Int(0); });
+    if (!run.ok()) return run.status().WithContext("migrate: read schema version");
+    const int latest = LatestSchemaVersion();
+    if (current > latest) {
+      return {StatusCode::kFailedPrecondition,
+              describe_ + ": schema version " + std::to_string(current) +
+                  " is newer than this flyt knows (" + std::to_string(latest) + "); upgrade flyt"};
+    }
+    for (const internal::Migration& migration : internal::Migrations()) {
+      if (migration.version <= current) continue;
+      const std::string context =
+          "migration " + std::to_string(migration.version) + " (" + migration.description + ")";
+      FLYT_RETURN_IF_ERROR(db.ExecScript(db.dialect() == internal::Dialect::kSqlite
+                                             ? migration.sqlite_sql
+                                             : migration.postgres_sql)
+                               .WithContext(context));
+      auto record = db.Change(Id(Query::kRecordMigration), {int64_t{migration.version}});
+      if (!record.ok()) return record.status().WithContext(context);
+    }
+    FLYT_RETURN_IF_ERROR(scope.Commit(/*bump_revision=*/false).WithContext("migrate"));
+    schema_version_ = latest;
+    return Status::Ok();
+  }
+
+  Status Update(Durability durability, const std::function<Status(Txn&)>& fn) override {
+    FLYT_RETURN_IF_ERROR(CheckNotInsideUpdate());
+    std::scoped_lock lock(mu_);
+    FLYT_ASSIGN_OR_RETURN(int64_t revision, db_->BeginUpdate(durability));
+    WriteScope scope(*db_);
+    SqlTxn txn(*db_, revision);
+    Status status;
+    {
+      InsideUpdate inside(updating_thread_);
+      status = fn(txn);
+    }
+    if (!status.ok()) return status;
+    if (!txn.failure().ok()) {
+      return {txn.failure().code(), "not committed: " + txn.failure().message()};
+    }
+    return scope.Commit(/*bump_revision=*/txn.wrote());
+  }
+
+  Result<std::vector<Row>> List(Table table, int64_t after_seq) override {
+    FLYT_RETURN_IF_ERROR(CheckNotInsideUpdate());
+    std::scoped_lock lock(mu_);
+    return ListRows(*db_, table, after_seq);
+  }
+
+  Result<int64_t> Revision() override {
+    FLYT_RETURN_IF_ERROR(CheckNotInsideUpdate());
+    std::scoped_lock lock(mu_);
+    return ReadRevision(*db_);
+  }
+
+  Result<std::vector<EventRow>> Events(int64_t after_id, size_t limit) override {
+    FLYT_RETURN_IF_ERROR(CheckNotInsideUpdate());
+    std::vector<EventRow> events;
+    if (limit == 0) return events;
+    std::scoped_lock lock(mu_);
+    auto run =
+        db_->Run(Id(Query::kEvents), {after_id, ClampToInt64(limit)}, [&](const SqlRow& row) {
+          EventRow event;
+          event.id = row.Int(0);
+          event.at_ms = row.Int(1);
+          event.kind = std::string(row.Text(2));
+          event.body = std::string(row.Text(3));
+          events.push_back(std::move(event));
+        });
+    if (!run.ok()) return run.status().WithContext("list events");
+    return events;
+  }
+
+  Status PruneEvents(int64_t before_ms, size_t keep) override {
+    FLYT_RETURN_IF_ERROR(CheckNotInsideUpdate());
+    std::scoped_lock lock(mu_);
+    // Under the write lock, like every write; losing a prune in a crash is harmless.
+    FLYT_RETURN_IF_ERROR(db_->BeginWrite(Durability::kRelaxed));
+    WriteScope scope(*db_);
+    auto run = db_->Change(Id(Query::kPruneEvents), {before_ms, ClampToInt64(keep)});
+    if (!run.ok()) return run.status().WithContext("prune events");
+    return scope.Commit(/*bump_revision=*/false);
+  }
+
+  int SchemaVersion() const override { return schema_version_; }
+  std::string Describe() const override { return describe_; }
+
+ private:
+  // Marks the thread running an Update callback, so that a call back into the Store from it is
+  // refused instead of deadlocking on mu_.
+  class InsideUpdate {
+   public:
+    explicit InsideUpdate(std::atomic<std::thread::id>& slot) : slot_(slot) {
+      slot_.store(std::this_thread::get_id());
+    }
+    ~InsideUpdate() { slot_.store(std::thread::id()); }
+    InsideUpdate(const InsideUpdate&) = delete;
+    InsideUpdate& operator=(const InsideUpdate&) = delete;
+
+   private:
+    std::atomic<std::thread::id>& slot_;
+  };
+
+  Status CheckNotInsideUpdate() const {
+    if (updating_thread_.load() == std::this_thread::get_id()) {
+      return {StatusCode::kFailedPrecondition,
+              "the Store was called from inside an Update callback; use its Txn instead"};
+    }
+    return Status::Ok();
+  }
+
+  std::mutex mu_;
+  std::unique_ptr<Database> db_;  // guarded by mu_
+  const std::string describe_;
+  int schema_version_ = 0;  // set once by Migrate, before the Store is shared
+  std::atomic<std::thread::id> updating_thread_{};
+};
+
+// The part of a URL that is safe to repeat in an error: never a password.
+std::string UrlForMessage(const std::string& url) {
+  const size_t colon = url.find(':');
+  if (colon == std::string::npos) return "\"" + url + "\"";
+  return "with scheme \"" + url.substr(0, colon) + "\"";
+}
+
+}  // namespace
+
+const char* TableName(Table table) {
+  switch (table) {
+    case Table::kNodes:
+      return "nodes";
+    case Table::kClients:
+      return "clients";
+    case Table::kLeases:
+      return "leases";
+    case Table::kJobs:
+      return "jobs";
+  }
+  return "unknown";
+}
+
+int LatestSchemaVersion() { return internal::Migrations().back().version; }
+
+Result<std::unique_ptr<Store>> Store::Open(const std::string& url) {
+  std::unique_ptr<Database> db;
+  if (StartsWith(url, kSqlitePrefix)) {
+    const std::string path = url.substr(kSqlitePrefix.size());
+    if (path.empty())
+      return InvalidArgument("store URL \"sqlite:\" has no path; " + std::string(kAcceptedUrls));
+    FLYT_ASSIGN_OR_RETURN(db, internal::OpenSqliteDatabase(path));
+  } else if (StartsWith(url, "postgresql://") || StartsWith(url, "postgres://")) {
+    FLYT_ASSIGN_OR_RETURN(db, internal::OpenPostgresDatabase(url));
+  } else if (url.empty()) {
+    return InvalidArgument(std::string("empty store URL; ") + kAcceptedUrls);
+  } else {
+    return InvalidArgument("unsupported store URL " + UrlForMessage(url) + "; " + kAcceptedUrls);
+  }
+  auto store = std::make_unique<SqlStore>(std::move(db));
+  FLYT_RETURN_IF_ERROR(store->Migrate());
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+}  // namespace flyt::store

@@ -1,0 +1,106 @@
+// Store: flyt-cluster-manager's durable state — nodes, clients, leases, jobs and the event log —
+// behind one interface with two backends: SQLite (the embedded default, one manager) and
+// PostgreSQL (several manager replicas sharing one database).
+//
+// Rows are JSON documents keyed by (table, id); the store never interprets a body. Every write
+// happens inside Update(), which holds the cluster-wide write lock for the whole transaction
+// (SQLite: BEGIN IMMEDIATE; PostgreSQL: a transaction-scoped advisory lock), so managers sharing a
+// database apply their changes one after the other. Each committed Update that wrote something
+// bumps the store's revision by one; the rows it wrote carry that revision as their `seq`, and a
+// deleted row stays as a tombstone with the same rule, so ListSince(table, seq) is a change feed
+// that another replica uses to catch up. Exclusive GPU claims are also enforced by the database
+// itself (a unique index), so even a logic error cannot grant one GPU to two exclusive leases.
+//
+// Durability: kDurable commits are on disk before Update returns (SQLite synchronous=FULL,
+// PostgreSQL synchronous_commit on); kRelaxed (heartbeats) survive a crash of the manager but may be
+// lost with the machine (SQLite synchronous=NORMAL in WAL mode; PostgreSQL synchronous_commit off).
+//
+// The schema is versioned: Open() applies the missing migrations in order, under the same lock,
+// and refuses a database whose schema is newer than this build knows.
+//
+// Thread-safety: a Store may be used from many threads; calls are serialised on one connection.
+// A Txn is valid only inside the Update callback that received it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace flyt::store {
+
+enum class Table { kNodes, kClients, kLeases, kJobs };
+const char* TableName(Table table);  // "nodes", "clients", "leases", "jobs"
+
+enum class Durability { kDurable, kRelaxed };
+
+struct Row {
+  std::string id;
+  int64_t seq = 0;       // the revision of the Update that last wrote it
+  bool deleted = false;  // a tombstone: body is empty
+  std::string body;      // JSON text, as Put stored it
+};
+
+struct EventRow {
+  int64_t id = 0;     // increasing, assigned by the store
+  int64_t at_ms = 0;  // Unix milliseconds, as given
+  std::string kind;   // "lease.granted", "node.unreachable", ...
+  std::string body;   // JSON text
+};
+
+class Txn {
+ public:
+  virtual ~Txn() = default;
+  // The revision before this transaction; the one it commits (if it writes) is Revision() + 1.
+  virtual int64_t Revision() const = 0;
+  // Upsert. A Put over a tombstone revives the row.
+  virtual Status Put(Table table, const std::string& id, const std::string& body) = 0;
+  // Leaves a tombstone; NotFound when there is no live row.
+  virtual Status Delete(Table table, const std::string& id) = 0;
+  virtual Result<std::optional<std::string>> Get(Table table, const std::string& id) = 0;
+  // Rows (tombstones included) with seq > after_seq, in seq order.
+  virtual Result<std::vector<Row>> ListSince(Table table, int64_t after_seq) = 0;
+  // Claims each GPU key ("node/uuid") for the lease. An exclusive claim fails with
+  // kAlreadyExists (naming the GPU) when any exclusive claim on that key exists.
+  virtual Status ClaimGpus(const std::string& lease_id, const std::vector<std::string>& gpu_keys,
+                           bool exclusive) = 0;
+  // Drops every claim of the lease (none is fine).
+  virtual Status ReleaseGpus(const std::string& lease_id) = 0;
+  virtual Status AppendEvent(int64_t at_ms, const std::string& kind, const std::string& body) = 0;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // "sqlite:PATH" (parent directories created, file mode 0600, WAL), "sqlite::memory:" for tests,
+  // or a PostgreSQL URL "postgresql://user@host:port/db?..." / "postgres://...". Applies migrations.
+  static Result<std::unique_ptr<Store>> Open(const std::string& url);
+
+  // Runs `fn` in one transaction holding the cluster-wide write lock. Commits when fn returns Ok
+  // (bumping the revision when it wrote anything), rolls back and returns fn's error otherwise.
+  // Database errors come back as kUnavailable (connection lost: the next call reconnects) or
+  // kInternal, with the database's message.
+  virtual Status Update(Durability durability, const std::function<Status(Txn&)>& fn) = 0;
+
+  // Reads outside a write transaction (a consistent snapshot of one table).
+  virtual Result<std::vector<Row>> List(Table table, int64_t after_seq = 0) = 0;
+  virtual Result<int64_t> Revision() = 0;
+  // Events with id > after_id, oldest first, at most `limit`.
+  virtual Result<std::vector<EventRow>> Events(int64_t after_id, size_t limit) = 0;
+  // Drops events older than `before_ms`, keeping at least the newest `keep`.
+  virtual Status PruneEvents(int64_t before_ms, size_t keep) = 0;
+
+  virtual int SchemaVersion() const = 0;
+  // For logs: "sqlite:/path/var/flyt.db" or "postgresql://host:port/db" (never a password).
+  virtual std::string Describe() const = 0;
+};
+
+// The newest schema version this build knows.
+int LatestSchemaVersion();
+
+}  // namespace flyt::store
