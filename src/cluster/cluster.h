@@ -72,6 +72,8 @@ class Cluster {
   nlohmann::json Nodes() const;
   Result<nlohmann::json> Node(const std::string& name) const;
   nlohmann::json Gpus() const;
+  // GET /api/v1/gpus's body, rebuilt at most once per change and once a second.
+  std::shared_ptr<const std::string> GpusBody();
   nlohmann::json Clients() const;
 
   // The reservation ledger. A refusal is kResourceExhausted with the reasons per node.
@@ -145,6 +147,12 @@ class Cluster {
   int64_t revision_ = 0;                   // guarded by mu_: the store revision we reflect
   ClusterCounters counters_;               // guarded by mu_
   uint64_t random_state_ = 0;              // guarded by mu_
+  uint64_t state_version_ = 0;             // guarded by mu_: bumped by every committed change
+
+  std::mutex gpus_mu_;
+  std::shared_ptr<const std::string> gpus_body_;   // guarded by gpus_mu_
+  uint64_t gpus_version_ = 0;                      // guarded by gpus_mu_
+  std::chrono::steady_clock::time_point gpus_built_;  // guarded by gpus_mu_
 
   std::condition_variable wake_cv_;
   bool dirty_ = false;   // guarded by mu_: a pass may place something

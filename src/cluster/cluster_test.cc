@@ -211,7 +211,7 @@ TEST_F(ClusterTest, JobsRunWithGpuInfoAndTimeOutWithTheReasons) {
   EXPECT_EQ((*first)["gpu_info"]["world_size"], 1);
   EXPECT_EQ((*first)["gpu_info"]["model"], "NVIDIA H100 80GB HBM3");
   EXPECT_EQ((*first)["gpu_info"]["allocation_details"][0]["allocation_method"],
-            "flyt-ledger/score");
+            "flyt-ledger/binpack");
   EXPECT_TRUE((*first)["gpu_info"]["allocation_details"][0]["memory_free_mb"].is_number());
   // tp=2 cannot fit next to it on a 2-GPU node; tp=4 never fits.
   auto second = cluster_->GetJob((*sub)["jobs"][1]["id"]);

@@ -138,11 +138,10 @@ Result<ClusterConfig> ParseClusterConfig(std::string_view text, const std::strin
   if (log != nullptr) {
     FLYT_RETURN_IF_ERROR(r.CheckKeys(*log, "log", {"level"}));
     FLYT_RETURN_IF_ERROR(r.GetString(*log, "log", "level", c.log_level));
-    const std::string& lv = c.log_level;
-    if (lv != "trace" && lv != "debug" && lv != "info" && lv != "warn" && lv != "error" &&
-        lv != "off") {
+    if (!ValidLogLevel(c.log_level)) {
       return r.Error(log->get("level"), "log.level",
-                     "unknown level '" + lv + "' (expected trace, debug, info, warn, error, off)");
+                     "unknown level '" + c.log_level +
+                         "' (expected trace, debug, info, warn, error, off)");
     }
   }
   return c;

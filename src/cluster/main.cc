@@ -1,11 +1,8 @@
 // flyt-cluster-manager: the control plane. This file parses flags, loads the config and wires
 // the store, the cluster state and the HTTP server together; the work is in src/cluster,
 // src/sched and src/store.
-#include <signal.h>
-
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "cluster/auth.h"
@@ -13,6 +10,7 @@
 #include "cluster/config.h"
 #include "cluster/server.h"
 #include "common/clock.h"
+#include "common/daemon.h"
 #include "common/strings.h"
 #include "store/store.h"
 
@@ -57,17 +55,7 @@ int main(int argc, char** argv) {
   if (!var_dir.empty()) config.var_dir = var_dir;
   if (!log_level.empty()) config.log_level = log_level;
 
-  auto logger = spdlog::stderr_color_mt("flyt");
-  spdlog::set_default_logger(logger);
-  spdlog::set_level(spdlog::level::from_str(config.log_level));
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ %v");
-
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  flyt::SetUpDaemon(config.log_level);
 
   const char* env_token = std::getenv("FLYT_ADMIN_TOKEN");
   auto auth = flyt::cluster::Auth::Build(config, env_token ? env_token : "");
@@ -95,9 +83,7 @@ int main(int argc, char** argv) {
   spdlog::info("serving on http://{}:{} (API at /api/v1, metrics at /metrics)",
                config.listen_host, server.port());
 
-  int sig = 0;
-  sigwait(&signals, &sig);
-  spdlog::info("{} received; shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  flyt::WaitForTermination();
   server.Stop();
   cluster.Stop();
   spdlog::info("stopped");

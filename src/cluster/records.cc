@@ -302,19 +302,21 @@ Result<Job> JobFromJson(const json& j) {
   return job;
 }
 
+sched::GpuState LedgerGpu(const gpu::GpuInfo& g) {
+  sched::GpuState s;
+  s.index = g.index;
+  s.uuid = g.uuid;
+  s.name = g.name;
+  s.lost = g.lost;
+  s.memory_total_bytes = g.memory_total_bytes;
+  s.memory_free_bytes = g.memory_free_bytes;
+  s.utilization_percent = g.gpu_util_percent;
+  return s;
+}
+
 std::vector<sched::GpuState> LedgerGpus(const gpu::GpuSnapshot& snapshot) {
   std::vector<sched::GpuState> out;
-  for (const gpu::GpuInfo& g : snapshot.gpus) {
-    sched::GpuState s;
-    s.index = g.index;
-    s.uuid = g.uuid;
-    s.name = g.name;
-    s.lost = g.lost;
-    s.memory_total_bytes = g.memory_total_bytes;
-    s.memory_free_bytes = g.memory_free_bytes;
-    s.utilization_percent = g.gpu_util_percent;
-    out.push_back(std::move(s));
-  }
+  for (const gpu::GpuInfo& g : snapshot.gpus) out.push_back(LedgerGpu(g));
   return out;
 }
 

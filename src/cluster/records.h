@@ -84,7 +84,8 @@ nlohmann::json ToJson(const sched::AllocationRequest& request);
 const char* PolicyName(sched::Policy policy);
 std::optional<sched::Policy> ParsePolicy(std::string_view name);
 
-// The ledger's view of a node's GPUs.
+// The ledger's view of a GPU, and of a node's GPUs.
+sched::GpuState LedgerGpu(const gpu::GpuInfo& gpu);
 std::vector<sched::GpuState> LedgerGpus(const gpu::GpuSnapshot& snapshot);
 
 }  // namespace flyt::cluster

@@ -118,6 +118,15 @@ void ClusterServer::AddRoutes() {
   using Res = httplib::Response&;
   using Who = const Caller&;
   using Match = const std::smatch&;
+  // A route whose handler takes the parsed JSON body and answers with a Result.
+  using BodyHandler = std::function<Result<json>(Who, const json&, Match)>;
+  auto with_body = [&add](const char* pattern, Access access, int ok_status, BodyHandler h) {
+    add(pattern, "POST", access, [h, ok_status](Req req, Res res, Who who, Match m) {
+      auto body = Body(req);
+      if (!body.ok()) return Send(res, body.status());
+      Reply(res, h(who, *body, m), ok_status);
+    });
+  };
 
   add("/healthz", "GET", Access::kPublic, [this](Req, Res res, Who, Match) {
     http::SendJson(res, 200, {{"status", "ok"}, {"version", version_}});
@@ -130,23 +139,20 @@ void ClusterServer::AddRoutes() {
   });
 
   // Inventory.
-  add("/api/v1/nodes/heartbeat", "POST", Access::kNode, [this](Req req, Res res, Who who, Match) {
-    auto body = Body(req);
-    if (!body.ok()) return Send(res, body.status());
-    Reply(res, cluster_.Heartbeat(who, *body));
-  });
+  with_body("/api/v1/nodes/heartbeat", Access::kNode, 200,
+            [this](Who who, const json& body, Match) { return cluster_.Heartbeat(who, body); });
   add("/api/v1/nodes", "GET", Access::kRead,
       [this](Req, Res res, Who, Match) { http::SendJson(res, 200, cluster_.Nodes()); });
   add("/api/v1/nodes/([A-Za-z0-9._-]+)", "GET", Access::kRead,
       [this](Req, Res res, Who, Match m) { Reply(res, cluster_.Node(m[1])); });
-  add("/api/v1/gpus", "GET", Access::kRead,
-      [this](Req, Res res, Who, Match) { http::SendJson(res, 200, cluster_.Gpus()); });
+  add("/api/v1/gpus", "GET", Access::kRead, [this](Req, Res res, Who, Match) {
+    res.status = 200;
+    res.set_content(*cluster_.GpusBody(), "application/json");
+  });
   add("/api/v1/clients", "GET", Access::kRead,
       [this](Req, Res res, Who, Match) { http::SendJson(res, 200, cluster_.Clients()); });
-  add("/api/v1/clients", "POST", Access::kClient, [this](Req req, Res res, Who who, Match) {
-    auto body = Body(req);
-    if (!body.ok()) return Send(res, body.status());
-    Reply(res, cluster_.ClientHeartbeat(who, *body));
+  with_body("/api/v1/clients", Access::kClient, 200, [this](Who who, const json& body, Match) {
+    return cluster_.ClientHeartbeat(who, body);
   });
 
   // The ledger.
@@ -167,12 +173,8 @@ void ClusterServer::AddRoutes() {
         }
         http::SendError(res, 404, "no lease " + m[1].str() + " (released, or expired)");
       });
-  add("/api/v1/allocations/([A-Za-z0-9._-]+)/renew", "POST", Access::kClient,
-      [this](Req req, Res res, Who who, Match m) {
-        auto body = Body(req);
-        if (!body.ok()) return Send(res, body.status());
-        Reply(res, cluster_.Renew(who, m[1], *body));
-      });
+  with_body("/api/v1/allocations/([A-Za-z0-9._-]+)/renew", Access::kClient, 200,
+            [this](Who who, const json& body, Match m) { return cluster_.Renew(who, m[1], body); });
   add("/api/v1/allocations/([A-Za-z0-9._-]+)", "DELETE", Access::kClient,
       [this](Req, Res res, Who who, Match m) {
         Status s = cluster_.Release(who, m[1]);
@@ -181,11 +183,8 @@ void ClusterServer::AddRoutes() {
       });
 
   // Jobs.
-  add("/api/v1/jobs", "POST", Access::kClient, [this](Req req, Res res, Who who, Match) {
-    auto body = Body(req);
-    if (!body.ok()) return Send(res, body.status());
-    Reply(res, cluster_.Submit(who, *body), 201);
-  });
+  with_body("/api/v1/jobs", Access::kClient, 201,
+            [this](Who who, const json& body, Match) { return cluster_.Submit(who, body); });
   add("/api/v1/jobs", "GET", Access::kRead, [this](Req req, Res res, Who, Match) {
     size_t limit = 1000;
     if (req.has_param("limit")) {
@@ -199,12 +198,10 @@ void ClusterServer::AddRoutes() {
       [this](Req, Res res, Who, Match m) { Reply(res, cluster_.GetJob(m[1])); });
   add("/api/v1/jobs/([A-Za-z0-9._-]+)", "DELETE", Access::kClient,
       [this](Req, Res res, Who who, Match m) { Reply(res, cluster_.Cancel(who, m[1])); });
-  add("/api/v1/jobs/([A-Za-z0-9._-]+)/complete", "POST", Access::kClient,
-      [this](Req req, Res res, Who who, Match m) {
-        auto body = Body(req);
-        if (!body.ok()) return Send(res, body.status());
-        Reply(res, cluster_.Complete(who, m[1], *body));
-      });
+  with_body("/api/v1/jobs/([A-Za-z0-9._-]+)/complete", Access::kClient, 200,
+            [this](Who who, const json& body, Match m) {
+              return cluster_.Complete(who, m[1], body);
+            });
   add("/api/v1/queue", "GET", Access::kRead,
       [this](Req, Res res, Who, Match) { http::SendJson(res, 200, cluster_.Queue()); });
   add("/api/v1/events", "GET", Access::kRead, [this](Req req, Res res, Who, Match) {

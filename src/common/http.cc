@@ -76,6 +76,9 @@ void Configure(httplib::Server& s, const ServerOptions& options) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
+  // Answers go out as header + body writes; without TCP_NODELAY a small body on a keep-alive
+  // connection waits for the client's delayed ACK (~40 ms per request).
+  s.set_tcp_nodelay(true);
   s.set_payload_max_length(options.max_body_bytes);
   const int threads = options.threads;
   s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
@@ -137,6 +140,7 @@ Result<std::unique_ptr<JsonClient>> JsonClient::Connect(const std::string& url, 
   c->client_ = std::make_unique<httplib::Client>(full);
   if (!c->client_->is_valid()) return InvalidArgument("URL '" + url + "' is not valid");
   c->SetTimeouts(std::chrono::seconds(5), std::chrono::seconds(30));
+  c->client_->set_tcp_nodelay(true);
   if (!token.empty()) c->client_->set_bearer_token_auth(token);
   return c;
 }

@@ -143,6 +143,10 @@ Result<std::pair<std::string, int>> ParseHostPort(std::string_view host_port) {
   return std::make_pair(host, static_cast<int>(*port));
 }
 
+bool ValidLogLevel(std::string_view l) {
+  return l == "trace" || l == "debug" || l == "info" || l == "warn" || l == "error" || l == "off";
+}
+
 bool ValidLabelName(std::string_view s) {
   if (s.empty() || (s.size() >= 2 && s.substr(0, 2) == "__")) return false;
   for (size_t i = 0; i < s.size(); ++i) {

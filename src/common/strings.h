@@ -33,6 +33,9 @@ class Result;
 // "HOST:PORT" (IPv6 as "[::1]:12401"), port 0-65535; errors say what is wrong.
 Result<std::pair<std::string, int>> ParseHostPort(std::string_view host_port);
 
+// trace, debug, info, warn, error or off: the log levels flyt's daemons accept.
+bool ValidLogLevel(std::string_view level);
+
 // A label name as Prometheus allows it: [a-zA-Z_][a-zA-Z0-9_]*, not starting with "__".
 bool ValidLabelName(std::string_view s);
 

@@ -126,10 +126,10 @@ Result<NodeConfig> ParseNodeConfig(std::string_view text, const std::string& sou
   if (log != nullptr) {
     FLYT_RETURN_IF_ERROR(r.CheckKeys(*log, "log", {"level"}));
     FLYT_RETURN_IF_ERROR(r.GetString(*log, "log", "level", c.log_level));
-    const std::string& l = c.log_level;
-    if (l != "trace" && l != "debug" && l != "info" && l != "warn" && l != "error" && l != "off") {
+    if (!ValidLogLevel(c.log_level)) {
       return r.Error(log->get("level"), "log.level",
-                     "unknown level '" + l + "' (expected trace, debug, info, warn, error, off)");
+                     "unknown level '" + c.log_level +
+                         "' (expected trace, debug, info, warn, error, off)");
     }
   }
   return c;

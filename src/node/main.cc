@@ -1,13 +1,11 @@
 // flyt-node-manager: the per-node daemon. This file parses flags, loads the config and wires the
 // monitor and the HTTP server together; the work is in src/gpu and src/node.
-#include <signal.h>
-
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "common/clock.h"
+#include "common/daemon.h"
 #include "gpu/backend.h"
 #include "gpu/monitor.h"
 #include "gpu/nvml_backend.h"
@@ -58,19 +56,7 @@ int main(int argc, char** argv) {
   if (!advertise.empty()) config.advertise_url = advertise;
   if (!log_level.empty()) config.log_level = log_level;
 
-  // Logs go to stderr: systemd's journal and container runtimes both collect it.
-  auto logger = spdlog::stderr_color_mt("flyt");
-  spdlog::set_default_logger(logger);
-  spdlog::set_level(spdlog::level::from_str(config.log_level));
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ %v");
-
-  // SIGINT/SIGTERM are taken by this thread with sigwait; every other thread has them blocked.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  flyt::SetUpDaemon(config.log_level);
 
   std::unique_ptr<flyt::gpu::Backend> backend;
   std::string library = config.nvml_library;
@@ -132,9 +118,7 @@ int main(int argc, char** argv) {
                  config.cluster_manager, config.heartbeat_interval.count(), api_url);
   }
 
-  int sig = 0;
-  sigwait(&signals, &sig);
-  spdlog::info("{} received; shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  flyt::WaitForTermination();
   if (heartbeats) heartbeats->Stop();
   server.Stop();
   monitor.Stop();

@@ -1,12 +1,13 @@
 #include "sched/ledger.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 namespace flyt::sched {
 namespace {
 
 struct Candidate {
-  std::string node;
+  const std::string* node;  // the ledger's own key: no copy per GPU
   const GpuState* gpu;
   double score;
   uint64_t free_bytes;  // after what shared leases reserve
@@ -124,18 +125,19 @@ Result<Lease> Ledger::Allocate(const AllocationRequest& req) {
   }
   std::scoped_lock lock(mu_);
   const auto now = clock_.WallNow();
+  const size_t want = static_cast<size_t>(req.gpus);
 
-  // What live leases hold, per (node, GPU index).
+  // What live leases hold, per node, per GPU index (one hash lookup per node below, not per GPU).
   struct Use {
     bool exclusive = false;
     int shared = 0;  // counted, not inferred from bytes: a shared lease may reserve 0 bytes
     uint64_t shared_bytes = 0;
   };
-  std::map<std::pair<std::string, uint32_t>, Use> use;
+  std::unordered_map<std::string_view, std::unordered_map<uint32_t, Use>> use;
   for (const auto& [id, l] : leases_) {
     if (l.expires_at <= now) continue;  // expired: free, even before Expire() reports it
     for (const LeasedGpu& g : l.gpus) {
-      Use& u = use[{g.node, g.index}];
+      Use& u = use[g.node][g.index];
       if (l.exclusive) {
         u.exclusive = true;
       } else {
@@ -145,15 +147,24 @@ Result<Lease> Ledger::Allocate(const AllocationRequest& req) {
     }
   }
 
-  std::map<std::string, std::vector<Candidate>> by_node;
-  std::vector<std::string> reasons;
+  struct NodeChoice {
+    const std::string* name;
+    std::vector<Candidate> ok;  // sorted by score, best first
+    double mean_top = 0;        // mean score of its best `want` candidates
+    NodeReasons why;
+    bool reachable = true;
+  };
+  std::vector<NodeChoice> nodes;
+  nodes.reserve(nodes_.size());
   for (const auto& [name, node] : nodes_) {
+    NodeChoice& choice = nodes.emplace_back();
+    choice.name = &name;
     if (!ReachableLocked(node)) {
-      reasons.push_back(name + ": unreachable");
+      choice.reachable = false;
       continue;
     }
-    NodeReasons why;
-    std::vector<Candidate>& ok = by_node[name];
+    auto node_use = use.find(name);
+    NodeReasons& why = choice.why;
     for (const GpuState& g : node.gpus) {
       if (g.lost) {
         ++why.lost;
@@ -163,7 +174,11 @@ Result<Lease> Ledger::Allocate(const AllocationRequest& req) {
         ++why.other_model;
         continue;
       }
-      const Use u = use.count({name, g.index}) ? use[{name, g.index}] : Use{};
+      Use u;
+      if (node_use != use.end()) {
+        auto it = node_use->second.find(g.index);
+        if (it != node_use->second.end()) u = it->second;
+      }
       if (u.exclusive || (req.exclusive && u.shared > 0)) {
         ++why.leased;
         continue;
@@ -187,37 +202,28 @@ Result<Lease> Ledger::Allocate(const AllocationRequest& req) {
         ++why.busy;
         continue;
       }
-      ok.push_back({name, &g, Score(g, u.shared_bytes), free, need});
+      choice.ok.push_back({&name, &g, Score(g, u.shared_bytes), free, need});
     }
-    std::sort(ok.begin(), ok.end(), [](const Candidate& a, const Candidate& b) {
+    std::sort(choice.ok.begin(), choice.ok.end(), [](const Candidate& a, const Candidate& b) {
       return a.score != b.score ? a.score > b.score : a.gpu->index < b.gpu->index;
     });
-    if (req.same_node && req.max_free_spread > 0 && static_cast<int>(ok.size()) >= req.gpus &&
-        PickBalanced(ok, static_cast<size_t>(req.gpus), req.max_free_spread).empty()) {
-      why.unbalanced = static_cast<int>(ok.size());
+    if (req.same_node && req.max_free_spread > 0 && choice.ok.size() >= want &&
+        PickBalanced(choice.ok, want, req.max_free_spread).empty()) {
+      why.unbalanced = static_cast<int>(choice.ok.size());
     }
-    std::string described = why.Describe();
-    if (static_cast<int>(ok.size()) < req.gpus || !described.empty()) {
-      reasons.push_back(name + ": " + std::to_string(ok.size()) + " available" +
-                        (described.empty() ? "" : ", " + described));
-    }
+    const size_t top = std::min(choice.ok.size(), want);
+    for (size_t i = 0; i < top; ++i) choice.mean_top += choice.ok[i].score;
+    if (top > 0) choice.mean_top /= static_cast<double>(top);
   }
 
   // Node order by policy: score (best top-n mean score), binpack (fewest available first: fill
   // the busiest node that fits), spread (most available first).
-  std::vector<std::string> order;
-  for (const auto& [name, ok] : by_node) {
-    if (!ok.empty()) order.push_back(name);
+  std::vector<const NodeChoice*> order;
+  for (const NodeChoice& n : nodes) {
+    if (!n.ok.empty()) order.push_back(&n);
   }
-  auto mean_top = [&](const std::string& name) {
-    const auto& ok = by_node[name];
-    size_t n = std::min<size_t>(ok.size(), static_cast<size_t>(req.gpus));
-    double s = 0;
-    for (size_t i = 0; i < n; ++i) s += ok[i].score;
-    return n == 0 ? 0.0 : s / static_cast<double>(n);
-  };
-  std::stable_sort(order.begin(), order.end(), [&](const std::string& a, const std::string& b) {
-    size_t na = by_node[a].size(), nb = by_node[b].size();
+  std::stable_sort(order.begin(), order.end(), [&](const NodeChoice* a, const NodeChoice* b) {
+    const size_t na = a->ok.size(), nb = b->ok.size();
     switch (req.policy) {
       case Policy::kBinpack:
         if (na != nb) return na < nb;
@@ -228,52 +234,76 @@ Result<Lease> Ledger::Allocate(const AllocationRequest& req) {
       case Policy::kScore:
         break;
     }
-    return mean_top(a) > mean_top(b);
+    return a->mean_top > b->mean_top;
   });
 
   std::vector<Candidate> chosen;
   if (req.same_node) {
-    for (const std::string& name : order) {
-      chosen = PickBalanced(by_node[name], static_cast<size_t>(req.gpus), req.max_free_spread);
+    for (const NodeChoice* n : order) {
+      chosen = PickBalanced(n->ok, want, req.max_free_spread);
       if (!chosen.empty()) break;
     }
   } else if (req.policy == Policy::kScore) {
-    for (const std::string& name : order)
-      chosen.insert(chosen.end(), by_node[name].begin(), by_node[name].end());
+    for (const NodeChoice* n : order) chosen.insert(chosen.end(), n->ok.begin(), n->ok.end());
     std::stable_sort(chosen.begin(), chosen.end(),
                      [](const Candidate& a, const Candidate& b) { return a.score > b.score; });
-    chosen = PickBalanced(chosen, static_cast<size_t>(req.gpus), req.max_free_spread);
+    chosen = PickBalanced(chosen, want, req.max_free_spread);
   } else {
     // binpack: fill node after node in order; spread: one GPU per node in turn.
     std::vector<Candidate> picked;
     if (req.policy == Policy::kBinpack) {
-      for (const std::string& name : order) {
-        for (const Candidate& c : by_node[name]) {
-          if (static_cast<int>(picked.size()) < req.gpus) picked.push_back(c);
+      for (const NodeChoice* n : order) {
+        for (const Candidate& c : n->ok) {
+          if (picked.size() < want) picked.push_back(c);
         }
       }
     } else {
-      for (size_t round = 0; static_cast<int>(picked.size()) < req.gpus; ++round) {
+      for (size_t round = 0; picked.size() < want; ++round) {
         bool any = false;
-        for (const std::string& name : order) {
-          if (round < by_node[name].size() && static_cast<int>(picked.size()) < req.gpus) {
-            picked.push_back(by_node[name][round]);
+        for (const NodeChoice* n : order) {
+          if (round < n->ok.size() && picked.size() < want) {
+            picked.push_back(n->ok[round]);
             any = true;
           }
         }
         if (!any) break;
       }
     }
-    if (static_cast<int>(picked.size()) == req.gpus) {
-      chosen = PickBalanced(picked, picked.size(), req.max_free_spread);
-    }
+    if (picked.size() == want) chosen = PickBalanced(picked, picked.size(), req.max_free_spread);
   }
 
   if (chosen.empty()) {
+    // The reasons, counted per node; on a large cluster the first kMaxNodeReasons nodes and a
+    // summary of the rest, so that a refusal stays readable (and small).
+    constexpr size_t kMaxNodeReasons = 20;
     std::string message = "no " + std::to_string(req.gpus) + " GPU(s)" +
                           (req.same_node ? " on one node" : "") + " meet the request";
     if (nodes_.empty()) message += ": no node has reported";
-    for (const std::string& r : reasons) message += "; " + r;
+    size_t listed = 0, more = 0, more_unreachable = 0;
+    for (const NodeChoice& n : nodes) {
+      std::string line;
+      if (!n.reachable) {
+        line = *n.name + ": unreachable";
+      } else {
+        std::string described = n.why.Describe();
+        if (n.ok.size() >= want && described.empty()) continue;
+        line = *n.name + ": " + std::to_string(n.ok.size()) + " available" +
+               (described.empty() ? "" : ", " + described);
+      }
+      if (listed < kMaxNodeReasons) {
+        message += "; " + line;
+        ++listed;
+      } else {
+        ++more;
+        more_unreachable += n.reachable ? 0 : 1;
+      }
+    }
+    if (more > 0) {
+      message += "; and " + std::to_string(more) + " more node(s)" +
+                 (more_unreachable > 0
+                      ? " (" + std::to_string(more_unreachable) + " of them unreachable)"
+                      : "");
+    }
     return Status(StatusCode::kResourceExhausted, message);
   }
 
@@ -287,7 +317,7 @@ Result<Lease> Ledger::Allocate(const AllocationRequest& req) {
   lease.ttl = req.ttl;
   lease.expires_at = now + req.ttl;
   for (const Candidate& c : chosen) {
-    lease.gpus.push_back({c.node, c.gpu->index, c.gpu->uuid, c.gpu->name, c.score, c.need_bytes});
+    lease.gpus.push_back({*c.node, c.gpu->index, c.gpu->uuid, c.gpu->name, c.score, c.need_bytes});
   }
   leases_[lease.id] = lease;
   return lease;

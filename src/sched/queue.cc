@@ -1,19 +1,22 @@
 #include "sched/queue.h"
 
-#include <set>
-#include <tuple>
 
 namespace flyt::sched {
 namespace {
 
-// Two requests that ask for the same thing get the same answer within one pass: capacity only
-// shrinks as the pass grants leases, so a request refused once is refused again.
-using Shape = std::tuple<int, uint64_t, uint32_t, bool, std::string, int, bool, double, double>;
-
-Shape ShapeOf(const AllocationRequest& r) {
-  return {r.gpus,      r.min_free_memory_bytes,   r.max_utilization_percent,
-          r.same_node, r.gpu_model,               static_cast<int>(r.policy),
-          r.exclusive, r.min_free_fraction,       r.max_free_spread};
+// Within one pass capacity only shrinks (the pass grants leases, nothing frees GPUs), so once a
+// request has been refused, every request at least as hard is refused too: as many or more GPUs,
+// as much or more memory, no more utilisation allowed, the same model, placement and sharing. An
+// autotuner sweep is mostly such a family (one model, growing memory per experiment), so a pass
+// over a long queue makes a handful of placement attempts instead of one per job. The policy only
+// orders candidates; it does not change whether a request can be met.
+bool AtLeastAsHard(const AllocationRequest& r, const AllocationRequest& refused) {
+  return r.gpus >= refused.gpus && r.min_free_memory_bytes >= refused.min_free_memory_bytes &&
+         r.min_free_fraction >= refused.min_free_fraction &&
+         r.max_utilization_percent <= refused.max_utilization_percent &&
+         r.gpu_model == refused.gpu_model && r.same_node == refused.same_node &&
+         r.exclusive == refused.exclusive && r.max_free_spread == refused.max_free_spread &&
+         (r.max_free_spread == 0 || r.policy == refused.policy);
 }
 
 }  // namespace
@@ -35,7 +38,7 @@ bool JobQueue::Remove(const std::string& id) {
 
 SchedulePass JobQueue::Schedule(Ledger& ledger, std::chrono::system_clock::time_point now) {
   SchedulePass pass;
-  std::map<Shape, std::string> refused;  // shape → reason
+  std::vector<std::pair<const AllocationRequest*, std::string>> refused;  // with the reason
   bool held = false;                     // a starving job blocks everything behind it
   for (auto it = order_.begin(); it != order_.end();) {
     QueuedJob& job = jobs_.at(it->second);
@@ -52,10 +55,15 @@ SchedulePass JobQueue::Schedule(Ledger& ledger, std::chrono::system_clock::time_
       ++it;
       continue;
     }
-    const Shape shape = ShapeOf(job.request);
-    auto known = refused.find(shape);
-    if (known != refused.end()) {
-      job.last_reason = known->second;
+    const std::string* known = nullptr;
+    for (const auto& [request, reason] : refused) {
+      if (AtLeastAsHard(job.request, *request)) {
+        known = &reason;
+        break;
+      }
+    }
+    if (known != nullptr) {
+      job.last_reason = *known;
     } else {
       ++pass.tried;
       auto lease = ledger.Allocate(job.request);
@@ -67,7 +75,9 @@ SchedulePass JobQueue::Schedule(Ledger& ledger, std::chrono::system_clock::time_
       }
       job.last_reason = lease.status().message();
       // Only a lack of capacity may be shared: an invalid request is this job's own problem.
-      if (lease.status().code() == StatusCode::kResourceExhausted) refused[shape] = job.last_reason;
+      if (lease.status().code() == StatusCode::kResourceExhausted) {
+        refused.emplace_back(&job.request, job.last_reason);
+      }
     }
     if (options_.backfill_hold.count() > 0 && now - job.submitted_at >= options_.backfill_hold) {
       held = true;

@@ -45,7 +45,7 @@ struct SchedulePass {
   };
   std::vector<Started> started;
   std::vector<TimedOut> timed_out;
-  size_t tried = 0;  // Allocate calls made (identical requests that failed are not retried)
+  size_t tried = 0;  // Allocate calls made (requests at least as hard as a refused one are not)
 };
 
 class JobQueue {

@@ -120,6 +120,24 @@ TEST_F(QueueTest, IdenticalRefusedRequestsAreTriedOncePerPass) {
   for (const QueuedJob& j : queue_.Ordered()) EXPECT_FALSE(j.last_reason.empty()) << j.id;
 }
 
+TEST_F(QueueTest, RequestsHarderThanARefusedOneAreNotTried) {
+  ledger_.UpdateNode("a", Gpus(2));
+  auto small = Job("needs-3", 3);
+  queue_.Add(small);
+  for (int i = 0; i < 50; ++i) {
+    auto j = Job("bigger" + std::to_string(i), 3 + i % 4);
+    j.request.min_free_memory_bytes = static_cast<uint64_t>(i) * kGiB;
+    queue_.Add(j);
+  }
+  auto other_model = Job("other-model", 4);
+  other_model.request.gpu_model = "A100";  // not comparable: tried on its own
+  queue_.Add(other_model);
+  queue_.Add(Job("fits", 2));
+  auto pass = queue_.Schedule(ledger_, clock_.WallNow());
+  EXPECT_EQ(pass.tried, 3u);
+  EXPECT_EQ(Started(pass), (std::vector<std::string>{"fits"}));
+}
+
 TEST_F(QueueTest, CancelRemoves) {
   queue_.Add(Job("x", 1));
   EXPECT_TRUE(queue_.Remove("x"));
