@@ -31,7 +31,10 @@ int main(int argc, char** argv) {
   app.add_option("--listen", listen, "HOST:PORT to serve on (default 127.0.0.1:12401)");
   app.add_option("--name", name, "Node name (default: the host name)");
   app.add_option("--cluster-manager", cluster_manager, "Cluster manager URL (empty: standalone)");
-  std::string advertise;
+  std::string advertise, cm_token;
+  app.add_option("--token", cm_token,
+                 "Token (role node) for the cluster manager (default: [cluster-manager] token, "
+                 "else $FLYT_TOKEN)");
   app.add_option("--advertise-url", advertise,
                  "URL the cluster manager uses to reach this node's API (default: from --listen)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
@@ -54,6 +57,7 @@ int main(int argc, char** argv) {
   if (!name.empty()) config.name = name;
   if (!cluster_manager.empty()) config.cluster_manager = cluster_manager;
   if (!advertise.empty()) config.advertise_url = advertise;
+  if (!cm_token.empty()) config.cluster_manager_token = cm_token;
   if (!log_level.empty()) config.log_level = log_level;
 
   flyt::SetUpDaemon(config.log_level);
