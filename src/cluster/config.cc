@@ -134,16 +134,7 @@ Result<ClusterConfig> ParseClusterConfig(std::string_view text, const std::strin
     FLYT_RETURN_IF_ERROR(r.GetInt(*ev, "events", "retention", 100, 100000000, keep));
     c.event_retention = static_cast<size_t>(keep);
   }
-  FLYT_ASSIGN_OR_RETURN(const toml::table* log, r.Section(root, "log"));
-  if (log != nullptr) {
-    FLYT_RETURN_IF_ERROR(r.CheckKeys(*log, "log", {"level"}));
-    FLYT_RETURN_IF_ERROR(r.GetString(*log, "log", "level", c.log_level));
-    if (!ValidLogLevel(c.log_level)) {
-      return r.Error(log->get("level"), "log.level",
-                     "unknown level '" + c.log_level +
-                         "' (expected trace, debug, info, warn, error, off)");
-    }
-  }
+  FLYT_RETURN_IF_ERROR(r.LogSection(root, c.log_level));
   return c;
 }
 

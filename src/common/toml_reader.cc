@@ -94,6 +94,18 @@ Status TomlReader::GetBool(const toml::table& t, const std::string& section, con
   return Status::Ok();
 }
 
+Status TomlReader::LogSection(const toml::table& root, std::string& level) const {
+  FLYT_ASSIGN_OR_RETURN(const toml::table* log, Section(root, "log"));
+  if (log == nullptr) return Status::Ok();
+  FLYT_RETURN_IF_ERROR(CheckKeys(*log, "log", {"level"}));
+  FLYT_RETURN_IF_ERROR(GetString(*log, "log", "level", level));
+  if (!ValidLogLevel(level)) {
+    return Error(log->get("level"), "log.level",
+                 "unknown level '" + level + "' (expected trace, debug, info, warn, error, off)");
+  }
+  return Status::Ok();
+}
+
 Result<const toml::table*> TomlReader::Section(const toml::table& root, const char* name) const {
   const toml::node* n = root.get(name);
   if (n == nullptr) return static_cast<const toml::table*>(nullptr);

@@ -41,6 +41,8 @@ class TomlReader {
                    double max, double& out) const;
   Status GetBool(const toml::table& t, const std::string& section, const char* key,
                  bool& out) const;
+  // The [log] section every daemon's config has: `level` (trace, debug, info, warn, error, off).
+  Status LogSection(const toml::table& root, std::string& level) const;
   // A [section] table of the root: nullptr when absent, an error when not a table.
   Result<const toml::table*> Section(const toml::table& root, const char* name) const;
 

@@ -122,16 +122,7 @@ Result<NodeConfig> ParseNodeConfig(std::string_view text, const std::string& sou
     FLYT_RETURN_IF_ERROR(r.GetInt(*cm, "cluster-manager", "heartbeat_interval_s", 1, 3600, hb));
     c.heartbeat_interval = std::chrono::seconds(hb);
   }
-  FLYT_ASSIGN_OR_RETURN(const toml::table* log, section("log"));
-  if (log != nullptr) {
-    FLYT_RETURN_IF_ERROR(r.CheckKeys(*log, "log", {"level"}));
-    FLYT_RETURN_IF_ERROR(r.GetString(*log, "log", "level", c.log_level));
-    if (!ValidLogLevel(c.log_level)) {
-      return r.Error(log->get("level"), "log.level",
-                     "unknown level '" + c.log_level +
-                         "' (expected trace, debug, info, warn, error, off)");
-    }
-  }
+  FLYT_RETURN_IF_ERROR(r.LogSection(root, c.log_level));
   return c;
 }
 
