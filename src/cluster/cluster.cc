@@ -1116,8 +1116,9 @@ json Cluster::Queue() const {
   return {{"queue", list}};
 }
 
-Result<json> Cluster::Events(int64_t after_id, size_t limit) const {
-  FLYT_ASSIGN_OR_RETURN(auto rows, store_->Events(after_id, limit));
+Result<json> Cluster::Events(int64_t after_id, size_t limit, bool latest) const {
+  FLYT_ASSIGN_OR_RETURN(auto rows,
+                        latest ? store_->LatestEvents(limit) : store_->Events(after_id, limit));
   json list = json::array();
   for (const store::EventRow& r : rows) {
     json body = json::parse(r.body, nullptr, false);

@@ -92,7 +92,8 @@ class Cluster {
                                   const nlohmann::json& body);
   nlohmann::json Queue() const;
 
-  Result<nlohmann::json> Events(int64_t after_id, size_t limit) const;
+  // Events after `after_id`, oldest first; or, with `latest`, the newest `limit` ones.
+  Result<nlohmann::json> Events(int64_t after_id, size_t limit, bool latest = false) const;
   std::string Metrics() const;
   std::string StoreDescription() const { return store_->Describe(); }
 

@@ -217,7 +217,15 @@ void ClusterServer::AddRoutes() {
       if (!v || *v < 1 || *v > 10000) return http::SendError(res, 400, "limit must be 1-10000");
       limit = static_cast<size_t>(*v);
     }
-    Reply(res, cluster_.Events(after, limit));
+    bool latest = false;
+    if (req.has_param("latest")) {
+      if (req.has_param("after")) return http::SendError(res, 400, "give after or latest, not both");
+      auto v = ParseUint(req.get_param_value("latest"));
+      if (!v || *v < 1 || *v > 10000) return http::SendError(res, 400, "latest must be 1-10000");
+      limit = static_cast<size_t>(*v);
+      latest = true;
+    }
+    Reply(res, cluster_.Events(after, limit, latest));
   });
 }
 

@@ -554,11 +554,12 @@ int RunQueue(const ClusterArgs& a) {
 }
 
 int RunEvents(const ClusterArgs& a, std::optional<int64_t> after, std::optional<int64_t> limit) {
-  std::string query;
-  if (after) query += "after=" + std::to_string(*after);
-  if (limit) query += (query.empty() ? "" : "&") + std::string("limit=") + std::to_string(*limit);
+  // Without --after: the newest events (50 unless --limit), the way `tail` shows a log.
+  std::string query = after ? "after=" + std::to_string(*after) +
+                                  (limit ? "&limit=" + std::to_string(*limit) : std::string())
+                            : "latest=" + std::to_string(limit.value_or(50));
   return WithManager(a, [&](Manager& m) {
-    return m.Print(m.client().Get("/api/v1/events" + (query.empty() ? "" : "?" + query)),
+    return m.Print(m.client().Get("/api/v1/events?" + query),
                    "cannot list the events", "events", flyt::ctl::RenderEvents);
   });
 }
@@ -760,10 +761,12 @@ int main(int argc, char** argv) {
 
   auto* queue = add_cluster(app.add_subcommand("queue", "Jobs waiting for GPUs, and why"));
   std::optional<int64_t> events_after, events_limit;
-  auto* events = add_cluster(app.add_subcommand("events", "The cluster's event log, oldest first"));
+  auto* events = add_cluster(
+      app.add_subcommand("events", "The cluster's event log: the newest 50, or those after --after"));
   events->add_option("--after", events_after, "Only events after this id")
       ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
-  events->add_option("--limit", events_limit, "At most N events (default 1000)")
+  events->add_option("--limit", events_limit,
+                     "At most N events (default: 50 newest; 1000 with --after)")
       ->check(CLI::Range(int64_t{1}, int64_t{10000}));
   auto* whoami = add_cluster(app.add_subcommand("whoami", "The name and role of your token"));
 

@@ -49,6 +49,9 @@ const char* FixedSql(Query query) {
       return "INSERT INTO events (at_ms, kind, body) VALUES ($1, $2, $3)";
     case Query::kEvents:
       return "SELECT id, at_ms, kind, body FROM events WHERE id > $1 ORDER BY id LIMIT $2";
+    case Query::kLatestEvents:
+      return "SELECT id, at_ms, kind, body FROM (SELECT id, at_ms, kind, body FROM events "
+             "ORDER BY id DESC LIMIT $1) AS recent ORDER BY id";
     case Query::kPruneEvents:
       // The (keep+1)-th newest event and everything older are outside the newest `keep`.
       return "DELETE FROM events WHERE at_ms < $1 AND id <= COALESCE("

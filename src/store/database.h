@@ -37,6 +37,7 @@ enum class Query : int {
   kRelease,          // (lease_id)
   kAppendEvent,      // (at_ms, kind, body)
   kEvents,           // (after_id, limit) -> id, at_ms, kind, body
+  kLatestEvents,     // (limit) -> id, at_ms, kind, body: the newest, oldest first
   kPruneEvents,      // (before_ms, keep)
   kCount,
 };

@@ -17,6 +17,7 @@ namespace {
 using internal::Database;
 using internal::Id;
 using internal::Query;
+using internal::RowCallback;
 using internal::SqlRow;
 using internal::TableQuery;
 
@@ -295,16 +296,18 @@ class SqlStore final : public Store {
     std::vector<EventRow> events;
     if (limit == 0) return events;
     std::scoped_lock lock(mu_);
-    auto run =
-        db_->Run(Id(Query::kEvents), {after_id, ClampToInt64(limit)}, [&](const SqlRow& row) {
-          EventRow event;
-          event.id = row.Int(0);
-          event.at_ms = row.Int(1);
-          event.kind = std::string(row.Text(2));
-          event.body = std::string(row.Text(3));
-          events.push_back(std::move(event));
-        });
+    auto run = db_->Run(Id(Query::kEvents), {after_id, ClampToInt64(limit)}, CollectEvents(events));
     if (!run.ok()) return run.status().WithContext("list events");
+    return events;
+  }
+
+  Result<std::vector<EventRow>> LatestEvents(size_t limit) override {
+    FLYT_RETURN_IF_ERROR(CheckNotInsideUpdate());
+    std::vector<EventRow> events;
+    if (limit == 0) return events;
+    std::scoped_lock lock(mu_);
+    auto run = db_->Run(Id(Query::kLatestEvents), {ClampToInt64(limit)}, CollectEvents(events));
+    if (!run.ok()) return run.status().WithContext("list the latest events");
     return events;
   }
 
@@ -323,6 +326,17 @@ class SqlStore final : public Store {
   std::string Describe() const override { return describe_; }
 
  private:
+  static RowCallback CollectEvents(std::vector<EventRow>& out) {
+    return [&out](const SqlRow& row) {
+      EventRow event;
+      event.id = row.Int(0);
+      event.at_ms = row.Int(1);
+      event.kind = std::string(row.Text(2));
+      event.body = std::string(row.Text(3));
+      out.push_back(std::move(event));
+    };
+  }
+
   // Marks the thread running an Update callback, so that a call back into the Store from it is
   // refused instead of deadlocking on mu_.
   class InsideUpdate {

@@ -92,6 +92,8 @@ class Store {
   virtual Result<int64_t> Revision() = 0;
   // Events with id > after_id, oldest first, at most `limit`.
   virtual Result<std::vector<EventRow>> Events(int64_t after_id, size_t limit) = 0;
+  // The newest `limit` events, oldest first.
+  virtual Result<std::vector<EventRow>> LatestEvents(size_t limit) = 0;
   // Drops events older than `before_ms`, keeping at least the newest `keep`.
   virtual Status PruneEvents(int64_t before_ms, size_t keep) = 0;
 

@@ -373,6 +373,12 @@ TEST_P(StoreContractTest, EventsAreListedInOrderAndPrunedKeepingTheNewest) {
   EXPECT_EQ((*page)[0].id, (*all)[2].id);
   EXPECT_EQ((*page)[1].id, (*all)[3].id);
   EXPECT_TRUE(store->Events(0, 0)->empty());
+  auto latest = store->LatestEvents(2);
+  ASSERT_TRUE(latest.ok()) << latest.status().ToString();
+  ASSERT_EQ(latest->size(), 2u);  // the newest two, oldest first
+  EXPECT_EQ((*latest)[0].kind, "kind.4");
+  EXPECT_EQ((*latest)[1].kind, "kind.5");
+  EXPECT_EQ(store->LatestEvents(100)->size(), 5u);
 
   auto at_ms_left = [&] {
     std::vector<int64_t> out;

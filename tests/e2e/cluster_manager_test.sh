@@ -244,6 +244,11 @@ leased=$(api "$viewer" GET /api/v1/gpus | sed '$d' | jq_py "print(sum(1 for g in
 m=$(curl -s -H "Authorization: Bearer $viewer" "$url/metrics")
 check "/metrics counts GPUs by state, as the API does" contains "$m" "flyt_cluster_gpus{state=\"leased\"} $leased"
 check "/metrics counts jobs by status" contains "$m" 'flyt_cluster_jobs{status="cancelled"} 1'
+r=$(ctl events --limit 2 --json --token "$viewer")
+check "flytctl events shows the newest events" test "$(jq_py "print(len(d['events']), d['events'][1]['id'] > d['events'][0]['id'])" <<<"$r")" = "2 True"
+r=$(api "$viewer" GET "/api/v1/events?latest=1")
+newest=$(field "$r" "d['events'][0]['id']")
+check "?latest=1 is the newest event" test "$(api "$viewer" GET "/api/v1/events?after=$newest" | sed '$d' | jq_py "print(len(d['events']))")" = 0
 check "/metrics needs a token" test "$(code_of "$(api "" GET /metrics)")" = 401
 
 finish
