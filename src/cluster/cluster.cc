@@ -5,6 +5,8 @@
 #include <random>
 #include <set>
 
+#include <spdlog/spdlog.h>
+
 #include "common/http.h"
 #include "common/json.h"
 #include "common/strings.h"
@@ -150,12 +152,14 @@ class Cluster::CountingTxn final : public store::Txn {
   explicit CountingTxn(store::Txn& inner) : inner_(inner) {}
   int64_t Revision() const override { return inner_.Revision(); }
   Status Put(Table t, const std::string& id, const std::string& body) override {
-    wrote_ = true;
-    return inner_.Put(t, id, body);
+    Status s = inner_.Put(t, id, body);
+    wrote_ = wrote_ || s.ok();
+    return s;
   }
   Status Delete(Table t, const std::string& id) override {
-    wrote_ = true;
-    return inner_.Delete(t, id);
+    Status s = inner_.Delete(t, id);
+    wrote_ = wrote_ || s.ok();
+    return s;
   }
   Result<std::optional<std::string>> Get(Table t, const std::string& id) override {
     return inner_.Get(t, id);
@@ -183,7 +187,9 @@ Cluster::Cluster(std::unique_ptr<store::Store> store, ClusterConfig config, cons
       config_(std::move(config)),
       clock_(clock),
       ledger_(std::make_unique<sched::Ledger>(clock, config_.ledger)),
-      queue_(config_.queue) {
+      queue_(config_.queue),
+      shared_store_(config_.sync_interval.count() > 0 &&
+                    StartsWith(store_->Describe(), "postgres")) {
   std::random_device rd;
   random_state_ = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
                   static_cast<uint64_t>(clock.SteadyNow().time_since_epoch().count());
@@ -319,10 +325,10 @@ Status Cluster::WriteLocked(Durability durability,
   }
   // The memory may have changed ahead of a transaction that did not commit: start again from
   // what the store holds. Refusals that change nothing need no reload.
+  // (An invalid argument may come from the store after memory changed: it reloads too.)
   const StatusCode code = s.code();
-  if (code != StatusCode::kInvalidArgument && code != StatusCode::kNotFound &&
-      code != StatusCode::kResourceExhausted && code != StatusCode::kPermissionDenied &&
-      code != StatusCode::kFailedPrecondition) {
+  if (code != StatusCode::kNotFound && code != StatusCode::kResourceExhausted &&
+      code != StatusCode::kPermissionDenied && code != StatusCode::kFailedPrecondition) {
     ++counters_.store_errors;
     Status reload = ReloadLocked();
     if (!reload.ok()) s = s.WithContext("and reloading failed too (" + reload.message() + ")");
@@ -334,10 +340,11 @@ Status Cluster::Load() {
   std::scoped_lock lock(mu_);
   FLYT_RETURN_IF_ERROR(ReloadLocked());
   counters_.reloads = 0;
-  // After a restart, nodes get half of unreachable_after to send a heartbeat before they count
-  // as unreachable (and their leases' grace starts): the manager being down is not the node
-  // being down.
-  const auto floor = clock_.WallNow() - config_.ledger.unreachable_after / 2;
+  // After a restart, a node heard from within unreachable_after is still reachable. One silent
+  // for longer offers nothing until it sends a heartbeat, but its leases get the whole grace
+  // from now: the manager being down is not the node being down.
+  const auto floor =
+      clock_.WallNow() - config_.ledger.unreachable_after - std::chrono::milliseconds(1);
   for (auto& [name, node] : nodes_) {
     ledger_->UpdateNode(name, LedgerGpus(node.snapshot),
                         HeardAt(std::max(node.last_heartbeat, floor)));
@@ -375,10 +382,19 @@ Result<json> Cluster::Heartbeat(const Caller& caller, const json& body) {
   auto snap = gpu::SnapshotFromJson(body["snapshot"]);
   if (!snap.ok()) return snap.status().WithContext("snapshot");
   if (snap->gpus.size() > kMaxGpusPerNode) return InvalidArgument("more than 256 GPUs");
+  // Leases and the store's claims know a GPU by its UUID: each must be there, and unique.
   std::set<uint32_t> seen;
+  std::set<std::string> uuids;
   for (const gpu::GpuInfo& g : snap->gpus) {
     if (!seen.insert(g.index).second) {
       return InvalidArgument("snapshot: GPU index " + std::to_string(g.index) + " appears twice");
+    }
+    if (g.uuid.empty() || g.uuid.size() > 128 || g.uuid.find('\0') != std::string::npos) {
+      return InvalidArgument("snapshot: GPU " + std::to_string(g.index) +
+                             " needs a UUID (1-128 characters, no NUL)");
+    }
+    if (!uuids.insert(g.uuid).second) {
+      return InvalidArgument("snapshot: GPU UUID " + g.uuid + " appears twice");
     }
   }
   incoming.snapshot = std::move(*snap);
@@ -652,6 +668,10 @@ Result<json> Cluster::Allocate(const Caller& caller, const json& body) {
   req.id = NewId("lease");
   json out;
   Status s = WriteLocked(Durability::kDurable, [&](store::Txn& txn) -> Status {
+    // A lease past its expiry no longer holds its GPUs in the ledger, but its claim is still in
+    // the store until expiry runs: run it first, so those GPUs can be granted now.
+    bool expired = false;
+    FLYT_RETURN_IF_ERROR(ExpireLocked(txn, expired));
     FLYT_ASSIGN_OR_RETURN(sched::Lease lease, ledger_->Allocate(req));
     FLYT_RETURN_IF_ERROR(txn.ClaimGpus(lease.id, GpuKeys(lease), lease.exclusive));
     out = ToJson(lease);
@@ -1070,9 +1090,11 @@ Result<json> Cluster::Complete(const Caller& caller, const std::string& id, cons
                     "job " + id + " is " + JobStateName(job.state) + ", not running");
     }
     for (const auto& [k, v] : extra.items()) job.metrics[k] = v;
-    if (!monitoring.is_null()) {
+    if (monitoring.is_object()) {
       monitoring.erase("id");
       job.metrics["gpu_monitoring"] = monitoring;
+    } else if (!monitoring.is_null()) {
+      job.metrics["gpu_monitoring_error"] = "the node answered with something other than session stats";
     }
     if (!monitoring_error.empty()) job.metrics["gpu_monitoring_error"] = monitoring_error;
     job.monitoring_session.clear();
@@ -1203,6 +1225,29 @@ Status Cluster::StartJobLocked(store::Txn& txn, Job& job, const sched::Lease& le
   return Status::Ok();
 }
 
+// Leases past their TTL, or on nodes silent past the grace: gone from the ledger, the store and
+// their jobs, each an event.
+Status Cluster::ExpireLocked(store::Txn& txn, bool& expired_any) {
+  const auto now = clock_.WallNow();
+  for (const sched::Lease& gone : ledger_->Expire()) {
+    const bool ttl = gone.expires_at <= now;
+    const std::string why = ttl ? "its TTL ran out" : "its node stayed unreachable past the grace";
+    Status del = txn.Delete(Table::kLeases, gone.id);
+    if (!del.ok() && del.code() != StatusCode::kNotFound) return del;
+    FLYT_RETURN_IF_ERROR(txn.ReleaseGpus(gone.id));
+    FLYT_RETURN_IF_ERROR(Event(txn, "lease.expired",
+                               {{"lease_id", gone.id},
+                                {"owner", gone.owner},
+                                {"reason", ttl ? "ttl" : "node_unreachable"},
+                                {"message", "lease " + gone.id + " of " + gone.owner +
+                                                " expired: " + why}}));
+    FLYT_RETURN_IF_ERROR(
+        FinishJobOfLeaseLocked(txn, gone.id, JobState::kFailed, "lease expired: " + why));
+    expired_any = true;
+  }
+  return Status::Ok();
+}
+
 Status Cluster::TickLocked(store::Txn& txn, bool& woke_others) {
   const auto now = clock_.WallNow();
   // Nodes that went silent, or came back.
@@ -1221,23 +1266,7 @@ Status Cluster::TickLocked(store::Txn& txn, bool& woke_others) {
                            " s; its GPUs are not offered"}}));
     }
   }
-  // Leases past their TTL, or on nodes silent past the grace.
-  for (const sched::Lease& gone : ledger_->Expire()) {
-    const bool ttl = gone.expires_at <= now;
-    const std::string why = ttl ? "its TTL ran out" : "its node stayed unreachable past the grace";
-    Status del = txn.Delete(Table::kLeases, gone.id);
-    if (!del.ok() && del.code() != StatusCode::kNotFound) return del;
-    FLYT_RETURN_IF_ERROR(txn.ReleaseGpus(gone.id));
-    FLYT_RETURN_IF_ERROR(Event(txn, "lease.expired",
-                               {{"lease_id", gone.id},
-                                {"owner", gone.owner},
-                                {"reason", ttl ? "ttl" : "node_unreachable"},
-                                {"message", "lease " + gone.id + " of " + gone.owner +
-                                                " expired: " + why}}));
-    FLYT_RETURN_IF_ERROR(
-        FinishJobOfLeaseLocked(txn, gone.id, JobState::kFailed, "lease expired: " + why));
-    woke_others = true;
-  }
+  FLYT_RETURN_IF_ERROR(ExpireLocked(txn, woke_others));
   // The queue.
   sched::SchedulePass pass = queue_.Schedule(*ledger_, now);
   ++counters_.schedule_passes;
@@ -1300,16 +1329,15 @@ std::optional<std::chrono::steady_clock::time_point> Cluster::NextWakeLocked() c
     for (const auto& g : l.gpus) holding.insert(g.node);
   }
   for (const auto& [name, node] : nodes_) {
-    const auto heard = HeardAt(node.last_heartbeat);
+    // The ledger's time, which Load may have moved forward; the record keeps the real one.
+    const auto heard = ledger_->HeardAt(name).value_or(HeardAt(node.last_heartbeat));
     if (node.reachable) consider(heard + config_.ledger.unreachable_after);
     if (holding.count(name)) {
       consider(heard + config_.ledger.unreachable_after + config_.ledger.lease_grace);
     }
   }
   if (auto deadline = queue_.NextDeadline()) consider(at_wall(*deadline));
-  if (config_.sync_interval.count() > 0 && StartsWith(store_->Describe(), "postgres")) {
-    consider(now + config_.sync_interval);
-  }
+  if (shared_store_) consider(next_sync_);
   return next;
 }
 
@@ -1330,7 +1358,8 @@ void Cluster::SchedulerLoop() {
   std::unique_lock lock(mu_);
   while (!stopping_) {
     const auto now = clock_.SteadyNow();
-    const bool due = dirty_ || (soft_dirty_ && now - last_pass_ >= kSoftGap);
+    const bool due = dirty_ || (soft_dirty_ && now - last_pass_ >= kSoftGap) ||
+                     (shared_store_ && now >= next_sync_);
     if (!due) {
       auto until = NextWakeLocked().value_or(now + std::chrono::hours(1));
       if (soft_dirty_) until = std::min(until, last_pass_ + kSoftGap);
@@ -1342,6 +1371,8 @@ void Cluster::SchedulerLoop() {
     }
     dirty_ = false;
     soft_dirty_ = false;
+    // A replica sharing its store catches up at least this often (a Tick catches up first).
+    if (shared_store_) next_sync_ = now + config_.sync_interval;
     lock.unlock();
     Status s = Tick();
     lock.lock();
@@ -1371,7 +1402,14 @@ void Cluster::WorkerLoop() {
       task = std::move(work_.front());
       work_.pop_front();
     }
-    task();
+    // A task talks to a node manager; nothing it meets may take the manager down.
+    try {
+      task();
+    } catch (const std::exception& e) {
+      spdlog::error("node call failed: {}", e.what());
+    } catch (...) {
+      spdlog::error("node call failed");
+    }
   }
 }
 
@@ -1443,9 +1481,11 @@ void Cluster::CloseSession(const std::string& job_id) {
   if (it == jobs_.end() || it->second.monitoring_session != session) return;
   (void)WriteLocked(Durability::kDurable, [&](store::Txn& txn) -> Status {
     Job& job = jobs_.at(job_id);
-    if (stats.ok()) {
+    if (stats.ok() && stats->is_object()) {
       stats->erase("id");
       job.metrics["gpu_monitoring"] = *stats;
+    } else if (stats.ok()) {
+      job.metrics["gpu_monitoring_error"] = "the node answered with something other than session stats";
     } else {
       job.metrics["gpu_monitoring_error"] = stats.status().message();
     }

@@ -119,6 +119,7 @@ class Cluster {
                                 const std::string& message);
   Status StartJobLocked(store::Txn& txn, Job& job, const sched::Lease& lease);
   Status TickLocked(store::Txn& txn, bool& woke_others);
+  Status ExpireLocked(store::Txn& txn, bool& expired_any);
   nlohmann::json GpuInfoLocked(const sched::Lease& lease, const std::string& policy) const;
   sched::QueuedJob QueuedFrom(const Job& job) const;
   // Why no node of the cluster could ever meet the request (empty: some could, or none known).
@@ -141,6 +142,9 @@ class Cluster {
   mutable std::mutex mu_;
   std::unique_ptr<sched::Ledger> ledger_;  // guarded by mu_
   sched::JobQueue queue_;                  // guarded by mu_
+  // The store is shared with other replicas: catch up at least every sync_interval.
+  const bool shared_store_;
+  std::chrono::steady_clock::time_point next_sync_;  // guarded by mu_
   std::map<std::string, NodeRecord> nodes_;      // guarded by mu_
   std::map<std::string, ClientRecord> clients_;  // guarded by mu_
   std::map<std::string, Job> jobs_;              // guarded by mu_

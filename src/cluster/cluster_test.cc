@@ -353,6 +353,51 @@ TEST_F(ClusterTest, TwoManagersOnOneStoreNeverGrantAGpuTwice) {
   EXPECT_EQ(other->Allocations()["allocations"].size(), 8u);
 }
 
+TEST_F(ClusterTest, GpusWithoutAUniqueUuidAreRefused) {
+  json snap = Snapshot(2);
+  snap["gpus"][1]["uuid"] = snap["gpus"][0]["uuid"];
+  auto r = cluster_->Heartbeat(node_, {{"name", "a"}, {"snapshot", snap}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("appears twice"), std::string::npos) << r.status().message();
+  snap["gpus"][1]["uuid"] = "";
+  r = cluster_->Heartbeat(node_, {{"name", "a"}, {"snapshot", snap}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("needs a UUID"), std::string::npos);
+}
+
+TEST_F(ClusterTest, AnExpiredLeaseFreesItsGpusBeforeTheSchedulerRuns) {
+  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 2)).ok());
+  ASSERT_TRUE(cluster_->Allocate(alice_, {{"gpus", 2}, {"ttl_seconds", 10}}).ok());
+  clock_.Advance(std::chrono::seconds(11));
+  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 2)).ok());
+  auto again = cluster_->Allocate(bob_, {{"gpus", 2}});  // no Tick in between
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(cluster_->Allocations()["allocations"].size(), 1u);
+  auto kinds = EventKinds(*cluster_);
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), "lease.expired"), 1);
+}
+
+TEST_F(ClusterTest, AfterARestartASilentNodeOffersNothingButItsLeasesGetTheGrace) {
+  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 2)).ok());
+  auto lease = cluster_->Allocate(alice_, {{"gpus", 1}, {"ttl_seconds", 86400}});
+  ASSERT_TRUE(lease.ok());
+  cluster_.reset();
+  clock_.Advance(std::chrono::hours(1));  // the manager was down; so, it turns out, was node a
+  cluster_ = Open();
+  auto refused = cluster_->Allocate(bob_, {{"gpus", 1}});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("a: unreachable"), std::string::npos)
+      << refused.status().message();
+  ASSERT_TRUE(cluster_->Tick().ok());
+  EXPECT_EQ(cluster_->Allocations()["allocations"].size(), 1u);  // within the grace
+  clock_.Advance(std::chrono::seconds(61));
+  ASSERT_TRUE(cluster_->Tick().ok());
+  EXPECT_EQ(cluster_->Allocations()["allocations"].size(), 0u);
+  // A heartbeat brings it back.
+  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 2)).ok());
+  EXPECT_TRUE(cluster_->Allocate(bob_, {{"gpus", 1}}).ok());
+}
+
 TEST(ClusterConfigTest, BrokenConfigsNameTheKey) {
   auto c = ParseClusterConfig("[manager]\nlisten = \"nowhere\"\n", "cm.toml");
   ASSERT_FALSE(c.ok());

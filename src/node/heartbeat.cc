@@ -2,6 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "common/http.h"
 #include "gpu/json.h"
 
@@ -34,12 +37,24 @@ Status HeartbeatSender::SendOnce() {
   if (!snap) return Unavailable("no sample taken yet");
   nlohmann::json labels = nlohmann::json::object();
   for (const auto& [k, v] : config_.labels) labels[k] = v;
+  // Oldest first, at most as many as the manager takes per heartbeat (100); the rest go with
+  // the next ones, so an XID storm delays events but loses none the monitor still holds.
+  constexpr size_t kMaxEvents = 100;
+  std::vector<gpu::GpuEvent> pending;
+  for (const gpu::GpuEvent& e : monitor_.RecentEvents()) {
+    if (e.at > events_sent_until_) pending.push_back(e);
+  }
+  std::stable_sort(pending.begin(), pending.end(),
+                   [](const gpu::GpuEvent& a, const gpu::GpuEvent& b) { return a.at < b.at; });
+  // Never split events that share a timestamp across heartbeats: the mark is a time.
+  size_t take = std::min(pending.size(), kMaxEvents);
+  while (take > 0 && take < pending.size() && pending[take].at == pending[take - 1].at) --take;
+  if (take == 0) take = std::min(pending.size(), kMaxEvents);
   nlohmann::json events = nlohmann::json::array();
   auto newest = events_sent_until_;
-  for (const gpu::GpuEvent& e : monitor_.RecentEvents()) {
-    if (e.at <= events_sent_until_) continue;
-    events.push_back(gpu::ToJson(e));
-    newest = std::max(newest, e.at);
+  for (size_t i = 0; i < take; ++i) {
+    events.push_back(gpu::ToJson(pending[i]));
+    newest = std::max(newest, pending[i].at);
   }
   nlohmann::json body = {{"name", config_.name},     {"api_url", api_url_},
                          {"labels", labels},         {"version", version_},

@@ -74,6 +74,14 @@ bool Ledger::Reachable(const std::string& node) const {
   return it != nodes_.end() && ReachableLocked(it->second);
 }
 
+std::optional<std::chrono::steady_clock::time_point> Ledger::HeardAt(
+    const std::string& node) const {
+  std::scoped_lock lock(mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return std::nullopt;
+  return it->second.last_heartbeat;
+}
+
 void Ledger::UpdateNode(const std::string& node, std::vector<GpuState> gpus,
                         std::optional<std::chrono::steady_clock::time_point> heard_at) {
   std::scoped_lock lock(mu_);
@@ -127,17 +135,18 @@ Result<Lease> Ledger::Allocate(const AllocationRequest& req) {
   const auto now = clock_.WallNow();
   const size_t want = static_cast<size_t>(req.gpus);
 
-  // What live leases hold, per node, per GPU index (one hash lookup per node below, not per GPU).
+  // What live leases hold, per node, per GPU UUID (one hash lookup per node below, then one per
+  // GPU in a small map). By UUID, not index: indexes are renumbered when a GPU falls off the bus.
   struct Use {
     bool exclusive = false;
     int shared = 0;  // counted, not inferred from bytes: a shared lease may reserve 0 bytes
     uint64_t shared_bytes = 0;
   };
-  std::unordered_map<std::string_view, std::unordered_map<uint32_t, Use>> use;
+  std::unordered_map<std::string_view, std::unordered_map<std::string_view, Use>> use;
   for (const auto& [id, l] : leases_) {
     if (l.expires_at <= now) continue;  // expired: free, even before Expire() reports it
     for (const LeasedGpu& g : l.gpus) {
-      Use& u = use[g.node][g.index];
+      Use& u = use[g.node][g.uuid];
       if (l.exclusive) {
         u.exclusive = true;
       } else {
@@ -176,7 +185,7 @@ Result<Lease> Ledger::Allocate(const AllocationRequest& req) {
       }
       Use u;
       if (node_use != use.end()) {
-        auto it = node_use->second.find(g.index);
+        auto it = node_use->second.find(g.uuid);
         if (it != node_use->second.end()) u = it->second;
       }
       if (u.exclusive || (req.exclusive && u.shared > 0)) {

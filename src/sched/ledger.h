@@ -106,6 +106,8 @@ class Ledger {
   std::vector<Lease> Leases() const;
   std::optional<Lease> Find(const std::string& id) const;
   bool Reachable(const std::string& node) const;
+  // When the node was last heard from, as the ledger counts it.
+  std::optional<std::chrono::steady_clock::time_point> HeardAt(const std::string& node) const;
 
  private:
   struct Node {
