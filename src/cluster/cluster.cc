@@ -1338,6 +1338,7 @@ std::optional<std::chrono::steady_clock::time_point> Cluster::NextWakeLocked() c
   }
   if (auto deadline = queue_.NextDeadline()) consider(at_wall(*deadline));
   if (shared_store_) consider(next_sync_);
+  consider(last_prune_ + std::chrono::minutes(1));  // events are kept to their retention
   return next;
 }
 
