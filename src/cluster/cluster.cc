@@ -406,14 +406,23 @@ Result<json> Cluster::Heartbeat(const Caller& caller, const json& body) {
       if (e.is_object()) node_events.push_back(e);
     }
   }
-  (void)caller;
+  if (!incoming.api_url.empty() && !StartsWith(incoming.api_url, "http://")) {
+    return InvalidArgument("api_url must be an http:// URL");
+  }
 
   std::scoped_lock lock(mu_);
   const auto now = clock_.WallNow();
   Status s = WriteLocked(Durability::kRelaxed, [&](store::Txn& txn) -> Status {
     auto it = nodes_.find(incoming.name);
     const bool is_new = it == nodes_.end();
+    // A node is updated only by the token that registered it (or an admin): with a token per
+    // node, one node cannot overwrite another's record or redirect its api_url.
+    if (!is_new && caller.role != Role::kAdmin && !it->second.registered_by.empty() &&
+        it->second.registered_by != caller.name) {
+      return PermissionDenied("node " + incoming.name + " was registered by another token");
+    }
     NodeRecord rec = is_new ? NodeRecord{} : it->second;
+    if (is_new || rec.registered_by.empty()) rec.registered_by = caller.name;
     const gpu::GpuSnapshot previous = rec.snapshot;
     rec.name = incoming.name;
     rec.api_url = incoming.api_url;

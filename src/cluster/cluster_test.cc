@@ -353,6 +353,19 @@ TEST_F(ClusterTest, TwoManagersOnOneStoreNeverGrantAGpuTwice) {
   EXPECT_EQ(other->Allocations()["allocations"].size(), 8u);
 }
 
+TEST_F(ClusterTest, ANodeIsUpdatedOnlyByTheTokenThatRegisteredIt) {
+  const Caller node_a{"node-a-token", Role::kNode}, node_b{"node-b-token", Role::kNode};
+  ASSERT_TRUE(cluster_->Heartbeat(node_a, Heartbeat("a", 2)).ok());
+  auto hijack = cluster_->Heartbeat(node_b, Heartbeat("a", 2, /*free_gib=*/1));
+  ASSERT_FALSE(hijack.ok());
+  EXPECT_EQ(hijack.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_TRUE(cluster_->Heartbeat(node_a, Heartbeat("a", 2)).ok());
+  EXPECT_TRUE(cluster_->Heartbeat(admin_, Heartbeat("a", 2)).ok());
+  json bad = Heartbeat("b", 1);
+  bad["api_url"] = "file:///etc/passwd";
+  EXPECT_EQ(cluster_->Heartbeat(node_b, bad).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST_F(ClusterTest, GpusWithoutAUniqueUuidAreRefused) {
   json snap = Snapshot(2);
   snap["gpus"][1]["uuid"] = snap["gpus"][0]["uuid"];

@@ -102,7 +102,8 @@ json ToJson(const NodeRecord& n) {
           {"registered_at_ms", ToMillis(n.registered_at)},
           {"last_heartbeat_ms", ToMillis(n.last_heartbeat)},
           {"heartbeats", n.heartbeats},
-          {"reachable", n.reachable}};
+          {"reachable", n.reachable},
+          {"registered_by", n.registered_by}};
 }
 
 Result<NodeRecord> NodeFromJson(const json& j) {
@@ -118,6 +119,7 @@ Result<NodeRecord> NodeFromJson(const json& j) {
   n.last_heartbeat = FromMillis(Optional<int64_t>(j, "last_heartbeat_ms", 0));
   n.heartbeats = Optional<uint64_t>(j, "heartbeats", 0);
   n.reachable = Optional<bool>(j, "reachable", true);
+  n.registered_by = Optional<std::string>(j, "registered_by", "");
   return n;
 }
 

@@ -27,6 +27,7 @@ struct NodeRecord {
   WallTime last_heartbeat;
   uint64_t heartbeats = 0;
   bool reachable = true;  // as last announced by an event
+  std::string registered_by;  // the token name that registered it; only it (or an admin) may update
 };
 
 struct ClientRecord {
