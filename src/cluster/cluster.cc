@@ -1,11 +1,11 @@
 #include "cluster/cluster.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cmath>
 #include <random>
 #include <set>
-
-#include <spdlog/spdlog.h>
 
 #include "common/http.h"
 #include "common/json.h"
@@ -59,8 +59,8 @@ class Body {
     if (!Has(key)) return Status::Ok();
     const json& v = j_[key];
     if (!v.is_number_integer() || v.get<int64_t>() < min || v.get<int64_t>() > max) {
-      return InvalidArgument(std::string(key) + " must be an integer from " +
-                             std::to_string(min) + " to " + std::to_string(max));
+      return InvalidArgument(std::string(key) + " must be an integer from " + std::to_string(min) +
+                             " to " + std::to_string(max));
     }
     out = v.get<int64_t>();
     return Status::Ok();
@@ -136,12 +136,38 @@ std::vector<std::string> GpuKeys(const sched::Lease& lease) {
 // What a caller may touch: admins everything, others only what they own.
 Status CheckOwner(const Caller& caller, const std::string& owner, const std::string& what) {
   if (caller.role == Role::kAdmin || caller.name == owner) return Status::Ok();
-  return PermissionDenied(what + " belongs to " + (owner.empty() ? "nobody" : owner) +
-                          ", not to " + caller.name);
+  return PermissionDenied(what + " belongs to " + (owner.empty() ? "nobody" : owner) + ", not to " +
+                          caller.name);
 }
 
 double Seconds(std::chrono::system_clock::duration d) {
   return std::chrono::duration<double>(d).count();
+}
+
+// The live leases on each GPU, by (node, UUID): the identity the ledger and the store's claims
+// use. Shared by the GPU list and /metrics, so that both count the same states.
+struct Hold {
+  const sched::Lease* lease;
+  uint64_t reserved_bytes;
+};
+using Holds = std::map<std::pair<std::string, std::string>, std::vector<Hold>>;
+
+Holds HoldsOf(const std::vector<sched::Lease>& leases, WallTime now) {
+  Holds holds;
+  for (const sched::Lease& l : leases) {
+    if (l.expires_at <= now) continue;
+    for (const auto& g : l.gpus) holds[{g.node, g.uuid}].push_back({&l, g.reserved_bytes});
+  }
+  return holds;
+}
+
+const char* AllocationState(bool reachable, bool lost, const std::vector<Hold>& holds) {
+  if (!reachable) return "unreachable";
+  if (lost) return "lost";
+  for (const Hold& h : holds) {
+    if (h.lease->exclusive) return "leased";
+  }
+  return holds.empty() ? "free" : "shared";
 }
 
 }  // namespace
@@ -304,12 +330,10 @@ Status Cluster::ReloadLocked() {
   job_of_lease_.clear();
   revision_ = 0;
   // A read-only transaction catches up from revision 0: everything, consistently.
-  return store_->Update(Durability::kRelaxed,
-                        [&](store::Txn& txn) { return CatchUpLocked(txn); });
+  return store_->Update(Durability::kRelaxed, [&](store::Txn& txn) { return CatchUpLocked(txn); });
 }
 
-Status Cluster::WriteLocked(Durability durability,
-                            const std::function<Status(store::Txn&)>& fn) {
+Status Cluster::WriteLocked(Durability durability, const std::function<Status(store::Txn&)>& fn) {
   int64_t committed = revision_;
   Status s = store_->Update(durability, [&](store::Txn& inner) -> Status {
     if (inner.Revision() != revision_) FLYT_RETURN_IF_ERROR(CatchUpLocked(inner));
@@ -433,16 +457,16 @@ Result<json> Cluster::Heartbeat(const Caller& caller, const json& body) {
     rec.last_heartbeat = now;
     ++rec.heartbeats;
     if (is_new) {
-      FLYT_RETURN_IF_ERROR(Event(txn, "node.registered",
-                                 {{"node", rec.name},
-                                  {"gpus", rec.snapshot.gpus.size()},
-                                  {"message", "node " + rec.name + " registered with " +
-                                                  std::to_string(rec.snapshot.gpus.size()) +
-                                                  " GPU(s)"}}));
+      FLYT_RETURN_IF_ERROR(
+          Event(txn, "node.registered",
+                {{"node", rec.name},
+                 {"gpus", rec.snapshot.gpus.size()},
+                 {"message", "node " + rec.name + " registered with " +
+                                 std::to_string(rec.snapshot.gpus.size()) + " GPU(s)"}}));
     } else if (!rec.reachable) {
-      FLYT_RETURN_IF_ERROR(Event(
-          txn, "node.reachable",
-          {{"node", rec.name}, {"message", "node " + rec.name + " sends heartbeats again"}}));
+      FLYT_RETURN_IF_ERROR(
+          Event(txn, "node.reachable",
+                {{"node", rec.name}, {"message", "node " + rec.name + " sends heartbeats again"}}));
     }
     rec.reachable = true;
     for (const gpu::GpuInfo& g : rec.snapshot.gpus) {
@@ -500,9 +524,9 @@ Result<json> Cluster::ClientHeartbeat(const Caller& caller, const json& body) {
     ClientRecord rec = it == clients_.end() ? ClientRecord{} : it->second;
     if (it == clients_.end()) {
       rec.registered_at = now;
-      FLYT_RETURN_IF_ERROR(Event(txn, "client.registered",
-                                 {{"client", incoming.name},
-                                  {"message", "client " + incoming.name + " registered"}}));
+      FLYT_RETURN_IF_ERROR(Event(
+          txn, "client.registered",
+          {{"client", incoming.name}, {"message", "client " + incoming.name + " registered"}}));
     }
     rec.name = incoming.name;
     rec.address = incoming.address;
@@ -526,24 +550,24 @@ json Cluster::Nodes() const {
   for (const auto& [name, n] : nodes_) {
     int lost = 0;
     for (const auto& g : n.snapshot.gpus) lost += g.lost ? 1 : 0;
-    list.push_back({{"name", name},
-                    {"state", ledger_->Reachable(name) ? "reachable" : "unreachable"},
-                    {"labels", ToJson(n)["labels"]},
-                    {"api_url", n.api_url},
-                    {"version", n.version},
-                    {"gpu_count", n.snapshot.gpus.size()},
-                    {"gpus_lost", lost},
-                    {"gpus_leased", leased[name]},
-                    {"gpu_model", n.snapshot.gpus.empty() ? "" : n.snapshot.gpus[0].name},
-                    {"driver_version", n.snapshot.driver_version.value_or("")},
-                    {"source", gpu::SourceName(n.snapshot.source)},
-                    {"simulated_scenario", n.snapshot.simulated_scenario
-                                               ? json(*n.snapshot.simulated_scenario)
-                                               : json(nullptr)},
-                    {"registered_at", gpu::FormatTime(n.registered_at)},
-                    {"last_heartbeat", gpu::FormatTime(n.last_heartbeat)},
-                    {"seconds_since_heartbeat", Seconds(clock_.WallNow() - n.last_heartbeat)},
-                    {"heartbeats", n.heartbeats}});
+    list.push_back(
+        {{"name", name},
+         {"state", ledger_->Reachable(name) ? "reachable" : "unreachable"},
+         {"labels", ToJson(n)["labels"]},
+         {"api_url", n.api_url},
+         {"version", n.version},
+         {"gpu_count", n.snapshot.gpus.size()},
+         {"gpus_lost", lost},
+         {"gpus_leased", leased[name]},
+         {"gpu_model", n.snapshot.gpus.empty() ? "" : n.snapshot.gpus[0].name},
+         {"driver_version", n.snapshot.driver_version.value_or("")},
+         {"source", gpu::SourceName(n.snapshot.source)},
+         {"simulated_scenario",
+          n.snapshot.simulated_scenario ? json(*n.snapshot.simulated_scenario) : json(nullptr)},
+         {"registered_at", gpu::FormatTime(n.registered_at)},
+         {"last_heartbeat", gpu::FormatTime(n.last_heartbeat)},
+         {"seconds_since_heartbeat", Seconds(clock_.WallNow() - n.last_heartbeat)},
+         {"heartbeats", n.heartbeats}});
   }
   return {{"nodes", list}};
 }
@@ -561,17 +585,8 @@ Result<json> Cluster::Node(const std::string& name) const {
 
 json Cluster::Gpus() const {
   std::scoped_lock lock(mu_);
-  struct Holder {
-    const sched::Lease* lease;
-    uint64_t reserved;
-  };
   const std::vector<sched::Lease> leases = ledger_->Leases();
-  const auto now = clock_.WallNow();
-  std::map<std::pair<std::string, uint32_t>, std::vector<Holder>> held;
-  for (const sched::Lease& l : leases) {
-    if (l.expires_at <= now) continue;
-    for (const auto& g : l.gpus) held[{g.node, g.index}].push_back({&l, g.reserved_bytes});
-  }
+  Holds holds = HoldsOf(leases, clock_.WallNow());
   json list = json::array();
   for (const auto& [name, n] : nodes_) {
     const bool reachable = ledger_->Reachable(name);
@@ -580,23 +595,17 @@ json Cluster::Gpus() const {
       j.erase("processes");
       j["process_count"] = g.processes.size();
       j["node"] = name;
+      const std::vector<Hold>& on_gpu = holds[{name, g.uuid}];
       uint64_t reserved = 0;
-      bool exclusive = false;
       json holders = json::array();
-      for (const Holder& h : held[{name, g.index}]) {
-        reserved += h.reserved;
-        exclusive = exclusive || h.lease->exclusive;
+      for (const Hold& h : on_gpu) {
+        reserved += h.reserved_bytes;
         holders.push_back({{"lease_id", h.lease->id},
                            {"owner", h.lease->owner},
                            {"exclusive", h.lease->exclusive},
                            {"expires_at", gpu::FormatTime(h.lease->expires_at)}});
       }
-      std::string state = !reachable ? "unreachable"
-                          : g.lost   ? "lost"
-                          : exclusive ? "leased"
-                          : !holders.empty() ? "shared"
-                                             : "free";
-      j["allocation_state"] = state;
+      j["allocation_state"] = AllocationState(reachable, g.lost, on_gpu);
       j["leases"] = holders;
       j["reserved_memory_mb"] = static_cast<double>(reserved) / kMiB;
       j["score"] = ledger_->Score(LedgerGpu(g), reserved);
@@ -648,9 +657,9 @@ json Cluster::Clients() const {
 
 Result<json> Cluster::Allocate(const Caller& caller, const json& body) {
   Body b(body);
-  FLYT_RETURN_IF_ERROR(b.Only({"gpus", "min_free_memory_mb", "max_utilization", "same_node",
-                               "gpu_model", "policy", "exclusive", "ttl_seconds", "owner",
-                               "labels"}));
+  FLYT_RETURN_IF_ERROR(
+      b.Only({"gpus", "min_free_memory_mb", "max_utilization", "same_node", "gpu_model", "policy",
+              "exclusive", "ttl_seconds", "owner", "labels"}));
   sched::AllocationRequest req;
   int64_t gpus = 1, ttl = config_.default_lease_ttl.count(), max_util = 100;
   double min_free_mb = 0;
@@ -717,17 +726,17 @@ Result<json> Cluster::Renew(const Caller& caller, const std::string& id, const j
     FLYT_ASSIGN_OR_RETURN(sched::Lease lease, ledger_->Renew(id, ttl));
     out = ToJson(lease);
     FLYT_RETURN_IF_ERROR(txn.Put(Table::kLeases, lease.id, DumpJson(out)));
-    return Event(txn, "lease.renewed",
-                 {{"lease_id", id},
-                  {"expires_at", out["expires_at"]},
-                  {"message", "lease " + id + " renewed until " +
-                                  out["expires_at"].get<std::string>()}});
+    return Event(
+        txn, "lease.renewed",
+        {{"lease_id", id},
+         {"expires_at", out["expires_at"]},
+         {"message", "lease " + id + " renewed until " + out["expires_at"].get<std::string>()}});
   }));
   return out;
 }
 
-Status Cluster::FinishJobOfLeaseLocked(store::Txn& txn, const std::string& lease_id,
-                                       JobState state, const std::string& message) {
+Status Cluster::FinishJobOfLeaseLocked(store::Txn& txn, const std::string& lease_id, JobState state,
+                                       const std::string& message) {
   auto jl = job_of_lease_.find(lease_id);
   if (jl == job_of_lease_.end()) return Status::Ok();
   auto it = jobs_.find(jl->second);
@@ -737,11 +746,11 @@ Status Cluster::FinishJobOfLeaseLocked(store::Txn& txn, const std::string& lease
   job.message = message;
   job.finished_at = clock_.WallNow();
   FLYT_RETURN_IF_ERROR(PutJob(txn, job));
-  FLYT_RETURN_IF_ERROR(Event(txn, std::string("job.") + JobStateName(state),
-                             {{"job_id", job.id},
-                              {"task_name", job.task_name},
-                              {"message", "job " + job.id + " " + JobStateName(state) + ": " +
-                                              message}}));
+  FLYT_RETURN_IF_ERROR(
+      Event(txn, std::string("job.") + JobStateName(state),
+            {{"job_id", job.id},
+             {"task_name", job.task_name},
+             {"message", "job " + job.id + " " + JobStateName(state) + ": " + message}}));
   if (!job.monitoring_session.empty()) {
     std::string id = job.id;
     Post([this, id] { CloseSession(id); });
@@ -758,10 +767,10 @@ Status Cluster::Release(const Caller& caller, const std::string& id) {
     FLYT_RETURN_IF_ERROR(ledger_->Release(id));
     FLYT_RETURN_IF_ERROR(txn.Delete(Table::kLeases, id));
     FLYT_RETURN_IF_ERROR(txn.ReleaseGpus(id));
-    FLYT_RETURN_IF_ERROR(Event(
-        txn, "lease.released",
-        {{"lease_id", id}, {"owner", existing->owner},
-         {"message", "lease " + id + " released by " + caller.name}}));
+    FLYT_RETURN_IF_ERROR(Event(txn, "lease.released",
+                               {{"lease_id", id},
+                                {"owner", existing->owner},
+                                {"message", "lease " + id + " released by " + caller.name}}));
     return FinishJobOfLeaseLocked(txn, id, JobState::kCompleted, "its lease was released");
   }));
   Wake(/*strong=*/true);
@@ -794,9 +803,9 @@ std::string Cluster::NeverFitsLocked(const sched::AllocationRequest& r) const {
     for (const gpu::GpuInfo& g : node.snapshot.gpus) {
       if (!r.gpu_model.empty() && g.name.find(r.gpu_model) == std::string::npos) continue;
       const uint64_t mem = g.memory_total_bytes.value_or(0);
-      const uint64_t need = std::max<uint64_t>(
-          r.min_free_memory_bytes,
-          static_cast<uint64_t>(r.min_free_fraction * static_cast<double>(mem)));
+      const uint64_t need =
+          std::max<uint64_t>(r.min_free_memory_bytes,
+                             static_cast<uint64_t>(r.min_free_fraction * static_cast<double>(mem)));
       largest_gpu = std::max(largest_gpu, mem);
       if (mem >= need && mem > 0) ++fitting;
     }
@@ -905,13 +914,13 @@ Result<json> Cluster::Submit(const Caller& caller, const json& task) {
       job.order = base + static_cast<int64_t>(job.experiment);
       FLYT_RETURN_IF_ERROR(PutJob(txn, job));
     }
-    FLYT_RETURN_IF_ERROR(Event(
-        txn, "job.submitted",
-        {{"submission", submission},
-         {"task_name", estimate.task_name},
-         {"jobs", created.size()},
-         {"message", "task " + estimate.task_name + " submitted by " + owner + ": " +
-                         std::to_string(created.size()) + " experiment(s)"}}));
+    FLYT_RETURN_IF_ERROR(
+        Event(txn, "job.submitted",
+              {{"submission", submission},
+               {"task_name", estimate.task_name},
+               {"jobs", created.size()},
+               {"message", "task " + estimate.task_name + " submitted by " + owner + ": " +
+                               std::to_string(created.size()) + " experiment(s)"}}));
     for (Job& job : created) {
       json entry = {{"id", job.id},
                     {"experiment", job.experiment},
@@ -921,9 +930,9 @@ Result<json> Cluster::Submit(const Caller& caller, const json& task) {
                     {"status", JobStateName(job.state)}};
       if (job.state == JobState::kFailed) {
         entry["message"] = job.message;
-        FLYT_RETURN_IF_ERROR(Event(txn, "job.failed",
-                                   {{"job_id", job.id}, {"message", "job " + job.id + " " +
-                                                                        job.message}}));
+        FLYT_RETURN_IF_ERROR(
+            Event(txn, "job.failed",
+                  {{"job_id", job.id}, {"message", "job " + job.id + " " + job.message}}));
       }
       jobs.push_back(std::move(entry));
       ApplyJobLocked(job);
@@ -979,14 +988,14 @@ Result<json> Cluster::Jobs(const std::string& status_filter, size_t limit) const
          {"message", job->message},
          {"gpus", job->request.gpus},
          {"gpu_model", gpu_model},
-         {"node", job->gpu_info.is_object() ? job->gpu_info.value("node", json(nullptr))
-                                            : json(nullptr)},
+         {"node",
+          job->gpu_info.is_object() ? job->gpu_info.value("node", json(nullptr)) : json(nullptr)},
          {"has_monitoring", job->metrics.contains("gpu_monitoring")},
          {"submitted_at", gpu::FormatTime(job->submitted_at)},
          {"wait_seconds", Seconds(started - job->submitted_at)},
-         {"runtime_seconds", job->started_at ? json(Seconds(job->finished_at.value_or(now) -
-                                                            *job->started_at))
-                                             : json(nullptr)}});
+         {"runtime_seconds", job->started_at
+                                 ? json(Seconds(job->finished_at.value_or(now) - *job->started_at))
+                                 : json(nullptr)}});
   }
   return json{{"jobs", list}, {"total", matching}};
 }
@@ -1036,8 +1045,8 @@ Result<json> Cluster::Cancel(const Caller& caller, const std::string& id) {
         FLYT_RETURN_IF_ERROR(txn.Delete(Table::kLeases, lease));
         FLYT_RETURN_IF_ERROR(txn.ReleaseGpus(lease));
       }
-      FLYT_RETURN_IF_ERROR(FinishJobOfLeaseLocked(txn, lease, JobState::kCancelled,
-                                                  "cancelled by " + caller.name));
+      FLYT_RETURN_IF_ERROR(
+          FinishJobOfLeaseLocked(txn, lease, JobState::kCancelled, "cancelled by " + caller.name));
     }
     out = ToJson(job);
     return Status::Ok();
@@ -1103,7 +1112,8 @@ Result<json> Cluster::Complete(const Caller& caller, const std::string& id, cons
       monitoring.erase("id");
       job.metrics["gpu_monitoring"] = monitoring;
     } else if (!monitoring.is_null()) {
-      job.metrics["gpu_monitoring_error"] = "the node answered with something other than session stats";
+      job.metrics["gpu_monitoring_error"] =
+          "the node answered with something other than session stats";
     }
     if (!monitoring_error.empty()) job.metrics["gpu_monitoring_error"] = monitoring_error;
     job.monitoring_session.clear();
@@ -1225,9 +1235,8 @@ Status Cluster::StartJobLocked(store::Txn& txn, Job& job, const sched::Lease& le
        {"node", lease_json["node"]},
        {"gpus", job.gpu_info["device_ids"]},
        {"waited_seconds", waited},
-       {"message", "job " + job.id + " (" + job.task_name + " #" +
-                       std::to_string(job.experiment) + ") started on " +
-                       lease_json["node"].get<std::string>() + " after " +
+       {"message", "job " + job.id + " (" + job.task_name + " #" + std::to_string(job.experiment) +
+                       ") started on " + lease_json["node"].get<std::string>() + " after " +
                        std::to_string(static_cast<int64_t>(waited)) + " s"}}));
   std::string id = job.id;
   Post([this, id] { OpenSession(id); });
@@ -1244,12 +1253,12 @@ Status Cluster::ExpireLocked(store::Txn& txn, bool& expired_any) {
     Status del = txn.Delete(Table::kLeases, gone.id);
     if (!del.ok() && del.code() != StatusCode::kNotFound) return del;
     FLYT_RETURN_IF_ERROR(txn.ReleaseGpus(gone.id));
-    FLYT_RETURN_IF_ERROR(Event(txn, "lease.expired",
-                               {{"lease_id", gone.id},
-                                {"owner", gone.owner},
-                                {"reason", ttl ? "ttl" : "node_unreachable"},
-                                {"message", "lease " + gone.id + " of " + gone.owner +
-                                                " expired: " + why}}));
+    FLYT_RETURN_IF_ERROR(
+        Event(txn, "lease.expired",
+              {{"lease_id", gone.id},
+               {"owner", gone.owner},
+               {"reason", ttl ? "ttl" : "node_unreachable"},
+               {"message", "lease " + gone.id + " of " + gone.owner + " expired: " + why}}));
     FLYT_RETURN_IF_ERROR(
         FinishJobOfLeaseLocked(txn, gone.id, JobState::kFailed, "lease expired: " + why));
     expired_any = true;
@@ -1266,13 +1275,12 @@ Status Cluster::TickLocked(store::Txn& txn, bool& woke_others) {
     node.reachable = reachable;
     FLYT_RETURN_IF_ERROR(PutNode(txn, node));
     if (!reachable) {
-      FLYT_RETURN_IF_ERROR(Event(
-          txn, "node.unreachable",
-          {{"node", name},
-           {"message", "node " + name + " has sent no heartbeat for " +
-                           std::to_string(static_cast<int64_t>(
-                               Seconds(now - node.last_heartbeat))) +
-                           " s; its GPUs are not offered"}}));
+      FLYT_RETURN_IF_ERROR(Event(txn, "node.unreachable",
+                                 {{"node", name},
+                                  {"message", "node " + name + " has sent no heartbeat for " +
+                                                  std::to_string(static_cast<int64_t>(
+                                                      Seconds(now - node.last_heartbeat))) +
+                                                  " s; its GPUs are not offered"}}));
     }
   }
   FLYT_RETURN_IF_ERROR(ExpireLocked(txn, woke_others));
@@ -1294,8 +1302,8 @@ Status Cluster::TickLocked(store::Txn& txn, bool& woke_others) {
                   (t.reason.empty() ? "" : ": " + t.reason);
     FLYT_RETURN_IF_ERROR(PutJob(txn, job));
     FLYT_RETURN_IF_ERROR(
-        Event(txn, "job.timeout", {{"job_id", job.id}, {"message", "job " + job.id + ": " +
-                                                                       job.message}}));
+        Event(txn, "job.timeout",
+              {{"job_id", job.id}, {"message", "job " + job.id + ": " + job.message}}));
   }
   for (const sched::QueuedJob& q : queue_.Ordered()) {
     auto it = jobs_.find(q.id);
@@ -1437,9 +1445,9 @@ void Cluster::OpenSession(const std::string& job_id) {
   }
   if (url.empty()) return;
   auto client = http::JsonClient::Connect(url, config_.node_api_token, "the node manager");
-  Result<json> answer = client.ok() ? (*client)->Post("/api/v1/monitoring/sessions",
-                                                      {{"gpus", gpus}})
-                                    : Result<json>(client.status());
+  Result<json> answer = client.ok()
+                            ? (*client)->Post("/api/v1/monitoring/sessions", {{"gpus", gpus}})
+                            : Result<json>(client.status());
   std::string session;
   if (answer.ok() && answer->is_object() && answer->contains("id") && (*answer)["id"].is_string()) {
     session = (*answer)["id"].get<std::string>();
@@ -1495,7 +1503,8 @@ void Cluster::CloseSession(const std::string& job_id) {
       stats->erase("id");
       job.metrics["gpu_monitoring"] = *stats;
     } else if (stats.ok()) {
-      job.metrics["gpu_monitoring_error"] = "the node answered with something other than session stats";
+      job.metrics["gpu_monitoring_error"] =
+          "the node answered with something other than session stats";
     } else {
       job.metrics["gpu_monitoring_error"] = stats.status().message();
     }
@@ -1545,28 +1554,17 @@ std::string Cluster::Metrics() const {
   for (const auto& [name, n] : nodes_) reachable += ledger_->Reachable(name) ? 1 : 0;
   family("flyt_cluster_nodes", "gauge", "Nodes known to the manager, by state.");
   sample("flyt_cluster_nodes{state=\"reachable\"}", reachable);
-  sample("flyt_cluster_nodes{state=\"unreachable\"}", static_cast<double>(nodes_.size()) - reachable);
+  sample("flyt_cluster_nodes{state=\"unreachable\"}",
+         static_cast<double>(nodes_.size()) - reachable);
 
   std::map<std::string, int> gpu_states = {
       {"free", 0}, {"leased", 0}, {"shared", 0}, {"lost", 0}, {"unreachable", 0}};
-  std::map<std::pair<std::string, uint32_t>, std::pair<bool, bool>> held;  // exclusive, any
-  const auto now = clock_.WallNow();
   const std::vector<sched::Lease> leases = ledger_->Leases();
-  for (const sched::Lease& l : leases) {
-    if (l.expires_at <= now) continue;
-    for (const auto& g : l.gpus) {
-      auto& h = held[{g.node, g.index}];
-      h.first = h.first || l.exclusive;
-      h.second = true;
-    }
-  }
+  Holds holds = HoldsOf(leases, clock_.WallNow());
   for (const auto& [name, n] : nodes_) {
     const bool ok = ledger_->Reachable(name);
-    for (const auto& g : n.snapshot.gpus) {
-      auto h = held.count({name, g.index}) ? held.at({name, g.index}) : std::make_pair(false, false);
-      ++gpu_states[!ok ? "unreachable" : g.lost ? "lost" : h.first ? "leased" : h.second ? "shared"
-                                                                                       : "free"];
-    }
+    for (const auto& g : n.snapshot.gpus)
+      ++gpu_states[AllocationState(ok, g.lost, holds[{name, g.uuid}])];
   }
   family("flyt_cluster_gpus", "gauge", "GPUs in the cluster, by allocation state.");
   for (const auto& [state, count] : gpu_states) {

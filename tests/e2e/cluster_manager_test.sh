@@ -9,15 +9,9 @@ set -uo pipefail
 build=$1
 src=$2
 tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
+trap 'stop_children; rm -rf "$tmp"' EXIT
 unset FLYT_NVML_LIBRARY FLYT_SIM_TIME FLYT_SIM_REASON FLYT_TOKEN FLYT_ADMIN_TOKEN FLYT_CLUSTER_MANAGER
 
 admin=admin-token-000000000000

@@ -10,17 +10,15 @@ build=$1
 src=$2
 tmp=$(mktemp -d)
 chmod 755 "$tmp"
-pids=()
 pg_started=0
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
 cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+  stop_children
   [ "$pg_started" = 1 ] && "$src/tests/support/postgres.sh" stop "$tmp/pg" >/dev/null 2>&1
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-# shellcheck source=lib.sh
-. "$(dirname "$0")/lib.sh"
 unset FLYT_NVML_LIBRARY FLYT_SIM_TIME FLYT_SIM_REASON FLYT_TOKEN FLYT_ADMIN_TOKEN
 
 if [ "${FLYT_SKIP_POSTGRES:-0}" = 1 ]; then

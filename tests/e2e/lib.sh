@@ -1,4 +1,5 @@
-# Shared by the e2e scripts (sourced): counted checks and the closing "N passed, N failed" line.
+# Shared by the e2e scripts (sourced): counted checks and the closing "N passed, N failed" line,
+# the test's child processes, polling helpers.
 passes=0
 failures=0
 
@@ -37,3 +38,11 @@ wait_for() {
 
 # jq_py <python>: runs python with the JSON on stdin as `d`.
 jq_py() { python3 -c "import json,sys; d=json.load(sys.stdin); $1"; }
+
+# The child processes a test starts: append each pid to `pids`; stop_children kills and reaps
+# them (call it from the test's EXIT trap).
+pids=()
+stop_children() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+}

@@ -10,15 +10,9 @@ src=$2
 daemon="$build/bin/flyt-node-manager"
 sim="$build/lib/libflyt-sim-nvml.so"
 tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
+trap 'stop_children; rm -rf "$tmp"' EXIT
 pport=""  # the Prometheus port, set in section 7
 query() { curl -s --get "http://127.0.0.1:$pport/api/v1/query" --data-urlencode "query=$1"; }
 count_of() { query "$1" | jq_py "print(len(d['data']['result']))"; }
