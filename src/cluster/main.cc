@@ -24,6 +24,7 @@ int Fail(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  flyt::BlockTerminationSignals();
   CLI::App app{"flyt-cluster-manager — cluster inventory, reservation ledger, GPU-aware job queue"};
   app.set_version_flag("--version", std::string("flyt-cluster-manager ") + FLYT_VERSION);
   std::string config_path, listen, store_url, var_dir, log_level;

@@ -19,14 +19,18 @@ sigset_t TerminationSignals() {
 
 }  // namespace
 
+void BlockTerminationSignals() {
+  const sigset_t signals = TerminationSignals();
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+}
+
 void SetUpDaemon(const std::string& log_level) {
+  BlockTerminationSignals();  // idempotent
   auto logger = spdlog::stderr_color_mt("flyt");
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ %v");
-  const sigset_t signals = TerminationSignals();
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
 }
 
 int WaitForTermination() {

@@ -23,6 +23,7 @@ int Fail(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  flyt::BlockTerminationSignals();
   CLI::App app{"flyt-node-manager — the per-node GPU daemon: Prometheus /metrics and a JSON API"};
   app.set_version_flag("--version", std::string("flyt-node-manager ") + FLYT_VERSION);
   std::string config_path, listen, name, cluster_manager, log_level;

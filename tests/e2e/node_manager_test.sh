@@ -255,7 +255,11 @@ early=$!
 sleep 0.05
 kill -TERM "$early" 2>/dev/null
 wait "$early"
-check "sigterm at start-up: exit 0 (not a hang: 124)" test $? -eq 0
+rc=$?
+# 0: the daemon took the signal and stopped cleanly. 143: on a loaded machine the signal came
+# before main() could block it (while the program was still being loaded), and its default action
+# ended the process. Either way it did not hang (124).
+check "sigterm at start-up: exit 0 or 143 (not a hang: 124; got $rc)" test $rc -eq 0 -o $rc -eq 143
 kill -TERM "${pids[0]}"
 wait "${pids[0]}"
 check "sigterm: exit 0" test $? -eq 0
