@@ -9,7 +9,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 procps curl
   libsqlite3-dev sqlite3 libpq-dev postgresql
-  prometheus wrk bc
+  prometheus wrk bc fonts-noto-color-emoji
+  liblz4-dev libzstd-dev libtirpc-dev libclang-rt-14-dev
+  chromium
 )
 
 missing=()
@@ -19,12 +21,27 @@ for p in "${packages[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+# Node.js and npm build the dashboard; a machine that has them already (any recent version)
+# keeps its own.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  missing+=(nodejs npm)
 fi
 
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-echo "flyt: installing Debian packages: ${missing[*]}" >&2
-$sudo apt-get update -qq
-$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  echo "flyt: installing Debian packages: ${missing[*]}" >&2
+  $sudo apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The dashboard's npm packages, exactly as web/package-lock.json pins them. Installed again only
+# when the lockfile changed since the last install.
+web="$(dirname "$0")/../web"
+stamp="$web/node_modules/.flyt-lock.sha256"
+want=$(sha256sum "$web/package-lock.json" | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "flyt: installing the dashboard's npm packages (web/package-lock.json)" >&2
+  (cd "$web" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  echo "$want" >"$stamp"
+fi

@@ -11,6 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+build="$root/${FLYT_BUILD_DIR:-build}"
 
 scripts/install-deps.sh
 log=$(mktemp)
@@ -27,7 +28,7 @@ has_driver() {
   command -v nvidia-smi >/dev/null 2>&1 && return 0
   return 1
 }
-sim_lib="$root/build/lib/libflyt-sim-nvml.so"
+sim_lib="$build/lib/libflyt-sim-nvml.so"
 
 if [ "${1:-}" = gpus ]; then
   shift
@@ -38,7 +39,7 @@ if [ "${1:-}" = gpus ]; then
     export FLYT_SIM_START="${FLYT_SIM_START:-$(($(date +%s) % 3600))}"
     export FLYT_SIM_REASON="no NVIDIA driver on this machine: no libnvidia-ml.so.1, no nvidia-smi"
   fi
-  exec "$root/build/bin/flytctl" gpus "$@"
+  exec "$build/bin/flytctl" gpus "$@"
 fi
 if [ $# -gt 0 ]; then
   echo "usage: scripts/run.sh [gpus [ARGS...]]" >&2
@@ -48,6 +49,7 @@ fi
 # ---- the demo cluster ------------------------------------------------------------------------
 port=${FLYT_DEMO_PORT:-12400}
 demo="$root/var/demo"
+[ "$port" = 12400 ] || demo="$root/var/demo-$port"
 url="http://127.0.0.1:$port"
 if curl -s -o /dev/null "$url/healthz" 2>/dev/null; then
   echo "flyt: something already serves $url (another demo?); stop it or set FLYT_DEMO_PORT" >&2
@@ -67,7 +69,7 @@ stop_all() {
   echo "flyt: stopping the demo cluster..."
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  echo "flyt: stopped (logs and store kept in var/demo/)"
+  echo "flyt: stopped (logs and store kept in ${demo#$root/}/)"
 }
 trap stop_all EXIT
 trap 'exit 0' INT TERM
@@ -82,7 +84,7 @@ wait_up() {
   exit 1
 }
 
-FLYT_ADMIN_TOKEN=$token "$root/build/bin/flyt-cluster-manager" --listen "127.0.0.1:$port" \
+FLYT_ADMIN_TOKEN=$token "$build/bin/flyt-cluster-manager" --listen "127.0.0.1:$port" \
   --store "sqlite:$demo/flyt.db" --var-dir "$demo" >"$demo/cluster-manager.log" 2>&1 &
 pids+=($!)
 wait_up "$url/healthz" "flyt-cluster-manager" "$demo/cluster-manager.log"
@@ -95,7 +97,7 @@ start_node() {
     env+=(FLYT_NVML_LIBRARY="$sim_lib" FLYT_SIM_SCENARIO="$root/sim/scenarios/$scenario.toml"
       FLYT_SIM_START=$(($(date +%s) % 3600)))
   fi
-  env "${env[@]}" "$root/build/bin/flyt-node-manager" --listen "127.0.0.1:$node_port" \
+  env "${env[@]}" "$build/bin/flyt-node-manager" --listen "127.0.0.1:$node_port" \
     --name "$name" --cluster-manager "$url" >"$demo/$name.log" 2>&1 &
   pids+=($!)
   wait_up "http://127.0.0.1:$node_port/healthz" "flyt-node-manager $name" "$demo/$name.log"
@@ -112,7 +114,7 @@ start_node sim-mixed "$((next_port + 3))" mixed-inference
 start_node sim-faulty "$((next_port + 4))" faulty-node
 
 export FLYT_CLUSTER_MANAGER=$url FLYT_TOKEN=$token
-ctl="$root/build/bin/flytctl"
+ctl="$build/bin/flytctl"
 for _ in $(seq 1 50); do
   [ "$("$ctl" nodes --json 2>/dev/null | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["nodes"]))' 2>/dev/null)" = 5 ] && break
   sleep 0.2
@@ -128,13 +130,14 @@ cat <<EOF
 
 flyt demo cluster is running (simulated GPUs$(has_driver && echo ", plus this machine's real ones")).
 
-  cluster manager   $url         (log: var/demo/cluster-manager.log, store: var/demo/flyt.db)
+  dashboard         $url/?token=$token
+  cluster manager   $url         (log: ${demo#$root/}/cluster-manager.log, store: ${demo#$root/}/flyt.db)
   node managers     127.0.0.1:$((port + 1))-$((next_port + 3))  (Prometheus /metrics in dcgm-exporter's names)
-  admin token       var/demo/admin.token
+  admin token       ${demo#$root/}/admin.token
 
 In another terminal:
 
-  export FLYT_CLUSTER_MANAGER=$url FLYT_TOKEN=\$(cat var/demo/admin.token)
+  export FLYT_CLUSTER_MANAGER=$url FLYT_TOKEN=\$(cat ${demo#$root/}/admin.token)
   build/bin/flytctl nodes          # the nodes and their state
   build/bin/flytctl gpus           # every GPU in the cluster, leased or free, with its score
   build/bin/flytctl jobs           # the demo experiments: queued, running, completed (📊 = monitoring data)

@@ -172,19 +172,48 @@ const char* AllocationState(bool reachable, bool lost, const std::vector<Hold>& 
 
 }  // namespace
 
-// Counts the writes of a transaction, so that the manager knows the revision it committed.
+namespace {
+
+constexpr uint32_t TopicBit(Topic topic) { return 1u << static_cast<unsigned>(topic); }
+constexpr uint32_t kAllTopics = (1u << kTopicCount) - 1;
+
+Topic TopicOf(Table table) {
+  switch (table) {
+    case Table::kNodes: return Topic::kNodes;
+    case Table::kClients: return Topic::kClients;
+    case Table::kLeases: return Topic::kLeases;
+    case Table::kJobs: return Topic::kJobs;
+  }
+  return Topic::kNodes;
+}
+
+}  // namespace
+
+const char* TopicName(Topic topic) {
+  switch (topic) {
+    case Topic::kNodes: return "nodes";
+    case Topic::kClients: return "clients";
+    case Topic::kLeases: return "allocations";
+    case Topic::kJobs: return "jobs";
+    case Topic::kEvents: return "events";
+  }
+  return "?";
+}
+
+// Counts the writes of a transaction, so that the manager knows the revision it committed, and
+// which topics the live stream should tell of.
 class Cluster::CountingTxn final : public store::Txn {
  public:
   explicit CountingTxn(store::Txn& inner) : inner_(inner) {}
   int64_t Revision() const override { return inner_.Revision(); }
   Status Put(Table t, const std::string& id, const std::string& body) override {
     Status s = inner_.Put(t, id, body);
-    wrote_ = wrote_ || s.ok();
+    Touch(s, TopicOf(t));
     return s;
   }
   Status Delete(Table t, const std::string& id) override {
     Status s = inner_.Delete(t, id);
-    wrote_ = wrote_ || s.ok();
+    Touch(s, TopicOf(t));
     return s;
   }
   Result<std::optional<std::string>> Get(Table t, const std::string& id) override {
@@ -199,13 +228,23 @@ class Cluster::CountingTxn final : public store::Txn {
   }
   Status ReleaseGpus(const std::string& lease) override { return inner_.ReleaseGpus(lease); }
   Status AppendEvent(int64_t at_ms, const std::string& kind, const std::string& body) override {
-    return inner_.AppendEvent(at_ms, kind, body);
+    Status s = inner_.AppendEvent(at_ms, kind, body);
+    if (s.ok()) topics_ |= TopicBit(Topic::kEvents);
+    return s;
   }
   bool wrote() const { return wrote_; }
+  uint32_t topics() const { return topics_; }
 
  private:
+  void Touch(const Status& s, Topic topic) {
+    if (!s.ok()) return;
+    wrote_ = true;
+    topics_ |= TopicBit(topic);
+  }
+
   store::Txn& inner_;
   bool wrote_ = false;
+  uint32_t topics_ = 0;
 };
 
 Cluster::Cluster(std::unique_ptr<store::Store> store, ClusterConfig config, const Clock& clock)
@@ -275,6 +314,8 @@ void Cluster::ApplyJobLocked(Job job) {
 
 Status Cluster::CatchUpLocked(store::Txn& txn) {
   FLYT_ASSIGN_OR_RETURN(auto nodes, txn.ListSince(Table::kNodes, revision_));
+  // Another replica's change (or a reload): its events come with it.
+  if (!nodes.empty()) touched_ |= TopicBit(Topic::kNodes) | TopicBit(Topic::kEvents);
   for (const store::Row& row : nodes) {
     if (row.deleted) {
       nodes_.erase(row.id);
@@ -286,6 +327,7 @@ Status Cluster::CatchUpLocked(store::Txn& txn) {
     ApplyNodeLocked(std::move(*rec));
   }
   FLYT_ASSIGN_OR_RETURN(auto leases, txn.ListSince(Table::kLeases, revision_));
+  if (!leases.empty()) touched_ |= TopicBit(Topic::kLeases) | TopicBit(Topic::kEvents);
   for (const store::Row& row : leases) {
     if (row.deleted) {
       (void)ledger_->Release(row.id);  // already gone here is fine
@@ -296,6 +338,7 @@ Status Cluster::CatchUpLocked(store::Txn& txn) {
     ledger_->Restore(*lease);
   }
   FLYT_ASSIGN_OR_RETURN(auto clients, txn.ListSince(Table::kClients, revision_));
+  if (!clients.empty()) touched_ |= TopicBit(Topic::kClients) | TopicBit(Topic::kEvents);
   for (const store::Row& row : clients) {
     if (row.deleted) {
       clients_.erase(row.id);
@@ -306,6 +349,7 @@ Status Cluster::CatchUpLocked(store::Txn& txn) {
     clients_[c->name] = std::move(*c);
   }
   FLYT_ASSIGN_OR_RETURN(auto jobs, txn.ListSince(Table::kJobs, revision_));
+  if (!jobs.empty()) touched_ |= TopicBit(Topic::kJobs) | TopicBit(Topic::kEvents);
   for (const store::Row& row : jobs) {
     if (row.deleted) {
       queue_.Remove(row.id);
@@ -335,16 +379,20 @@ Status Cluster::ReloadLocked() {
 
 Status Cluster::WriteLocked(Durability durability, const std::function<Status(store::Txn&)>& fn) {
   int64_t committed = revision_;
+  uint32_t txn_topics = 0;
+  touched_ = 0;
   Status s = store_->Update(durability, [&](store::Txn& inner) -> Status {
     if (inner.Revision() != revision_) FLYT_RETURN_IF_ERROR(CatchUpLocked(inner));
     CountingTxn txn(inner);
     FLYT_RETURN_IF_ERROR(fn(txn));
     committed = inner.Revision() + (txn.wrote() ? 1 : 0);
+    txn_topics = txn.topics();
     return Status::Ok();
   });
   if (s.ok()) {
     revision_ = committed;
     ++state_version_;
+    PublishLocked(txn_topics);
     return s;
   }
   // The memory may have changed ahead of a transaction that did not commit: start again from
@@ -356,6 +404,7 @@ Status Cluster::WriteLocked(Durability durability, const std::function<Status(st
     ++counters_.store_errors;
     Status reload = ReloadLocked();
     if (!reload.ok()) s = s.WithContext("and reloading failed too (" + reload.message() + ")");
+    PublishLocked(kAllTopics);
   }
   return s;
 }
@@ -409,10 +458,13 @@ Result<json> Cluster::Heartbeat(const Caller& caller, const json& body) {
   // Leases and the store's claims know a GPU by its UUID: each must be there, and unique.
   std::set<uint32_t> seen;
   std::set<std::string> uuids;
-  for (const gpu::GpuInfo& g : snap->gpus) {
+  for (gpu::GpuInfo& g : snap->gpus) {
     if (!seen.insert(g.index).second) {
       return InvalidArgument("snapshot: GPU index " + std::to_string(g.index) + " appears twice");
     }
+    // A GPU already lost when its node manager started cannot tell its UUID. It can never be
+    // leased, but it must be seen: it stands under a name of its own on this node.
+    if (g.uuid.empty() && g.lost) g.uuid = "GPU-lost-at-index-" + std::to_string(g.index);
     if (g.uuid.empty() || g.uuid.size() > 128 || g.uuid.find('\0') != std::string::npos) {
       return InvalidArgument("snapshot: GPU " + std::to_string(g.index) +
                              " needs a UUID (1-128 characters, no NUL)");
@@ -583,6 +635,32 @@ Result<json> Cluster::Node(const std::string& name) const {
   return j;
 }
 
+namespace {
+
+// One GPU as the API shows it: its readings, where it is and who holds it.
+json GpuJson(const sched::Ledger& ledger, const std::string& node, const gpu::GpuInfo& g,
+             bool reachable, const std::vector<Hold>& on_gpu) {
+  json j = gpu::ToJson(g);
+  j["process_count"] = g.processes.size();
+  j["node"] = node;
+  uint64_t reserved = 0;
+  json holders = json::array();
+  for (const Hold& h : on_gpu) {
+    reserved += h.reserved_bytes;
+    holders.push_back({{"lease_id", h.lease->id},
+                       {"owner", h.lease->owner},
+                       {"exclusive", h.lease->exclusive},
+                       {"expires_at", gpu::FormatTime(h.lease->expires_at)}});
+  }
+  j["allocation_state"] = AllocationState(reachable, g.lost, on_gpu);
+  j["leases"] = holders;
+  j["reserved_memory_mb"] = static_cast<double>(reserved) / kMiB;
+  j["score"] = ledger.Score(LedgerGpu(g), reserved);
+  return j;
+}
+
+}  // namespace
+
 json Cluster::Gpus() const {
   std::scoped_lock lock(mu_);
   const std::vector<sched::Lease> leases = ledger_->Leases();
@@ -591,28 +669,37 @@ json Cluster::Gpus() const {
   for (const auto& [name, n] : nodes_) {
     const bool reachable = ledger_->Reachable(name);
     for (const gpu::GpuInfo& g : n.snapshot.gpus) {
-      json j = gpu::ToJson(g);
+      json j = GpuJson(*ledger_, name, g, reachable, holds[{name, g.uuid}]);
       j.erase("processes");
-      j["process_count"] = g.processes.size();
-      j["node"] = name;
-      const std::vector<Hold>& on_gpu = holds[{name, g.uuid}];
-      uint64_t reserved = 0;
-      json holders = json::array();
-      for (const Hold& h : on_gpu) {
-        reserved += h.reserved_bytes;
-        holders.push_back({{"lease_id", h.lease->id},
-                           {"owner", h.lease->owner},
-                           {"exclusive", h.lease->exclusive},
-                           {"expires_at", gpu::FormatTime(h.lease->expires_at)}});
-      }
-      j["allocation_state"] = AllocationState(reachable, g.lost, on_gpu);
-      j["leases"] = holders;
-      j["reserved_memory_mb"] = static_cast<double>(reserved) / kMiB;
-      j["score"] = ledger_->Score(LedgerGpu(g), reserved);
       list.push_back(std::move(j));
     }
   }
   return {{"gpus", list}};
+}
+
+Result<json> Cluster::Gpu(const std::string& node, unsigned index) const {
+  std::scoped_lock lock(mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return NotFound("no node " + node);
+  for (const gpu::GpuInfo& g : it->second.snapshot.gpus) {
+    if (g.index != index) continue;
+    const std::vector<sched::Lease> leases = ledger_->Leases();  // the holds point into it
+    Holds holds = HoldsOf(leases, clock_.WallNow());
+    json j = GpuJson(*ledger_, node, g, ledger_->Reachable(node), holds[{node, g.uuid}]);
+    j["node_api_url"] = it->second.api_url;
+    return j;
+  }
+  return NotFound("node " + node + " has no GPU " + std::to_string(index));
+}
+
+Result<std::string> Cluster::NodeApiUrl(const std::string& node) const {
+  std::scoped_lock lock(mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return NotFound("no node " + node);
+  if (it->second.api_url.empty()) {
+    return NotFound("node " + node + " did not advertise an API URL (--advertise-url)");
+  }
+  return it->second.api_url;
 }
 
 std::shared_ptr<const std::string> Cluster::GpusBody() {
@@ -1525,7 +1612,9 @@ void Cluster::Stop() {
   {
     std::scoped_lock lock(mu_);
     stopping_ = true;
+    streams_closed_ = true;
     wake_cv_.notify_all();
+    change_cv_.notify_all();
   }
   if (scheduler_.joinable()) scheduler_.join();
   {
@@ -1535,6 +1624,41 @@ void Cluster::Stop() {
     work_cv_.notify_all();
   }
   if (worker_.joinable()) worker_.join();
+}
+
+// ---- the live stream ---------------------------------------------------------------------
+
+void Cluster::PublishLocked(uint32_t txn_topics) {
+  const uint32_t topics = txn_topics | std::exchange(touched_, 0);
+  if (topics == 0) return;
+  ++changes_.seq;
+  for (size_t t = 0; t < kTopicCount; ++t) {
+    if (topics & (1u << t)) ++changes_.topics[t];
+  }
+  change_cv_.notify_all();
+}
+
+ChangeMark Cluster::Changes() const {
+  std::scoped_lock lock(mu_);
+  return changes_;
+}
+
+ChangeMark Cluster::WaitForChange(uint64_t seen_seq, std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(mu_);
+  change_cv_.wait_for(lock, timeout,
+                      [&] { return streams_closed_ || changes_.seq != seen_seq; });
+  return changes_;
+}
+
+void Cluster::CloseStreams() {
+  std::scoped_lock lock(mu_);
+  streams_closed_ = true;
+  change_cv_.notify_all();
+}
+
+bool Cluster::StreamsClosed() const {
+  std::scoped_lock lock(mu_);
+  return streams_closed_;
 }
 
 // ---- metrics ---------------------------------------------------------------------------------

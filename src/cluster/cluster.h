@@ -17,6 +17,7 @@
 // Thread-safety: every public method may be called from any thread (one mutex guards the state).
 #pragma once
 
+#include <array>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -41,6 +42,17 @@ namespace flyt::cluster {
 struct Caller {
   std::string name;
   Role role = Role::kViewer;
+};
+
+// What the live stream (GET /api/v1/stream) tells a dashboard: which parts of the state changed
+// since it last looked. Each topic's counter goes up when a committed change touched it.
+enum class Topic { kNodes, kClients, kLeases, kJobs, kEvents };
+inline constexpr size_t kTopicCount = 5;
+const char* TopicName(Topic topic);  // "nodes", "clients", "allocations", "jobs", "events"
+
+struct ChangeMark {
+  uint64_t seq = 0;  // goes up with every change of any topic
+  std::array<uint64_t, kTopicCount> topics{};
 };
 
 struct ClusterCounters {
@@ -95,6 +107,19 @@ class Cluster {
   // Events after `after_id`, oldest first; or, with `latest`, the newest `limit` ones.
   Result<nlohmann::json> Events(int64_t after_id, size_t limit, bool latest = false) const;
   std::string Metrics() const;
+
+  // The live stream. WaitForChange blocks until a change after `seen_seq` is committed (here or,
+  // with a shared store, by another replica), `timeout` passes, or CloseStreams is called; it
+  // returns the current mark either way. CloseStreams wakes every waiter for good (shutdown).
+  ChangeMark Changes() const;
+  ChangeMark WaitForChange(uint64_t seen_seq, std::chrono::milliseconds timeout) const;
+  void CloseStreams();
+  bool StreamsClosed() const;
+
+  // One GPU as GET /api/v1/gpus lists it, plus its processes (from the node's last heartbeat).
+  Result<nlohmann::json> Gpu(const std::string& node, unsigned index) const;
+  // The API URL a node manager advertised (for the GPU history proxy); NotFound when none.
+  Result<std::string> NodeApiUrl(const std::string& node) const;
   std::string StoreDescription() const { return store_->Describe(); }
 
   // One scheduler round now (tests and the benchmark drive it by hand with a FakeClock).
@@ -108,6 +133,8 @@ class Cluster {
                      const std::function<Status(store::Txn&)>& fn);
   Status CatchUpLocked(store::Txn& txn);
   Status ReloadLocked();
+  // Tells stream waiters what a committed change (or catch-up) touched.
+  void PublishLocked(uint32_t txn_topics);
   void ApplyNodeLocked(NodeRecord record);
   void ApplyJobLocked(Job job);
 
@@ -153,6 +180,10 @@ class Cluster {
   ClusterCounters counters_;               // guarded by mu_
   uint64_t random_state_ = 0;              // guarded by mu_
   uint64_t state_version_ = 0;             // guarded by mu_: bumped by every committed change
+  uint32_t touched_ = 0;                   // guarded by mu_: topics caught up in this write
+  ChangeMark changes_;                     // guarded by mu_
+  bool streams_closed_ = false;            // guarded by mu_
+  mutable std::condition_variable change_cv_;
 
   std::mutex gpus_mu_;
   std::shared_ptr<const std::string> gpus_body_;   // guarded by gpus_mu_

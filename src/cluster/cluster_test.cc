@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <thread>
 #include <set>
 
 #include "cluster/auth.h"
@@ -378,6 +379,59 @@ TEST_F(ClusterTest, GpusWithoutAUniqueUuidAreRefused) {
   EXPECT_NE(r.status().message().find("needs a UUID"), std::string::npos);
 }
 
+TEST_F(ClusterTest, AGpuLostBeforeItsUuidWasReadIsStillListed) {
+  json snap = Snapshot(2);
+  snap["gpus"][1]["uuid"] = "";
+  snap["gpus"][1]["lost"] = true;
+  auto r = cluster_->Heartbeat(node_, {{"name", "a"}, {"snapshot", snap}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto gpu = cluster_->Gpu("a", 1);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+  EXPECT_EQ((*gpu)["allocation_state"], "lost");
+  EXPECT_EQ((*gpu)["uuid"], "GPU-lost-at-index-1");
+  EXPECT_EQ(cluster_->Gpu("a", 7).status().code(), StatusCode::kNotFound);
+  // A leased GPU names its holder.
+  auto lease = cluster_->Allocate(alice_, {{"gpus", 1}});
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  gpu = cluster_->Gpu("a", 0);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+  EXPECT_EQ((*gpu)["allocation_state"], "leased");
+  ASSERT_EQ((*gpu)["leases"].size(), 1u);
+  EXPECT_EQ((*gpu)["leases"][0]["owner"], "alice");
+  EXPECT_EQ((*gpu)["leases"][0]["lease_id"], (*lease)["id"]);
+  EXPECT_EQ(cluster_->Gpu("nope", 0).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(ClusterTest, TheLiveStreamLearnsWhichTopicsChanged) {
+  auto topic = [](const ChangeMark& m, Topic t) { return m.topics[static_cast<size_t>(t)]; };
+  const ChangeMark start = cluster_->Changes();
+  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 2)).ok());
+  ChangeMark m = cluster_->WaitForChange(start.seq, std::chrono::milliseconds(0));
+  EXPECT_GT(m.seq, start.seq);
+  EXPECT_GT(topic(m, Topic::kNodes), topic(start, Topic::kNodes));
+  EXPECT_GT(topic(m, Topic::kEvents), topic(start, Topic::kEvents));  // node.registered
+  EXPECT_EQ(topic(m, Topic::kLeases), topic(start, Topic::kLeases));
+  EXPECT_EQ(topic(m, Topic::kJobs), topic(start, Topic::kJobs));
+
+  const ChangeMark before = m;
+  ASSERT_TRUE(cluster_->Allocate(alice_, {{"gpus", 1}}).ok());
+  m = cluster_->Changes();
+  EXPECT_GT(topic(m, Topic::kLeases), topic(before, Topic::kLeases));
+  EXPECT_EQ(topic(m, Topic::kJobs), topic(before, Topic::kJobs));
+
+  // A refusal changes nothing, so a waiter is not woken for it.
+  const ChangeMark quiet = m;
+  EXPECT_FALSE(cluster_->Allocate(alice_, {{"gpus", 8}}).ok());
+  EXPECT_EQ(cluster_->WaitForChange(quiet.seq, std::chrono::milliseconds(0)).seq, quiet.seq);
+
+  // A waiter blocked on no change is released at once when the streams close.
+  std::thread closer([&] { cluster_->CloseStreams(); });
+  m = cluster_->WaitForChange(quiet.seq, std::chrono::hours(1));
+  closer.join();
+  EXPECT_EQ(m.seq, quiet.seq);
+  EXPECT_TRUE(cluster_->StreamsClosed());
+}
+
 TEST_F(ClusterTest, AnExpiredLeaseFreesItsGpusBeforeTheSchedulerRuns) {
   ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 2)).ok());
   ASSERT_TRUE(cluster_->Allocate(alice_, {{"gpus", 2}, {"ttl_seconds", 10}}).ok());
@@ -452,6 +506,10 @@ TEST(ClusterConfigTest, TheShippedConfigIsTheDefaults) {
   EXPECT_EQ(c->queue.backfill_hold, d.queue.backfill_hold);
   EXPECT_EQ(c->max_body_bytes, d.max_body_bytes);
   EXPECT_EQ(c->event_retention, d.event_retention);
+  EXPECT_EQ(c->web_enabled, d.web_enabled);
+  EXPECT_EQ(c->web_dir, d.web_dir);
+  EXPECT_EQ(c->max_streams, d.max_streams);
+  EXPECT_EQ(c->stream_min_gap, d.stream_min_gap);
   EXPECT_TRUE(c->tokens.empty());
 }
 

@@ -20,7 +20,7 @@ Result<ClusterConfig> ParseClusterConfig(std::string_view text, const std::strin
   FLYT_ASSIGN_OR_RETURN(toml::table root, r.Parse(text));
   ClusterConfig c;
   FLYT_RETURN_IF_ERROR(
-      r.CheckKeys(root, "", {"manager", "ledger", "queue", "auth", "nodes", "events", "log"}));
+      r.CheckKeys(root, "", {"manager", "ledger", "queue", "auth", "nodes", "events", "web", "log"}));
   auto seconds = [&](const toml::table& t, const std::string& section, const char* key,
                      int64_t min, int64_t max, std::chrono::seconds& out) -> Status {
     int64_t v = out.count();
@@ -133,6 +133,19 @@ Result<ClusterConfig> ParseClusterConfig(std::string_view text, const std::strin
     int64_t keep = static_cast<int64_t>(c.event_retention);
     FLYT_RETURN_IF_ERROR(r.GetInt(*ev, "events", "retention", 100, 100000000, keep));
     c.event_retention = static_cast<size_t>(keep);
+  }
+  FLYT_ASSIGN_OR_RETURN(const toml::table* w, r.Section(root, "web"));
+  if (w != nullptr) {
+    FLYT_RETURN_IF_ERROR(
+        r.CheckKeys(*w, "web", {"enabled", "dir", "max_streams", "stream_min_gap_ms"}));
+    FLYT_RETURN_IF_ERROR(r.GetBool(*w, "web", "enabled", c.web_enabled));
+    FLYT_RETURN_IF_ERROR(r.GetString(*w, "web", "dir", c.web_dir));
+    int64_t streams = c.max_streams;
+    FLYT_RETURN_IF_ERROR(r.GetInt(*w, "web", "max_streams", 0, 1024, streams));
+    c.max_streams = static_cast<int>(streams);
+    int64_t gap = c.stream_min_gap.count();
+    FLYT_RETURN_IF_ERROR(r.GetInt(*w, "web", "stream_min_gap_ms", 0, 60000, gap));
+    c.stream_min_gap = std::chrono::milliseconds(gap);
   }
   FLYT_RETURN_IF_ERROR(r.LogSection(root, c.log_level));
   return c;

@@ -51,6 +51,15 @@ struct ClusterConfig {
   std::string node_api_token;  // sent to node managers' APIs (monitoring sessions)
   // [events]
   size_t event_retention = 100000;
+  // [web]
+  bool web_enabled = true;  // serve the dashboard at /
+  // Where the built dashboard is (index.html, app.js, app.css); "" finds it next to the program:
+  // <bin>/../share/flyt/web (installed, and in the build tree).
+  std::string web_dir;
+  int max_streams = 32;  // live streams (GET /api/v1/stream) open at once; each holds a thread
+  // A stream tells of changes at most this often (heartbeats alone change the state every few
+  // seconds per node).
+  std::chrono::milliseconds stream_min_gap{1000};
   // [log]
   std::string log_level = "info";
 };

@@ -9,6 +9,7 @@
 #include "cluster/cluster.h"
 #include "cluster/config.h"
 #include "cluster/server.h"
+#include "cluster/web_assets.h"
 #include "common/clock.h"
 #include "common/daemon.h"
 #include "common/strings.h"
@@ -27,13 +28,15 @@ int main(int argc, char** argv) {
   flyt::BlockTerminationSignals();
   CLI::App app{"flyt-cluster-manager — cluster inventory, reservation ledger, GPU-aware job queue"};
   app.set_version_flag("--version", std::string("flyt-cluster-manager ") + FLYT_VERSION);
-  std::string config_path, listen, store_url, var_dir, log_level;
+  std::string config_path, listen, store_url, var_dir, log_level, web_dir;
   app.add_option("--config", config_path, "TOML config file (configs/cluster-manager.toml)")
       ->check(CLI::ExistingFile);
   app.add_option("--listen", listen, "HOST:PORT to serve on (default 127.0.0.1:12400)");
   app.add_option("--store", store_url,
                  "sqlite:PATH or postgresql://... (default sqlite:var/flyt.db)");
   app.add_option("--var-dir", var_dir, "Directory for the generated admin token (default var)");
+  app.add_option("--web-dir", web_dir,
+                 "The built dashboard (default: <bin>/../share/flyt/web)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
   try {
@@ -55,6 +58,7 @@ int main(int argc, char** argv) {
   if (!store_url.empty()) config.store = store_url;
   if (!var_dir.empty()) config.var_dir = var_dir;
   if (!log_level.empty()) config.log_level = log_level;
+  if (!web_dir.empty()) config.web_dir = web_dir;
 
   flyt::SetUpDaemon(config.log_level);
 
@@ -76,12 +80,29 @@ int main(int argc, char** argv) {
   if (flyt::Status s = cluster.Load(); !s.ok()) return Fail("loading the store: " + s.message());
   cluster.Start();
 
-  flyt::cluster::ClusterServer server(cluster, std::move(auth->auth), config, FLYT_VERSION);
+  std::optional<flyt::cluster::WebAssets> web;
+  if (config.web_enabled) {
+    const std::string dir =
+        config.web_dir.empty() ? flyt::cluster::WebAssets::FindDefaultDir() : config.web_dir;
+    auto assets = flyt::cluster::WebAssets::Load(dir.empty() ? "(none found)" : dir);
+    if (assets.ok()) {
+      spdlog::info("dashboard: {} ({} files)", assets->dir(), assets->size());
+      web = std::move(assets).value();
+    } else if (!config.web_dir.empty()) {
+      // Asked for by name: a wrong path is a mistake to report, not to run around.
+      cluster.Stop();
+      return Fail("web.dir: " + assets.status().message());
+    } else {
+      spdlog::warn("dashboard not built (no share/flyt/web next to the program); / says how");
+    }
+  }
+  flyt::cluster::ClusterServer server(cluster, std::move(auth->auth), config, FLYT_VERSION,
+                                      std::move(web));
   if (flyt::Status s = server.Start(); !s.ok()) {
     cluster.Stop();
     return Fail(s.message());
   }
-  spdlog::info("serving on http://{}:{} (API at /api/v1, metrics at /metrics)",
+  spdlog::info("serving on http://{}:{} (dashboard at /, API at /api/v1, metrics at /metrics)",
                config.listen_host, server.port());
 
   flyt::WaitForTermination();

@@ -1,8 +1,10 @@
 #include "cluster/server.h"
 
 #include <httplib.h>
+#include <spdlog/spdlog.h>
 
 #include "common/http.h"
+#include "common/json.h"
 #include "common/strings.h"
 
 namespace flyt::cluster {
@@ -28,14 +30,17 @@ Result<json> Body(const httplib::Request& req) { return http::ParseBody(req); }
 }  // namespace
 
 ClusterServer::ClusterServer(Cluster& cluster, Auth auth, const ClusterConfig& config,
-                             std::string version)
+                             std::string version, std::optional<WebAssets> web)
     : cluster_(cluster),
       auth_(std::move(auth)),
       config_(config),
       version_(std::move(version)),
+      web_(std::move(web)),
       server_(std::make_unique<httplib::Server>()) {
-  http::Configure(*server_, {config_.max_body_bytes, 32});
+  // Each open live stream holds a thread: the pool has room for all of them besides the API's.
+  http::Configure(*server_, {config_.max_body_bytes, 32 + config_.max_streams});
   AddRoutes();
+  AddWebRoutes();
   auto dispatch = [this](const httplib::Request& req, httplib::Response& res) {
     Dispatch(req, res);
   };
@@ -56,6 +61,12 @@ Status ClusterServer::Start() {
 }
 
 void ClusterServer::Stop() {
+  {
+    std::scoped_lock lock(closing_mu_);
+    closing_ = true;
+    closing_cv_.notify_all();
+  }
+  cluster_.CloseStreams();  // open streams end, so their threads are free to join
   if (server_) server_->stop();
   if (thread_.joinable()) thread_.join();
 }
@@ -145,6 +156,12 @@ void ClusterServer::AddRoutes() {
       [this](Req, Res res, Who, Match) { http::SendJson(res, 200, cluster_.Nodes()); });
   add("/api/v1/nodes/([A-Za-z0-9._-]+)", "GET", Access::kRead,
       [this](Req, Res res, Who, Match m) { Reply(res, cluster_.Node(m[1])); });
+  add("/api/v1/nodes/([A-Za-z0-9._-]+)/gpus/([0-9]{1,4})", "GET", Access::kRead,
+      [this](Req, Res res, Who, Match m) {
+        Reply(res, cluster_.Gpu(m[1], static_cast<unsigned>(std::stoul(m[2]))));
+      });
+  add("/api/v1/nodes/([A-Za-z0-9._-]+)/gpus/([0-9]{1,4})/history", "GET", Access::kRead,
+      [this](Req req, Res res, Who, Match m) { ProxyHistory(req, res, m[1], m[2]); });
   add("/api/v1/gpus", "GET", Access::kRead, [this](Req, Res res, Who, Match) {
     res.status = 200;
     res.set_content(*cluster_.GpusBody(), "application/json");
@@ -227,6 +244,158 @@ void ClusterServer::AddRoutes() {
     }
     Reply(res, cluster_.Events(after, limit, latest));
   });
+  add("/api/v1/stream", "GET", Access::kRead, [this](Req, Res res, Who, Match) { Stream(res); });
+}
+
+// ---- the live stream ---------------------------------------------------------------------
+
+bool ClusterServer::Pause(std::chrono::milliseconds d) {
+  std::unique_lock lock(closing_mu_);
+  closing_cv_.wait_for(lock, d, [this] { return closing_; });
+  return !closing_;
+}
+
+void ClusterServer::Stream(httplib::Response& res) {
+  // Count first, then check: two requests racing for the last slot cannot both get it.
+  if (streams_.fetch_add(1) >= config_.max_streams) {
+    --streams_;
+    return http::SendError(res, 503,
+                           "too many live streams open (web.max_streams = " +
+                               std::to_string(config_.max_streams) +
+                               "); poll the API instead");
+  }
+  struct State {
+    ChangeMark sent;
+    bool greeted = false;
+    std::chrono::steady_clock::time_point last_change{};
+  };
+  auto state = std::make_shared<State>();
+  state->sent = cluster_.Changes();
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");  // a proxy in front must not buffer the stream
+  // Without a change for this long the stream sends a comment: proxies keep it open and the page
+  // knows the manager is alive.
+  constexpr auto kKeepAlive = std::chrono::seconds(15);
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [this, state, kKeepAlive](size_t, httplib::DataSink& sink) {
+        auto write = [&sink](const std::string& text) { return sink.write(text.data(), text.size()); };
+        auto topics = [](const ChangeMark& m) {
+          json t = json::object();
+          for (size_t i = 0; i < kTopicCount; ++i) t[TopicName(static_cast<Topic>(i))] = m.topics[i];
+          return t;
+        };
+        if (!state->greeted) {
+          state->greeted = true;
+          // retry: how long a browser's EventSource waits before it reconnects.
+          return write("retry: 3000\nevent: hello\ndata: " +
+                       DumpJson({{"seq", state->sent.seq}, {"topics", topics(state->sent)}}) +
+                       "\n\n");
+        }
+        ChangeMark mark = cluster_.WaitForChange(
+            state->sent.seq, std::chrono::duration_cast<std::chrono::milliseconds>(kKeepAlive));
+        if (cluster_.StreamsClosed()) return false;
+        if (mark.seq == state->sent.seq) return write(": keep-alive\n\n");
+        // Heartbeats change the state every few seconds per node: tell at most once per gap,
+        // with everything that changed meanwhile.
+        const auto now = std::chrono::steady_clock::now();
+        const auto next = state->last_change + config_.stream_min_gap;
+        if (now < next) {
+          if (!Pause(std::chrono::duration_cast<std::chrono::milliseconds>(next - now))) {
+            return false;
+          }
+          mark = cluster_.Changes();
+        }
+        json changed = json::array();
+        for (size_t i = 0; i < kTopicCount; ++i) {
+          if (mark.topics[i] != state->sent.topics[i]) {
+            changed.push_back(TopicName(static_cast<Topic>(i)));
+          }
+        }
+        state->sent = mark;
+        state->last_change = std::chrono::steady_clock::now();
+        return write("id: " + std::to_string(mark.seq) + "\nevent: change\ndata: " +
+                     DumpJson({{"seq", mark.seq}, {"changed", changed}, {"topics", topics(mark)}}) +
+                     "\n\n");
+      },
+      [this](bool) { --streams_; });
+}
+
+// ---- GPU history, from the node that keeps it ---------------------------------------------
+
+void ClusterServer::ProxyHistory(const httplib::Request& req, httplib::Response& res,
+                                 const std::string& node, const std::string& index) {
+  std::string query;
+  for (const char* key : {"since", "step"}) {
+    if (!req.has_param(key)) continue;
+    const std::string v = req.get_param_value(key);
+    if (!ParseDouble(v)) return http::SendError(res, 400, std::string(key) + " must be a number");
+    query += (query.empty() ? "?" : "&") + std::string(key) + "=" + v;
+  }
+  auto url = cluster_.NodeApiUrl(node);
+  if (!url.ok()) return Send(res, url.status());
+  // The node keeps the history; this call waits on the network, never under the cluster's lock.
+  auto client = http::JsonClient::Connect(*url, config_.node_api_token,
+                                          "node " + node + "'s manager at " + *url);
+  if (!client.ok()) return Send(res, client.status());
+  (*client)->SetTimeouts(std::chrono::seconds(2), std::chrono::seconds(5));
+  auto history = (*client)->Get("/api/v1/gpus/" + index + "/history" + query);
+  if (!history.ok()) {
+    const Status& s = history.status();
+    // The node did not answer (or answered garbage): the gateway's problem, not the request's.
+    const int code = s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kInternal
+                         ? 502
+                         : http::HttpStatus(s);
+    return http::SendError(res, code, s.message());
+  }
+  (*history)["node"] = node;
+  http::SendJson(res, 200, *history);
+}
+
+// ---- the dashboard -------------------------------------------------------------------------
+
+void ClusterServer::AddWebRoutes() {
+  if (!config_.web_enabled) return;
+  auto add = [this](const char* pattern) {
+    routes_.push_back({std::regex(pattern), "GET", Access::kPublic,
+                       [this](const httplib::Request& req, httplib::Response& res, const Caller&,
+                              const std::smatch& m) { ServeFile(req, res, m[1]); }});
+  };
+  add("/()");
+  // Flat names only: nothing from the request reaches the file system.
+  add("/([A-Za-z0-9_-][A-Za-z0-9._-]*\\.(?:html|js|css|map|svg|png|ico|woff2|txt))");
+}
+
+void ClusterServer::ServeFile(const httplib::Request& req, httplib::Response& res,
+                              const std::string& name) {
+  res.set_header("X-Content-Type-Options", "nosniff");
+  // A token given as ?token= must not leak to other sites through the Referer header.
+  res.set_header("Referrer-Policy", "no-referrer");
+  res.set_header("X-Frame-Options", "DENY");
+  if (!web_) {
+    if (!name.empty()) return http::SendError(res, 404, "no such file: /" + name);
+    res.status = 503;
+    res.set_content(
+        "flyt-cluster-manager: the dashboard is not built here. Run scripts/install-deps.sh (it\n"
+        "installs the npm packages of web/) and scripts/build.sh, or point web.dir at a built\n"
+        "dashboard. The API is at /api/v1 (docs/api.md).\n",
+        "text/plain; charset=utf-8");
+    return;
+  }
+  const WebAssets::File* f = web_->Find(name);
+  if (f == nullptr) return http::SendError(res, 404, "no such file: /" + name);
+  res.set_header("ETag", f->etag);
+  // Revalidate every time: a new build is seen at once, an unchanged file costs a 304.
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("Content-Security-Policy",
+                 "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
+                 "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'");
+  if (req.get_header_value("If-None-Match") == f->etag) {
+    res.status = 304;
+    return;
+  }
+  res.status = 200;
+  res.set_content(f->body, f->content_type);
 }
 
 }  // namespace flyt::cluster

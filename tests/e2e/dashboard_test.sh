@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# End to end: the dashboard in headless Chromium (Debian's), driven by playwright-core from
+# web/node_modules. A cluster manager with two simulated nodes, a finished job with monitoring
+# data, a lease and a queued job; the faulty node starts 25 s before its GPU 1 is lost, so that
+# the loss reaches the open page live. The checks are in web/test/dashboard.e2e.mjs; screenshots
+# of every view go to <build>/test-artifacts/dashboard/.
+# Usage: dashboard_test.sh <build dir> <source dir>
+set -uo pipefail
+build=$1
+src=$2
+tmp=$(mktemp -d)
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+trap 'stop_children; rm -rf "$tmp"' EXIT
+unset FLYT_NVML_LIBRARY FLYT_SIM_TIME FLYT_SIM_REASON FLYT_TOKEN FLYT_ADMIN_TOKEN FLYT_CLUSTER_MANAGER
+
+# Skipped (CTest SKIP_RETURN_CODE 77) only where the project's install script did not run.
+for need in /usr/bin/chromium "$src/web/node_modules/playwright-core/package.json" \
+    "$build/share/flyt/web/index.html"; do
+  if [ ! -e "$need" ]; then
+    echo "SKIPPED: $need is missing (run scripts/install-deps.sh, then build)"
+    exit 77
+  fi
+done
+
+admin=admin-token-000000000000
+node_token=node-token-0000000000000
+port=$(free_port)
+url="http://127.0.0.1:$port"
+cat >"$tmp/cm.toml" <<TOML
+[manager]
+listen = "127.0.0.1:$port"
+store = "sqlite:$tmp/var/flyt.db"
+var_dir = "$tmp/var"
+[ledger]
+unreachable_after_seconds = 5
+[auth]
+tokens = [
+  { name = "admin", token = "$admin", role = "admin" },
+  { name = "nodes", token = "$node_token", role = "node" },
+]
+[web]
+stream_min_gap_ms = 500
+TOML
+cat >"$tmp/node.toml" <<TOML
+[monitor]
+interval_ms = 500
+[cluster-manager]
+heartbeat_interval_s = 1
+TOML
+
+"$build/bin/flyt-cluster-manager" --config "$tmp/cm.toml" >>"$tmp/cm.log" 2>&1 &
+manager_pid=$!
+pids+=($manager_pid)
+wait_for 20 curl -sf "$url/healthz" || { cat "$tmp/cm.log"; exit 1; }
+
+# start_node <name> <scenario> [sim start seconds]
+start_node() {
+  FLYT_NVML_LIBRARY="$build/lib/libflyt-sim-nvml.so" FLYT_SIM_START="${3:-0}" \
+    FLYT_SIM_SCENARIO="$src/sim/scenarios/$2.toml" FLYT_TOKEN="$node_token" \
+    "$build/bin/flyt-node-manager" --config "$tmp/node.toml" --listen "127.0.0.1:$(free_port)" \
+    --name "$1" --cluster-manager "$url" >>"$tmp/$1.log" 2>&1 &
+  pids+=($!)
+}
+api() {
+  local method=$1 path=$2
+  shift 2
+  local args=(-s -X "$method" "$url$path" -H "Authorization: Bearer $admin")
+  [ $# -gt 0 ] && args+=(-H 'Content-Type: application/json' --data-binary "$1")
+  curl "${args[@]}"
+}
+node_has_gpus() {
+  test "$(api GET /api/v1/gpus | jq_py "print(sum(1 for g in d['gpus'] if g['node']=='$1'))")" = "$2"
+}
+job_status_is() { test "$(api GET "/api/v1/jobs/$1" | jq_py "print(d['status'])")" = "$2"; }
+job_has_monitoring() {
+  test "$(api GET "/api/v1/jobs/$1" | jq_py "print('gpu_monitoring' in d.get('metrics', {}))")" = True
+}
+
+echo "== setting up: a node, a finished job with monitoring, a lease, a queued job"
+start_node node-idle h100x8-idle
+check "node-idle registers" wait_for 20 node_has_gpus node-idle 8
+task='{"task_name": "dash", "model": {"id_or_path": "meta-llama/Llama-3.1-8B-Instruct"},
+       "base_runtime": "vllm", "parameters": {"max-model-len": [8192]},
+       "parallel_config": {"tp": [2]}}'
+job=$(api POST /api/v1/jobs "$task" | jq_py "print(d['jobs'][0]['id'])")
+check "the job starts" wait_for 20 job_status_is "$job" running
+sleep 3  # a few monitoring samples
+api POST "/api/v1/jobs/$job/complete" '{"message": "benchmark finished"}' >/dev/null
+check "the job completes with monitoring data" wait_for 20 job_has_monitoring "$job"
+api POST /api/v1/allocations '{"gpus": 2, "ttl_seconds": 600}' >/dev/null
+big='{"task_name": "dash-big", "model": {"id_or_path": "meta-llama/Llama-3.1-8B-Instruct"},
+      "base_runtime": "vllm", "parameters": {"max-model-len": [8192]},
+      "parallel_config": {"tp": [8]}}'
+api POST /api/v1/jobs "$big" >/dev/null
+# The faulty scenario loses GPU 1 at 120 s: start it at 95 s, so the loss comes 25 s from now.
+start_node node-faulty faulty-node 95
+check "node-faulty registers" wait_for 20 node_has_gpus node-faulty 5
+
+echo "== the manager serves the dashboard and the live stream"
+code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
+check "/ is the dashboard, public" contains "$(curl -s "$url/")" '<div id="app">'
+etag=$(curl -sI "$url/app.js" | tr -d '\r' | sed -n 's/^ETag: //Ip')
+check "app.js has an ETag" test -n "$etag"
+check "an unchanged file is a 304" test "$(code -H "If-None-Match: $etag" "$url/app.js")" = 304
+check "no path reaches the file system" test "$(code --path-as-is "$url/../../etc/passwd")" = 404
+check "the stream needs a token" test "$(code --max-time 3 "$url/api/v1/stream")" = 401
+stream=$(curl -s -N --max-time 2 -H "Authorization: Bearer $admin" "$url/api/v1/stream")
+check "the stream greets with the change counters" contains "$stream" 'event: hello'
+check "history of an unknown node is a 404" \
+  test "$(code -H "Authorization: Bearer $admin" "$url/api/v1/nodes/nope/gpus/0/history")" = 404
+check "a bad window is a 400" test "$(code -H "Authorization: Bearer $admin" \
+  "$url/api/v1/nodes/node-idle/gpus/0/history?since=yesterday")" = 400
+check "history comes from the node" contains \
+  "$(api GET '/api/v1/nodes/node-idle/gpus/0/history?since=-60')" '"node":"node-idle"'
+
+echo "== the dashboard in Chromium"
+shots="$build/test-artifacts/dashboard"
+rm -rf "$shots"
+FLYT_URL=$url FLYT_TOKEN=$admin FLYT_JOB=$job FLYT_FAULTY=node-faulty FLYT_IDLE=node-idle \
+  FLYT_SHOTS=$shots FLYT_MANAGER_PID=$manager_pid \
+  node "$src/web/test/dashboard.e2e.mjs"
+browser_rc=$?
+{ wait "$manager_pid"; } 2>/dev/null  # the browser script killed it (step 9)
+check "the browser checks pass" test "$browser_rc" -eq 0
+echo "screenshots: $shots"
+if [ "$failures" -gt 0 ]; then
+  echo "--- the cluster manager's log (last 40 lines)"
+  tail -n 40 "$tmp/cm.log"
+fi
+finish

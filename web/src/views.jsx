@@ -1,0 +1,516 @@
+// The dashboard's views. Each takes the shared lists ({data, errors, versions}) and fetches
+// whatever else it shows itself.
+
+import {useEffect, useMemo, useState} from 'preact/hooks';
+
+import {get} from './api.js';
+import {TimeChart} from './chart.jsx';
+import {
+  fmtBytes, fmtDuration, fmtMiB, fmtNum, fmtPct, fmtTime, fmtWatts, gpuColumn, holders, isBusy,
+  isNum, level, memoryPercent, NA, powerPercent, secondsUntil, shortGpuName, statCell, totals,
+} from './format.js';
+
+const enc = encodeURIComponent;
+
+// ---- small pieces --------------------------------------------------------------------------
+
+function Bar({value, kind, label}) {
+  const pct = isNum(value) ? Math.max(0, Math.min(100, value)) : 0;
+  return (
+    <div class={`bar ${level(value, kind)}`} title={label}>
+      <div class="fill" style={{width: `${pct}%`}} />
+      <span>{label}</span>
+    </div>
+  );
+}
+
+function StateBadge({state}) {
+  return <span class={`badge state-${state}`} data-testid="state">{state}</span>;
+}
+
+function Loading({error, what}) {
+  if (error) return <div class="banner error">Cannot load {what}: {error}</div>;
+  return <div class="muted">Loading {what}…</div>;
+}
+
+function useNow(ms = 1000) {
+  const [now, setNow] = useState(Date.now());
+  useEffect(() => {
+    const t = setInterval(() => setNow(Date.now()), ms);
+    return () => clearInterval(t);
+  }, [ms]);
+  return now;
+}
+
+function Labels({labels}) {
+  const entries = labels && typeof labels === 'object' ? Object.entries(labels) : [];
+  if (entries.length === 0) return null;
+  return <span class="labels">{entries.map(([k, v]) => <span class="label">{k}={v}</span>)}</span>;
+}
+
+// ---- overview ------------------------------------------------------------------------------
+
+function GpuCard({gpu}) {
+  const mem = memoryPercent(gpu);
+  const temp = gpu.temperature_c;
+  const power = powerPercent(gpu);
+  const who = holders(gpu);
+  const state = isBusy(gpu) ? 'busy' : gpu.allocation_state;
+  return (
+    <a class={`gpu-card state-${gpu.allocation_state}`} href={`#/gpu/${enc(gpu.node)}/${gpu.index}`}
+       data-testid="gpu-card" data-node={gpu.node} data-index={gpu.index}>
+      <div class="gpu-head">
+        <span class="gpu-index">#{gpu.index}</span>
+        <span class="gpu-name" title={gpu.name}>{shortGpuName(gpu.name) || gpu.name}</span>
+        <StateBadge state={state} />
+      </div>
+      <Bar kind="utilization" value={gpu.gpu_util_percent}
+           label={`util ${fmtPct(gpu.gpu_util_percent)}`} />
+      <Bar kind="memory" value={mem}
+           label={`mem ${fmtBytes(gpu.memory_used_bytes)} / ${fmtBytes(gpu.memory_total_bytes)}`} />
+      <div class="gpu-foot">
+        <span class={`temp ${level(temp, 'temperature')}`} data-testid="temperature">
+          {isNum(temp) ? `${temp} °C` : NA}</span>
+        <span class={`power ${level(power, 'power')}`} data-testid="power">
+          {fmtWatts(gpu.power_draw_mw)}{isNum(gpu.power_limit_mw) ? ` / ${fmtWatts(gpu.power_limit_mw)}` : ''}
+        </span>
+        <span class="holder" title="lease holder">{who || ''}</span>
+      </div>
+    </a>
+  );
+}
+
+function Totals({gpus, nodes}) {
+  const t = totals(gpus, nodes);
+  const items = [
+    ['GPUs', t.gpus, 'total'], ['free', t.free, 'free'], ['leased', t.leased + t.shared, 'leased'],
+    ['busy', t.busy, 'busy'], ['lost', t.lost, 'lost'], ['unreachable', t.unreachable, 'unreachable'],
+  ];
+  return (
+    <section class="totals" data-testid="totals">
+      {items.map(([label, v, key]) => (
+        <div class={`total total-${key}`} data-testid={`total-${key}`}>
+          <div class="value">{v}</div><div class="muted">{label}</div>
+        </div>))}
+      <div class="total" data-testid="total-memory-free">
+        <div class="value">{fmtBytes(t.memoryFreeBytes)}</div>
+        <div class="muted">memory free of {fmtBytes(t.memoryTotalBytes)}</div>
+      </div>
+      <div class="total" data-testid="total-nodes">
+        <div class="value">{t.nodesReachable} / {t.nodes}</div>
+        <div class="muted">nodes reachable</div>
+      </div>
+    </section>
+  );
+}
+
+export function Overview({data, errors}) {
+  if (!data.gpus || !data.nodes) return <Loading error={errors.gpus || errors.nodes} what="the cluster" />;
+  const gpus = data.gpus.gpus;
+  const nodes = data.nodes.nodes;
+  return (
+    <div>
+      <Totals gpus={gpus} nodes={nodes} />
+      {nodes.length === 0 && <p class="muted">No node has registered yet. Start flyt-node-manager
+        with <code>--cluster-manager</code> on each GPU machine.</p>}
+      {nodes.map((n) => {
+        const mine = gpus.filter((g) => g.node === n.name);
+        return (
+          <section class={`node ${n.state}`} data-testid="node" data-node={n.name}>
+            <h3>
+              <span class={`dot ${n.state}`} />{n.name}
+              <span class="muted"> · {n.gpu_count} GPU{n.gpu_count === 1 ? '' : 's'}
+                {n.gpu_model ? ` · ${n.gpu_model}` : ''}{n.source === 'simulated' ? ' · simulated' : ''}
+                {n.state !== 'reachable' ? ` · silent for ${fmtDuration(n.seconds_since_heartbeat)}` : ''}
+              </span>
+              <Labels labels={n.labels} />
+            </h3>
+            <div class="gpu-grid">{mine.map((g) => <GpuCard gpu={g} />)}</div>
+          </section>
+        );
+      })}
+    </div>
+  );
+}
+
+// ---- GPU detail ----------------------------------------------------------------------------
+
+const WINDOWS = [['5 min', 300, 0], ['15 min', 900, 0], ['1 h', 3600, 10]];
+
+// History points → chart inputs. memory % needs the GPU's total (history has MiB used).
+export function historySeries(points, totalBytes) {
+  const times = points.map((p) => p.t_ms / 1000);
+  const totalMiB = isNum(totalBytes) && totalBytes > 0 ? totalBytes / (1024 * 1024) : null;
+  const pick = (key) => points.map((p) => (isNum(p[key]) ? p[key] : null));
+  return {
+    times,
+    util: pick('gpu_util_percent'),
+    memory: points.map((p) => (isNum(p.memory_used_mib) && totalMiB ? (100 * p.memory_used_mib) / totalMiB : null)),
+    temperature: pick('temperature_c'),
+    power: pick('power_draw_w'),
+  };
+}
+
+function GpuCharts({h, labelOf = () => 'value', many}) {
+  // many: [{label, h}] for several GPUs on one chart (a job); else one GPU's series.
+  const list = many || [{label: labelOf(), h}];
+  const times = list.length ? list[0].h.times : [];
+  const s = (key) => list.map((x) => ({label: x.label, values: x.h[key]}));
+  return (
+    <div class="charts">
+      <TimeChart title="Utilization" unit="%" yRange={[0, 100]} times={times} series={s('util')} testId="chart-util" />
+      <TimeChart title="Memory used" unit="%" yRange={[0, 100]} times={times} series={s('memory')} testId="chart-memory" />
+      <TimeChart title="Temperature" unit="°C" times={times} series={s('temperature')} testId="chart-temperature" />
+      <TimeChart title="Power" unit="W" times={times} series={s('power')} testId="chart-power" />
+    </div>
+  );
+}
+
+export function GpuDetail({node, index, versions}) {
+  const [gpu, setGpu] = useState(null);
+  const [error, setError] = useState(null);
+  const [win, setWin] = useState(WINDOWS[0]);
+  const [history, setHistory] = useState(null);
+  const [historyError, setHistoryError] = useState(null);
+  const [tick, setTick] = useState(0);
+
+  useEffect(() => {
+    get(`/nodes/${enc(node)}/gpus/${index}`).then((g) => {
+      setGpu(g);
+      setError(null);
+    }, (e) => setError(e.message));
+  }, [node, index, versions.nodes, versions.allocations]);
+
+  // The node samples every second or so: redraw every 5 s while the page is open.
+  useEffect(() => {
+    const t = setInterval(() => setTick((x) => x + 1), 5000);
+    return () => clearInterval(t);
+  }, []);
+
+  useEffect(() => {
+    const [, seconds, step] = win;
+    get(`/nodes/${enc(node)}/gpus/${index}/history?since=-${seconds}&step=${step}`).then((h) => {
+      setHistory(h);
+      setHistoryError(null);
+    }, (e) => setHistoryError(e.message));
+  }, [node, index, win, tick]);
+
+  if (!gpu) return <Loading error={error} what={`GPU ${index} of ${node}`} />;
+  const h = history ? historySeries(history.points, gpu.memory_total_bytes) : null;
+  const procs = Array.isArray(gpu.processes) ? gpu.processes : [];
+  return (
+    <div class="gpu-detail" data-testid="gpu-detail">
+      <h2><a href="#/">Overview</a> / {node} / GPU {index}: {gpu.name} <StateBadge state={gpu.allocation_state} /></h2>
+      <div class="facts">
+        <div><span class="muted">UUID</span> {gpu.uuid}</div>
+        <div><span class="muted">PCI</span> {gpu.pci_bus_id || NA}</div>
+        <div><span class="muted">utilization</span> <span data-testid="gpu-util">{fmtPct(gpu.gpu_util_percent)}</span></div>
+        <div><span class="muted">memory</span> <span data-testid="gpu-memory">{fmtBytes(gpu.memory_used_bytes)} / {fmtBytes(gpu.memory_total_bytes)}</span></div>
+        <div><span class="muted">temperature</span> {isNum(gpu.temperature_c) ? `${gpu.temperature_c} °C` : NA}</div>
+        <div><span class="muted">power</span> {fmtWatts(gpu.power_draw_mw)} / {fmtWatts(gpu.power_limit_mw)}</div>
+        <div><span class="muted">score</span> {fmtNum(gpu.score, 3)}</div>
+        <div><span class="muted">leases</span> {gpu.leases.length ? gpu.leases.map((l) => `${l.owner} (${l.lease_id})`).join(', ') : 'none'}</div>
+      </div>
+      <div class="window">
+        History:{' '}
+        {WINDOWS.map((w) => (
+          <button class={w === win ? 'active' : ''} onClick={() => setWin(w)}>{w[0]}</button>))}
+        {historyError && <span class="error"> {historyError}</span>}
+        {h && <span class="muted"> {h.times.length} samples</span>}
+      </div>
+      {h && <GpuCharts h={h} labelOf={() => `GPU ${index}`} />}
+      <h3>Processes</h3>
+      <table data-testid="processes">
+        <thead><tr><th>pid</th><th>user</th><th>command</th><th>type</th><th>memory</th><th>SM %</th></tr></thead>
+        <tbody>
+          {procs.length === 0 && <tr><td colSpan={6} class="muted">no processes</td></tr>}
+          {procs.map((p) => (
+            <tr><td>{p.pid}</td><td>{p.user ?? NA}</td><td class="cmd">{p.command ?? p.name ?? NA}</td>
+              <td>{p.type}</td><td>{fmtBytes(p.used_memory_bytes)}</td><td>{fmtPct(p.sm_util_percent)}</td></tr>))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+// ---- jobs ----------------------------------------------------------------------------------
+
+const STATUSES = ['', 'queued', 'running', 'completed', 'failed', 'cancelled'];
+
+export function Jobs({data, errors}) {
+  const [status, setStatus] = useState('');
+  if (!data.jobs) return <Loading error={errors.jobs} what="jobs" />;
+  const jobs = data.jobs.jobs.filter((j) => !status || j.status === status);
+  return (
+    <div>
+      <div class="toolbar">
+        <label>Status{' '}
+          <select value={status} onChange={(e) => setStatus(e.currentTarget.value)}>
+            {STATUSES.map((s) => <option value={s}>{s || 'all'}</option>)}
+          </select>
+        </label>
+        <span class="muted">{jobs.length} of {data.jobs.total} jobs</span>
+      </div>
+      <div class="scroll">
+        <table data-testid="jobs">
+          <thead><tr><th>job</th><th>status</th><th>task / experiment</th><th>model</th><th>GPUs</th>
+            <th>node</th><th>owner</th><th>submitted</th><th>wait</th><th>runtime</th></tr></thead>
+          <tbody>
+            {jobs.map((j) => (
+              <tr data-testid="job-row" data-job={j.id}>
+                <td><a href={`#/job/${enc(j.id)}`}>{j.id}</a></td>
+                <td><span class={`badge job-${j.status}`}>{j.status}</span></td>
+                <td>{j.task_name} <span class="muted">#{j.experiment}</span></td>
+                <td>{j.model}</td>
+                <td data-testid="job-gpus">{gpuColumn(j)}</td>
+                <td>{j.node ?? NA}</td>
+                <td>{j.owner}</td>
+                <td>{fmtTime(j.submitted_at)}</td>
+                <td>{fmtDuration(j.wait_seconds)}</td>
+                <td>{fmtDuration(j.runtime_seconds)}</td>
+              </tr>))}
+          </tbody>
+        </table>
+      </div>
+    </div>
+  );
+}
+
+const STAT_COLUMNS = [
+  ['utilization', 'utilization %'], ['memory_usage_percent', 'memory %'],
+  ['memory_used_mb', 'memory MiB'], ['temperature_c', 'temperature °C'], ['power_draw_w', 'power W'],
+];
+
+function MonitoringSummary({m}) {
+  const gpus = Object.entries(m.gpu_stats || {}).sort((a, b) => Number(a[0]) - Number(b[0]));
+  return (
+    <section data-testid="monitoring">
+      <h3>GPU monitoring</h3>
+      <p><span data-testid="monitoring-duration">{fmtDuration(m.monitoring_duration_seconds)}</span>,{' '}
+        <span data-testid="monitoring-samples">{m.sample_count}</span> samples. Each cell: mean (min–max).</p>
+      <div class="scroll">
+        <table data-testid="stats-table">
+          <thead><tr><th>GPU</th><th>name</th>{STAT_COLUMNS.map(([, t]) => <th>{t}</th>)}</tr></thead>
+          <tbody>
+            {gpus.map(([index, g]) => (
+              <tr data-testid="stats-row" data-gpu={index}>
+                <td>{index}</td><td>{g.name}</td>
+                {STAT_COLUMNS.map(([k]) => <td data-stat={k}>{statCell(g[k])}</td>)}
+              </tr>))}
+          </tbody>
+        </table>
+      </div>
+    </section>
+  );
+}
+
+function JobCharts({job}) {
+  const info = job.gpu_info || {};
+  const node = info.node;
+  const ids = Array.isArray(info.device_ids) ? info.device_ids : [];
+  const [state, setState] = useState({loading: true});
+  const start = job.started_at ? new Date(job.started_at).getTime() / 1000 : null;
+  const end = job.finished_at ? new Date(job.finished_at).getTime() / 1000 : null;
+  useEffect(() => {
+    if (!node || !start || ids.length === 0) return;
+    let cancelled = false;
+    Promise.all(ids.map((i) => Promise.all([
+      get(`/nodes/${enc(node)}/gpus/${i}/history?since=${Math.floor(start)}&step=0`),
+      get(`/nodes/${enc(node)}/gpus/${i}`),
+    ]))).then((all) => {
+      if (cancelled) return;
+      // One time axis for every GPU: the first GPU's samples, the others matched to them.
+      const many = all.map(([h, g], k) => {
+        const pts = h.points.filter((p) => !end || p.t_ms / 1000 <= end + 1);
+        return {label: `GPU ${ids[k]}`, h: historySeries(pts, g.memory_total_bytes)};
+      });
+      const base = many[0].h.times;
+      for (const m of many.slice(1)) {
+        const at = new Map(m.h.times.map((t, i) => [Math.round(t), i]));
+        for (const key of ['util', 'memory', 'temperature', 'power']) {
+          m.h[key] = base.map((t) => {
+            const i = at.get(Math.round(t));
+            return i === undefined ? null : m.h[key][i];
+          });
+        }
+        m.h.times = base;
+      }
+      setState({many});
+    }, (e) => !cancelled && setState({error: e.message}));
+    return () => {
+      cancelled = true;
+    };
+  }, [job.id, job.status]);
+  if (!node || !start) return null;
+  if (state.error) return <p class="muted">Charts: the node's history is not available ({state.error}).</p>;
+  if (!state.many) return <p class="muted">Loading the GPUs' history…</p>;
+  if (state.many[0].h.times.length === 0) {
+    return <p class="muted">Charts: the node no longer keeps this job's window (history is kept 1 h).</p>;
+  }
+  return <GpuCharts many={state.many} />;
+}
+
+export function JobDetail({id, versions}) {
+  const [job, setJob] = useState(null);
+  const [error, setError] = useState(null);
+  useEffect(() => {
+    get(`/jobs/${enc(id)}`).then((j) => {
+      setJob(j);
+      setError(null);
+    }, (e) => setError(e.message));
+  }, [id, versions.jobs]);
+  if (!job) return <Loading error={error} what={`job ${id}`} />;
+  const info = job.gpu_info && typeof job.gpu_info === 'object' ? job.gpu_info : null;
+  const monitoring = job.metrics && job.metrics.gpu_monitoring;
+  const facts = [
+    ['status', <span class={`badge job-${job.status}`} data-testid="job-status">{job.status}</span>],
+    ['task', `${job.task_name} #${job.experiment}`], ['model', job.model],
+    ['runtime', job.runtime], ['owner', job.owner], ['priority', job.priority],
+    ['submitted', fmtTime(job.submitted_at)], ['started', fmtTime(job.started_at)],
+    ['finished', fmtTime(job.finished_at)],
+  ];
+  if (job.queue_position) facts.push(['queue position', job.queue_position]);
+  return (
+    <div class="job-detail" data-testid="job-detail">
+      <h2><a href="#/jobs">Jobs</a> / {job.id}</h2>
+      <div class="facts">{facts.map(([k, v]) => <div><span class="muted">{k}</span> {v}</div>)}</div>
+      {job.message && <div class="banner info" data-testid="job-message">{job.message}</div>}
+      {job.parameters && <details><summary>parameters</summary><pre>{JSON.stringify(job.parameters, null, 2)}</pre></details>}
+      {info && (
+        <section data-testid="gpu-info">
+          <h3>GPU allocation</h3>
+          <div class="facts">
+            <div><span class="muted">method</span> <span data-testid="allocation-method">{info.allocation_method}</span></div>
+            <div><span class="muted">node</span> {info.node}</div>
+            <div><span class="muted">device ids</span> <span data-testid="device-ids">{(info.device_ids || []).join(', ')}</span></div>
+            <div><span class="muted">world size</span> <span data-testid="world-size">{info.world_size}</span></div>
+            <div><span class="muted">lease</span> {info.lease_id}</div>
+          </div>
+          <table>
+            <thead><tr><th>GPU</th><th>name</th><th>free memory at allocation</th><th>utilization</th><th>score</th></tr></thead>
+            <tbody>
+              {(info.allocation_details || []).map((g) => (
+                <tr><td>{g.index}</td><td>{g.name}</td><td>{fmtMiB(g.memory_free_mb)}</td>
+                  <td>{fmtPct(g.utilization_percent)}</td><td data-testid="gpu-score">{fmtNum(g.availability_score, 3)}</td></tr>))}
+            </tbody>
+          </table>
+        </section>)}
+      {monitoring && <MonitoringSummary m={monitoring} />}
+      {job.metrics && job.metrics.gpu_monitoring_error &&
+       <div class="banner error">Monitoring: {job.metrics.gpu_monitoring_error}</div>}
+      {info && <JobCharts job={job} />}
+    </div>
+  );
+}
+
+// ---- allocations and queue -----------------------------------------------------------------
+
+function Requirement({r}) {
+  if (!r) return NA;
+  const parts = [`${r.gpus} GPU${r.gpus === 1 ? '' : 's'}`];
+  if (r.min_free_memory_mb > 0) parts.push(`≥ ${fmtMiB(r.min_free_memory_mb)} free each`);
+  if (r.gpu_model) parts.push(r.gpu_model);
+  if (r.max_utilization < 100) parts.push(`util ≤ ${r.max_utilization} %`);
+  parts.push(r.exclusive ? 'exclusive' : 'shared');
+  if (r.same_node && r.gpus > 1) parts.push('one node');
+  return parts.join(', ');
+}
+
+export function Allocations({data, errors}) {
+  const now = useNow(1000);
+  if (!data.allocations || !data.queue) {
+    return <Loading error={errors.allocations || errors.queue} what="allocations" />;
+  }
+  const leases = data.allocations.allocations;
+  const queue = data.queue.queue;
+  return (
+    <div>
+      <h3>Active leases ({leases.length})</h3>
+      <div class="scroll">
+        <table data-testid="leases">
+          <thead><tr><th>lease</th><th>owner</th><th>node</th><th>GPUs</th><th>exclusive</th>
+            <th>granted</th><th>expires in</th><th>labels</th></tr></thead>
+          <tbody>
+            {leases.length === 0 && <tr><td colSpan={8} class="muted">no active leases</td></tr>}
+            {leases.map((l) => {
+              const left = secondsUntil(l.expires_at, now);
+              return (
+                <tr data-testid="lease-row">
+                  <td>{l.id}</td><td>{l.owner}</td><td>{l.node}</td>
+                  <td>{l.gpus.map((g) => <a class="gpu-link" href={`#/gpu/${enc(g.node)}/${g.index}`}>#{g.index}</a>)}</td>
+                  <td>{l.exclusive ? 'yes' : 'no'}</td><td>{fmtTime(l.granted_at)}</td>
+                  <td class={left < 300 ? 'soon' : ''} data-testid="expires-in">{fmtDuration(left)}</td>
+                  <td><Labels labels={l.labels} /></td>
+                </tr>);
+            })}
+          </tbody>
+        </table>
+      </div>
+      <h3>Queue ({queue.length})</h3>
+      <div class="scroll">
+        <table data-testid="queue">
+          <thead><tr><th>#</th><th>job</th><th>task</th><th>owner</th><th>priority</th><th>needs</th>
+            <th>waiting</th><th>times out in</th><th>why it waits</th></tr></thead>
+          <tbody>
+            {queue.length === 0 && <tr><td colSpan={9} class="muted">nothing waits</td></tr>}
+            {queue.map((q) => (
+              <tr data-testid="queue-row">
+                <td>{q.position}</td><td><a href={`#/job/${enc(q.job_id)}`}>{q.job_id}</a></td>
+                <td>{q.task_name} <span class="muted">#{q.experiment}</span></td><td>{q.owner}</td>
+                <td>{q.priority}</td><td><Requirement r={q.requirement} /></td>
+                <td>{fmtDuration(q.waiting_seconds)}</td><td>{fmtDuration(q.timeout_in_seconds)}</td>
+                <td class="reason">{q.reason || NA}</td>
+              </tr>))}
+          </tbody>
+        </table>
+      </div>
+    </div>
+  );
+}
+
+// ---- events --------------------------------------------------------------------------------
+
+function eventText(e) {
+  const skip = new Set(['id', 'kind', 'at', 'node', 'gpu', 'index']);
+  const rest = Object.entries(e).filter(([k]) => !skip.has(k));
+  if (e.message) return e.message;
+  return rest.map(([k, v]) => `${k}=${typeof v === 'object' ? JSON.stringify(v) : v}`).join(' ');
+}
+
+export function Events({data, errors}) {
+  const [kind, setKind] = useState('');
+  const events = data.events ? [...data.events.events].reverse() : null;
+  const kinds = useMemo(() => (events ? [...new Set(events.map((e) => e.kind))].sort() : []),
+                        [data.events]);
+  if (!events) return <Loading error={errors.events} what="events" />;
+  const shown = events.filter((e) => !kind || e.kind === kind);
+  return (
+    <div>
+      <div class="toolbar">
+        <label>Kind{' '}
+          <select value={kind} onChange={(e) => setKind(e.currentTarget.value)}>
+            <option value="">all</option>
+            {kinds.map((k) => <option value={k}>{k}</option>)}
+          </select>
+        </label>
+        <span class="muted">newest first, the latest 200</span>
+      </div>
+      <div class="scroll">
+        <table data-testid="events">
+          <thead><tr><th>time</th><th>kind</th><th>node</th><th>GPU</th><th>what</th></tr></thead>
+          <tbody>
+            {shown.map((e) => (
+              <tr data-testid="event-row" data-kind={e.kind} class={`event-${e.kind}`}>
+                <td>{fmtTime(e.at)}</td><td>{e.kind}</td><td>{e.node ?? NA}</td>
+                <td>{e.gpu ?? e.index ?? NA}</td><td class="reason">{eventText(e)}</td>
+              </tr>))}
+          </tbody>
+        </table>
+      </div>
+    </div>
+  );
+}
+
+export function NotFound() {
+  return <p>No such page. <a href="#/">Back to the overview</a>.</p>;
+}

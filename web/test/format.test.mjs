@@ -1,0 +1,98 @@
+// Unit tests of the dashboard's pure helpers (node --test; CTest: web_format_test).
+import assert from 'node:assert/strict';
+import {test} from 'node:test';
+
+import {
+  endpointsFor, fmtBytes, fmtDuration, gpuColumn, level, parseRoute, parseSse, shortGpuName,
+  statCell, totals,
+} from '../src/format.js';
+
+test('short GPU names as the jobs table shows them', () => {
+  assert.equal(shortGpuName('NVIDIA H100 80GB HBM3'), 'H100');
+  assert.equal(shortGpuName('NVIDIA A100-SXM4-80GB'), 'A100');
+  assert.equal(shortGpuName('NVIDIA GeForce RTX 4090'), 'RTX 4090');
+  assert.equal(shortGpuName('Tesla V100-SXM2-16GB'), 'V100');
+  assert.equal(shortGpuName('NVIDIA L40S'), 'L40S');
+  assert.equal(shortGpuName(''), '');
+  assert.equal(shortGpuName(null), '');
+});
+
+test('the GPU column: count, short model and the monitoring marker', () => {
+  assert.equal(gpuColumn({gpus: 2, gpu_model: 'NVIDIA H100 80GB HBM3', has_monitoring: true}), '2 (H100) 📊');
+  assert.equal(gpuColumn({gpus: 1, gpu_model: 'NVIDIA A100-SXM4-80GB', has_monitoring: false}), '1 (A100)');
+  // A queued job has no model yet.
+  assert.equal(gpuColumn({gpus: 4, gpu_model: null, has_monitoring: false}), '4');
+});
+
+test('load levels use nvitop thresholds and keep absent readings apart', () => {
+  assert.equal(level(5, 'utilization'), 'light');
+  assert.equal(level(50, 'utilization'), 'moderate');
+  assert.equal(level(75, 'utilization'), 'heavy');
+  assert.equal(level(85, 'memory'), 'heavy');
+  assert.equal(level(null, 'temperature'), 'na');
+  assert.equal(level(undefined, 'power'), 'na');
+});
+
+test('durations and sizes read naturally', () => {
+  assert.equal(fmtDuration(42), '42 s');
+  assert.equal(fmtDuration(125), '2m 05s');
+  assert.equal(fmtDuration(7325), '2h 02m');
+  assert.equal(fmtDuration(200000), '2d 07h');
+  assert.equal(fmtDuration(null), '—');
+  assert.equal(fmtBytes(85520809984), '79.6 GiB');
+  assert.equal(fmtBytes(null), '—');
+});
+
+test('a stats cell is mean (min–max)', () => {
+  assert.equal(statCell({mean: 85.25, min: 70, max: 98}), '85.3 (70.0–98.0)');
+  assert.equal(statCell(null), '—');
+});
+
+test('cluster totals count each GPU once, and free memory of usable GPUs only', () => {
+  const gpus = [
+    {allocation_state: 'free', memory_free_bytes: 10, memory_total_bytes: 20, process_count: 0, gpu_util_percent: 0},
+    {allocation_state: 'free', memory_free_bytes: 5, memory_total_bytes: 20, process_count: 1, gpu_util_percent: 90},
+    {allocation_state: 'leased', memory_free_bytes: 1, memory_total_bytes: 20},
+    {allocation_state: 'lost', memory_free_bytes: 20, memory_total_bytes: 20},
+    {allocation_state: 'unreachable', memory_free_bytes: 20, memory_total_bytes: 20},
+  ];
+  const t = totals(gpus, [{state: 'reachable'}, {state: 'unreachable'}]);
+  assert.equal(t.gpus, 5);
+  assert.equal(t.free, 1);
+  assert.equal(t.busy, 1);
+  assert.equal(t.leased, 1);
+  assert.equal(t.lost, 1);
+  assert.equal(t.unreachable, 1);
+  assert.equal(t.memoryFreeBytes, 16);
+  assert.equal(t.memoryTotalBytes, 60);
+  assert.equal(t.nodesReachable, 1);
+});
+
+test('Server-Sent Events framing keeps partial events for the next chunk', () => {
+  const a = parseSse('retry: 3000\nevent: hello\ndata: {"seq":1}\n\n: keep-alive\n\nevent: change\ndata: {"se');
+  assert.equal(a.events.length, 1);
+  assert.equal(a.events[0].event, 'hello');
+  assert.deepEqual(JSON.parse(a.events[0].data), {seq: 1});
+  const b = parseSse(a.rest + 'q":2}\nid: 2\n\n');
+  assert.equal(b.events.length, 1);
+  assert.equal(b.events[0].event, 'change');
+  assert.equal(b.events[0].id, '2');
+  assert.equal(b.rest, '');
+  assert.equal(parseSse('data: x\r\n\r\n').events[0].data, 'x');
+});
+
+test('a change refetches only what it touched', () => {
+  assert.deepEqual(endpointsFor(['nodes']), ['gpus', 'nodes']);
+  assert.deepEqual(endpointsFor(['jobs', 'events']), ['events', 'jobs', 'queue']);
+  assert.deepEqual(endpointsFor(['clients']), []);
+});
+
+test('addresses of views are shareable and checked', () => {
+  assert.deepEqual(parseRoute('#/'), {view: 'overview'});
+  assert.deepEqual(parseRoute(''), {view: 'overview'});
+  assert.deepEqual(parseRoute('#/gpu/node-a/3'), {view: 'gpu', node: 'node-a', index: 3});
+  assert.deepEqual(parseRoute('#/gpu/node-a/x'), {view: 'notfound'});
+  assert.deepEqual(parseRoute('#/job/job-1f'), {view: 'job', id: 'job-1f'});
+  assert.deepEqual(parseRoute('#/jobs'), {view: 'jobs'});
+  assert.deepEqual(parseRoute('#/nope'), {view: 'notfound'});
+});
