@@ -17,6 +17,7 @@
 #include "common/json.h"
 #include "common/strings.h"
 #include "ctl/cluster.h"
+#include "ctl/cuda_inspect.h"
 #include "ctl/render.h"
 #include "gpu/backend.h"
 #include "gpu/json.h"
@@ -662,6 +663,18 @@ int main(int argc, char** argv) {
   std::vector<std::string> files;
   check->add_option("files", files, "Scenario files")->required()->check(CLI::ExistingFile);
 
+  auto* cuda = app.add_subcommand("cuda", "Look into CUDA binaries");
+  cuda->require_subcommand(1);
+  auto* cuda_inspect = cuda->add_subcommand(
+      "inspect", "Fatbin entries and kernels (parameter layout, registers, shared memory)");
+  std::string cuda_path;
+  bool cuda_json = false;
+  cuda_inspect
+      ->add_option("file", cuda_path, "A program or library built by nvcc, a .fatbin or a cubin")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cuda_inspect->add_flag("--json", cuda_json, "Print JSON for scripts");
+
   // The cluster manager's commands share --server, --token and --json.
   ClusterArgs cluster;
   auto add_cluster = [&](CLI::App* cmd) {
@@ -825,6 +838,15 @@ int main(int argc, char** argv) {
     if (events->parsed()) return RunEvents(cluster, events_after, events_limit);
     if (whoami->parsed()) return RunWhoami(cluster);
     if (check->parsed()) return RunSimCheck(files);
+    if (cuda_inspect->parsed()) {
+      auto inspection = flyt::ctl::InspectCudaFile(cuda_path);
+      if (!inspection.ok()) return Fail(inspection.status().message());
+      const std::string text = cuda_json
+                                   ? flyt::ctl::CudaInspectionToJson(*inspection).dump(2) + "\n"
+                                   : flyt::ctl::RenderCudaInspection(*inspection);
+      std::fputs(text.c_str(), stdout);
+      return 0;
+    }
     if (estimate->parsed()) return RunEstimate(task_file, estimate_json, reserve_mib);
   } catch (const std::exception& e) {
     // flyt reports errors as Status; this is the last line of defence, not a code path.

@@ -1,0 +1,496 @@
+// The driver backend. Two halves:
+//  - Loader and error mapping (run everywhere): a missing or foreign library is refused with a
+//    clear message; NVIDIA's stub libcuda.so (shipped with the toolkit, exporting every symbol but
+//    implementing none) binds every entry point by its newest name and is refused as a driver; and
+//    every CUresult in the toolkit's cuda.h maps to the cudaError_t of driver_types.h.
+//  - On a real GPU (DriverBackendGpuTest, skipped where cuInit fails or there is no libcuda.so.1):
+//    memory round trips, streams and events, a prebuilt fatbin (tests/data/remote/
+//    driver_kernels.fatbin, source beside it) loaded and its kernels launched with hand-built
+//    parameter buffers, the runtime's error codes, and a sticky fault confined to one session.
+#include "gpu_server/driver_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace flyt::gpu_server {
+namespace {
+
+using remote::CudaError;
+namespace fs = std::filesystem;
+
+// The CUDA toolkit's directory, where the stub library and headers are; empty when absent.
+fs::path ToolkitDir() {
+  for (const char* env : {"CUDA_HOME", "CUDA_PATH"}) {
+    const char* value = std::getenv(env);
+    if (value != nullptr && fs::exists(fs::path(value) / "include" / "cuda.h")) return value;
+  }
+  if (fs::exists("/usr/local/cuda/include/cuda.h")) return "/usr/local/cuda";
+  return {};
+}
+
+std::string ReadText(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST(DriverLoaderTest, MissingLibraryIsUnavailableWithAClearMessage) {
+  DriverOptions options;
+  options.library = "/nonexistent/flyt-test/libcuda.so.1";
+  auto backend = MakeDriverBackend(options);
+  ASSERT_FALSE(backend.ok());
+  EXPECT_EQ(backend.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(backend.status().message().find("/nonexistent/flyt-test/libcuda.so.1"),
+            std::string::npos)
+      << backend.status().message();
+  EXPECT_NE(backend.status().message().find("--backend=sim"), std::string::npos)
+      << backend.status().message();
+}
+
+TEST(DriverLoaderTest, DefaultLibraryEitherWorksOrIsUnavailable) {
+  auto backend = MakeDriverBackend({});
+  if (backend.ok()) {
+    EXPECT_EQ((*backend)->Name(), "driver");
+    return;
+  }
+  // No driver here (the usual build machine): unavailable, never a crash or an internal error.
+  EXPECT_EQ(backend.status().code(), StatusCode::kUnavailable) << backend.status().ToString();
+}
+
+TEST(DriverLoaderTest, LibraryWithoutTheDriverApiIsRefusedNamingWhatIsMissing) {
+  auto probe = ProbeDriverLibrary("libm.so.6");
+  ASSERT_FALSE(probe.ok());
+  EXPECT_EQ(probe.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(probe.status().message().find("cuInit"), std::string::npos) << probe.status().message();
+  EXPECT_NE(probe.status().message().find("cuMemAlloc_v2"), std::string::npos)
+      << probe.status().message();
+}
+
+TEST(DriverLoaderTest, StubLibraryExportsEveryEntryPointByItsNewestName) {
+  const fs::path toolkit = ToolkitDir();
+  const fs::path stub = toolkit / "lib64" / "stubs" / "libcuda.so";
+  if (toolkit.empty() || !fs::exists(stub)) GTEST_SKIP() << "no CUDA toolkit stub libcuda.so";
+  auto bindings = ProbeDriverLibrary(stub.string());
+  ASSERT_TRUE(bindings.ok()) << bindings.status().ToString();
+  ASSERT_FALSE(bindings->empty());
+  std::map<std::string, std::string> bound;
+  for (const DriverBinding& b : *bindings) {
+    SCOPED_TRACE(b.member);
+    ASSERT_FALSE(b.candidates.empty());
+    // The toolkit flyt builds with is CUDA 13: its driver API has every entry flyt knows, and
+    // the versioned name flyt prefers is the one cuda.h maps the plain name to.
+    EXPECT_EQ(b.bound, b.candidates.front());
+    bound[b.member] = b.bound;
+  }
+  EXPECT_EQ(bound["MemAlloc"], "cuMemAlloc_v2");
+  EXPECT_EQ(bound["MemcpyHtoDAsync"], "cuMemcpyHtoDAsync_v2");
+  EXPECT_EQ(bound["CtxCreateV4"], "cuCtxCreate_v4");
+  EXPECT_EQ(bound["CtxCreateV3"], "cuCtxCreate_v3");
+  EXPECT_EQ(bound["ModuleGetGlobal"], "cuModuleGetGlobal_v2");
+  EXPECT_EQ(bound["EventElapsedTime"], "cuEventElapsedTime_v2");
+  EXPECT_EQ(bound["FuncGetParamInfo"], "cuFuncGetParamInfo");
+}
+
+TEST(DriverLoaderTest, VersionedNamesAreTheOnesCudaHeaderSelects) {
+  // cuda.h #defines the plain names to the ABI flyt must bind (cuMemAlloc → cuMemAlloc_v2);
+  // every such mapping for an entry flyt binds must name flyt's first candidate.
+  const fs::path toolkit = ToolkitDir();
+  const fs::path stub = toolkit / "lib64" / "stubs" / "libcuda.so";
+  if (toolkit.empty() || !fs::exists(stub)) GTEST_SKIP() << "no CUDA toolkit";
+  auto bindings = ProbeDriverLibrary(stub.string());
+  ASSERT_TRUE(bindings.ok()) << bindings.status().ToString();
+  const std::string header = ReadText(toolkit / "include" / "cuda.h");
+  std::map<std::string, std::string> selected;  // cuMemAlloc → cuMemAlloc_v2
+  const std::regex define(
+      R"(#define\s+(cu[A-Za-z0-9]+)\s+(?:__CUDA_API_PT[DS]{1,2}\()?(cu[A-Za-z0-9_]+)\)?)");
+  for (auto it = std::sregex_iterator(header.begin(), header.end(), define);
+       it != std::sregex_iterator(); ++it) {
+    selected.emplace((*it)[1].str(), (*it)[2].str());
+  }
+  ASSERT_GT(selected.size(), 20u);
+  int checked = 0;
+  for (const DriverBinding& b : *bindings) {
+    const std::string& first = b.candidates.front();
+    const std::string plain = first.substr(0, first.find("_v"));
+    auto it = selected.find(plain);
+    if (it == selected.end() || b.member == "CtxCreate" || b.member == "CtxCreateV3") continue;
+    SCOPED_TRACE(b.member);
+    EXPECT_EQ(first, it->second);
+    ++checked;
+  }
+  EXPECT_GE(checked, 10);
+}
+
+TEST(DriverLoaderTest, StubLibraryIsRefusedAsADriver) {
+  const fs::path toolkit = ToolkitDir();
+  const fs::path stub = toolkit / "lib64" / "stubs" / "libcuda.so";
+  if (toolkit.empty() || !fs::exists(stub)) GTEST_SKIP() << "no CUDA toolkit stub libcuda.so";
+  DriverOptions options;
+  options.library = stub.string();
+  auto backend = MakeDriverBackend(options);
+  ASSERT_FALSE(backend.ok());
+  EXPECT_EQ(backend.status().code(), StatusCode::kUnavailable);
+  // (The path has "stubs" in it; the message must say what the library is.)
+  EXPECT_NE(backend.status().message().find("NVIDIA's stub libcuda.so (for linking only)"),
+            std::string::npos)
+      << backend.status().message();
+}
+
+TEST(DriverErrorMapTest, KnownDifferencesAndUnknownCodes) {
+  EXPECT_EQ(CudaErrorFromDriver(0), CudaError::kSuccess);
+  EXPECT_EQ(CudaErrorFromDriver(2), CudaError::kMemoryAllocation);       // OUT_OF_MEMORY
+  EXPECT_EQ(CudaErrorFromDriver(3), CudaError::kInitializationError);    // NOT_INITIALIZED
+  EXPECT_EQ(CudaErrorFromDriver(201), CudaError::kDeviceUninitialized);  // INVALID_CONTEXT
+  EXPECT_EQ(CudaErrorFromDriver(209), CudaError::kNoKernelImageForDevice);
+  EXPECT_EQ(CudaErrorFromDriver(400), CudaError::kInvalidResourceHandle);  // INVALID_HANDLE
+  EXPECT_EQ(CudaErrorFromDriver(500), CudaError::kSymbolNotFound);         // NOT_FOUND
+  EXPECT_EQ(CudaErrorFromDriver(600), CudaError::kNotReady);
+  EXPECT_EQ(CudaErrorFromDriver(700), CudaError::kIllegalAddress);
+  EXPECT_EQ(CudaErrorFromDriver(719), CudaError::kLaunchFailure);
+  EXPECT_EQ(CudaErrorFromDriver(202), CudaError::kUnknown);  // CONTEXT_ALREADY_CURRENT
+  EXPECT_EQ(CudaErrorFromDriver(916), CudaError::kUnknown);  // KEY_ROTATION
+  EXPECT_EQ(CudaErrorFromDriver(123456), CudaError::kUnknown);
+  EXPECT_EQ(CudaErrorFromDriver(-1), CudaError::kUnknown);
+}
+
+// Every CUresult of the installed toolkit's cuda.h maps to the cudaError_t with the same number in
+// its driver_types.h, and to kUnknown only where the runtime has no such number.
+TEST(DriverErrorMapTest, AgreesWithTheToolkitHeaders) {
+  const fs::path toolkit = ToolkitDir();
+  if (toolkit.empty() || !fs::exists(toolkit / "include" / "driver_types.h")) {
+    GTEST_SKIP() << "no CUDA toolkit headers";
+  }
+  std::map<int, std::string> driver;  // CUresult → name
+  {
+    const std::string header = ReadText(toolkit / "include" / "cuda.h");
+    const size_t begin = header.find("typedef enum cudaError_enum");
+    const size_t end = header.find("} CUresult;", begin);
+    ASSERT_NE(begin, std::string::npos);
+    ASSERT_NE(end, std::string::npos);
+    const std::string body = header.substr(begin, end - begin);
+    const std::regex entry(R"((CUDA_[A-Z0-9_]+)\s*=\s*(\d+))");
+    for (auto it = std::sregex_iterator(body.begin(), body.end(), entry);
+         it != std::sregex_iterator(); ++it) {
+      driver[std::stoi((*it)[2].str())] = (*it)[1].str();
+    }
+  }
+  std::set<int> runtime;  // cudaError_t numbers
+  {
+    const std::string header = ReadText(toolkit / "include" / "driver_types.h");
+    const size_t begin = header.find("enum __device_builtin__ cudaError");
+    const size_t end = header.find("};", begin);
+    ASSERT_NE(begin, std::string::npos);
+    const std::string body = header.substr(begin, end - begin);
+    const std::regex entry(R"((cuda[A-Za-z0-9]+)\s*=\s*(\d+))");
+    for (auto it = std::sregex_iterator(body.begin(), body.end(), entry);
+         it != std::sregex_iterator(); ++it) {
+      runtime.insert(std::stoi((*it)[2].str()));
+    }
+  }
+  ASSERT_GT(driver.size(), 80u);
+  ASSERT_GT(runtime.size(), 80u);
+  for (const auto& [value, name] : driver) {
+    SCOPED_TRACE(name);
+    const CudaError mapped = CudaErrorFromDriver(value);
+    if (runtime.contains(value)) {
+      EXPECT_EQ(static_cast<int>(mapped), value);
+    } else {
+      EXPECT_EQ(mapped, CudaError::kUnknown);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// On a GPU.
+
+std::vector<std::byte> ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::byte> bytes(chars.size());
+  if (!chars.empty()) std::memcpy(bytes.data(), chars.data(), chars.size());
+  return bytes;
+}
+
+// Appends `value` at `offset` of a kernel parameter buffer.
+template <typename T>
+void Put(std::vector<std::byte>& buffer, size_t offset, const T& value) {
+  if (buffer.size() < offset + sizeof(T)) buffer.resize(offset + sizeof(T));
+  std::memcpy(buffer.data() + offset, &value, sizeof(T));
+}
+
+template <typename T>
+std::span<const std::byte> Bytes(const std::vector<T>& v) {
+  return std::as_bytes(std::span<const T>(v));
+}
+template <typename T>
+std::span<std::byte> WritableBytes(std::vector<T>& v) {
+  return std::as_writable_bytes(std::span<T>(v));
+}
+
+class DriverBackendGpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto backend = MakeDriverBackend({});
+    if (!backend.ok()) GTEST_SKIP() << "no usable CUDA driver here: " << backend.status().message();
+    backend_ = std::move(backend).value();
+    auto session = backend_->OpenSession("driver_backend_test");
+    ASSERT_TRUE(session.ok()) << session.status().ToString();
+    session_ = std::move(session).value();
+  }
+
+  // Loads the test fatbin into `session`.
+  remote::ModuleHandle LoadKernels(remote::Session& session) {
+    const auto image =
+        ReadFile(fs::path(FLYT_SOURCE_DIR) / "tests/data/remote/driver_kernels.fatbin");
+    EXPECT_FALSE(image.empty());
+    auto module = session.ModuleLoad(image);
+    EXPECT_TRUE(module.ok()) << module.status().ToString();
+    return module.ok() ? *module : remote::ModuleHandle{};
+  }
+
+  std::unique_ptr<remote::Backend> backend_;
+  std::unique_ptr<remote::Session> session_;
+};
+
+TEST_F(DriverBackendGpuTest, DescribesTheDevice) {
+  const remote::DeviceIdentity id = backend_->Identity();
+  EXPECT_FALSE(id.name.empty());
+  EXPECT_GT(id.total_memory_bytes, uint64_t{1} << 30);
+  EXPECT_GE(id.driver_version, 12000);
+  EXPECT_FALSE(id.simulated);
+  auto sms = backend_->DeviceAttribute(16);  // cudaDevAttrMultiProcessorCount
+  ASSERT_TRUE(sms.ok()) << sms.status().ToString();
+  EXPECT_GT(*sms, 0);
+  auto bogus = backend_->DeviceAttribute(100000);
+  ASSERT_FALSE(bogus.ok());
+  EXPECT_EQ(bogus.status().code(), CudaError::kInvalidValue);
+  auto info = session_->MemGetInfo();
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_GT(info->free_bytes, 0u);
+  EXPECT_LE(info->free_bytes, info->total_bytes);
+  std::printf("%s\n", backend_->Describe().c_str());
+}
+
+TEST_F(DriverBackendGpuTest, MemoryRoundTripsOnDefaultAndCreatedStreams) {
+  constexpr size_t kCount = 1 << 18;  // 1 MiB of uint32
+  std::vector<uint32_t> host(kCount);
+  for (size_t i = 0; i < kCount; ++i) host[i] = static_cast<uint32_t>(i * 2654435761u);
+  auto a = session_->Malloc(kCount * 4);
+  auto b = session_->Malloc(kCount * 4);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status().ToString() << b.status().ToString();
+
+  ASSERT_TRUE(session_->MemcpyHtoD(*a, Bytes(host), remote::kDefaultStream).ok());
+  ASSERT_TRUE(session_->MemcpyDtoD(*b, *a, kCount * 4, remote::kDefaultStream).ok());
+  ASSERT_TRUE(session_->Memset(*b, 0xab, 16, remote::kDefaultStream).ok());
+  std::vector<uint32_t> back(kCount);
+  ASSERT_TRUE(session_->MemcpyDtoH(WritableBytes(back), *b, remote::kDefaultStream).ok());
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(back[i], 0xababababu);
+  for (size_t i = 4; i < kCount; ++i) ASSERT_EQ(back[i], host[i]) << i;
+
+  // On a created stream, into a pinned buffer, completion seen through an event.
+  auto stream = session_->StreamCreate(remote::kStreamNonBlocking, 0);
+  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  auto done = session_->EventCreate(remote::kEventDisableTiming);
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  std::unique_ptr<remote::HostBuffer> pinned = session_->NewHostBuffer(kCount * 4);
+  ASSERT_EQ(pinned->size(), kCount * 4);
+  ASSERT_TRUE(session_->MemcpyDtoHAsync(pinned->data(), *a, kCount * 4, *stream).ok());
+  ASSERT_TRUE(session_->EventRecord(*done, *stream).ok());
+  ASSERT_TRUE(session_->EventSynchronize(*done).ok());
+  EXPECT_TRUE(session_->EventQuery(*done).ok());
+  EXPECT_TRUE(session_->StreamQuery(*stream).ok());
+  EXPECT_EQ(std::memcmp(pinned->data(), host.data(), kCount * 4), 0);
+
+  // Synchronous read on the created stream.
+  std::vector<uint32_t> again(16);
+  ASSERT_TRUE(session_->MemcpyDtoH(WritableBytes(again), *a, *stream).ok());
+  EXPECT_EQ(again[15], host[15]);
+
+  EXPECT_TRUE(session_->EventDestroy(*done).ok());
+  EXPECT_TRUE(session_->StreamDestroy(*stream).ok());
+  pinned.reset();
+  EXPECT_TRUE(session_->Free(*a).ok());
+  EXPECT_TRUE(session_->Free(*b).ok());
+}
+
+TEST_F(DriverBackendGpuTest, LoadsTheFatbinAndLaunchesItsKernels) {
+  const remote::ModuleHandle module = LoadKernels(*session_);
+  auto axpy = session_->ModuleGetFunction(module, "flyt_axpy");
+  auto mixed = session_->ModuleGetFunction(module, "_Z10flyt_mixedcdPx");
+  auto count = session_->ModuleGetFunction(module, "flyt_count");
+  ASSERT_TRUE(axpy.ok()) << axpy.status().ToString();
+  ASSERT_TRUE(mixed.ok()) << mixed.status().ToString();
+  ASSERT_TRUE(count.ok()) << count.status().ToString();
+  auto scale = session_->ModuleGetGlobal(module, "flyt_scale", 4);
+  auto counter = session_->ModuleGetGlobal(module, "flyt_counter", 4);
+  ASSERT_TRUE(scale.ok()) << scale.status().ToString();
+  ASSERT_TRUE(counter.ok()) << counter.status().ToString();
+  EXPECT_EQ(scale->bytes, 4u);
+  EXPECT_EQ(counter->bytes, 4u);
+
+  // y = 2 * (3 * x + y) over 1000 elements: a __constant__ set through its global, four blocks.
+  constexpr int kN = 1000;
+  std::vector<float> x(kN), y(kN);
+  for (int i = 0; i < kN; ++i) {
+    x[i] = static_cast<float>(i);
+    y[i] = 1.0f;
+  }
+  const std::vector<float> two = {2.0f};
+  ASSERT_TRUE(session_->MemcpyHtoD(scale->ptr, Bytes(two), remote::kDefaultStream).ok());
+  auto dx = session_->Malloc(kN * sizeof(float));
+  auto dy = session_->Malloc(kN * sizeof(float));
+  ASSERT_TRUE(dx.ok() && dy.ok());
+  ASSERT_TRUE(session_->MemcpyHtoD(*dx, Bytes(x), remote::kDefaultStream).ok());
+  ASSERT_TRUE(session_->MemcpyHtoD(*dy, Bytes(y), remote::kDefaultStream).ok());
+
+  auto start = session_->EventCreate(0);
+  auto stop = session_->EventCreate(0);
+  ASSERT_TRUE(start.ok() && stop.ok());
+  ASSERT_TRUE(session_->EventRecord(*start, remote::kDefaultStream).ok());
+  std::vector<std::byte> params;  // a @0, x @8, y @16, n @24: 28 bytes
+  Put(params, 0, 3.0f);
+  Put(params, 8, uint64_t{*dx});
+  Put(params, 16, uint64_t{*dy});
+  Put(params, 24, int32_t{kN});
+  ASSERT_EQ(params.size(), 28u);
+  remote::LaunchConfig config;
+  config.grid = {4, 1, 1};
+  config.block = {256, 1, 1};
+  auto launched = session_->LaunchKernel(*axpy, config, params);
+  ASSERT_TRUE(launched.ok()) << launched.ToString();
+  ASSERT_TRUE(session_->EventRecord(*stop, remote::kDefaultStream).ok());
+  ASSERT_TRUE(session_->MemcpyDtoH(WritableBytes(y), *dy, remote::kDefaultStream).ok());
+  for (int i = 0; i < kN; ++i) ASSERT_FLOAT_EQ(y[i], 2.0f * (3.0f * i + 1.0f)) << i;
+  auto ms = session_->EventElapsedMs(*start, *stop);
+  ASSERT_TRUE(ms.ok()) << ms.status().ToString();
+  EXPECT_GE(*ms, 0.0f);
+
+  // Mixed sizes and alignments through a mangled name: c @0, d @8, out @16.
+  auto out = session_->Malloc(2 * sizeof(int64_t));
+  ASSERT_TRUE(out.ok());
+  params.clear();
+  Put(params, 0, char{42});
+  Put(params, 8, 2.5);
+  Put(params, 16, uint64_t{*out});
+  config.grid = {1, 1, 1};
+  config.block = {32, 1, 1};
+  ASSERT_TRUE(session_->LaunchKernel(*mixed, config, params).ok());
+  std::vector<int64_t> got(2);
+  ASSERT_TRUE(session_->MemcpyDtoH(WritableBytes(got), *out, remote::kDefaultStream).ok());
+  EXPECT_EQ(got[0], 42);
+  EXPECT_EQ(got[1], 2500);
+
+  // No parameters; a __device__ counter read back through its global.
+  const std::vector<uint32_t> zero = {0};
+  ASSERT_TRUE(session_->MemcpyHtoD(counter->ptr, Bytes(zero), remote::kDefaultStream).ok());
+  config.grid = {3, 1, 1};
+  config.block = {64, 1, 1};
+  ASSERT_TRUE(session_->LaunchKernel(*count, config, {}).ok());
+  ASSERT_TRUE(session_->DeviceSynchronize().ok());
+  std::vector<uint32_t> counted(1);
+  ASSERT_TRUE(
+      session_->MemcpyDtoH(WritableBytes(counted), counter->ptr, remote::kDefaultStream).ok());
+  EXPECT_EQ(counted[0], 192u);
+
+  // Attributes and occupancy.
+  auto max_threads =
+      session_->FuncGetAttribute(*axpy, remote::FunctionAttribute::kMaxThreadsPerBlock);
+  ASSERT_TRUE(max_threads.ok()) << max_threads.status().ToString();
+  EXPECT_GE(*max_threads, 256);
+  auto blocks = session_->OccupancyMaxActiveBlocksPerSm(*axpy, 256, 0, 0);
+  ASSERT_TRUE(blocks.ok()) << blocks.status().ToString();
+  EXPECT_GT(*blocks, 0);
+
+  EXPECT_TRUE(session_->ModuleUnload(module).ok());
+  EXPECT_TRUE(session_->Free(*dx).ok());
+  EXPECT_TRUE(session_->Free(*dy).ok());
+  EXPECT_TRUE(session_->Free(*out).ok());
+}
+
+TEST_F(DriverBackendGpuTest, ReportsTheRuntimesErrorCodes) {
+  const remote::ModuleHandle module = LoadKernels(*session_);
+  auto missing = session_->ModuleGetFunction(module, "no_such_kernel");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), CudaError::kInvalidDeviceFunction);
+  auto missing_var = session_->ModuleGetGlobal(module, "no_such_variable", 4);
+  ASSERT_FALSE(missing_var.ok());
+  EXPECT_EQ(missing_var.status().code(), CudaError::kInvalidSymbol);
+
+  const std::vector<std::byte> garbage(64, std::byte{0x5a});
+  auto bad_image = session_->ModuleLoad(garbage);
+  ASSERT_FALSE(bad_image.ok());
+  EXPECT_EQ(bad_image.status().code(), CudaError::kInvalidKernelImage);
+
+  auto huge = session_->Malloc(uint64_t{1} << 50);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().code(), CudaError::kMemoryAllocation);
+
+  auto axpy = session_->ModuleGetFunction(module, "flyt_axpy");
+  ASSERT_TRUE(axpy.ok());
+  std::vector<std::byte> params(28);
+  remote::LaunchConfig config;
+  config.block = {4096, 1, 1};  // over every GPU's 1024 threads per block
+  auto too_big = session_->LaunchKernel(*axpy, config, params);
+  EXPECT_EQ(too_big.code(), CudaError::kInvalidConfiguration) << too_big.ToString();
+
+  auto bindings = ProbeDriverLibrary("libcuda.so.1");
+  ASSERT_TRUE(bindings.ok());
+  bool has_param_info = false;
+  for (const DriverBinding& b : *bindings) {
+    if (b.member == "FuncGetParamInfo") has_param_info = !b.bound.empty();
+  }
+  if (has_param_info) {
+    // The driver knows the kernel needs 28 bytes: a shorter buffer is refused before launch.
+    config.block = {32, 1, 1};
+    std::vector<std::byte> short_params(16);
+    auto refused = session_->LaunchKernel(*axpy, config, short_params);
+    EXPECT_EQ(refused.code(), CudaError::kInvalidValue) << refused.ToString();
+  }
+  EXPECT_TRUE(session_->DeviceSynchronize().ok());
+}
+
+TEST_F(DriverBackendGpuTest, StickyFaultStaysInItsSessionAndResetClearsIt) {
+  auto other = backend_->OpenSession("bystander");
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  auto kept = (*other)->Malloc(4096);
+  ASSERT_TRUE(kept.ok());
+
+  const remote::ModuleHandle module = LoadKernels(*session_);
+  auto axpy = session_->ModuleGetFunction(module, "flyt_axpy");
+  ASSERT_TRUE(axpy.ok());
+  std::vector<std::byte> params;  // x and y point nowhere
+  Put(params, 0, 1.0f);
+  Put(params, 8, uint64_t{0x10});
+  Put(params, 16, uint64_t{0x10});
+  Put(params, 24, int32_t{1});
+  remote::LaunchConfig config;
+  config.block = {32, 1, 1};
+  ASSERT_TRUE(session_->LaunchKernel(*axpy, config, params).ok());
+  const remote::CudaStatus fault = session_->DeviceSynchronize();
+  EXPECT_EQ(fault.code(), CudaError::kIllegalAddress) << fault.ToString();
+  EXPECT_FALSE(session_->Malloc(16).ok());  // sticky
+
+  // The other client's context is untouched.
+  EXPECT_TRUE((*other)->DeviceSynchronize().ok());
+  auto more = (*other)->Malloc(4096);
+  EXPECT_TRUE(more.ok()) << more.status().ToString();
+
+  ASSERT_TRUE(session_->Reset().ok());
+  auto fresh = session_->Malloc(16);
+  EXPECT_TRUE(fresh.ok()) << fresh.status().ToString();
+}
+
+}  // namespace
+}  // namespace flyt::gpu_server

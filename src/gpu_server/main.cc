@@ -1,0 +1,116 @@
+// flyt-gpu-server: runs remote clients' CUDA calls on one device. This file parses flags and wires
+// a backend (the simulated device, or the real GPU through the driver) to the server core; the
+// work is in src/remote and src/gpu_server/driver_backend.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+#include <spdlog/spdlog.h>
+#include <string>
+#include <vector>
+
+#include "common/daemon.h"
+#include "gpu_server/driver_backend.h"
+#include "remote/debug_stats.h"
+#include "remote/server.h"
+#include "remote/sim_backend.h"
+
+namespace {
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "flyt-gpu-server: %s\n", message.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  flyt::BlockTerminationSignals();
+  CLI::App app{"flyt-gpu-server — runs remote CUDA programs' calls on this machine's GPU"};
+  app.set_version_flag("--version", std::string("flyt-gpu-server ") + FLYT_VERSION);
+  std::string backend_name = "driver";
+  std::vector<std::string> listen;
+  int device = 0;
+  uint64_t memory_limit_mb = 0;
+  int sm_count = 0;
+  std::string launch_log, log_level = "info", cuda_library = "libcuda.so.1";
+  app.add_option("--backend", backend_name, "sim (simulated device, no GPU) or driver (libcuda)")
+      ->check(CLI::IsMember({"sim", "driver"}));
+  app.add_option("--listen", listen,
+                 "HOST:PORT, [ADDR]:PORT or unix:PATH to accept clients on (repeatable)");
+  app.add_option("--device", device, "CUDA device ordinal to serve (driver backend)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--memory-limit-mb", memory_limit_mb,
+                 "device memory all clients together may allocate, in MiB (0: the device's)");
+  app.add_option("--sm-count", sm_count, "SMs the clients may use (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--launch-log", launch_log, "append one JSON line per kernel launch to this file");
+  app.add_option("--cuda-library", cuda_library, "driver library to load (driver backend)");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  std::string stats_server;
+  CLI::App* stats = app.add_subcommand(
+      "stats", "print, as JSON, what each client of a running server holds, and exit");
+  stats->add_option("--server", stats_server, "the server: HOST:PORT or unix:PATH")->required();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  if (stats->parsed()) {
+    flyt::Result<flyt::remote::Endpoint> endpoint = flyt::remote::ParseEndpoint(stats_server);
+    if (!endpoint.ok()) return Fail("--server: " + endpoint.status().message());
+    flyt::Result<flyt::remote::DebugStatsReply> reply = flyt::remote::FetchStats(*endpoint);
+    if (!reply.ok()) return Fail(reply.status().message());
+    std::printf("%s\n", flyt::remote::StatsToJson(*reply).c_str());
+    return 0;
+  }
+  if (listen.empty()) return Fail("--listen is required (or use the stats subcommand)");
+
+  flyt::remote::ServerOptions options;
+  for (const std::string& text : listen) {
+    flyt::Result<flyt::remote::Endpoint> endpoint = flyt::remote::ParseEndpoint(text);
+    if (!endpoint.ok()) return Fail("--listen: " + endpoint.status().message());
+    options.listen.push_back(*endpoint);
+  }
+  options.memory_limit_bytes = memory_limit_mb << 20;
+  options.launch_log_path = launch_log;
+
+  flyt::SetUpDaemon(log_level);
+
+  std::unique_ptr<flyt::remote::Backend> backend;
+  if (backend_name == "sim") {
+    flyt::remote::SimOptions sim;
+    if (sm_count > 0) sim.sm_count = sm_count;
+    backend = flyt::remote::MakeSimBackend(sim);
+  } else {
+#if FLYT_HAVE_DRIVER_BACKEND
+    flyt::gpu_server::DriverOptions driver;
+    driver.device = device;
+    if (sm_count > 0) driver.sm_count = sm_count;
+    driver.library = cuda_library;
+    auto made = flyt::gpu_server::MakeDriverBackend(driver);
+    if (!made.ok()) return Fail("driver backend: " + made.status().message());
+    backend = std::move(made).value();
+#else
+    return Fail("the driver backend is not part of this build (use --backend sim)");
+#endif
+  }
+  if (backend->Identity().simulated) {
+    spdlog::warn("SIMULATED device: kernels are recorded, not executed; results are not computed");
+  }
+  spdlog::info("backend {}: {}", backend->Name(), backend->Describe());
+
+  flyt::remote::Server server(*backend, options);
+  if (flyt::Status s = server.Start(); !s.ok()) return Fail(s.message());
+  for (const flyt::remote::Endpoint& endpoint : server.endpoints()) {
+    spdlog::info("listening on {}", endpoint.ToString());
+  }
+  if (options.memory_limit_bytes != 0) {
+    spdlog::info("memory limit {} MiB for all clients together", memory_limit_mb);
+  }
+  flyt::WaitForTermination();
+  server.Stop();
+  spdlog::info("stopped");
+  return 0;
+}

@@ -1,0 +1,246 @@
+// Backend: what flyt-gpu-server runs a client's CUDA work on. Two implementations: the simulated
+// device (remote/sim_backend.h, device memory in host memory, launches recorded, nothing
+// executed) and the real GPU through libcuda.so.1 (gpu_server/driver_backend.h).
+//
+// A Backend drives exactly one device (the server's --device). Every client connection gets its
+// own Session from OpenSession(); everything a client creates (allocations, streams, events,
+// modules) is created through, and belongs to, its Session. The driver backend is expected to give
+// each Session its own CUDA context, so that one client's sticky fault cannot poison another's.
+//
+// What the server core guarantees before it calls in (the backend need not re-check, but must not
+// crash if it does see bad input — it returns an error):
+//   - every StreamHandle / EventHandle / ModuleHandle / FunctionHandle passed to a Session was
+//     returned by that same Session and not yet destroyed (kDefaultStream is always valid);
+//   - every device range of a copy or memset, [ptr, ptr + bytes), lies inside one live allocation
+//     of that Session or one global returned by its ModuleGetGlobal, and bytes > 0;
+//   - Malloc sizes are > 0 and within the server's memory limit (the server does the accounting,
+//     for both backends; the backend only reports the device's own out-of-memory);
+//   - Free is called once per pointer that Malloc returned;
+//   - before a Session is destroyed, the server has freed/destroyed every object the client still
+//     held, in the order modules' users first: events, streams, functions, modules, memory.
+//     The Session destructor must still release anything left (belt and braces), and must not
+//     block on device work longer than a synchronisation of the session's own streams.
+// What it does not guarantee: kernel parameters are opaque bytes; a kernel may dereference any
+// address. Isolation of device memory between clients under a kernel is the backend's (per-Session
+// context) and the hardware's business.
+//
+// Thread safety: the Backend object itself (device queries, OpenSession) is called concurrently
+// from many client threads and must be thread-safe. A Session is used by one thread at a time (the
+// server never calls two methods of one Session concurrently), though not necessarily always the
+// same thread; a backend that needs a current context per thread makes it current on entry.
+// Sessions of different clients run concurrently.
+//
+// Errors are CudaStatus with the cudaError_t the CUDA runtime would return for the same call on a
+// local GPU (see cuda_status.h); a driver backend maps CUresult to the matching runtime code (for
+// most codes the numbers are the same). Asynchronous semantics match CUDA: the copy, memset,
+// launch and event-record calls below only enqueue work on their stream and return; an error of
+// the work itself (a faulting kernel) surfaces from a later synchronising call or query, exactly
+// as the driver reports it.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "remote/cuda_status.h"
+
+namespace flyt::remote {
+
+// A device address in the device's (unified) virtual address space. Kernel parameters carry
+// these verbatim, so they are never translated.
+using DevicePtr = uint64_t;
+
+// Opaque backend-native handles; their meaning is private to the backend that returned them.
+enum class StreamHandle : uint64_t {};
+enum class EventHandle : uint64_t {};
+enum class ModuleHandle : uint64_t {};
+enum class FunctionHandle : uint64_t {};
+
+// The legacy default stream (CUDA's stream 0 / cudaStreamLegacy): it synchronises with every
+// blocking stream of the session. Per-thread default streams are ordinary streams the client
+// created, so the backend never sees cudaStreamPerThread.
+inline constexpr StreamHandle kDefaultStream{0};
+
+// Flags, with CUDA's values.
+inline constexpr uint32_t kStreamNonBlocking = 0x1;  // cudaStreamNonBlocking
+inline constexpr uint32_t kEventBlockingSync = 0x1;  // cudaEventBlockingSync
+inline constexpr uint32_t kEventDisableTiming = 0x2;  // cudaEventDisableTiming
+
+struct Dim3 {
+  uint32_t x = 1, y = 1, z = 1;
+  bool operator==(const Dim3&) const = default;
+};
+
+struct LaunchConfig {
+  Dim3 grid;
+  Dim3 block;
+  uint32_t dynamic_shared_bytes = 0;
+  StreamHandle stream = kDefaultStream;
+};
+
+// Function attributes, numbered as the driver's CUfunction_attribute (the runtime's
+// cudaFuncAttribute uses the same numbers for the settable ones, 8 and up).
+enum class FunctionAttribute : uint32_t {
+  kMaxThreadsPerBlock = 0,
+  kSharedSizeBytes = 1,
+  kConstSizeBytes = 2,
+  kLocalSizeBytes = 3,
+  kNumRegs = 4,
+  kPtxVersion = 5,
+  kBinaryVersion = 6,
+  kCacheModeCa = 7,
+  kMaxDynamicSharedSizeBytes = 8,
+  kPreferredSharedMemoryCarveout = 9,
+  kClusterSizeMustBeSet = 10,
+  kRequiredClusterWidth = 11,
+  kRequiredClusterHeight = 12,
+  kRequiredClusterDepth = 13,
+  kNonPortableClusterSizeAllowed = 14,
+  kClusterSchedulingPolicyPreference = 15,
+};
+inline constexpr uint32_t kFunctionAttributeCount = 16;
+
+// What identifies the device; the rest of its description is attributes (DeviceAttribute).
+struct DeviceIdentity {
+  std::string name;               // e.g. "NVIDIA H100 80GB HBM3"
+  std::array<uint8_t, 16> uuid{};  // as cudaDeviceProp::uuid
+  uint64_t total_memory_bytes = 0;
+  int32_t driver_version = 0;  // cuDriverGetVersion's number, e.g. 13000
+  bool simulated = false;
+};
+
+struct MemoryInfo {
+  uint64_t free_bytes = 0;
+  uint64_t total_bytes = 0;
+};
+
+struct GlobalSymbol {
+  DevicePtr ptr = 0;
+  uint64_t bytes = 0;
+};
+
+// Host memory the server copies device data into (device→host copies that complete later).
+// The driver backend returns page-locked memory so that the copy is truly asynchronous; the
+// default is ordinary heap memory. Freed by its destructor; never touched by two threads at once.
+class HostBuffer {
+ public:
+  virtual ~HostBuffer() = default;
+  virtual std::byte* data() = 0;
+  virtual size_t size() const = 0;
+};
+
+class Session {
+ public:
+  virtual ~Session() = default;
+
+  // ---- memory ---------------------------------------------------------------------------------
+  virtual CudaResult<DevicePtr> Malloc(uint64_t bytes) = 0;
+  virtual CudaStatus Free(DevicePtr ptr) = 0;
+  virtual CudaResult<MemoryInfo> MemGetInfo() = 0;
+
+  // Enqueues a host→device copy on `stream`. `src` is only valid during the call: the backend
+  // copies or stages it before returning (the server calls this once per received chunk, so large
+  // copies overlap the network).
+  virtual CudaStatus MemcpyHtoD(DevicePtr dst, std::span<const std::byte> src,
+                                StreamHandle stream) = 0;
+  // Copies device→host and returns when `dst` holds the bytes, after all earlier work on `stream`.
+  virtual CudaStatus MemcpyDtoH(std::span<std::byte> dst, DevicePtr src, StreamHandle stream) = 0;
+  // Enqueues a device→host copy into `dst`, which the server got from NewHostBuffer and keeps
+  // alive and untouched until an event it records on `stream` afterwards has completed.
+  virtual CudaStatus MemcpyDtoHAsync(std::byte* dst, DevicePtr src, uint64_t bytes,
+                                     StreamHandle stream) = 0;
+  virtual CudaStatus MemcpyDtoD(DevicePtr dst, DevicePtr src, uint64_t bytes,
+                                StreamHandle stream) = 0;
+  // Sets `bytes` bytes to `value` (cudaMemset semantics: only the low byte is used).
+  virtual CudaStatus Memset(DevicePtr dst, uint8_t value, uint64_t bytes, StreamHandle stream) = 0;
+
+  virtual std::unique_ptr<HostBuffer> NewHostBuffer(size_t bytes);
+
+  // ---- streams and events -------------------------------------------------------------------
+  virtual CudaResult<StreamHandle> StreamCreate(uint32_t flags, int32_t priority) = 0;
+  virtual CudaStatus StreamDestroy(StreamHandle stream) = 0;
+  virtual CudaStatus StreamSynchronize(StreamHandle stream) = 0;
+  // kSuccess when all work is done, kNotReady when not, or the error of the work.
+  virtual CudaStatus StreamQuery(StreamHandle stream) = 0;
+  virtual CudaStatus StreamWaitEvent(StreamHandle stream, EventHandle event, uint32_t flags) = 0;
+
+  virtual CudaResult<EventHandle> EventCreate(uint32_t flags) = 0;
+  virtual CudaStatus EventDestroy(EventHandle event) = 0;
+  virtual CudaStatus EventRecord(EventHandle event, StreamHandle stream) = 0;
+  virtual CudaStatus EventSynchronize(EventHandle event) = 0;
+  virtual CudaStatus EventQuery(EventHandle event) = 0;  // as StreamQuery
+  virtual CudaResult<float> EventElapsedMs(EventHandle start, EventHandle end) = 0;
+
+  virtual CudaStatus DeviceSynchronize() = 0;
+  // cudaDeviceReset for this client: called after the server destroyed every object the client
+  // held; the backend drops and recreates its device state (a new context), clearing a sticky
+  // error. Other sessions are not affected.
+  virtual CudaStatus Reset() = 0;
+
+  // ---- modules and launches -----------------------------------------------------------------
+  // Loads a fatbin container (magic 0xBA55ED50, as nvcc embeds it; possibly with compressed
+  // entries) or a bare cubin ELF; the backend picks the entry for its device.
+  virtual CudaResult<ModuleHandle> ModuleLoad(std::span<const std::byte> image) = 0;
+  virtual CudaStatus ModuleUnload(ModuleHandle module) = 0;
+  // `name` is the mangled name (__cudaRegisterFunction's deviceName).
+  virtual CudaResult<FunctionHandle> ModuleGetFunction(ModuleHandle module,
+                                                       const std::string& name) = 0;
+  // A __device__ / __constant__ variable. `registered_bytes` is the size the program registered
+  // (__cudaRegisterVar); a backend that knows the real size returns that instead (the server
+  // refuses a mismatch), one that cannot know (sim) uses it.
+  virtual CudaResult<GlobalSymbol> ModuleGetGlobal(ModuleHandle module, const std::string& name,
+                                                   uint64_t registered_bytes) = 0;
+
+  virtual CudaResult<int32_t> FuncGetAttribute(FunctionHandle function, FunctionAttribute attr) = 0;
+  virtual CudaStatus FuncSetAttribute(FunctionHandle function, FunctionAttribute attr,
+                                      int32_t value) = 0;
+  // cudaOccupancyMaxActiveBlocksPerMultiprocessor(WithFlags).
+  virtual CudaResult<int32_t> OccupancyMaxActiveBlocksPerSm(FunctionHandle function,
+                                                            int32_t block_size,
+                                                            uint64_t dynamic_shared_bytes,
+                                                            uint32_t flags) = 0;
+
+  // Enqueues a launch. `params` is the kernel's whole parameter buffer, laid out as the cubin's
+  // .nv.info says (each argument at its offset), exactly what cuLaunchKernel's
+  // CU_LAUNCH_PARAM_BUFFER_POINTER takes.
+  virtual CudaStatus LaunchKernel(FunctionHandle function, const LaunchConfig& config,
+                                  std::span<const std::byte> params) = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // "sim" or "driver".
+  virtual std::string Name() const = 0;
+  // One line for the server's start-up log, e.g. "NVIDIA H100 80GB HBM3, 132 SMs, 79.1 GiB".
+  virtual std::string Describe() const = 0;
+
+  virtual DeviceIdentity Identity() const = 0;
+  // A device attribute by its cudaDeviceAttr / CUdevice_attribute number (the same numbers);
+  // kInvalidValue for a number the backend does not know.
+  virtual CudaResult<int32_t> DeviceAttribute(uint32_t attr) const = 0;
+
+  // A fresh, empty session for one client. `client_label` names the client in the backend's logs.
+  virtual CudaResult<std::unique_ptr<Session>> OpenSession(const std::string& client_label) = 0;
+};
+
+inline std::unique_ptr<HostBuffer> Session::NewHostBuffer(size_t bytes) {
+  class HeapBuffer final : public HostBuffer {
+   public:
+    explicit HeapBuffer(size_t n) : data_(std::make_unique<std::byte[]>(n)), size_(n) {}
+    std::byte* data() override { return data_.get(); }
+    size_t size() const override { return size_; }
+
+   private:
+    std::unique_ptr<std::byte[]> data_;
+    size_t size_;
+  };
+  return std::make_unique<HeapBuffer>(bytes);
+}
+
+}  // namespace flyt::remote

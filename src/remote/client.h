@@ -1,0 +1,146 @@
+// Connection: the client end of the remote CUDA protocol, as the runtime library uses it.
+//
+// One method per call of calls.def (generated), named after the call: `Malloc(MallocRequest)`.
+// A kCall method sends everything buffered plus its request and waits for the reply; it returns
+// the call's own CudaStatus/reply. A kPost method only appends its request to the send buffer and
+// returns at once (it fails only when the connection is gone); the buffer goes out when a kCall
+// comes, when it holds `batch_bytes`, or on Flush(). Errors of posted work arrive in the header of
+// a later reply; TakeAsyncError() hands out the first one not yet taken.
+//
+// Bulk data: a kIn call takes the bytes to send (copied into the buffer when small, otherwise
+// written straight from the caller's memory in Data frames, without waiting for anything); a kOut
+// kCall takes the span to fill before it returns; a kOut kPost (MemcpyDtoHAsync) takes the span
+// to fill later: the caller keeps it alive until a later call has returned (the runtime's
+// synchronising calls), as CUDA requires of the host buffer of an async copy. The data of such a
+// copy is written into the span by whichever thread is then waiting for a reply.
+//
+// Thread safety: every method may be called from any thread; calls are serialised by one
+// mutex, so the wire order is the order calls entered. Once the connection breaks (server gone,
+// protocol error) every call fails with cudaErrorDevicesUnavailable.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <type_traits>
+
+#include "common/status.h"
+#include "common/unique_fd.h"
+#include "remote/cuda_status.h"
+#include "remote/protocol.h"
+#include "remote/socket.h"
+
+namespace flyt::remote {
+
+struct ClientOptions {
+  std::string label;         // program name, host, pid: shown in the server's logs
+  uint32_t pid = 0;
+  int32_t runtime_version = 0;
+  uint64_t capabilities = kAllCapabilities;
+  size_t batch_bytes = 256 << 10;       // flush the send buffer past this
+  size_t inline_data_bytes = 64 << 10;  // copy bulk data up to this into the buffer
+};
+
+struct ServerInfo {
+  uint16_t version = 0;
+  uint64_t capabilities = 0;
+  uint64_t client_id = 0;
+  std::string label;
+  std::string backend;
+  bool simulated = false;
+  int32_t driver_version = 0;
+  int32_t device_count = 0;
+};
+
+struct AsyncError {
+  CudaStatus status;
+  CallId call = CallId::kNone;
+  uint32_t seq = 0;
+};
+
+// The type of a call's data argument.
+template <CallId kId>
+using DataArg =
+    std::conditional_t<CallTraits<kId>::kData == DataFlow::kIn, std::span<const std::byte>,
+                       std::conditional_t<CallTraits<kId>::kData == DataFlow::kOut,
+                                          std::span<std::byte>, std::nullptr_t>>;
+// What a call returns: the reply for a kCall, the local outcome for a kPost.
+template <CallId kId>
+using CallReturn = std::conditional_t<CallTraits<kId>::kMode == CallMode::kCall,
+                                      CudaResult<typename CallTraits<kId>::Reply>, CudaStatus>;
+
+class Connection {
+ public:
+  // Connects and says hello. Fails (kUnavailable) when the server cannot be reached or refuses.
+  [[nodiscard]] static Result<std::unique_ptr<Connection>> Open(const Endpoint& endpoint,
+                                                                const ClientOptions& options);
+  // Over an already-connected socket (tests).
+  [[nodiscard]] static Result<std::unique_ptr<Connection>> OpenFd(UniqueFd fd,
+                                                                  const ClientOptions& options);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  const ServerInfo& server() const { return server_; }
+
+#define FLYT_CALL(id, name, mode, data, req, rep)                                         \
+  CallReturn<CallId::k##name> name(const name##Request& request,                          \
+                                   DataArg<CallId::k##name> data_arg = {}) {              \
+    return Invoke<CallTraits<CallId::k##name>>(request, data_arg);                        \
+  }
+#include "remote/calls.def"
+#undef FLYT_CALL
+
+  // Sends what is buffered. Failure means the connection broke.
+  CudaStatus Flush();
+  std::optional<AsyncError> TakeAsyncError();
+  // Posted requests not yet answered by any reply (0 right after a kCall).
+  bool HasUnacknowledgedPosts() const;
+  bool broken() const;
+  // Pending device-to-host copies whose data has not arrived.
+  size_t pending_downloads() const;
+
+ private:
+  explicit Connection(UniqueFd fd, const ClientOptions& options);
+  Status Hello();
+
+  template <typename Traits>
+  CallReturn<Traits::kId> Invoke(const typename Traits::Request& request,
+                                 DataArg<Traits::kId> data);
+
+  // All below need mu_ held.
+  uint32_t NextSeq() { return ++seq_ == 0 ? ++seq_ : seq_; }
+  CudaStatus SendDataLocked(CallId call, uint32_t seq, std::span<const std::byte> data);
+  CudaStatus FlushLocked();
+  // Reads frames until the reply to `seq`; lands data frames. Returns the reply payload after
+  // the ReplyStatus, and the ReplyStatus.
+  CudaStatus AwaitReplyLocked(CallId call, uint32_t seq, ReplyStatus& status, Bytes& fields);
+  Status LandData(const FrameHeader& header, std::span<const std::byte> payload);
+  CudaStatus Broken(const Status& why);
+  CudaStatus BrokenStatus() const;
+
+  struct Landing {
+    std::span<std::byte> dst;
+    uint64_t received = 0;
+  };
+
+  const ClientOptions options_;
+  UniqueFd fd_;
+  SocketReader reader_;
+  ServerInfo server_;
+
+  mutable std::mutex mu_;
+  Bytes send_;                               // guarded by mu_
+  uint32_t seq_ = 0;                         // guarded by mu_
+  bool unacknowledged_ = false;              // guarded by mu_
+  std::optional<Status> broken_;             // guarded by mu_
+  std::optional<AsyncError> async_error_;    // guarded by mu_
+  std::map<uint32_t, Landing> landings_;     // guarded by mu_
+  Bytes payload_;                            // guarded by mu_
+};
+
+}  // namespace flyt::remote

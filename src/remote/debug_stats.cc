@@ -1,0 +1,47 @@
+#include "remote/debug_stats.h"
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "remote/client.h"
+
+namespace flyt::remote {
+
+Result<DebugStatsReply> FetchStats(const Endpoint& server) {
+  ClientOptions options;
+  options.label = "flyt-gpu-server stats";
+  options.pid = static_cast<uint32_t>(::getpid());
+  FLYT_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn, Connection::Open(server, options));
+  if ((conn->server().capabilities & kCapDebugStats) == 0) {
+    return NotSupported("the server does not offer debug statistics");
+  }
+  CudaResult<DebugStatsReply> reply = conn->DebugStats({});
+  if (!reply.ok()) return Internal(reply.status().ToString());
+  return std::move(reply).value();
+}
+
+std::string StatsToJson(const DebugStatsReply& stats) {
+  nlohmann::ordered_json out;
+  out["allocated_bytes"] = stats.allocated_bytes;
+  out["memory_limit_bytes"] = stats.memory_limit_bytes;
+  out["clients"] = nlohmann::ordered_json::array();
+  for (const ClientStats& c : stats.clients) {
+    nlohmann::ordered_json j;
+    j["client_id"] = c.client_id;
+    j["label"] = c.label;
+    j["connected"] = c.connected;
+    j["allocations"] = c.allocations;
+    j["allocated_bytes"] = c.allocated_bytes;
+    j["streams"] = c.streams;
+    j["events"] = c.events;
+    j["modules"] = c.modules;
+    j["launches"] = c.launches;
+    j["bytes_to_device"] = c.bytes_to_device;
+    j["bytes_from_device"] = c.bytes_from_device;
+    out["clients"].push_back(std::move(j));
+  }
+  return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace flyt::remote

@@ -1,0 +1,63 @@
+// LaunchLog: one JSON line per kernel launch a server accepted, for tests and debugging
+// (flyt-gpu-server --launch-log PATH). With the simulated backend, where kernels do not run, it is
+// how a test sees that a program's launches arrived exactly: kernel, grid, block, dynamic shared
+// memory, stream and every argument's bytes.
+//
+//   {"client":3,"pid":4242,"seq":17,"kernel":"_Z6vecAddPKfS0_Pfi","grid":[4,1,1],
+//    "block":[256,1,1],"shared_bytes":0,"stream":0,"param_bytes":28,"params":"<hex>",
+//    "args":[{"offset":0,"size":8,"hex":"..."}, ...]}
+//
+// "args" is present when the kernel's parameter layout is known (read from the module's fatbin).
+// Thread-safe: client threads append concurrently; each line is written and flushed whole.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "remote/backend.h"
+
+namespace flyt::remote {
+
+struct LaunchRecord {
+  uint64_t client_id = 0;
+  uint32_t pid = 0;
+  uint32_t seq = 0;
+  std::string kernel;
+  Dim3 grid;
+  Dim3 block;
+  uint32_t shared_bytes = 0;
+  uint64_t stream = 0;  // the client's stream number (0: legacy default stream)
+  std::span<const std::byte> params;
+  struct Arg {
+    uint32_t offset = 0;
+    uint32_t size = 0;
+  };
+  std::optional<std::vector<Arg>> layout;
+};
+
+class LaunchLog {
+ public:
+  // Opens (appends to) `path`.
+  static Result<std::unique_ptr<LaunchLog>> Open(const std::string& path);
+  ~LaunchLog();
+  LaunchLog(const LaunchLog&) = delete;
+  LaunchLog& operator=(const LaunchLog&) = delete;
+
+  void Append(const LaunchRecord& record);
+
+  // The JSON line for a record (without the newline).
+  static std::string Format(const LaunchRecord& record);
+
+ private:
+  explicit LaunchLog(std::FILE* file) : file_(file) {}
+  std::mutex mu_;
+  std::FILE* file_;
+};
+
+}  // namespace flyt::remote

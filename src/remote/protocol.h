@@ -1,0 +1,166 @@
+// flyt's remote CUDA protocol: framing, the hello, and every call's messages (from calls.def).
+//
+// A connection is a byte stream (TCP or a Unix socket) of frames. Each frame is a 12-byte header
+//   u32 payload_bytes | u16 call | u8 kind | u8 flags (0) | u32 seq
+// (little-endian) and a payload of at most kMaxFramePayload bytes; a longer one is a protocol
+// error and the connection is closed. Kinds:
+//   kHello / kHelloReply   the first frame each way (version and capability negotiation);
+//   kCall                  a request the client waits on; answered by one kReply with its seq;
+//   kPost                  a request with no reply (pipelined; errors deferred to the next reply);
+//   kReply                 ReplyStatus, then the reply's fields when the code is 0;
+//   kData                  u64 offset, then raw bytes: a chunk of the bulk data of request `seq`.
+// The client numbers its requests (seq, from 1, wrapping); the server echoes seq in replies and
+// in the data frames it sends for a device-to-host copy. No CUDA struct travels raw: device
+// properties go field by field by name, attributes and error codes by their stable numbers.
+//
+// Direction rule that keeps both ends from blocking on each other: the server writes only while
+// the client waits for a reply (data of finished device-to-host copies goes out just before a
+// reply), and the client never writes while it waits.
+//
+// Pure functions and plain structs; thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "remote/backend.h"
+#include "remote/wire.h"
+
+namespace flyt::remote {
+
+inline constexpr uint32_t kHelloMagic = 0x54594C46;  // "FLYT"
+inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr uint16_t kMinProtocolVersion = 1;
+inline constexpr uint32_t kMaxFramePayload = 4u << 20;
+inline constexpr size_t kFrameHeaderBytes = 12;
+// Bulk data is cut into Data frames of at most this many bytes (plus the 8-byte offset).
+inline constexpr uint32_t kDataChunkBytes = 1u << 20;
+static_assert(kDataChunkBytes + 8 <= kMaxFramePayload);
+
+// Capability bits offered in the hello; a peer uses only those both sides set.
+enum Capability : uint64_t {
+  kCapPostedCalls = 1u << 0,   // kPost frames and deferred errors
+  kCapAsyncDtoH = 1u << 1,     // MemcpyDtoHAsync data delivered before a later reply
+  kCapDebugStats = 1u << 2,    // the DebugStats call
+};
+inline constexpr uint64_t kAllCapabilities = kCapPostedCalls | kCapAsyncDtoH | kCapDebugStats;
+
+enum class FrameKind : uint8_t {
+  kHello = 1,
+  kHelloReply = 2,
+  kCall = 3,
+  kPost = 4,
+  kReply = 5,
+  kData = 6,
+};
+
+enum class CallId : uint16_t {
+  kNone = 0,  // hello frames
+#define FLYT_CALL(id, name, mode, data, req, rep) k##name = id,
+#include "remote/calls.def"
+#undef FLYT_CALL
+};
+
+enum class CallMode : uint8_t { kCall, kPost };
+enum class DataFlow : uint8_t { kNone, kIn, kOut };
+
+struct FrameHeader {
+  uint32_t payload_bytes = 0;
+  CallId call = CallId::kNone;
+  FrameKind kind = FrameKind::kCall;
+  uint32_t seq = 0;
+  bool operator==(const FrameHeader&) const = default;
+};
+
+void EncodeFrameHeader(const FrameHeader& header, std::byte out[kFrameHeaderBytes]);
+// Rejects an unknown kind, non-zero flags, a payload over kMaxFramePayload, and a call id that
+// is not in calls.def for kCall/kPost/kReply/kData frames (the reply's and data's call must name
+// a known call; hello frames carry CallId::kNone).
+[[nodiscard]] Result<FrameHeader> DecodeFrameHeader(std::span<const std::byte> in);
+
+// ---- messages ------------------------------------------------------------------------------
+
+void Encode(Writer& w, const Dim3& value);
+bool Decode(Reader& r, Dim3& value);
+
+#define FLYT_FIELD(type, name) type name{};
+#define FLYT_STRUCT(name, fields)                   \
+  struct name {                                     \
+    fields bool operator==(const name&) const = default; \
+  };
+#include "remote/wire_structs.def"
+#undef FLYT_STRUCT
+#define FLYT_CALL(id, name, mode, data, req, rep)             \
+  struct name##Request {                                      \
+    req bool operator==(const name##Request&) const = default; \
+  };                                                          \
+  struct name##Reply {                                        \
+    rep bool operator==(const name##Reply&) const = default;  \
+  };
+#include "remote/calls.def"
+#undef FLYT_CALL
+#undef FLYT_FIELD
+
+#define FLYT_STRUCT(name, fields)          \
+  void Encode(Writer& w, const name& m);   \
+  [[nodiscard]] bool Decode(Reader& r, name& m);
+#include "remote/wire_structs.def"
+#undef FLYT_STRUCT
+#define FLYT_CALL(id, name, mode, data, req, rep)             \
+  void Encode(Writer& w, const name##Request& m);             \
+  [[nodiscard]] bool Decode(Reader& r, name##Request& m);     \
+  void Encode(Writer& w, const name##Reply& m);               \
+  [[nodiscard]] bool Decode(Reader& r, name##Reply& m);
+#include "remote/calls.def"
+#undef FLYT_CALL
+
+// Compile-time facts about each call.
+template <CallId kId>
+struct CallTraits;
+#define FLYT_CALL(id, name, mode, data, req, rep)                    \
+  template <>                                                        \
+  struct CallTraits<CallId::k##name> {                               \
+    using Request = name##Request;                                   \
+    using Reply = name##Reply;                                       \
+    static constexpr CallId kId = CallId::k##name;                   \
+    static constexpr CallMode kMode = CallMode::mode;                \
+    static constexpr DataFlow kData = DataFlow::data;                \
+    static constexpr std::string_view kName = #name;                 \
+  };
+#include "remote/calls.def"
+#undef FLYT_CALL
+
+// The same facts at run time; nullopt / "" for a number not in calls.def.
+bool IsKnownCall(uint16_t id);
+std::string_view CallName(CallId id);
+std::optional<CallMode> ModeOf(CallId id);
+std::optional<DataFlow> DataOf(CallId id);
+// Every call in calls.def, in order (for tests and the fuzzer).
+std::span<const CallId> AllCalls();
+
+// Encodes a whole message (header + payload) of `kind` into `out` (appended).
+template <typename Message>
+void AppendFrame(Bytes& out, FrameKind kind, CallId call, uint32_t seq, const Message& message) {
+  size_t start = out.size();
+  out.resize(start + kFrameHeaderBytes);
+  Writer w(out);
+  Encode(w, message);
+  FrameHeader header{static_cast<uint32_t>(out.size() - start - kFrameHeaderBytes), call, kind,
+                     seq};
+  EncodeFrameHeader(header, out.data() + start);
+}
+
+// Decodes a payload that must be exactly one `Message`.
+template <typename Message>
+[[nodiscard]] bool DecodeExactly(std::span<const std::byte> payload, Message& message) {
+  Reader r(payload);
+  return Decode(r, message) && r.done();
+}
+
+}  // namespace flyt::remote

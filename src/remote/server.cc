@@ -1,0 +1,1136 @@
+#include "remote/server.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fcntl.h>
+
+#include <cerrno>
+#include <cstring>
+#include <chrono>
+#include <list>
+#include <map>
+#include <spdlog/spdlog.h>
+#include <utility>
+
+#include "cuda/fatbin.h"
+#include "remote/address_ranges.h"
+#include "remote/handle_table.h"
+
+namespace flyt::remote {
+
+bool MemoryAccount::TryReserve(uint64_t bytes) {
+  uint64_t used = used_.load();
+  while (true) {
+    if (limit_bytes_ != 0 && (bytes > limit_bytes_ || used > limit_bytes_ - bytes)) return false;
+    if (used_.compare_exchange_weak(used, used + bytes)) return true;
+  }
+}
+
+void MemoryAccount::Release(uint64_t bytes) { used_.fetch_sub(bytes); }
+
+namespace {
+
+constexpr size_t kMaxStreams = 1 << 16;
+constexpr size_t kMaxEvents = 1 << 20;
+constexpr size_t kMaxModules = 1 << 12;
+constexpr size_t kMaxFunctions = 1 << 20;
+constexpr uint64_t kMaxModuleBytes = 1ull << 30;
+constexpr size_t kMaxHelloBytes = 64 << 10;
+constexpr size_t kDepartedKept = 64;
+// A Data frame with this offset and no bytes: "the download of this seq was abandoned".
+constexpr uint64_t kAbandonedOffset = ~uint64_t{0};
+
+CudaStatus Error(CudaError code, std::string message) { return {code, std::move(message)}; }
+
+std::string Hex(uint64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+}  // namespace
+
+// One client's connection: its thread runs Run() from hello to cleanup.
+class ClientSession {
+ public:
+  ClientSession(Server& server, int fd, uint64_t id, std::shared_ptr<ClientCounters> counters)
+      : server_(server),
+        backend_(server.backend_),
+        fd_(fd),
+        id_(id),
+        counters_(std::move(counters)),
+        reader_(fd) {}
+
+  void Run();
+
+ private:
+  struct Io {
+    FrameHeader header;
+    Status protocol;  // a protocol violation found while handling (closes the connection)
+  };
+  struct Function {
+    FunctionHandle handle{};
+    uint64_t module = 0;
+    std::string name;
+  };
+  struct Module {
+    ModuleHandle handle{};
+    std::string label;
+    // Parameter layout per kernel, read from the image when a launch log is kept.
+    std::map<std::string, std::vector<LaunchRecord::Arg>> layouts;
+  };
+  struct Global {
+    uint64_t module = 0;
+  };
+  // A device-to-host copy whose data goes out before a later reply.
+  struct Download {
+    uint32_t seq = 0;
+    CallId call = CallId::kMemcpyDtoHAsync;
+    std::unique_ptr<HostBuffer> buffer;  // null: abandoned (the copy failed)
+    uint64_t bytes = 0;
+    std::optional<EventHandle> done;
+  };
+
+  Status Hello();
+  Status Serve();
+  Status Dispatch(const FrameHeader& header, std::span<const std::byte> payload);
+  template <typename Traits>
+  Status Execute(const FrameHeader& header, std::span<const std::byte> payload);
+  Status SendReply(const FrameHeader& header, const CudaStatus& status, const Bytes& reply_fields);
+  Status SendData(uint32_t seq, CallId call, uint64_t offset, std::span<const std::byte> bytes);
+  Status DeliverFinishedDownloads();
+  void NoteAsyncError(const FrameHeader& header, const CudaStatus& status);
+  void FreeEverything();
+
+  // Receives the data frames of a kIn request, handing each chunk to consume(offset, chunk)
+  // until it fails once; the rest is read and dropped. Returns consume's first error.
+  template <typename Consume>
+  CudaStatus ReceiveData(Io& io, uint64_t bytes, Consume&& consume);
+  CudaStatus DrainData(Io& io, uint64_t bytes, CudaStatus status) {
+    CudaStatus s = ReceiveData(io, bytes, [](uint64_t, std::span<const std::byte>) {
+      return CudaStatus::Ok();
+    });
+    (void)s;
+    return status;
+  }
+
+  CudaResult<StreamHandle> ResolveStream(uint64_t stream) const;
+  CudaResult<EventHandle> ResolveEvent(uint64_t event) const;
+  CudaStatus CheckRange(uint64_t ptr, uint64_t bytes, const char* what) const;
+  std::string Tag() const { return "client " + std::to_string(id_); }
+
+#define FLYT_CALL(id, name, mode, data, req, rep) \
+  CudaResult<name##Reply> Handle(const name##Request& request, Io& io);
+#include "remote/calls.def"
+#undef FLYT_CALL
+
+  Server& server_;
+  Backend& backend_;
+  int fd_;
+  uint64_t id_;
+  std::shared_ptr<ClientCounters> counters_;
+  SocketReader reader_;
+  Bytes payload_;
+  Bytes data_;
+  std::string label_;
+  uint32_t pid_ = 0;
+
+  std::unique_ptr<Session> session_;
+  AddressRanges<uint8_t> allocations_;
+  AddressRanges<Global> globals_;
+  std::map<std::pair<uint64_t, std::string>, GlobalSymbol> global_cache_;
+  HandleTable<StreamHandle> streams_{kMaxStreams};
+  HandleTable<EventHandle> events_{kMaxEvents};
+  HandleTable<Module> modules_{kMaxModules};
+  HandleTable<Function> functions_{kMaxFunctions};
+  std::list<Download> downloads_;
+  uint64_t download_bytes_ = 0;
+
+  // The first error of posted work since the last reply.
+  std::optional<ReplyStatus> async_error_;
+};
+
+void ClientSession::Run() {
+  Status status = Hello();
+  if (status.ok()) {
+    spdlog::info("{}: connected ({}, pid {})", Tag(), label_, pid_);
+    status = Serve();
+    if (status.code() == StatusCode::kUnavailable) {
+      spdlog::info("{}: disconnected ({})", Tag(), status.message());
+    } else if (!status.ok()) {
+      spdlog::warn("{}: closing the connection: {}", Tag(), status.message());
+    }
+  } else if (status.code() == StatusCode::kUnavailable) {
+    spdlog::info("{}: went away before the hello ({})", Tag(), status.message());
+  } else {
+    spdlog::warn("{}: refused: {}", Tag(), status.message());
+  }
+  ::shutdown(fd_, SHUT_RDWR);
+  if (session_) {
+    FreeEverything();
+    session_.reset();
+    spdlog::info("{}: released everything it held", Tag());
+  }
+}
+
+Status ClientSession::Hello() {
+  // A peer that connects and says nothing must not hold a thread for ever.
+  timeval timeout{10, 0};
+  ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  std::byte raw[kFrameHeaderBytes];
+  Status read = reader_.Read(raw);
+  if (!read.ok()) {
+    if (read.code() == StatusCode::kTimeout) return InvalidArgument("no hello within 10 s");
+    return read;
+  }
+  FLYT_ASSIGN_OR_RETURN(FrameHeader header, DecodeFrameHeader(raw));
+  if (header.kind != FrameKind::kHello) return InvalidArgument("first frame is not a hello");
+  if (header.payload_bytes > kMaxHelloBytes) return InvalidArgument("oversized hello");
+  payload_.resize(header.payload_bytes);
+  FLYT_RETURN_IF_ERROR(reader_.Read(payload_));
+  timeout = {0, 0};
+  ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+
+  HelloRequest hello;
+  if (!DecodeExactly(payload_, hello) || hello.magic != kHelloMagic) {
+    return InvalidArgument("malformed hello");
+  }
+  label_ = hello.client_label.substr(0, 200);
+  pid_ = hello.pid;
+
+  HelloReply reply;
+  reply.magic = kHelloMagic;
+  reply.max_frame_payload = kMaxFramePayload;
+  reply.client_id = id_;
+  reply.server_label = server_.options_.label;
+  reply.backend = backend_.Name();
+  DeviceIdentity identity = backend_.Identity();
+  reply.simulated = identity.simulated;
+  reply.driver_version = identity.driver_version;
+  reply.device_count = 1;
+  Status refusal;
+  if (hello.max_version < kMinProtocolVersion || hello.min_version > kProtocolVersion ||
+      hello.min_version > hello.max_version) {
+    reply.error = "no common protocol version (client " + std::to_string(hello.min_version) +
+                  "-" + std::to_string(hello.max_version) + ", server " +
+                  std::to_string(kMinProtocolVersion) + "-" + std::to_string(kProtocolVersion) +
+                  ")";
+  } else if (server_.client_count() > server_.options_.max_clients) {
+    reply.error = "server busy: " + std::to_string(server_.options_.max_clients) +
+                  " clients connected";
+  } else {
+    reply.version = std::min(hello.max_version, kProtocolVersion);
+    reply.capabilities = hello.capabilities & kAllCapabilities;
+    CudaResult<std::unique_ptr<Session>> session =
+        backend_.OpenSession(label_ + " (client " + std::to_string(id_) + ")");
+    if (!session.ok()) {
+      reply.version = 0;
+      reply.error = "cannot open a device session: " + session.status().ToString();
+    } else {
+      session_ = std::move(session).value();
+    }
+  }
+  if (!reply.error.empty()) {
+    reply.version = 0;
+    refusal = Unavailable(reply.error);
+  }
+  Bytes out;
+  AppendFrame(out, FrameKind::kHelloReply, CallId::kNone, header.seq, reply);
+  FLYT_RETURN_IF_ERROR(WriteAll(fd_, out));
+  if (!refusal.ok()) return InvalidArgument(refusal.message());
+  {
+    std::scoped_lock lock(server_.mu_);
+    auto it = server_.clients_.find(id_);
+    if (it != server_.clients_.end()) it->second.label = label_;
+  }
+  return Status::Ok();
+}
+
+Status ClientSession::Serve() {
+  std::byte raw[kFrameHeaderBytes];
+  while (true) {
+    FLYT_RETURN_IF_ERROR(reader_.Read(raw));
+    FLYT_ASSIGN_OR_RETURN(FrameHeader header, DecodeFrameHeader(raw));
+    if (header.kind != FrameKind::kCall && header.kind != FrameKind::kPost) {
+      return InvalidArgument("unexpected frame kind " +
+                             std::to_string(static_cast<int>(header.kind)) + " for call " +
+                             std::string(CallName(header.call)));
+    }
+    payload_.resize(header.payload_bytes);
+    FLYT_RETURN_IF_ERROR(reader_.Read(payload_));
+    FLYT_RETURN_IF_ERROR(Dispatch(header, payload_));
+  }
+}
+
+Status ClientSession::Dispatch(const FrameHeader& header, std::span<const std::byte> payload) {
+  switch (header.call) {
+#define FLYT_CALL(id, name, mode, data, req, rep) \
+  case CallId::k##name:                           \
+    return Execute<CallTraits<CallId::k##name>>(header, payload);
+#include "remote/calls.def"
+#undef FLYT_CALL
+    case CallId::kNone:
+      break;
+  }
+  return InvalidArgument("unknown call " + std::to_string(static_cast<int>(header.call)));
+}
+
+template <typename Traits>
+Status ClientSession::Execute(const FrameHeader& header, std::span<const std::byte> payload) {
+  constexpr FrameKind kExpected =
+      Traits::kMode == CallMode::kCall ? FrameKind::kCall : FrameKind::kPost;
+  if (header.kind != kExpected) {
+    return InvalidArgument(std::string(Traits::kName) + " sent as the wrong frame kind");
+  }
+  typename Traits::Request request;
+  if (!DecodeExactly(payload, request)) {
+    return InvalidArgument("malformed " + std::string(Traits::kName) + " request");
+  }
+  Io io{header, Status::Ok()};
+  CudaResult<typename Traits::Reply> result = Handle(request, io);
+  if (!io.protocol.ok()) return io.protocol;
+  if constexpr (Traits::kMode == CallMode::kPost) {
+    if (!result.ok()) NoteAsyncError(header, result.status());
+    return Status::Ok();
+  } else {
+    FLYT_RETURN_IF_ERROR(DeliverFinishedDownloads());
+    Bytes fields;
+    if (result.ok()) {
+      Writer w(fields);
+      Encode(w, *result);
+    }
+    return SendReply(header, result.status(), fields);
+  }
+}
+
+Status ClientSession::SendReply(const FrameHeader& header, const CudaStatus& status,
+                                const Bytes& reply_fields) {
+  ReplyStatus rs;
+  rs.code = static_cast<uint32_t>(status.code());
+  rs.message = status.message();
+  if (async_error_) {
+    rs.async_code = async_error_->async_code;
+    rs.async_call = async_error_->async_call;
+    rs.async_seq = async_error_->async_seq;
+    rs.async_message = async_error_->async_message;
+    async_error_.reset();
+  }
+  Bytes out;
+  AppendFrame(out, FrameKind::kReply, header.call, header.seq, rs);
+  out.insert(out.end(), reply_fields.begin(), reply_fields.end());
+  // Patch the payload length to cover the reply fields too.
+  FrameHeader full{static_cast<uint32_t>(out.size() - kFrameHeaderBytes), header.call,
+                   FrameKind::kReply, header.seq};
+  EncodeFrameHeader(full, out.data());
+  return WriteAll(fd_, out);
+}
+
+Status ClientSession::SendData(uint32_t seq, CallId call, uint64_t offset,
+                               std::span<const std::byte> bytes) {
+  std::byte head[kFrameHeaderBytes + 8];
+  EncodeFrameHeader({static_cast<uint32_t>(8 + bytes.size()), call, FrameKind::kData, seq}, head);
+  for (int i = 0; i < 8; ++i) {
+    head[kFrameHeaderBytes + i] = static_cast<std::byte>((offset >> (8 * i)) & 0xFF);
+  }
+  iovec iov[2] = {{head, sizeof head}, {const_cast<std::byte*>(bytes.data()), bytes.size()}};
+  counters_->bytes_from_device += bytes.size();
+  return WriteAll(fd_, std::span<const iovec>(iov, bytes.empty() ? 1 : 2));
+}
+
+void ClientSession::NoteAsyncError(const FrameHeader& header, const CudaStatus& status) {
+  spdlog::debug("{}: posted {} (seq {}) failed: {}", Tag(), CallName(header.call), header.seq,
+                status.ToString());
+  if (async_error_) return;  // the first one is what the program sees, as with CUDA
+  ReplyStatus rs;
+  rs.async_code = static_cast<uint32_t>(status.code());
+  rs.async_call = static_cast<uint16_t>(header.call);
+  rs.async_seq = header.seq;
+  rs.async_message = status.message();
+  async_error_ = std::move(rs);
+}
+
+Status ClientSession::DeliverFinishedDownloads() {
+  for (auto it = downloads_.begin(); it != downloads_.end();) {
+    Download& d = *it;
+    if (d.buffer) {
+      CudaStatus done = session_->EventQuery(*d.done);
+      if (done.code() == CudaError::kNotReady) {
+        ++it;
+        continue;
+      }
+      if (done.ok()) {
+        std::span<const std::byte> all(d.buffer->data(), d.bytes);
+        for (uint64_t off = 0; off < d.bytes; off += kDataChunkBytes) {
+          FLYT_RETURN_IF_ERROR(
+              SendData(d.seq, d.call, off, all.subspan(off, std::min<uint64_t>(kDataChunkBytes,
+                                                                               d.bytes - off))));
+        }
+      } else {
+        FLYT_RETURN_IF_ERROR(SendData(d.seq, d.call, kAbandonedOffset, {}));
+      }
+      (void)session_->EventDestroy(*d.done);
+      download_bytes_ -= d.bytes;
+    } else {
+      FLYT_RETURN_IF_ERROR(SendData(d.seq, d.call, kAbandonedOffset, {}));
+    }
+    it = downloads_.erase(it);
+  }
+  return Status::Ok();
+}
+
+template <typename Consume>
+CudaStatus ClientSession::ReceiveData(Io& io, uint64_t bytes, Consume&& consume) {
+  CudaStatus first;
+  uint64_t offset = 0;
+  while (offset < bytes) {
+    std::byte raw[kFrameHeaderBytes];
+    io.protocol = reader_.Read(raw);
+    if (!io.protocol.ok()) return Error(CudaError::kUnknown, "connection lost");
+    Result<FrameHeader> header = DecodeFrameHeader(raw);
+    if (!header.ok()) {
+      io.protocol = header.status();
+      return Error(CudaError::kUnknown, "protocol error");
+    }
+    if (header->kind != FrameKind::kData || header->seq != io.header.seq ||
+        header->call != io.header.call || header->payload_bytes < 8 ||
+        header->payload_bytes - 8 > bytes - offset) {
+      io.protocol = InvalidArgument("data of " + std::string(CallName(io.header.call)) +
+                                    " (seq " + std::to_string(io.header.seq) +
+                                    ") does not match its request");
+      return Error(CudaError::kUnknown, "protocol error");
+    }
+    data_.resize(header->payload_bytes);
+    io.protocol = reader_.Read(data_);
+    if (!io.protocol.ok()) return Error(CudaError::kUnknown, "connection lost");
+    Reader r(data_);
+    uint64_t chunk_offset = 0;
+    std::span<const std::byte> chunk;
+    if (!r.Get(chunk_offset) || chunk_offset != offset ||
+        !r.GetRaw(chunk, header->payload_bytes - 8)) {
+      io.protocol = InvalidArgument("data chunk out of order for " +
+                                    std::string(CallName(io.header.call)));
+      return Error(CudaError::kUnknown, "protocol error");
+    }
+    if (chunk.empty()) {
+      io.protocol = InvalidArgument("empty data chunk");
+      return Error(CudaError::kUnknown, "protocol error");
+    }
+    if (first.ok()) first = consume(offset, chunk);
+    offset += chunk.size();
+  }
+  return first;
+}
+
+CudaResult<StreamHandle> ClientSession::ResolveStream(uint64_t stream) const {
+  if (stream == 0) return kDefaultStream;
+  const StreamHandle* handle = streams_.Find(stream);
+  if (!handle) {
+    return Error(CudaError::kInvalidResourceHandle, "no stream " + std::to_string(stream));
+  }
+  return *handle;
+}
+
+CudaResult<EventHandle> ClientSession::ResolveEvent(uint64_t event) const {
+  const EventHandle* handle = events_.Find(event);
+  if (!handle) {
+    return Error(CudaError::kInvalidResourceHandle, "no event " + std::to_string(event));
+  }
+  return *handle;
+}
+
+CudaStatus ClientSession::CheckRange(uint64_t ptr, uint64_t bytes, const char* what) const {
+  if (allocations_.Contains(ptr, bytes) || globals_.Contains(ptr, bytes)) return CudaStatus::Ok();
+  return Error(CudaError::kInvalidValue, std::string(what) + " range " + Hex(ptr) + "+" +
+                                             std::to_string(bytes) +
+                                             " is not inside one of this client's allocations");
+}
+
+void ClientSession::FreeEverything() {
+  // Device work still queued may write into download buffers or read memory about to be freed.
+  (void)session_->DeviceSynchronize();
+  for (Download& d : downloads_) {
+    if (d.done) (void)session_->EventDestroy(*d.done);
+  }
+  downloads_.clear();
+  download_bytes_ = 0;
+  for (auto& [id, event] : events_.TakeAll()) (void)session_->EventDestroy(event);
+  for (auto& [id, stream] : streams_.TakeAll()) (void)session_->StreamDestroy(stream);
+  functions_.TakeAll();
+  for (auto& [id, module] : modules_.TakeAll()) (void)session_->ModuleUnload(module.handle);
+  globals_.Clear();
+  global_cache_.clear();
+  std::vector<std::pair<uint64_t, uint64_t>> allocations;
+  allocations_.ForEach([&](uint64_t base, uint64_t size, uint8_t) {
+    allocations.emplace_back(base, size);
+  });
+  for (auto [base, size] : allocations) {
+    CudaStatus s = session_->Free(base);
+    if (!s.ok()) spdlog::warn("{}: freeing {}: {}", Tag(), Hex(base), s.ToString());
+    server_.memory_.Release(size);
+  }
+  allocations_.Clear();
+  counters_->allocations = 0;
+  counters_->allocated_bytes = 0;
+  counters_->streams = 0;
+  counters_->events = 0;
+  counters_->modules = 0;
+}
+
+// ---- handlers ----------------------------------------------------------------------------------
+
+CudaResult<GetDevicePropertiesReply> ClientSession::Handle(const GetDevicePropertiesRequest& r,
+                                                            Io&) {
+  if (r.device != 0) {
+    return Error(CudaError::kInvalidDevice, "this server has one device, 0");
+  }
+  GetDevicePropertiesReply reply;
+  DeviceIdentity identity = backend_.Identity();
+  reply.name = identity.name;
+  reply.uuid.assign(reinterpret_cast<const std::byte*>(identity.uuid.data()),
+                    reinterpret_cast<const std::byte*>(identity.uuid.data()) + identity.uuid.size());
+  uint64_t total = identity.total_memory_bytes;
+  if (server_.memory_.limit_bytes() != 0) total = std::min(total, server_.memory_.limit_bytes());
+  reply.values.push_back({"totalGlobalMem", static_cast<int64_t>(total)});
+#define FLYT_DEVICE_PROP(field, attr, name)                                \
+  if (CudaResult<int32_t> v = backend_.DeviceAttribute(attr); v.ok()) { \
+    reply.values.push_back({#field, *v});                              \
+  }
+#include "remote/device_props.def"
+#undef FLYT_DEVICE_PROP
+  return reply;
+}
+
+CudaResult<DeviceGetAttributeReply> ClientSession::Handle(const DeviceGetAttributeRequest& r,
+                                                           Io&) {
+  if (r.device != 0) return Error(CudaError::kInvalidDevice, "this server has one device, 0");
+  FLYT_CUDA_ASSIGN_OR_RETURN(int32_t value, backend_.DeviceAttribute(r.attr));
+  return DeviceGetAttributeReply{value};
+}
+
+CudaResult<DeviceSynchronizeReply> ClientSession::Handle(const DeviceSynchronizeRequest&, Io&) {
+  FLYT_CUDA_RETURN_IF_ERROR(session_->DeviceSynchronize());
+  return DeviceSynchronizeReply{};
+}
+
+CudaResult<DeviceResetReply> ClientSession::Handle(const DeviceResetRequest&, Io&) {
+  FreeEverything();
+  FLYT_CUDA_RETURN_IF_ERROR(session_->Reset());
+  return DeviceResetReply{};
+}
+
+CudaResult<MemGetInfoReply> ClientSession::Handle(const MemGetInfoRequest&, Io&) {
+  FLYT_CUDA_ASSIGN_OR_RETURN(MemoryInfo info, session_->MemGetInfo());
+  uint64_t limit = server_.memory_.limit_bytes();
+  if (limit != 0) {
+    uint64_t used = server_.memory_.used_bytes();
+    info.total_bytes = std::min(info.total_bytes, limit);
+    info.free_bytes = std::min(info.free_bytes, used >= limit ? 0 : limit - used);
+  }
+  return MemGetInfoReply{info.free_bytes, info.total_bytes};
+}
+
+CudaResult<SyncReply> ClientSession::Handle(const SyncRequest&, Io&) { return SyncReply{}; }
+
+CudaResult<MallocReply> ClientSession::Handle(const MallocRequest& r, Io&) {
+  if (r.bytes == 0) return MallocReply{0};
+  if (!server_.memory_.TryReserve(r.bytes)) {
+    return Error(CudaError::kMemoryAllocation,
+                 "the server's memory limit of " +
+                     std::to_string(server_.memory_.limit_bytes() >> 20) + " MiB is reached (" +
+                     std::to_string(server_.memory_.used_bytes() >> 20) + " MiB in use)");
+  }
+  CudaResult<DevicePtr> ptr = session_->Malloc(r.bytes);
+  if (!ptr.ok()) {
+    server_.memory_.Release(r.bytes);
+    return ptr.status();
+  }
+  if (!allocations_.Add(*ptr, r.bytes)) {
+    (void)session_->Free(*ptr);
+    server_.memory_.Release(r.bytes);
+    return Error(CudaError::kUnknown, "backend returned an address that overlaps another");
+  }
+  counters_->allocations += 1;
+  counters_->allocated_bytes += r.bytes;
+  return MallocReply{*ptr};
+}
+
+CudaResult<FreeReply> ClientSession::Handle(const FreeRequest& r, Io&) {
+  if (r.ptr == 0) return FreeReply{};
+  std::optional<AddressRanges<uint8_t>::Range> range = allocations_.Find(r.ptr);
+  if (!range || range->base != r.ptr) {
+    return Error(CudaError::kInvalidValue, Hex(r.ptr) + " is not an allocation of this client");
+  }
+  CudaStatus freed = session_->Free(r.ptr);
+  allocations_.Remove(r.ptr);
+  server_.memory_.Release(range->size);
+  counters_->allocations -= 1;
+  counters_->allocated_bytes -= range->size;
+  FLYT_CUDA_RETURN_IF_ERROR(freed);
+  return FreeReply{};
+}
+
+namespace {
+template <typename Request>
+CudaStatus CopyIn(Session& session, const Request& r, StreamHandle stream,
+                  ClientCounters& counters, uint64_t offset, std::span<const std::byte> chunk) {
+  counters.bytes_to_device += chunk.size();
+  return session.MemcpyHtoD(r.dst + offset, chunk, stream);
+}
+}  // namespace
+
+CudaResult<MemcpyHtoDReply> ClientSession::Handle(const MemcpyHtoDRequest& r, Io& io) {
+  CudaResult<StreamHandle> stream = ResolveStream(r.stream);
+  if (!stream.ok()) return DrainData(io, r.bytes, stream.status());
+  if (r.bytes == 0) return MemcpyHtoDReply{};
+  if (CudaStatus s = CheckRange(r.dst, r.bytes, "destination"); !s.ok()) {
+    return DrainData(io, r.bytes, s);
+  }
+  FLYT_CUDA_RETURN_IF_ERROR(ReceiveData(io, r.bytes, [&](uint64_t off, auto chunk) {
+    return CopyIn(*session_, r, *stream, *counters_, off, chunk);
+  }));
+  FLYT_CUDA_RETURN_IF_ERROR(session_->StreamSynchronize(*stream));
+  return MemcpyHtoDReply{};
+}
+
+CudaResult<MemcpyHtoDAsyncReply> ClientSession::Handle(const MemcpyHtoDAsyncRequest& r, Io& io) {
+  CudaResult<StreamHandle> stream = ResolveStream(r.stream);
+  if (!stream.ok()) return DrainData(io, r.bytes, stream.status());
+  if (r.bytes == 0) return MemcpyHtoDAsyncReply{};
+  if (CudaStatus s = CheckRange(r.dst, r.bytes, "destination"); !s.ok()) {
+    return DrainData(io, r.bytes, s);
+  }
+  FLYT_CUDA_RETURN_IF_ERROR(ReceiveData(io, r.bytes, [&](uint64_t off, auto chunk) {
+    return CopyIn(*session_, r, *stream, *counters_, off, chunk);
+  }));
+  return MemcpyHtoDAsyncReply{};
+}
+
+CudaResult<MemcpyDtoHReply> ClientSession::Handle(const MemcpyDtoHRequest& r, Io& io) {
+  FLYT_CUDA_ASSIGN_OR_RETURN(StreamHandle stream, ResolveStream(r.stream));
+  if (r.bytes == 0) return MemcpyDtoHReply{};
+  FLYT_CUDA_RETURN_IF_ERROR(CheckRange(r.src, r.bytes, "source"));
+  data_.resize(std::min<uint64_t>(r.bytes, kDataChunkBytes));
+  for (uint64_t off = 0; off < r.bytes; off += kDataChunkBytes) {
+    size_t n = std::min<uint64_t>(kDataChunkBytes, r.bytes - off);
+    std::span<std::byte> chunk(data_.data(), n);
+    FLYT_CUDA_RETURN_IF_ERROR(session_->MemcpyDtoH(chunk, r.src + off, stream));
+    io.protocol = SendData(io.header.seq, io.header.call, off, chunk);
+    if (!io.protocol.ok()) return Error(CudaError::kUnknown, "connection lost");
+  }
+  return MemcpyDtoHReply{};
+}
+
+CudaResult<MemcpyDtoHAsyncReply> ClientSession::Handle(const MemcpyDtoHAsyncRequest& r, Io& io) {
+  Download d;
+  d.seq = io.header.seq;
+  auto fail = [&](CudaStatus status) -> CudaResult<MemcpyDtoHAsyncReply> {
+    downloads_.push_back(std::move(d));  // abandoned: tells the client to stop waiting for it
+    return status;
+  };
+  CudaResult<StreamHandle> stream = ResolveStream(r.stream);
+  if (!stream.ok()) return fail(stream.status());
+  if (r.bytes == 0) return fail(Error(CudaError::kInvalidValue, "empty copy"));
+  if (CudaStatus s = CheckRange(r.src, r.bytes, "source"); !s.ok()) return fail(s);
+  if (r.bytes > server_.options_.max_pending_download_bytes - download_bytes_) {
+    return fail(Error(CudaError::kMemoryAllocation,
+                      "too much device-to-host data in flight; synchronise first"));
+  }
+  std::unique_ptr<HostBuffer> buffer = session_->NewHostBuffer(r.bytes);
+  if (!buffer) return fail(Error(CudaError::kMemoryAllocation, "no host staging memory"));
+  if (CudaStatus s = session_->MemcpyDtoHAsync(buffer->data(), r.src, r.bytes, *stream); !s.ok()) {
+    return fail(s);
+  }
+  CudaResult<EventHandle> event = session_->EventCreate(kEventDisableTiming);
+  if (!event.ok()) {
+    (void)session_->StreamSynchronize(*stream);
+    return fail(event.status());
+  }
+  if (CudaStatus s = session_->EventRecord(*event, *stream); !s.ok()) {
+    (void)session_->StreamSynchronize(*stream);
+    (void)session_->EventDestroy(*event);
+    return fail(s);
+  }
+  d.buffer = std::move(buffer);
+  d.bytes = r.bytes;
+  d.done = *event;
+  download_bytes_ += r.bytes;
+  downloads_.push_back(std::move(d));
+  return MemcpyDtoHAsyncReply{};
+}
+
+CudaResult<MemcpyDtoDReply> ClientSession::Handle(const MemcpyDtoDRequest& r, Io&) {
+  FLYT_CUDA_ASSIGN_OR_RETURN(StreamHandle stream, ResolveStream(r.stream));
+  if (r.bytes == 0) return MemcpyDtoDReply{};
+  FLYT_CUDA_RETURN_IF_ERROR(CheckRange(r.src, r.bytes, "source"));
+  FLYT_CUDA_RETURN_IF_ERROR(CheckRange(r.dst, r.bytes, "destination"));
+  FLYT_CUDA_RETURN_IF_ERROR(session_->MemcpyDtoD(r.dst, r.src, r.bytes, stream));
+  return MemcpyDtoDReply{};
+}
+
+CudaResult<MemsetReply> ClientSession::Handle(const MemsetRequest& r, Io&) {
+  FLYT_CUDA_ASSIGN_OR_RETURN(StreamHandle stream, ResolveStream(r.stream));
+  if (r.bytes == 0) return MemsetReply{};
+  FLYT_CUDA_RETURN_IF_ERROR(CheckRange(r.dst, r.bytes, "memset"));
+  FLYT_CUDA_RETURN_IF_ERROR(session_->Memset(r.dst, r.value, r.bytes, stream));
+  return MemsetReply{};
+}
+
+namespace {
+CudaStatus InsertError(HandleInsert result, const char* what, uint64_t id) {
+  switch (result) {
+    case HandleInsert::kOk:
+      return CudaStatus::Ok();
+    case HandleInsert::kZero:
+      return Error(CudaError::kInvalidValue, std::string(what) + " handle 0 is reserved");
+    case HandleInsert::kTaken:
+      return Error(CudaError::kInvalidValue,
+                   std::string(what) + " handle " + std::to_string(id) + " is already in use");
+    case HandleInsert::kFull:
+      return Error(CudaError::kMemoryAllocation, std::string("too many ") + what + "s");
+  }
+  return CudaStatus::Ok();
+}
+}  // namespace
+
+CudaResult<StreamCreateReply> ClientSession::Handle(const StreamCreateRequest& r, Io&) {
+  if ((r.flags & ~kStreamNonBlocking) != 0) {
+    return Error(CudaError::kInvalidValue, "unknown stream flags " + Hex(r.flags));
+  }
+  if (r.stream == 0 || streams_.Find(r.stream)) {
+    return InsertError(r.stream == 0 ? HandleInsert::kZero : HandleInsert::kTaken, "stream",
+                       r.stream);
+  }
+  FLYT_CUDA_ASSIGN_OR_RETURN(StreamHandle handle, session_->StreamCreate(r.flags, r.priority));
+  if (CudaStatus s = InsertError(streams_.Insert(r.stream, handle), "stream", r.stream); !s.ok()) {
+    (void)session_->StreamDestroy(handle);
+    return s;
+  }
+  counters_->streams += 1;
+  return StreamCreateReply{};
+}
+
+CudaResult<StreamDestroyReply> ClientSession::Handle(const StreamDestroyRequest& r, Io&) {
+  std::optional<StreamHandle> handle = r.stream == 0 ? std::nullopt : streams_.Erase(r.stream);
+  if (!handle) {
+    return Error(CudaError::kInvalidResourceHandle, "no stream " + std::to_string(r.stream));
+  }
+  counters_->streams -= 1;
+  FLYT_CUDA_RETURN_IF_ERROR(session_->StreamDestroy(*handle));
+  return StreamDestroyReply{};
+}
+
+CudaResult<StreamSynchronizeReply> ClientSession::Handle(const StreamSynchronizeRequest& r, Io&) {
+  FLYT_CUDA_ASSIGN_OR_RETURN(StreamHandle stream, ResolveStream(r.stream));
+  FLYT_CUDA_RETURN_IF_ERROR(session_->StreamSynchronize(stream));
+  return StreamSynchronizeReply{};
+}
+
+CudaResult<StreamQueryReply> ClientSession::Handle(const StreamQueryRequest& r, Io&) {
+  FLYT_CUDA_ASSIGN_OR_RETURN(StreamHandle stream, ResolveStream(r.stream));
+  FLYT_CUDA_RETURN_IF_ERROR(session_->StreamQuery(stream));
+  return StreamQueryReply{};
+}
+
+CudaResult<StreamWaitEventReply> ClientSession::Handle(const StreamWaitEventRequest& r, Io&) {
+  FLYT_CUDA_ASSIGN_OR_RETURN(StreamHandle stream, ResolveStream(r.stream));
+  FLYT_CUDA_ASSIGN_OR_RETURN(EventHandle event, ResolveEvent(r.event));
+  FLYT_CUDA_RETURN_IF_ERROR(session_->StreamWaitEvent(stream, event, r.flags));
+  return StreamWaitEventReply{};
+}
+
+CudaResult<EventCreateReply> ClientSession::Handle(const EventCreateRequest& r, Io&) {
+  if ((r.flags & ~0x7u) != 0) {
+    return Error(CudaError::kInvalidValue, "unknown event flags " + Hex(r.flags));
+  }
+  if (r.event == 0 || events_.Find(r.event)) {
+    return InsertError(r.event == 0 ? HandleInsert::kZero : HandleInsert::kTaken, "event",
+                       r.event);
+  }
+  FLYT_CUDA_ASSIGN_OR_RETURN(EventHandle handle, session_->EventCreate(r.flags));
+  if (CudaStatus s = InsertError(events_.Insert(r.event, handle), "event", r.event); !s.ok()) {
+    (void)session_->EventDestroy(handle);
+    return s;
+  }
+  counters_->events += 1;
+  return EventCreateReply{};
+}
+
+CudaResult<EventDestroyReply> ClientSession::Handle(const EventDestroyRequest& r, Io&) {
+  std::optional<EventHandle> handle = events_.Erase(r.event);
+  if (!handle) {
+    return Error(CudaError::kInvalidResourceHandle, "no event " + std::to_string(r.event));
+  }
+  counters_->events -= 1;
+  FLYT_CUDA_RETURN_IF_ERROR(session_->EventDestroy(*handle));
+  return EventDestroyReply{};
+}
+
+CudaResult<EventRecordReply> ClientSession::Handle(const EventRecordRequest& r, Io&) {
+  FLYT_CUDA_ASSIGN_OR_RETURN(EventHandle event, ResolveEvent(r.event));
+  FLYT_CUDA_ASSIGN_OR_RETURN(StreamHandle stream, ResolveStream(r.stream));
+  FLYT_CUDA_RETURN_IF_ERROR(session_->EventRecord(event, stream));
+  return EventRecordReply{};
+}
+
+CudaResult<EventSynchronizeReply> ClientSession::Handle(const EventSynchronizeRequest& r, Io&) {
+  FLYT_CUDA_ASSIGN_OR_RETURN(EventHandle event, ResolveEvent(r.event));
+  FLYT_CUDA_RETURN_IF_ERROR(session_->EventSynchronize(event));
+  return EventSynchronizeReply{};
+}
+
+CudaResult<EventQueryReply> ClientSession::Handle(const EventQueryRequest& r, Io&) {
+  FLYT_CUDA_ASSIGN_OR_RETURN(EventHandle event, ResolveEvent(r.event));
+  FLYT_CUDA_RETURN_IF_ERROR(session_->EventQuery(event));
+  return EventQueryReply{};
+}
+
+CudaResult<EventElapsedTimeReply> ClientSession::Handle(const EventElapsedTimeRequest& r, Io&) {
+  FLYT_CUDA_ASSIGN_OR_RETURN(EventHandle start, ResolveEvent(r.start));
+  FLYT_CUDA_ASSIGN_OR_RETURN(EventHandle end, ResolveEvent(r.end));
+  FLYT_CUDA_ASSIGN_OR_RETURN(float ms, session_->EventElapsedMs(start, end));
+  return EventElapsedTimeReply{ms};
+}
+
+CudaResult<ModuleLoadReply> ClientSession::Handle(const ModuleLoadRequest& r, Io& io) {
+  if (r.bytes == 0 || r.bytes > kMaxModuleBytes) {
+    return DrainData(io, std::min(r.bytes, kMaxModuleBytes),
+                     Error(CudaError::kInvalidKernelImage,
+                           "module image of " + std::to_string(r.bytes) + " bytes"));
+  }
+  if (r.module == 0 || modules_.Find(r.module)) {
+    return DrainData(io, r.bytes,
+                     InsertError(r.module == 0 ? HandleInsert::kZero : HandleInsert::kTaken,
+                                 "module", r.module));
+  }
+  Bytes image;
+  image.reserve(r.bytes);
+  FLYT_CUDA_RETURN_IF_ERROR(ReceiveData(io, r.bytes, [&](uint64_t, std::span<const std::byte> c) {
+    image.insert(image.end(), c.begin(), c.end());
+    return CudaStatus::Ok();
+  }));
+  FLYT_CUDA_ASSIGN_OR_RETURN(ModuleHandle handle, session_->ModuleLoad(image));
+  Module module{handle, r.label.substr(0, 200), {}};
+  if (server_.launch_log_) {
+    // Argument layouts for the launch log; a module flyt cannot parse still loads.
+    Result<cuda::Fatbin> fatbin = cuda::ParseFatbin(image);
+    Result<std::vector<cuda::KernelInfo>> kernels =
+        fatbin.ok() ? cuda::KernelsOf(*fatbin) : cuda::ParseCubin(image);
+    if (kernels.ok()) {
+      for (const cuda::KernelInfo& k : *kernels) {
+        std::vector<LaunchRecord::Arg> args;
+        for (const cuda::KernelParam& p : k.params) args.push_back({p.offset, p.size_bytes});
+        module.layouts.emplace(k.name, std::move(args));
+      }
+    }
+  }
+  if (CudaStatus s = InsertError(modules_.Insert(r.module, std::move(module)), "module", r.module);
+      !s.ok()) {
+    (void)session_->ModuleUnload(handle);
+    return s;
+  }
+  counters_->modules += 1;
+  return ModuleLoadReply{};
+}
+
+CudaResult<ModuleUnloadReply> ClientSession::Handle(const ModuleUnloadRequest& r, Io&) {
+  std::optional<Module> module = modules_.Erase(r.module);
+  if (!module) {
+    return Error(CudaError::kInvalidResourceHandle, "no module " + std::to_string(r.module));
+  }
+  counters_->modules -= 1;
+  functions_.EraseIf([&](uint64_t, const Function& f) { return f.module == r.module; });
+  std::vector<uint64_t> gone;
+  globals_.ForEach([&](uint64_t base, uint64_t, const Global& g) {
+    if (g.module == r.module) gone.push_back(base);
+  });
+  for (uint64_t base : gone) globals_.Remove(base);
+  std::erase_if(global_cache_, [&](const auto& entry) { return entry.first.first == r.module; });
+  FLYT_CUDA_RETURN_IF_ERROR(session_->ModuleUnload(module->handle));
+  return ModuleUnloadReply{};
+}
+
+CudaResult<ModuleGetFunctionReply> ClientSession::Handle(const ModuleGetFunctionRequest& r, Io&) {
+  const Module* module = modules_.Find(r.module);
+  if (!module) {
+    return Error(CudaError::kInvalidResourceHandle, "no module " + std::to_string(r.module));
+  }
+  if (r.function == 0 || functions_.Find(r.function)) {
+    return InsertError(r.function == 0 ? HandleInsert::kZero : HandleInsert::kTaken, "function",
+                       r.function);
+  }
+  FLYT_CUDA_ASSIGN_OR_RETURN(FunctionHandle handle,
+                             session_->ModuleGetFunction(module->handle, r.name));
+  FLYT_CUDA_RETURN_IF_ERROR(InsertError(
+      functions_.Insert(r.function, Function{handle, r.module, r.name}), "function", r.function));
+  return ModuleGetFunctionReply{};
+}
+
+CudaResult<ModuleGetGlobalReply> ClientSession::Handle(const ModuleGetGlobalRequest& r, Io&) {
+  const Module* module = modules_.Find(r.module);
+  if (!module) {
+    return Error(CudaError::kInvalidResourceHandle, "no module " + std::to_string(r.module));
+  }
+  auto key = std::make_pair(r.module, r.name);
+  if (auto it = global_cache_.find(key); it != global_cache_.end()) {
+    return ModuleGetGlobalReply{it->second.ptr, it->second.bytes};
+  }
+  FLYT_CUDA_ASSIGN_OR_RETURN(GlobalSymbol global,
+                             session_->ModuleGetGlobal(module->handle, r.name, r.registered_bytes));
+  if (r.registered_bytes != 0 && global.bytes != r.registered_bytes) {
+    spdlog::debug("{}: global {} is {} bytes on the device, {} registered", Tag(), r.name,
+                  global.bytes, r.registered_bytes);
+  }
+  if (global.bytes != 0 && !globals_.Add(global.ptr, global.bytes, Global{r.module})) {
+    return Error(CudaError::kUnknown, "backend returned a global that overlaps another range");
+  }
+  global_cache_.emplace(key, global);
+  return ModuleGetGlobalReply{global.ptr, global.bytes};
+}
+
+CudaResult<FuncGetAttributesReply> ClientSession::Handle(const FuncGetAttributesRequest& r, Io&) {
+  const Function* function = functions_.Find(r.function);
+  if (!function) {
+    return Error(CudaError::kInvalidDeviceFunction, "no function " + std::to_string(r.function));
+  }
+  FuncGetAttributesReply reply;
+  for (uint32_t attr = 0; attr < kFunctionAttributeCount; ++attr) {
+    CudaResult<int32_t> value =
+        session_->FuncGetAttribute(function->handle, static_cast<FunctionAttribute>(attr));
+    if (value.ok()) {
+      reply.values.push_back({attr, *value});
+    } else if (attr == 0) {
+      return value.status();
+    }
+  }
+  return reply;
+}
+
+CudaResult<FuncSetAttributeReply> ClientSession::Handle(const FuncSetAttributeRequest& r, Io&) {
+  const Function* function = functions_.Find(r.function);
+  if (!function) {
+    return Error(CudaError::kInvalidDeviceFunction, "no function " + std::to_string(r.function));
+  }
+  if (r.attr >= kFunctionAttributeCount) {
+    return Error(CudaError::kInvalidValue, "unknown function attribute " + std::to_string(r.attr));
+  }
+  FLYT_CUDA_RETURN_IF_ERROR(session_->FuncSetAttribute(
+      function->handle, static_cast<FunctionAttribute>(r.attr), r.value));
+  return FuncSetAttributeReply{};
+}
+
+CudaResult<OccupancyMaxActiveBlocksReply> ClientSession::Handle(
+    const OccupancyMaxActiveBlocksRequest& r, Io&) {
+  const Function* function = functions_.Find(r.function);
+  if (!function) {
+    return Error(CudaError::kInvalidDeviceFunction, "no function " + std::to_string(r.function));
+  }
+  FLYT_CUDA_ASSIGN_OR_RETURN(int32_t blocks,
+                             session_->OccupancyMaxActiveBlocksPerSm(
+                                 function->handle, r.block_size, r.dynamic_shared_bytes, r.flags));
+  return OccupancyMaxActiveBlocksReply{blocks};
+}
+
+CudaResult<LaunchKernelReply> ClientSession::Handle(const LaunchKernelRequest& r, Io& io) {
+  const Function* function = functions_.Find(r.function);
+  if (!function) {
+    return Error(CudaError::kInvalidDeviceFunction, "no function " + std::to_string(r.function));
+  }
+  FLYT_CUDA_ASSIGN_OR_RETURN(StreamHandle stream, ResolveStream(r.stream));
+  if (r.grid.x == 0 || r.grid.y == 0 || r.grid.z == 0 || r.block.x == 0 || r.block.y == 0 ||
+      r.block.z == 0) {
+    return Error(CudaError::kInvalidConfiguration, "zero grid or block dimension");
+  }
+  LaunchConfig config{r.grid, r.block, r.shared_bytes, stream};
+  FLYT_CUDA_RETURN_IF_ERROR(session_->LaunchKernel(function->handle, config, r.params));
+  counters_->launches += 1;
+  if (server_.launch_log_) {
+    LaunchRecord record;
+    record.client_id = id_;
+    record.pid = pid_;
+    record.seq = io.header.seq;
+    record.kernel = function->name;
+    record.grid = r.grid;
+    record.block = r.block;
+    record.shared_bytes = r.shared_bytes;
+    record.stream = r.stream;
+    record.params = r.params;
+    if (const Module* module = modules_.Find(function->module)) {
+      if (auto it = module->layouts.find(function->name); it != module->layouts.end()) {
+        record.layout = it->second;
+      }
+    }
+    server_.launch_log_->Append(record);
+  }
+  return LaunchKernelReply{};
+}
+
+CudaResult<DebugStatsReply> ClientSession::Handle(const DebugStatsRequest&, Io&) {
+  return server_.Stats();
+}
+
+// ---- Server ------------------------------------------------------------------------------------
+
+Server::Server(Backend& backend, ServerOptions options)
+    : backend_(backend), options_(std::move(options)), memory_(options_.memory_limit_bytes) {}
+
+Server::~Server() { Stop(); }
+
+Status Server::Start() {
+  if (!options_.launch_log_path.empty()) {
+    FLYT_ASSIGN_OR_RETURN(launch_log_, LaunchLog::Open(options_.launch_log_path));
+  }
+  for (const Endpoint& endpoint : options_.listen) {
+    FLYT_ASSIGN_OR_RETURN(UniqueFd fd, Listen(endpoint));
+    Endpoint bound = endpoint;
+    if (bound.kind == Endpoint::Kind::kTcp && bound.port == 0) {
+      FLYT_ASSIGN_OR_RETURN(bound.port, BoundPort(fd.get()));
+    }
+    listeners_.push_back(std::move(fd));
+    bound_.push_back(bound);
+  }
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return ErrnoError("pipe", errno);
+  wake_read_.Reset(pipe_fds[0]);
+  wake_write_.Reset(pipe_fds[1]);
+  acceptor_ = std::thread([this] { AcceptLoop(); });
+  return Status::Ok();
+}
+
+void Server::AcceptLoop() {
+  std::vector<pollfd> fds;
+  for (const UniqueFd& fd : listeners_) fds.push_back({fd.get(), POLLIN, 0});
+  fds.push_back({wake_read_.get(), POLLIN, 0});
+  while (!stopping_.load()) {
+    int n = ::poll(fds.data(), fds.size(), 500);
+    ReapFinished();
+    if (n < 0 && errno != EINTR) {
+      spdlog::error("poll: {}", std::strerror(errno));
+      return;
+    }
+    if (n <= 0) continue;
+    for (size_t i = 0; i + 1 < fds.size(); ++i) {
+      if ((fds[i].revents & POLLIN) == 0) continue;
+      int client = ::accept4(fds[i].fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (client < 0) {
+        if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) {
+          spdlog::warn("accept on {}: {}", bound_[i].ToString(), std::strerror(errno));
+        }
+        continue;
+      }
+      TuneStreamSocket(client);
+      ServeConnection(UniqueFd(client));
+    }
+  }
+}
+
+void Server::ServeConnection(UniqueFd fd) {
+  ReapFinished();
+  std::scoped_lock lock(mu_);
+  if (stopping_.load()) return;
+  uint64_t id = NextClientId();
+  ClientEntry& entry = clients_[id];
+  entry.id = id;
+  entry.counters = std::make_shared<ClientCounters>();
+  entry.fd = fd.Release();
+  int raw = entry.fd;
+  std::shared_ptr<ClientCounters> counters = entry.counters;
+  entry.thread = std::thread([this, raw, id, counters] {
+    {
+      ClientSession session(*this, raw, id, counters);
+      session.Run();
+    }
+    std::scoped_lock done(mu_);
+    auto it = clients_.find(id);
+    if (it == clients_.end()) return;
+    it->second.connected = false;
+    finished_.push_back(id);
+  });
+}
+
+void Server::ReapFinished() {
+  std::vector<std::thread> threads;
+  {
+    std::scoped_lock lock(mu_);
+    for (uint64_t id : finished_) {
+      auto it = clients_.find(id);
+      if (it == clients_.end()) continue;
+      ClientEntry& entry = it->second;
+      ClientCounters& c = *entry.counters;
+      departed_.push_back({entry.id, entry.label, false, c.allocations, c.allocated_bytes,
+                           c.streams, c.events, c.modules, c.launches, c.bytes_to_device,
+                           c.bytes_from_device});
+      if (departed_.size() > kDepartedKept) departed_.pop_front();
+      ::close(entry.fd);
+      threads.push_back(std::move(entry.thread));
+      clients_.erase(it);
+    }
+    finished_.clear();
+  }
+  for (std::thread& t : threads) t.join();
+}
+
+void Server::Stop() {
+  if (stopping_.exchange(true)) return;
+  if (wake_write_.valid()) {
+    char byte = 1;
+    (void)!::write(wake_write_.get(), &byte, 1);
+  }
+  if (acceptor_.joinable()) acceptor_.join();
+  listeners_.clear();
+  for (const Endpoint& endpoint : bound_) {
+    if (endpoint.kind == Endpoint::Kind::kUnix) ::unlink(endpoint.path.c_str());
+  }
+  std::vector<std::thread> threads;
+  {
+    std::scoped_lock lock(mu_);
+    for (auto& [id, entry] : clients_) {
+      ::shutdown(entry.fd, SHUT_RDWR);
+    }
+  }
+  // Join without holding the lock: finishing threads take it.
+  while (true) {
+    std::thread t;
+    {
+      std::scoped_lock lock(mu_);
+      for (auto& [id, entry] : clients_) {
+        if (entry.thread.joinable()) {
+          t = std::move(entry.thread);
+          break;
+        }
+      }
+    }
+    if (!t.joinable()) break;
+    t.join();
+  }
+  std::scoped_lock lock(mu_);
+  for (auto& [id, entry] : clients_) ::close(entry.fd);
+  clients_.clear();
+  finished_.clear();
+}
+
+size_t Server::client_count() const {
+  std::scoped_lock lock(mu_);
+  size_t n = 0;
+  for (const auto& [id, entry] : clients_) n += entry.connected ? 1 : 0;
+  return n;
+}
+
+DebugStatsReply Server::Stats() const {
+  DebugStatsReply reply;
+  std::scoped_lock lock(mu_);
+  for (const ClientStats& gone : departed_) reply.clients.push_back(gone);
+  for (const auto& [id, entry] : clients_) {
+    const ClientCounters& c = *entry.counters;
+    reply.clients.push_back({entry.id, entry.label, entry.connected, c.allocations,
+                             c.allocated_bytes, c.streams, c.events, c.modules, c.launches,
+                             c.bytes_to_device, c.bytes_from_device});
+  }
+  reply.allocated_bytes = memory_.used_bytes();
+  reply.memory_limit_bytes = memory_.limit_bytes();
+  return reply;
+}
+
+}  // namespace flyt::remote

@@ -1,0 +1,577 @@
+#include "remote/sim_backend.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <spdlog/spdlog.h>
+#include <unordered_map>
+
+#include "cuda/fatbin.h"
+#include "remote/address_ranges.h"
+
+namespace flyt::remote {
+namespace {
+
+// Device addresses are host addresses moved up by 2^47: never a valid user-space host address
+// on x86-64 (so a client cannot confuse them with its own pointers), still 48 bits wide.
+constexpr uint64_t kDeviceBase = 1ull << 47;
+constexpr size_t kAlignment = 256;  // cudaMalloc's guarantee
+constexpr size_t kMmapThreshold = 256 << 10;
+constexpr const char* kFaultKernelMarker = "flyt_sim_fault";
+
+// Attribute values of an H100 SXM5 80GB (cudaDeviceAttr numbers).
+struct AttrValue {
+  uint32_t attr;
+  int32_t value;
+};
+constexpr AttrValue kH100Attributes[] = {
+    {1, 1024},       {2, 1024},       {3, 1024},       {4, 64},          {5, 2147483647},
+    {6, 65535},      {7, 65535},      {8, 49152},      {9, 65536},       {10, 32},
+    {11, 2147483647}, {12, 65536},    {13, 1980000},   {14, 512},        {15, 1},
+    {16, 132},       {17, 0},         {18, 0},         {19, 1},          {20, 0},
+    {21, 131072},    {22, 131072},    {23, 65536},     {24, 16384},      {25, 16384},
+    {26, 16384},     {27, 32768},     {28, 32768},     {29, 2048},       {30, 512},
+    {31, 1},         {32, 1},         {33, 0x18},      {34, 0},          {35, 0},
+    {36, 2619000},   {37, 5120},      {38, 52428800},  {39, 2048},       {40, 3},
+    {41, 1},         {42, 32768},     {43, 2048},      {45, 32768},      {46, 32768},
+    {47, 8192},      {48, 8192},      {49, 32768},     {50, 0},          {51, 32},
+    {52, 32768},     {53, 32768},     {54, 2046},      {55, 32768},      {56, 131072},
+    {57, 65536},     {58, 16384},     {59, 16384},     {60, 16384},      {61, 32768},
+    {62, 2048},      {63, 32768},     {64, 32768},     {65, 2048},       {66, 32768},
+    {67, 32768},     {68, 2046},      {69, 268435456}, {70, 131072},     {71, 65000},
+    {72, 2097120},   {73, 32768},     {74, 32768},     {75, 9},          {76, 0},
+    {77, 32768},     {78, 1},         {79, 1},         {80, 1},          {81, 233472},
+    {82, 65536},     {83, 1},         {84, 0},         {85, 0},          {86, 0},
+    {87, 2},         {88, 0},         {89, 1},         {90, 1},          {91, 0},
+    {95, 1},         {97, 232448},    {98, 0},         {99, 1},          {100, 0},
+    {101, 0},        {106, 32},       {108, 82837504}, {109, 134213632}, {111, 1024},
+    {112, 1},        {113, 1},        {114, 1},        {115, 1},         {116, 1},
+    {117, 1},        {118, 100},      {119, 9},        {120, 1},         {121, 1},
+    {125, 1},        {126, 4},        {127, 1},        {128, 0},         {129, 1},
+    {130, 0},        {131, -1},       {133, 0},        {134, -1},        {139, 0x233010de},
+    {140, 0x16c110de}, {143, 0},
+};
+
+// One block of simulated device memory.
+class Block {
+ public:
+  explicit Block(size_t bytes) : bytes_(bytes) {
+    size_t rounded = (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+    if (rounded >= kMmapThreshold) {
+      void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (p != MAP_FAILED) {
+        data_ = static_cast<std::byte*>(p);
+        mapped_ = rounded;
+      }
+    } else {
+      data_ = static_cast<std::byte*>(std::aligned_alloc(kAlignment, rounded));
+      if (data_) std::memset(data_, 0, rounded);
+    }
+  }
+  ~Block() {
+    if (mapped_ != 0) {
+      ::munmap(data_, mapped_);
+    } else {
+      std::free(data_);
+    }
+  }
+  Block(const Block&) = delete;
+  Block& operator=(const Block&) = delete;
+
+  bool ok() const { return data_ != nullptr; }
+  std::byte* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  DevicePtr address() const { return reinterpret_cast<uint64_t>(data_) + kDeviceBase; }
+
+ private:
+  std::byte* data_ = nullptr;
+  size_t bytes_;
+  size_t mapped_ = 0;
+};
+
+CudaStatus Error(CudaError code, std::string message) { return {code, std::move(message)}; }
+
+class SimBackend;
+
+class SimSession final : public Session {
+ public:
+  SimSession(SimBackend& backend, std::string label) : backend_(backend), label_(std::move(label)) {}
+  ~SimSession() override;
+
+  CudaResult<DevicePtr> Malloc(uint64_t bytes) override;
+  CudaStatus Free(DevicePtr ptr) override;
+  CudaResult<MemoryInfo> MemGetInfo() override;
+  CudaStatus MemcpyHtoD(DevicePtr dst, std::span<const std::byte> src,
+                        StreamHandle stream) override {
+    FLYT_CUDA_RETURN_IF_ERROR(CheckStream(stream));
+    FLYT_CUDA_ASSIGN_OR_RETURN(std::byte * p, Translate(dst, src.size()));
+    std::memcpy(p, src.data(), src.size());
+    return CudaStatus::Ok();
+  }
+  CudaStatus MemcpyDtoH(std::span<std::byte> dst, DevicePtr src, StreamHandle stream) override {
+    FLYT_CUDA_RETURN_IF_ERROR(CheckStream(stream));
+    FLYT_CUDA_ASSIGN_OR_RETURN(std::byte * p, Translate(src, dst.size()));
+    std::memcpy(dst.data(), p, dst.size());
+    return CudaStatus::Ok();
+  }
+  CudaStatus MemcpyDtoHAsync(std::byte* dst, DevicePtr src, uint64_t bytes,
+                             StreamHandle stream) override {
+    return MemcpyDtoH(std::span<std::byte>(dst, bytes), src, stream);
+  }
+  CudaStatus MemcpyDtoD(DevicePtr dst, DevicePtr src, uint64_t bytes,
+                        StreamHandle stream) override {
+    FLYT_CUDA_RETURN_IF_ERROR(CheckStream(stream));
+    FLYT_CUDA_ASSIGN_OR_RETURN(std::byte * d, Translate(dst, bytes));
+    FLYT_CUDA_ASSIGN_OR_RETURN(std::byte * s, Translate(src, bytes));
+    std::memmove(d, s, bytes);
+    return CudaStatus::Ok();
+  }
+  CudaStatus Memset(DevicePtr dst, uint8_t value, uint64_t bytes, StreamHandle stream) override {
+    FLYT_CUDA_RETURN_IF_ERROR(CheckStream(stream));
+    FLYT_CUDA_ASSIGN_OR_RETURN(std::byte * d, Translate(dst, bytes));
+    std::memset(d, value, bytes);
+    return CudaStatus::Ok();
+  }
+
+  CudaResult<StreamHandle> StreamCreate(uint32_t flags, int32_t priority) override;
+  CudaStatus StreamDestroy(StreamHandle stream) override;
+  CudaStatus StreamSynchronize(StreamHandle stream) override { return CheckStream(stream); }
+  CudaStatus StreamQuery(StreamHandle stream) override { return CheckStream(stream); }
+  CudaStatus StreamWaitEvent(StreamHandle stream, EventHandle event, uint32_t flags) override;
+
+  CudaResult<EventHandle> EventCreate(uint32_t flags) override;
+  CudaStatus EventDestroy(EventHandle event) override;
+  CudaStatus EventRecord(EventHandle event, StreamHandle stream) override;
+  CudaStatus EventSynchronize(EventHandle event) override {
+    if (!sticky_.ok()) return sticky_;
+    return FindEvent(event).status();
+  }
+  CudaStatus EventQuery(EventHandle event) override {
+    if (!sticky_.ok()) return sticky_;
+    return FindEvent(event).status();
+  }
+  CudaResult<float> EventElapsedMs(EventHandle start, EventHandle end) override;
+
+  CudaStatus DeviceSynchronize() override { return sticky_; }
+  CudaStatus Reset() override;
+
+  CudaResult<ModuleHandle> ModuleLoad(std::span<const std::byte> image) override;
+  CudaStatus ModuleUnload(ModuleHandle module) override;
+  CudaResult<FunctionHandle> ModuleGetFunction(ModuleHandle module,
+                                               const std::string& name) override;
+  CudaResult<GlobalSymbol> ModuleGetGlobal(ModuleHandle module, const std::string& name,
+                                           uint64_t registered_bytes) override;
+  CudaResult<int32_t> FuncGetAttribute(FunctionHandle function, FunctionAttribute attr) override;
+  CudaStatus FuncSetAttribute(FunctionHandle function, FunctionAttribute attr,
+                              int32_t value) override;
+  CudaResult<int32_t> OccupancyMaxActiveBlocksPerSm(FunctionHandle function, int32_t block_size,
+                                                    uint64_t dynamic_shared_bytes,
+                                                    uint32_t flags) override;
+  CudaStatus LaunchKernel(FunctionHandle function, const LaunchConfig& config,
+                          std::span<const std::byte> params) override;
+
+ private:
+  struct Event {
+    uint32_t flags = 0;
+    std::optional<std::chrono::steady_clock::time_point> recorded;
+  };
+  struct Module {
+    std::map<std::string, cuda::KernelInfo> kernels;
+    std::map<std::string, std::unique_ptr<Block>> globals;
+  };
+  struct Function {
+    uint64_t module = 0;
+    cuda::KernelInfo info;
+    int32_t max_dynamic_shared = 0;
+    int32_t carveout = -1;
+  };
+
+  CudaStatus CheckStream(StreamHandle stream) const {
+    if (!sticky_.ok()) return sticky_;
+    if (stream == kDefaultStream || streams_.contains(static_cast<uint64_t>(stream))) {
+      return CudaStatus::Ok();
+    }
+    return Error(CudaError::kInvalidResourceHandle, "unknown stream");
+  }
+  CudaResult<Event*> FindEvent(EventHandle event) {
+    auto it = events_.find(static_cast<uint64_t>(event));
+    if (it == events_.end()) return Error(CudaError::kInvalidResourceHandle, "unknown event");
+    return &it->second;
+  }
+  CudaResult<Function*> FindFunction(FunctionHandle function) {
+    auto it = functions_.find(static_cast<uint64_t>(function));
+    if (it == functions_.end()) {
+      return Error(CudaError::kInvalidDeviceFunction, "unknown function");
+    }
+    return &it->second;
+  }
+  CudaResult<std::byte*> Translate(DevicePtr ptr, uint64_t bytes) const {
+    std::optional<AddressRanges<Block*>::Range> range = ranges_.Find(ptr);
+    if (!range || bytes > range->size - (ptr - range->base)) {
+      return Error(CudaError::kInvalidValue, "address range not in simulated device memory");
+    }
+    return range->value->data() + (ptr - range->base);
+  }
+  static int32_t DefaultMaxDynamicShared(const cuda::KernelInfo& info) {
+    return 49152 - static_cast<int32_t>(info.static_shared_bytes.value_or(0));
+  }
+
+  SimBackend& backend_;
+  std::string label_;
+  uint64_t next_handle_ = 1;
+  std::unordered_map<uint64_t, std::unique_ptr<Block>> allocations_;
+  AddressRanges<Block*> ranges_;  // allocations and globals
+  std::unordered_map<uint64_t, uint32_t> streams_;
+  std::unordered_map<uint64_t, Event> events_;
+  std::unordered_map<uint64_t, Module> modules_;
+  std::unordered_map<uint64_t, Function> functions_;
+  uint64_t launches_ = 0;
+  // Set by a launch of a fault-injection kernel (see sim_backend.h); like a corrupted context,
+  // every later device operation reports it until Reset.
+  CudaStatus sticky_;
+};
+
+class SimBackend final : public Backend {
+ public:
+  explicit SimBackend(SimOptions options) : options_(std::move(options)) {
+    for (const AttrValue& a : kH100Attributes) attributes_[a.attr] = a.value;
+    attributes_[16] = options_.sm_count;
+  }
+
+  std::string Name() const override { return "sim"; }
+  std::string Describe() const override {
+    return "SIMULATED device (no GPU): " + options_.name + ", " +
+           std::to_string(options_.sm_count) + " SMs, " +
+           std::to_string(options_.memory_bytes >> 20) +
+           " MiB; kernels are recorded, not executed";
+  }
+  DeviceIdentity Identity() const override {
+    DeviceIdentity id;
+    id.name = options_.name;
+    // A fixed, recognisable UUID: "flyt-sim" then zeros and the SM count.
+    const char tag[] = "flyt-sim";
+    std::memcpy(id.uuid.data(), tag, 8);
+    id.uuid[15] = static_cast<uint8_t>(options_.sm_count);
+    id.total_memory_bytes = options_.memory_bytes;
+    id.driver_version = 13000;
+    id.simulated = true;
+    return id;
+  }
+  CudaResult<int32_t> DeviceAttribute(uint32_t attr) const override {
+    auto it = attributes_.find(attr);
+    if (it == attributes_.end()) {
+      return Error(CudaError::kInvalidValue, "unknown device attribute " + std::to_string(attr));
+    }
+    return it->second;
+  }
+  CudaResult<std::unique_ptr<Session>> OpenSession(const std::string& label) override {
+    return std::unique_ptr<Session>(std::make_unique<SimSession>(*this, label));
+  }
+
+  bool Reserve(uint64_t bytes) {
+    uint64_t used = used_.load();
+    while (true) {
+      if (bytes > options_.memory_bytes || used > options_.memory_bytes - bytes) return false;
+      if (used_.compare_exchange_weak(used, used + bytes)) return true;
+    }
+  }
+  void Release(uint64_t bytes) { used_.fetch_sub(bytes); }
+  uint64_t used() const { return used_.load(); }
+  const SimOptions& options() const { return options_; }
+  int32_t Attr(uint32_t attr) const { return attributes_.at(attr); }
+
+ private:
+  const SimOptions options_;
+  std::map<uint32_t, int32_t> attributes_;
+  std::atomic<uint64_t> used_{0};
+};
+
+SimSession::~SimSession() {
+  for (auto& [ptr, block] : allocations_) backend_.Release(block->bytes());
+}
+
+CudaResult<DevicePtr> SimSession::Malloc(uint64_t bytes) {
+  if (!sticky_.ok()) return sticky_;
+  if (bytes == 0) return DevicePtr{0};
+  if (!backend_.Reserve(bytes)) {
+    return Error(CudaError::kMemoryAllocation, "simulated device memory exhausted");
+  }
+  auto block = std::make_unique<Block>(bytes);
+  if (!block->ok()) {
+    backend_.Release(bytes);
+    return Error(CudaError::kMemoryAllocation, "host memory for the simulated device exhausted");
+  }
+  DevicePtr ptr = block->address();
+  ranges_.Add(ptr, bytes, block.get());
+  allocations_.emplace(ptr, std::move(block));
+  return ptr;
+}
+
+CudaStatus SimSession::Free(DevicePtr ptr) {
+  auto it = allocations_.find(ptr);
+  if (it == allocations_.end()) return Error(CudaError::kInvalidValue, "not an allocation");
+  backend_.Release(it->second->bytes());
+  ranges_.Remove(ptr);
+  allocations_.erase(it);
+  return CudaStatus::Ok();
+}
+
+CudaResult<MemoryInfo> SimSession::MemGetInfo() {
+  uint64_t total = backend_.options().memory_bytes;
+  return MemoryInfo{total - std::min(total, backend_.used()), total};
+}
+
+CudaResult<StreamHandle> SimSession::StreamCreate(uint32_t flags, int32_t) {
+  uint64_t id = next_handle_++;
+  streams_.emplace(id, flags);
+  return StreamHandle{id};
+}
+
+CudaStatus SimSession::StreamDestroy(StreamHandle stream) {
+  if (streams_.erase(static_cast<uint64_t>(stream)) == 0) {
+    return Error(CudaError::kInvalidResourceHandle, "unknown stream");
+  }
+  return CudaStatus::Ok();
+}
+
+CudaStatus SimSession::StreamWaitEvent(StreamHandle stream, EventHandle event, uint32_t flags) {
+  FLYT_CUDA_RETURN_IF_ERROR(CheckStream(stream));
+  FLYT_CUDA_RETURN_IF_ERROR(FindEvent(event).status());
+  if (flags != 0 && flags != 1) return Error(CudaError::kInvalidValue, "unknown wait flags");
+  return CudaStatus::Ok();
+}
+
+CudaResult<EventHandle> SimSession::EventCreate(uint32_t flags) {
+  if ((flags & 0x4) != 0 && (flags & kEventDisableTiming) == 0) {
+    return Error(CudaError::kInvalidValue, "an interprocess event must disable timing");
+  }
+  uint64_t id = next_handle_++;
+  events_.emplace(id, Event{flags, std::nullopt});
+  return EventHandle{id};
+}
+
+CudaStatus SimSession::EventDestroy(EventHandle event) {
+  if (events_.erase(static_cast<uint64_t>(event)) == 0) {
+    return Error(CudaError::kInvalidResourceHandle, "unknown event");
+  }
+  return CudaStatus::Ok();
+}
+
+CudaStatus SimSession::EventRecord(EventHandle event, StreamHandle stream) {
+  FLYT_CUDA_RETURN_IF_ERROR(CheckStream(stream));
+  FLYT_CUDA_ASSIGN_OR_RETURN(Event * e, FindEvent(event));
+  e->recorded = std::chrono::steady_clock::now();
+  return CudaStatus::Ok();
+}
+
+CudaResult<float> SimSession::EventElapsedMs(EventHandle start, EventHandle end) {
+  FLYT_CUDA_ASSIGN_OR_RETURN(Event * s, FindEvent(start));
+  FLYT_CUDA_ASSIGN_OR_RETURN(Event * e, FindEvent(end));
+  if ((s->flags & kEventDisableTiming) || (e->flags & kEventDisableTiming)) {
+    return Error(CudaError::kInvalidResourceHandle, "event created with cudaEventDisableTiming");
+  }
+  if (!s->recorded || !e->recorded) {
+    return Error(CudaError::kInvalidResourceHandle, "event not recorded");
+  }
+  return std::chrono::duration<float, std::milli>(*e->recorded - *s->recorded).count();
+}
+
+CudaStatus SimSession::Reset() {
+  sticky_ = CudaStatus::Ok();
+  for (auto& [ptr, block] : allocations_) backend_.Release(block->bytes());
+  allocations_.clear();
+  ranges_.Clear();
+  streams_.clear();
+  events_.clear();
+  modules_.clear();
+  functions_.clear();
+  return CudaStatus::Ok();
+}
+
+CudaResult<ModuleHandle> SimSession::ModuleLoad(std::span<const std::byte> image) {
+  Result<std::vector<cuda::KernelInfo>> kernels = InvalidArgument("empty image");
+  if (image.size() >= 4) {
+    uint32_t magic;
+    std::memcpy(&magic, image.data(), 4);
+    if (magic == cuda::kFatbinMagic) {
+      Result<cuda::Fatbin> fatbin = cuda::ParseFatbin(image);
+      kernels = fatbin.ok() ? cuda::KernelsOf(*fatbin) : Result<std::vector<cuda::KernelInfo>>(
+                                                             fatbin.status());
+    } else if (magic == 0x464C457F) {  // "\x7fELF"
+      kernels = cuda::ParseCubin(image);
+    } else {
+      kernels = InvalidArgument("neither a fatbin nor a cubin");
+    }
+  }
+  if (!kernels.ok()) {
+    return Error(CudaError::kInvalidKernelImage, kernels.status().message());
+  }
+  Module module;
+  for (cuda::KernelInfo& k : *kernels) {
+    // One entry per name: the highest architecture the simulated sm_90 could run.
+    auto it = module.kernels.find(k.name);
+    bool better = it == module.kernels.end() ||
+                  (k.sm_arch <= 90 && (it->second.sm_arch > 90 || k.sm_arch > it->second.sm_arch)) ||
+                  (it->second.from_ptx && !k.from_ptx);
+    if (better) module.kernels[k.name] = std::move(k);
+  }
+  uint64_t id = next_handle_++;
+  modules_.emplace(id, std::move(module));
+  return ModuleHandle{id};
+}
+
+CudaStatus SimSession::ModuleUnload(ModuleHandle module) {
+  auto it = modules_.find(static_cast<uint64_t>(module));
+  if (it == modules_.end()) return Error(CudaError::kInvalidResourceHandle, "unknown module");
+  for (auto& [name, block] : it->second.globals) ranges_.Remove(block->address());
+  std::erase_if(functions_, [&](const auto& f) { return f.second.module == it->first; });
+  modules_.erase(it);
+  return CudaStatus::Ok();
+}
+
+CudaResult<FunctionHandle> SimSession::ModuleGetFunction(ModuleHandle module,
+                                                         const std::string& name) {
+  auto it = modules_.find(static_cast<uint64_t>(module));
+  if (it == modules_.end()) return Error(CudaError::kInvalidResourceHandle, "unknown module");
+  auto k = it->second.kernels.find(name);
+  if (k == it->second.kernels.end()) {
+    return Error(CudaError::kInvalidDeviceFunction, "the module has no kernel " + name);
+  }
+  uint64_t id = next_handle_++;
+  functions_.emplace(id, Function{it->first, k->second, DefaultMaxDynamicShared(k->second), -1});
+  return FunctionHandle{id};
+}
+
+CudaResult<GlobalSymbol> SimSession::ModuleGetGlobal(ModuleHandle module, const std::string& name,
+                                                     uint64_t registered_bytes) {
+  auto it = modules_.find(static_cast<uint64_t>(module));
+  if (it == modules_.end()) return Error(CudaError::kInvalidResourceHandle, "unknown module");
+  if (registered_bytes == 0 || registered_bytes > (1ull << 32)) {
+    return Error(CudaError::kInvalidSymbol, "symbol " + name + " has no usable size");
+  }
+  auto& globals = it->second.globals;
+  auto g = globals.find(name);
+  if (g == globals.end()) {
+    auto block = std::make_unique<Block>(registered_bytes);
+    if (!block->ok()) return Error(CudaError::kMemoryAllocation, "no memory for a global");
+    ranges_.Add(block->address(), registered_bytes, block.get());
+    g = globals.emplace(name, std::move(block)).first;
+  }
+  return GlobalSymbol{g->second->address(), g->second->bytes()};
+}
+
+CudaResult<int32_t> SimSession::FuncGetAttribute(FunctionHandle function, FunctionAttribute attr) {
+  FLYT_CUDA_ASSIGN_OR_RETURN(Function * f, FindFunction(function));
+  const cuda::KernelInfo& k = f->info;
+  switch (attr) {
+    case FunctionAttribute::kMaxThreadsPerBlock:
+      return static_cast<int32_t>(std::min<uint32_t>(k.max_threads_per_block.value_or(1024), 1024));
+    case FunctionAttribute::kSharedSizeBytes:
+      return static_cast<int32_t>(k.static_shared_bytes.value_or(0));
+    case FunctionAttribute::kConstSizeBytes:
+      return static_cast<int32_t>(k.const_bytes.value_or(0));
+    case FunctionAttribute::kLocalSizeBytes:
+      return static_cast<int32_t>(k.local_bytes.value_or(0));
+    case FunctionAttribute::kNumRegs:
+      return static_cast<int32_t>(k.registers.value_or(32));
+    case FunctionAttribute::kPtxVersion:
+    case FunctionAttribute::kBinaryVersion:
+      return static_cast<int32_t>(k.sm_arch != 0 ? k.sm_arch : 90);
+    case FunctionAttribute::kMaxDynamicSharedSizeBytes:
+      return f->max_dynamic_shared;
+    case FunctionAttribute::kPreferredSharedMemoryCarveout:
+      return f->carveout;
+    default:
+      return 0;
+  }
+}
+
+CudaStatus SimSession::FuncSetAttribute(FunctionHandle function, FunctionAttribute attr,
+                                        int32_t value) {
+  FLYT_CUDA_ASSIGN_OR_RETURN(Function * f, FindFunction(function));
+  if (attr == FunctionAttribute::kMaxDynamicSharedSizeBytes) {
+    int32_t limit = backend_.Attr(97) - static_cast<int32_t>(f->info.static_shared_bytes.value_or(0));
+    if (value < 0 || value > limit) {
+      return Error(CudaError::kInvalidValue,
+                   "dynamic shared memory above the device's " + std::to_string(limit));
+    }
+    f->max_dynamic_shared = value;
+    return CudaStatus::Ok();
+  }
+  if (attr == FunctionAttribute::kPreferredSharedMemoryCarveout) {
+    if (value < -1 || value > 100) return Error(CudaError::kInvalidValue, "carveout not in -1..100");
+    f->carveout = value;
+    return CudaStatus::Ok();
+  }
+  if (static_cast<uint32_t>(attr) >= 10 && static_cast<uint32_t>(attr) < kFunctionAttributeCount) {
+    return CudaStatus::Ok();  // cluster attributes: accepted, nothing to simulate
+  }
+  return Error(CudaError::kInvalidValue, "function attribute is read-only");
+}
+
+CudaResult<int32_t> SimSession::OccupancyMaxActiveBlocksPerSm(FunctionHandle function,
+                                                              int32_t block_size,
+                                                              uint64_t dynamic_shared_bytes,
+                                                              uint32_t) {
+  FLYT_CUDA_ASSIGN_OR_RETURN(Function * f, FindFunction(function));
+  if (block_size <= 0) return Error(CudaError::kInvalidValue, "block size must be positive");
+  const cuda::KernelInfo& k = f->info;
+  int32_t warps = (block_size + 31) / 32;
+  int32_t by_threads = backend_.Attr(39) / (warps * 32);
+  int32_t regs = static_cast<int32_t>(k.registers.value_or(32));
+  int32_t by_regs = regs == 0 ? by_threads : backend_.Attr(82) / (((regs * 32 + 255) / 256) * 256 * warps);
+  uint64_t smem = k.static_shared_bytes.value_or(0) + dynamic_shared_bytes;
+  int32_t by_smem = smem == 0 ? by_threads
+                              : static_cast<int32_t>(static_cast<uint64_t>(backend_.Attr(81)) /
+                                                     (smem + static_cast<uint64_t>(backend_.Attr(111))));
+  return std::max(0, std::min({backend_.Attr(106), by_threads, by_regs, by_smem}));
+}
+
+CudaStatus SimSession::LaunchKernel(FunctionHandle function, const LaunchConfig& config,
+                                    std::span<const std::byte> params) {
+  FLYT_CUDA_ASSIGN_OR_RETURN(Function * f, FindFunction(function));
+  FLYT_CUDA_RETURN_IF_ERROR(CheckStream(config.stream));
+  const Dim3& b = config.block;
+  const Dim3& g = config.grid;
+  uint64_t threads = uint64_t{b.x} * b.y * b.z;
+  if (b.x == 0 || b.y == 0 || b.z == 0 || g.x == 0 || g.y == 0 || g.z == 0 || b.x > 1024 ||
+      b.y > 1024 || b.z > 64 || threads > 1024 || g.x > 2147483647u || g.y > 65535 ||
+      g.z > 65535) {
+    return Error(CudaError::kInvalidConfiguration, "grid or block out of the device's limits");
+  }
+  if (threads > std::min<uint32_t>(f->info.max_threads_per_block.value_or(1024), 1024)) {
+    return Error(CudaError::kLaunchOutOfResources, "more threads than the kernel allows");
+  }
+  if (config.dynamic_shared_bytes > static_cast<uint32_t>(f->max_dynamic_shared)) {
+    return Error(CudaError::kInvalidValue,
+                 "dynamic shared memory " + std::to_string(config.dynamic_shared_bytes) +
+                     " above the kernel's limit " + std::to_string(f->max_dynamic_shared));
+  }
+  if (params.size() != f->info.param_bytes) {
+    return Error(CudaError::kInvalidValue, "parameter buffer of " + std::to_string(params.size()) +
+                                               " bytes for " + f->info.name + ", which takes " +
+                                               std::to_string(f->info.param_bytes));
+  }
+  ++launches_;
+  if (f->info.name.find(kFaultKernelMarker) != std::string::npos) {
+    // Reported by the next synchronising call, as a real fault would be.
+    sticky_ = Error(CudaError::kIllegalAddress,
+                    "simulated fault: kernel " + f->info.name + " made an illegal memory access");
+  }
+  return CudaStatus::Ok();
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> MakeSimBackend(const SimOptions& options) {
+  return std::make_unique<SimBackend>(options);
+}
+
+}  // namespace flyt::remote

@@ -1,0 +1,39 @@
+// The simulated device: a Backend with no GPU behind it, so that real nvcc-built programs run
+// their whole host-side path (registration, launches, copies, streams, events) through the client
+// runtime, the protocol and the server on machines without a GPU.
+//
+// Device memory is host memory (copies, memsets and device-to-device copies are byte-exact;
+// large allocations are reserved lazily, so an 80 GiB device costs only what is touched). The
+// device describes itself as an H100 SXM (compute capability 9.0, 132 SMs by default). Modules are
+// parsed with the cuda library, so a kernel name the image does not hold fails as it would on a
+// GPU; launches are checked (block size, grid limits, dynamic shared memory, parameter-buffer
+// size) and then counted, not executed — kernels do not run, so a program's results are not what
+// a GPU would compute. Streams complete at once; events record the host time.
+//
+// Fault injection, for tests of CUDA's sticky-error semantics: launching a kernel whose name
+// contains "flyt_sim_fault" corrupts the session as an illegal memory access would on a GPU —
+// the next synchronising call returns cudaErrorIllegalAddress, and so does every later device
+// operation, until cudaDeviceReset. (A test kernel that really dereferences a bad pointer under
+// that name behaves the same on a real GPU.)
+//
+// Thread safety: as Backend requires (the backend object is immutable after construction; each
+// Session guards its own state, used by one thread at a time).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "remote/backend.h"
+
+namespace flyt::remote {
+
+struct SimOptions {
+  uint64_t memory_bytes = 85'520'809'984;  // what an H100 80GB HBM3 reports
+  int sm_count = 132;
+  std::string name = "NVIDIA H100 80GB HBM3 (flyt simulated)";
+};
+
+std::unique_ptr<Backend> MakeSimBackend(const SimOptions& options = {});
+
+}  // namespace flyt::remote

@@ -1,0 +1,587 @@
+#include "runtime/runtime.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+namespace flyt::runtime {
+namespace {
+
+using remote::CudaError;
+
+constexpr int kRuntimeVersion = 13000;
+
+CudaStatus Error(CudaError code, std::string message) { return {code, std::move(message)}; }
+
+spdlog::level::level_enum LevelFromEnv() {
+  const char* text = std::getenv("FLYT_LOG_LEVEL");
+  if (text == nullptr || *text == '\0') return spdlog::level::warn;
+  spdlog::level::level_enum level = spdlog::level::from_str(text);
+  return level;
+}
+
+std::string ProgramLabel() {
+  char host[256] = "?";
+  ::gethostname(host, sizeof host - 1);
+  return std::string(program_invocation_short_name) + " on " + host + " (pid " +
+         std::to_string(::getpid()) + ")";
+}
+
+void FlushAtExit() {
+  // Posted work still in the send buffer goes out before the process ends.
+  try {
+    Runtime& rt = Runtime::Get();
+    auto conn = rt.Connection();
+    if (conn.ok()) (void)(*conn)->Flush();
+  } catch (...) {
+  }
+}
+
+std::string Hex(const void* p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%p", p);
+  return buf;
+}
+
+// Device properties that answer attribute queries without a round trip.
+struct PropAttr {
+  uint32_t attr;
+  const char* name;
+};
+constexpr PropAttr kPropAttrs[] = {
+#define FLYT_DEVICE_PROP(field, attr, name) {attr, #field},
+#include "remote/device_props.def"
+#undef FLYT_DEVICE_PROP
+};
+
+}  // namespace
+
+Runtime& Runtime::Get() {
+  // Never destroyed: atexit handlers (the program's __cudaUnregisterFatBinary, static
+  // destructors that free device memory) may still call in while the process ends.
+  static Runtime* runtime = new Runtime();
+  return *runtime;
+}
+
+Runtime::Runtime() {
+  auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  log_ = std::make_shared<spdlog::logger>("flyt-cudart", sink);
+  log_->set_pattern("[flyt-cudart %l] %v");
+  log_->set_level(LevelFromEnv());
+  const char* strict = std::getenv("FLYT_STRICT_ERRORS");
+  strict_errors_ = strict != nullptr && std::strcmp(strict, "1") == 0;
+  std::atexit(FlushAtExit);
+}
+
+void Runtime::WarnOnce(const std::string& key, const std::string& message) {
+  {
+    std::scoped_lock lock(mu_);
+    if (!warned_.insert(key).second) return;
+  }
+  log_->warn("{}", message);
+}
+
+cudaError_t Runtime::Unsupported(const char* name) {
+  WarnOnce(std::string("unsupported:") + name,
+           std::string(name) + " is not supported by flyt's remote CUDA runtime; it returns "
+                               "cudaErrorNotSupported");
+  return ToCuda(errors_.Record(CudaError::kNotSupported));
+}
+
+CudaStatus Runtime::StickyStatus() const {
+  CudaError sticky = errors_.Sticky();
+  if (sticky == CudaError::kSuccess) return CudaStatus::Ok();
+  return Error(sticky, "a previous error corrupted the CUDA context");
+}
+
+cudaError_t Runtime::Finish(const CudaStatus& status) {
+  if (remote::Connection* conn = conn_.load()) {
+    if (std::optional<remote::AsyncError> async = conn->TakeAsyncError()) {
+      log_->debug("posted {} failed: {}", remote::CallName(async->call),
+                  async->status.ToString());
+      errors_.Record(async->status.code());
+    }
+  }
+  if (!status.ok() && status.code() != CudaError::kNotReady) {
+    log_->debug("{}", status.ToString());
+  }
+  return ToCuda(errors_.Record(status.code()));
+}
+
+cudaError_t Runtime::FinishSync(const CudaStatus& status) {
+  std::optional<remote::AsyncError> async;
+  if (remote::Connection* conn = conn_.load()) async = conn->TakeAsyncError();
+  if (async) {
+    log_->debug("posted {} failed: {}", remote::CallName(async->call), async->status.ToString());
+    errors_.Record(async->status.code());
+    if (status.ok() || status.code() == CudaError::kNotReady) {
+      return ToCuda(async->status.code());
+    }
+  }
+  if (!status.ok() && status.code() != CudaError::kNotReady) {
+    log_->debug("{}", status.ToString());
+  }
+  return ToCuda(errors_.Record(status.code()));
+}
+
+CudaResult<remote::Connection*> Runtime::Connection() {
+  if (remote::Connection* conn = conn_.load()) return conn;
+  std::scoped_lock lock(connect_mu_);
+  if (connection_) return connection_.get();
+  if (connect_error_) return *connect_error_;
+  const char* server = std::getenv("FLYT_SERVER");
+  if (server == nullptr || *server == '\0') {
+    connect_error_ = Error(CudaError::kNoDevice,
+                           "FLYT_SERVER is not set: flyt's libcudart runs CUDA calls on a "
+                           "flyt-gpu-server; set FLYT_SERVER=HOST:PORT or FLYT_SERVER=unix:PATH");
+    log_->error("{}", connect_error_->message());
+    return *connect_error_;
+  }
+  Result<remote::Endpoint> endpoint = remote::ParseEndpoint(server);
+  if (!endpoint.ok()) {
+    connect_error_ = Error(CudaError::kInitializationError,
+                           "FLYT_SERVER=" + std::string(server) + ": " +
+                               endpoint.status().message());
+    log_->error("{}", connect_error_->message());
+    return *connect_error_;
+  }
+  remote::ClientOptions options;
+  options.label = ProgramLabel();
+  options.pid = static_cast<uint32_t>(::getpid());
+  options.runtime_version = kRuntimeVersion;
+  Result<std::unique_ptr<remote::Connection>> conn = remote::Connection::Open(*endpoint, options);
+  if (!conn.ok()) {
+    connect_error_ = Error(CudaError::kInitializationError,
+                           "cannot use the flyt GPU server at " + endpoint->ToString() + ": " +
+                               conn.status().message());
+    log_->error("{}", connect_error_->message());
+    return *connect_error_;
+  }
+  connection_ = std::move(conn).value();
+  const remote::ServerInfo& info = connection_->server();
+  log_->info("connected to {} at {} (backend {}{}), client {}", info.label, endpoint->ToString(),
+             info.backend, info.simulated ? ", SIMULATED device" : "", info.client_id);
+  conn_.store(connection_.get());
+  return connection_.get();
+}
+
+int Runtime::driver_version() {
+  auto conn = Connection();
+  return conn.ok() ? (*conn)->server().driver_version : 0;
+}
+
+CudaResult<const remote::GetDevicePropertiesReply*> Runtime::Properties() {
+  std::scoped_lock lock(device_mu_);
+  if (properties_) return &*properties_;
+  FLYT_CUDA_ASSIGN_OR_RETURN(remote::Connection * conn, Connection());
+  FLYT_CUDA_ASSIGN_OR_RETURN(remote::GetDevicePropertiesReply reply,
+                             conn->GetDeviceProperties({0}));
+  properties_ = std::move(reply);
+  return &*properties_;
+}
+
+CudaResult<int32_t> Runtime::Attribute(uint32_t attr) {
+  FLYT_CUDA_ASSIGN_OR_RETURN(const remote::GetDevicePropertiesReply* props, Properties());
+  for (const PropAttr& pa : kPropAttrs) {
+    if (pa.attr != attr) continue;
+    for (const remote::NamedValue& v : props->values) {
+      if (v.name == pa.name) return static_cast<int32_t>(v.value);
+    }
+  }
+  {
+    std::scoped_lock lock(device_mu_);
+    if (auto it = attributes_.find(attr); it != attributes_.end()) return it->second;
+  }
+  FLYT_CUDA_ASSIGN_OR_RETURN(remote::Connection * conn, Connection());
+  FLYT_CUDA_ASSIGN_OR_RETURN(remote::DeviceGetAttributeReply reply,
+                             conn->DeviceGetAttribute({0, attr}));
+  std::scoped_lock lock(device_mu_);
+  attributes_[attr] = reply.value;
+  return reply.value;
+}
+
+CudaStatus Runtime::Reset() {
+  FLYT_CUDA_ASSIGN_OR_RETURN(remote::Connection * conn, Connection());
+  CudaResult<remote::DeviceResetReply> reply = conn->DeviceReset({});
+  if (!reply.ok()) return reply.status();
+  std::scoped_lock lock(mu_);
+  generation_.fetch_add(1);
+  streams_.clear();
+  events_.clear();
+  device_memory_.Clear();
+  errors_.ClearSticky();
+  return CudaStatus::Ok();
+}
+
+// ---- registration ------------------------------------------------------------------------------
+
+void** Runtime::RegisterFatbin(const void* wrapper) {
+  auto record = std::make_unique<FatbinRecord>();
+  record->wrapper = wrapper;
+  record->slot = record.get();
+  Result<std::vector<std::span<const std::byte>>> containers = cuda::FatbinsOfWrapper(wrapper);
+  if (containers.ok() && !containers->empty()) {
+    record->containers = std::move(containers).value();
+  } else {
+    record->error = containers.ok() ? "no fatbin container" : containers.status().message();
+    log_->error("cannot read a fatbin the program registered: {}", record->error);
+  }
+  std::scoped_lock lock(mu_);
+  fatbins_.push_back(std::move(record));
+  return &fatbins_.back()->slot;
+}
+
+namespace {
+FatbinRecord* FatbinOf(void** handle, std::vector<std::unique_ptr<FatbinRecord>>& fatbins) {
+  for (auto& f : fatbins) {
+    if (&f->slot == handle) return f.get();
+  }
+  return nullptr;
+}
+}  // namespace
+
+void Runtime::RegisterFunction(void** handle, const void* host_fun, const char* name) {
+  std::scoped_lock lock(mu_);
+  FatbinRecord* fatbin = FatbinOf(handle, fatbins_);
+  if (fatbin == nullptr || host_fun == nullptr || name == nullptr) {
+    log_->error("__cudaRegisterFunction with an unknown fatbin handle or no name");
+    return;
+  }
+  auto record = std::make_unique<FunctionRecord>();
+  record->fatbin = fatbin;
+  record->host_fun = host_fun;
+  record->name = name;
+  kernel_handles_.insert(record.get());
+  auto& slot = functions_[host_fun];
+  if (slot) kernel_handles_.erase(slot.get());
+  slot = std::move(record);
+}
+
+void Runtime::RegisterVar(void** handle, const void* host_var, const char* name, size_t size,
+                          bool constant) {
+  std::scoped_lock lock(mu_);
+  FatbinRecord* fatbin = FatbinOf(handle, fatbins_);
+  if (fatbin == nullptr || host_var == nullptr || name == nullptr) {
+    log_->error("__cudaRegisterVar with an unknown fatbin handle or no name");
+    return;
+  }
+  auto record = std::make_unique<VarRecord>();
+  record->fatbin = fatbin;
+  record->host_var = host_var;
+  record->name = name;
+  record->size = size;
+  record->constant = constant;
+  vars_[host_var] = std::move(record);
+}
+
+void Runtime::UnregisterFatbin(void** handle) {
+  remote::Connection* conn = conn_.load();
+  std::scoped_lock lock(mu_);
+  FatbinRecord* fatbin = FatbinOf(handle, fatbins_);
+  if (fatbin == nullptr) return;
+  // Its kernels and variables can no longer be named (the code may be unmapped after this, as
+  // when a shared library is closed); the records stay so that stale pointers stay harmless.
+  for (auto it = functions_.begin(); it != functions_.end();) {
+    if (it->second->fatbin == fatbin) {
+      it->second->fatbin = nullptr;
+      it = functions_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  std::erase_if(vars_, [&](const auto& v) { return v.second->fatbin == fatbin; });
+  fatbin->containers.clear();
+  fatbin->error = "the fatbin was unregistered";
+  if (conn != nullptr && fatbin->module_id != 0 && fatbin->module_generation == generation_) {
+    (void)conn->ModuleUnload({fatbin->module_id});
+    fatbin->module_id = 0;
+  }
+  if (conn != nullptr) (void)conn->Flush();
+}
+
+FunctionRecord* Runtime::FindFunction(const void* host_fun) {
+  std::scoped_lock lock(mu_);
+  auto it = functions_.find(host_fun);
+  return it == functions_.end() ? nullptr : it->second.get();
+}
+
+FunctionRecord* Runtime::FromKernelHandle(const void* kernel) {
+  std::scoped_lock lock(mu_);
+  if (!kernel_handles_.contains(kernel)) return nullptr;
+  auto* record = static_cast<FunctionRecord*>(const_cast<void*>(kernel));
+  return record->fatbin == nullptr ? nullptr : record;
+}
+
+void Runtime::ParseLocked(FatbinRecord& fatbin) {
+  fatbin.parsed = true;
+  for (size_t i = 0; i < fatbin.containers.size(); ++i) {
+    Result<cuda::Fatbin> parsed = cuda::ParseFatbin(fatbin.containers[i]);
+    Result<std::vector<cuda::KernelInfo>> kernels =
+        parsed.ok() ? cuda::KernelsOf(*parsed)
+                    : Result<std::vector<cuda::KernelInfo>>(parsed.status());
+    if (!kernels.ok()) {
+      log_->warn("cannot read kernel layouts from fatbin container {}: {}", i,
+                 kernels.status().message());
+      continue;
+    }
+    for (cuda::KernelInfo& k : *kernels) {
+      auto it = fatbin.kernels.find(k.name);
+      if (it == fatbin.kernels.end() || (it->second.from_ptx && !k.from_ptx)) {
+        fatbin.kernels[k.name] = std::move(k);
+      }
+    }
+  }
+}
+
+CudaStatus Runtime::EnsureModuleLocked(FatbinRecord& fatbin) {
+  uint64_t gen = generation_.load();
+  if (fatbin.module_id != 0 && fatbin.module_generation == gen) return CudaStatus::Ok();
+  if (fatbin.containers.empty()) {
+    return Error(CudaError::kInvalidKernelImage, "no device code: " + fatbin.error);
+  }
+  FLYT_CUDA_ASSIGN_OR_RETURN(remote::Connection * conn, Connection());
+  uint64_t id = NewId();
+  std::span<const std::byte> image = fatbin.containers.front();
+  FLYT_CUDA_RETURN_IF_ERROR(
+      conn->ModuleLoad({id, image.size(), "fatbin at " + Hex(fatbin.wrapper)}, image));
+  fatbin.module_id = id;
+  fatbin.module_generation = gen;
+  return CudaStatus::Ok();
+}
+
+CudaResult<LaunchTarget> Runtime::PrepareLaunch(FunctionRecord& function) {
+  std::scoped_lock lock(mu_);
+  if (function.fatbin == nullptr) {
+    return Error(CudaError::kInvalidDeviceFunction, "the kernel's fatbin was unregistered");
+  }
+  FatbinRecord& fatbin = *function.fatbin;
+  if (!fatbin.parsed) ParseLocked(fatbin);
+  auto it = fatbin.kernels.find(function.name);
+  if (it == fatbin.kernels.end()) {
+    return Error(CudaError::kInvalidDeviceFunction,
+                 "no parameter layout for kernel " + function.name + " in its fatbin");
+  }
+  FLYT_CUDA_RETURN_IF_ERROR(EnsureModuleLocked(fatbin));
+  uint64_t gen = generation_.load();
+  if (function.function_id == 0 || function.generation != gen) {
+    FLYT_CUDA_ASSIGN_OR_RETURN(remote::Connection * conn, Connection());
+    uint64_t id = NewId();
+    FLYT_CUDA_RETURN_IF_ERROR(conn->ModuleGetFunction({fatbin.module_id, id, function.name}));
+    function.function_id = id;
+    function.generation = gen;
+  }
+  return LaunchTarget{function.function_id, &it->second, function.name};
+}
+
+CudaResult<std::pair<uint64_t, size_t>> Runtime::Symbol(const void* host_var) {
+  std::scoped_lock lock(mu_);
+  auto it = vars_.find(host_var);
+  if (it == vars_.end()) {
+    return Error(CudaError::kInvalidSymbol, "not a registered __device__ or __constant__ variable");
+  }
+  VarRecord& var = *it->second;
+  uint64_t gen = generation_.load();
+  if (var.ptr != 0 && var.generation == gen) return std::make_pair(var.ptr, var.size);
+  FLYT_CUDA_RETURN_IF_ERROR(EnsureModuleLocked(*var.fatbin));
+  FLYT_CUDA_ASSIGN_OR_RETURN(remote::Connection * conn, Connection());
+  FLYT_CUDA_ASSIGN_OR_RETURN(remote::ModuleGetGlobalReply reply,
+                             conn->ModuleGetGlobal({var.fatbin->module_id, var.name, var.size}));
+  var.ptr = reply.ptr;
+  var.size = reply.bytes != 0 ? reply.bytes : var.size;
+  var.generation = gen;
+  device_memory_.Add(var.ptr, var.size, 1);
+  return std::make_pair(var.ptr, var.size);
+}
+
+CudaResult<std::map<uint32_t, int32_t>> Runtime::FunctionAttributes(FunctionRecord& function) {
+  FLYT_CUDA_ASSIGN_OR_RETURN(LaunchTarget target, PrepareLaunch(function));
+  {
+    std::scoped_lock lock(mu_);
+    if (function.attributes_generation == generation_.load() && !function.attributes.empty()) {
+      return function.attributes;
+    }
+  }
+  FLYT_CUDA_ASSIGN_OR_RETURN(remote::Connection * conn, Connection());
+  FLYT_CUDA_ASSIGN_OR_RETURN(remote::FuncGetAttributesReply reply,
+                             conn->FuncGetAttributes({target.function_id}));
+  std::map<uint32_t, int32_t> values;
+  for (const remote::AttributeValue& v : reply.values) values[v.attr] = v.value;
+  std::scoped_lock lock(mu_);
+  function.attributes = values;
+  function.attributes_generation = generation_.load();
+  return values;
+}
+
+void Runtime::ForgetFunctionAttributes(FunctionRecord& function) {
+  std::scoped_lock lock(mu_);
+  function.attributes.clear();
+  function.attributes_generation = 0;
+}
+
+// ---- streams and events ------------------------------------------------------------------------
+
+uint64_t Runtime::PerThreadStream(CudaStatus& status) {
+  struct PerThread {
+    uint64_t generation = 0;
+    uint64_t id = 0;
+  };
+  static thread_local PerThread mine;
+  uint64_t gen = generation_.load();
+  if (mine.id != 0 && mine.generation == gen) return mine.id;
+  CudaResult<remote::Connection*> conn = Connection();
+  if (!conn.ok()) {
+    status = conn.status();
+    return 0;
+  }
+  uint64_t id = NewId();
+  // A blocking stream: the per-thread default stream synchronises with the legacy one.
+  status = (*conn)->StreamCreate({id, 0, 0});
+  if (!status.ok()) return 0;
+  mine = {gen, id};
+  return id;
+}
+
+CudaResult<uint64_t> Runtime::ResolveStream(cudaStream_t stream, bool per_thread) {
+  auto value = reinterpret_cast<uintptr_t>(stream);
+  if (value == 0 && !per_thread) return uint64_t{0};
+  if (value == 1) return uint64_t{0};  // cudaStreamLegacy
+  if (value == 0 || value == 2) {      // cudaStreamPerThread
+    CudaStatus status;
+    uint64_t id = PerThreadStream(status);
+    if (!status.ok()) return status;
+    return id;
+  }
+  FLYT_CUDA_ASSIGN_OR_RETURN(StreamRecord record, FindStream(stream));
+  return record.id;
+}
+
+CudaResult<StreamRecord> Runtime::FindStream(cudaStream_t stream) {
+  std::scoped_lock lock(mu_);
+  auto it = streams_.find(stream);
+  if (it == streams_.end() || it->second->generation != generation_.load()) {
+    return Error(CudaError::kInvalidResourceHandle, "not a stream of this process");
+  }
+  return *it->second;
+}
+
+cudaStream_t Runtime::AddStream(StreamRecord record) {
+  auto owned = std::make_unique<StreamRecord>(record);
+  auto handle = reinterpret_cast<cudaStream_t>(owned.get());
+  std::scoped_lock lock(mu_);
+  streams_.emplace(handle, std::move(owned));
+  return handle;
+}
+
+std::optional<StreamRecord> Runtime::RemoveStream(cudaStream_t stream) {
+  std::scoped_lock lock(mu_);
+  auto it = streams_.find(stream);
+  if (it == streams_.end()) return std::nullopt;
+  StreamRecord record = *it->second;
+  streams_.erase(it);
+  if (record.generation != generation_.load()) return std::nullopt;
+  return record;
+}
+
+CudaResult<EventRecord> Runtime::FindEvent(cudaEvent_t event) {
+  std::scoped_lock lock(mu_);
+  auto it = events_.find(event);
+  if (it == events_.end() || it->second->generation != generation_.load()) {
+    return Error(CudaError::kInvalidResourceHandle, "not an event of this process");
+  }
+  return *it->second;
+}
+
+cudaEvent_t Runtime::AddEvent(EventRecord record) {
+  auto owned = std::make_unique<EventRecord>(record);
+  auto handle = reinterpret_cast<cudaEvent_t>(owned.get());
+  std::scoped_lock lock(mu_);
+  events_.emplace(handle, std::move(owned));
+  return handle;
+}
+
+std::optional<EventRecord> Runtime::RemoveEvent(cudaEvent_t event) {
+  std::scoped_lock lock(mu_);
+  auto it = events_.find(event);
+  if (it == events_.end()) return std::nullopt;
+  EventRecord record = *it->second;
+  events_.erase(it);
+  if (record.generation != generation_.load()) return std::nullopt;
+  return record;
+}
+
+// ---- memory ------------------------------------------------------------------------------------
+
+void Runtime::AddDeviceAllocation(uint64_t ptr, uint64_t bytes) {
+  std::scoped_lock lock(mu_);
+  device_memory_.Add(ptr, bytes, 0);
+}
+
+bool Runtime::RemoveDeviceAllocation(uint64_t ptr) {
+  std::scoped_lock lock(mu_);
+  auto range = device_memory_.Find(ptr);
+  if (!range || range->base != ptr || range->value != 0) return false;
+  device_memory_.Remove(ptr);
+  return true;
+}
+
+bool Runtime::IsDeviceRange(const void* ptr, size_t bytes) {
+  std::scoped_lock lock(mu_);
+  return device_memory_.Contains(reinterpret_cast<uint64_t>(ptr), bytes);
+}
+
+bool Runtime::IsDevicePointer(const void* ptr) {
+  std::scoped_lock lock(mu_);
+  return device_memory_.Find(reinterpret_cast<uint64_t>(ptr)).has_value();
+}
+
+std::optional<std::pair<uint64_t, uint64_t>> Runtime::DeviceAllocationOf(const void* ptr) {
+  std::scoped_lock lock(mu_);
+  auto range = device_memory_.Find(reinterpret_cast<uint64_t>(ptr));
+  if (!range) return std::nullopt;
+  return std::make_pair(range->base, range->size);
+}
+
+void* Runtime::AllocateHost(size_t bytes, unsigned flags) {
+  constexpr size_t kPage = 4096;
+  size_t rounded = (std::max<size_t>(bytes, 1) + kPage - 1) / kPage * kPage;
+  void* p = std::aligned_alloc(kPage, rounded);
+  if (p == nullptr) return nullptr;
+  std::scoped_lock lock(mu_);
+  host_memory_.Add(reinterpret_cast<uint64_t>(p), rounded, flags);
+  host_allocations_.insert(p);
+  return p;
+}
+
+bool Runtime::FreeHost(void* ptr) {
+  {
+    std::scoped_lock lock(mu_);
+    if (host_allocations_.erase(ptr) == 0) return false;
+    host_memory_.Remove(reinterpret_cast<uint64_t>(ptr));
+  }
+  std::free(ptr);
+  return true;
+}
+
+bool Runtime::RegisterHost(void* ptr, size_t bytes, unsigned flags) {
+  std::scoped_lock lock(mu_);
+  return host_memory_.Add(reinterpret_cast<uint64_t>(ptr), bytes, flags);
+}
+
+bool Runtime::UnregisterHost(void* ptr) {
+  std::scoped_lock lock(mu_);
+  if (host_allocations_.contains(ptr)) return false;
+  return host_memory_.Remove(reinterpret_cast<uint64_t>(ptr)).has_value();
+}
+
+std::optional<unsigned> Runtime::HostFlags(const void* ptr) {
+  std::scoped_lock lock(mu_);
+  auto range = host_memory_.Find(reinterpret_cast<uint64_t>(ptr));
+  if (!range) return std::nullopt;
+  return range->value;
+}
+
+}  // namespace flyt::runtime

@@ -1,0 +1,253 @@
+// Runtime: the process-wide state of flyt's libcudart.so.13 — the one lazily created object the
+// conventions allow (it lives from the first CUDA call, or the program's first fatbin
+// registration, to process exit and is never destroyed, so that registration callbacks run from
+// atexit still find it).
+//
+// What it owns:
+//   - the connection to the flyt GPU server (FLYT_SERVER=HOST:PORT or unix:PATH), opened at the
+//     first call that needs the device; a missing or unreachable server is remembered and reported
+//     by every such call (cudaErrorNoDevice / cudaErrorInitializationError, logged once);
+//   - what the program registered: fatbins (shipped to the server lazily, the first time one of
+//     their kernels or variables is used), kernels by host stub, __device__/__constant__ variables;
+//   - the program's streams and events (cudaStream_t / cudaEvent_t are pointers to records here;
+//     a handle the runtime did not hand out is rejected, never dereferenced);
+//   - device allocations and host allocations, to classify pointers (cudaMemcpyDefault,
+//     cudaPointerGetAttributes) and to refuse a bad device range before it leaves the process;
+//   - cached device facts (properties, attributes), the error state, the log.
+// Objects on the server are named by numbers this process picks (remote/handle_table.h), so that
+// creating a stream or loading a module is pipelined like a launch. After cudaDeviceReset the
+// server holds nothing of this process any more: a generation counter makes every record reload.
+//
+// Thread safety: every method is thread-safe. One mutex guards the registries and handle maps;
+// the connection has its own (remote::Connection). No method calls the server while holding the
+// registry mutex except to post (which does not wait for the server).
+#pragma once
+
+#include <driver_types.h>
+#include <vector_types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "cuda/fatbin.h"
+#include "remote/address_ranges.h"
+#include "remote/client.h"
+#include "runtime/error_state.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace flyt::runtime {
+
+using remote::CudaResult;
+using remote::CudaStatus;
+
+struct FatbinRecord {
+  void* slot = nullptr;  // the program holds &slot as its "fatCubinHandle"
+  const void* wrapper = nullptr;
+  std::vector<std::span<const std::byte>> containers;  // [0] is loaded; all give layouts
+  std::string error;                                   // why the wrapper could not be read
+  bool parsed = false;
+  std::map<std::string, cuda::KernelInfo> kernels;  // by mangled name
+  uint64_t module_id = 0;
+  uint64_t module_generation = 0;
+};
+
+struct FunctionRecord {
+  FatbinRecord* fatbin = nullptr;
+  const void* host_fun = nullptr;
+  std::string name;  // mangled
+  uint64_t function_id = 0;
+  uint64_t generation = 0;
+  // Function attributes fetched once per generation (FuncGetAttributes), by number.
+  std::map<uint32_t, int32_t> attributes;
+  uint64_t attributes_generation = 0;
+};
+
+struct VarRecord {
+  FatbinRecord* fatbin = nullptr;
+  const void* host_var = nullptr;
+  std::string name;
+  size_t size = 0;
+  bool constant = false;
+  uint64_t ptr = 0;
+  uint64_t generation = 0;
+};
+
+struct StreamRecord {
+  uint64_t id = 0;
+  unsigned flags = 0;
+  int priority = 0;
+  uint64_t generation = 0;
+};
+
+struct EventRecord {
+  uint64_t id = 0;
+  unsigned flags = 0;
+  uint64_t generation = 0;
+};
+
+// What a launch needs after the registry lookup.
+struct LaunchTarget {
+  uint64_t function_id = 0;
+  const cuda::KernelInfo* layout = nullptr;  // stable: records are never erased while in use
+  std::string name;
+};
+
+class Runtime {
+ public:
+  // The process's runtime, created on first use.
+  static Runtime& Get();
+
+  ErrorState& errors() { return errors_; }
+  spdlog::logger& log() { return *log_; }
+  // Logs `message` at warning level the first time `key` is seen.
+  void WarnOnce(const std::string& key, const std::string& message);
+  // The stub of an entry point flyt does not provide: logs once, returns cudaErrorNotSupported.
+  cudaError_t Unsupported(const char* name);
+
+  // ---- outcomes ---------------------------------------------------------------------------
+  // Records a call's outcome as CUDA does and returns its code. A deferred error of posted work
+  // that came back with the call's reply is recorded too.
+  cudaError_t Finish(const CudaStatus& status);
+  // For synchronising calls (device/stream/event synchronize and queries, blocking copies): when
+  // the call itself succeeded, a deferred error of posted work is what it returns.
+  cudaError_t FinishSync(const CudaStatus& status);
+  // The sticky error as a status, or OK.
+  CudaStatus StickyStatus() const;
+
+  // ---- the server -------------------------------------------------------------------------
+  // The connection, opened on first use. Never null when ok.
+  CudaResult<remote::Connection*> Connection();
+  // Whether FLYT_STRICT_ERRORS asks for launch errors at the next cudaGetLastError.
+  bool strict_errors() const { return strict_errors_; }
+  // The server's driver version (0 before a connection).
+  int driver_version();
+
+  // ---- device facts -----------------------------------------------------------------------
+  CudaResult<const remote::GetDevicePropertiesReply*> Properties();
+  // An attribute (cached); device properties answer most without a round trip.
+  CudaResult<int32_t> Attribute(uint32_t attr);
+  uint64_t generation() const { return generation_.load(); }
+  // cudaDeviceReset: forget everything the server held for this process.
+  CudaStatus Reset();
+
+  // ---- registration -----------------------------------------------------------------------
+  void** RegisterFatbin(const void* wrapper);
+  void RegisterFunction(void** handle, const void* host_fun, const char* name);
+  void RegisterVar(void** handle, const void* host_var, const char* name, size_t size,
+                   bool constant);
+  void UnregisterFatbin(void** handle);
+
+  // The kernel a host stub or cudaKernel_t names; null when unknown.
+  FunctionRecord* FindFunction(const void* host_fun);
+  FunctionRecord* FromKernelHandle(const void* kernel);
+  // Loads the module and resolves the function on the server if needed (posted), and finds the
+  // kernel's parameter layout.
+  CudaResult<LaunchTarget> PrepareLaunch(FunctionRecord& function);
+  // The device address and size of a registered variable (one round trip the first time).
+  CudaResult<std::pair<uint64_t, size_t>> Symbol(const void* host_var);
+  // Function attributes by CUfunction_attribute number (one round trip per generation).
+  CudaResult<std::map<uint32_t, int32_t>> FunctionAttributes(FunctionRecord& function);
+  void ForgetFunctionAttributes(FunctionRecord& function);
+
+  // ---- streams and events -----------------------------------------------------------------
+  // The client's stream number for a cudaStream_t as the program passed it. `per_thread` says
+  // the call was a _ptsz one (stream 0 means this thread's default stream).
+  CudaResult<uint64_t> ResolveStream(cudaStream_t stream, bool per_thread);
+  CudaResult<StreamRecord> FindStream(cudaStream_t stream);
+  cudaStream_t AddStream(StreamRecord record);
+  std::optional<StreamRecord> RemoveStream(cudaStream_t stream);
+  CudaResult<EventRecord> FindEvent(cudaEvent_t event);
+  cudaEvent_t AddEvent(EventRecord record);
+  std::optional<EventRecord> RemoveEvent(cudaEvent_t event);
+  uint64_t NewId() { return next_id_.fetch_add(1) + 1; }
+
+  // ---- memory -------------------------------------------------------------------------------
+  void AddDeviceAllocation(uint64_t ptr, uint64_t bytes);
+  bool RemoveDeviceAllocation(uint64_t ptr);
+  // The device range [ptr, ptr + bytes) lies inside one allocation or variable of this process.
+  bool IsDeviceRange(const void* ptr, size_t bytes);
+  bool IsDevicePointer(const void* ptr);
+  std::optional<std::pair<uint64_t, uint64_t>> DeviceAllocationOf(const void* ptr);
+  void* AllocateHost(size_t bytes, unsigned flags);
+  bool FreeHost(void* ptr);
+  bool RegisterHost(void* ptr, size_t bytes, unsigned flags);
+  bool UnregisterHost(void* ptr);
+  // Flags of the pinned (cudaMallocHost/cudaHostAlloc/cudaHostRegister) range holding `ptr`.
+  std::optional<unsigned> HostFlags(const void* ptr);
+
+  // Device flags and limits kept locally (cudaSetDeviceFlags, cudaDeviceSetLimit...).
+  std::atomic<unsigned> device_flags{0};
+  std::atomic<int> cache_config{0};
+  std::atomic<int> shared_mem_config{0};
+  std::mutex limits_mu;
+  std::map<int, size_t> limits;  // guarded by limits_mu
+
+ private:
+  Runtime();
+  CudaStatus EnsureModuleLocked(FatbinRecord& fatbin);
+  void ParseLocked(FatbinRecord& fatbin);
+  uint64_t PerThreadStream(CudaStatus& status);
+
+  ErrorState errors_;
+  std::shared_ptr<spdlog::logger> log_;
+  bool strict_errors_ = false;
+
+  std::mutex connect_mu_;
+  std::unique_ptr<remote::Connection> connection_;  // guarded by connect_mu_ until set
+  std::optional<CudaStatus> connect_error_;         // guarded by connect_mu_
+  std::atomic<remote::Connection*> conn_{nullptr};
+
+  std::mutex device_mu_;
+  std::optional<remote::GetDevicePropertiesReply> properties_;  // guarded by device_mu_
+  std::map<uint32_t, int32_t> attributes_;                       // guarded by device_mu_
+
+  std::atomic<uint64_t> generation_{1};
+  std::atomic<uint64_t> next_id_{0};
+
+  std::mutex mu_;
+  std::vector<std::unique_ptr<FatbinRecord>> fatbins_;                        // guarded by mu_
+  std::unordered_map<const void*, std::unique_ptr<FunctionRecord>> functions_;  // guarded by mu_
+  std::unordered_set<const void*> kernel_handles_;                             // guarded by mu_
+  std::unordered_map<const void*, std::unique_ptr<VarRecord>> vars_;          // guarded by mu_
+  std::unordered_map<const void*, std::unique_ptr<StreamRecord>> streams_;    // guarded by mu_
+  std::unordered_map<const void*, std::unique_ptr<EventRecord>> events_;      // guarded by mu_
+  remote::AddressRanges<uint8_t> device_memory_;                              // guarded by mu_
+  remote::AddressRanges<unsigned> host_memory_;  // guarded by mu_: pinned/registered, flags
+  std::unordered_set<void*> host_allocations_;   // guarded by mu_: ours to free
+  std::unordered_set<std::string> warned_;       // guarded by mu_
+};
+
+// Converts between flyt's and CUDA's error types (the same numbers).
+inline cudaError_t ToCuda(remote::CudaError e) { return static_cast<cudaError_t>(e); }
+inline remote::CudaError FromCuda(cudaError_t e) { return static_cast<remote::CudaError>(e); }
+
+// Runs `body` (returning cudaError_t) and turns any exception into cudaErrorUnknown: an
+// exception must not cross into the C caller (CONVENTIONS: SafeWrapper).
+template <typename Body>
+cudaError_t Guard(const char* name, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    try {
+      Runtime::Get().WarnOnce(std::string("exception:") + name,
+                              std::string(name) + " failed inside flyt: " + e.what());
+    } catch (...) {
+    }
+  } catch (...) {
+  }
+  return cudaErrorUnknown;
+}
+
+}  // namespace flyt::runtime
