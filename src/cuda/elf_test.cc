@@ -97,8 +97,9 @@ TEST(CudaElfTest, HeaderErrors) {
 }
 
 TEST(CudaElfTest, SymbolErrors) {
-  auto [strtab, symtab] = BuildSymbols({{"alpha", 0x12, 0x10, 7}});
-  auto build = [&](uint32_t link, uint64_t entsize, std::vector<std::byte> strings) {
+  auto [strtab, symbols] = BuildSymbols({{"alpha", 0x12, 0x10, 7}});
+  // clang 14 does not let a lambda capture a structured binding (C++20 allows it): copy it.
+  auto build = [symtab = symbols](uint32_t link, uint64_t entsize, std::vector<std::byte> strings) {
     return BuildElf(
         {{".strtab", 3, 0, 0, 0, 0, strings}, {".symtab", 2, 0, link, 0, entsize, symtab}});
   };

@@ -7,7 +7,9 @@
 #include <array>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <filesystem>
+#include <thread>
 #include <optional>
 #include <system_error>
 
@@ -105,9 +107,19 @@ class SqliteDatabase final : public Database {
     sqlite3_extended_result_codes(db_.get(), 1);
     sqlite3_busy_timeout(db_.get(), kBusyTimeoutMs);
     FLYT_RETURN_IF_ERROR(ExecScript("PRAGMA foreign_keys = ON"));
-    // The first statement that reads the file: a damaged file is refused here.
+    // The first statement that reads the file: a damaged file is refused here. Switching a new
+    // file to WAL needs it to itself, and SQLite answers "locked" at once (without its busy
+    // handler) while another connection opens it at the same moment: retry for the busy timeout.
     std::string mode;
-    FLYT_RETURN_IF_ERROR(StepText("PRAGMA journal_mode = WAL", &mode));
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
+    while (true) {
+      Status s = StepText("PRAGMA journal_mode = WAL", &mode);
+      if (s.ok()) break;
+      if (s.code() != StatusCode::kUnavailable || std::chrono::steady_clock::now() > give_up) {
+        return s;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
     if (!in_memory && mode != "wal") {
       return Status(StatusCode::kFailedPrecondition,
                     describe_ + ": cannot use write-ahead logging (journal_mode is " + mode + ")");
