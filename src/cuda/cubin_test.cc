@@ -133,8 +133,9 @@ std::map<std::pair<std::string, uint32_t>, PtxasUsage> ParsePtxasReport(const st
 // and stack frame with what ParseCubin reads from the resulting cubins. (cuobjdump is not part
 // of the toolkit installed here; ptxas's report is the same numbers from the source.)
 TEST(CubinTest, AgreesWithPtxasResourceUsage) {
-  const std::string nvcc = "/usr/local/cuda/bin/nvcc";
-  if (!std::filesystem::exists(nvcc)) GTEST_SKIP() << "no nvcc at " << nvcc;
+  std::string nvcc = "/usr/local/cuda/bin/nvcc";
+  if (!std::filesystem::exists(nvcc)) nvcc = FindOnPath("nvcc");
+  if (nvcc.empty()) GTEST_SKIP() << "no nvcc in /usr/local/cuda/bin or on PATH";
   const std::string src = std::string(FLYT_SOURCE_DIR) + "/tests/cuda/";
   const std::string out = ::testing::TempDir() + "/flyt_resource_usage.fatbin";
   size_t compared = 0;

@@ -14,7 +14,8 @@
 // FatbinsOfWrapper, which must follow the raw pointers nvcc put in the wrapper of a program loaded
 // in this process; it trusts those pointers as far as the program's own loader does.
 //
-// Layout facts this reader relies on (CUDA 11-13, checked against nvcc 13.0 output):
+// Layout facts this reader relies on (checked against nvcc 13.0 output, LZ4 included via
+// -Xfatbin -compress-mode=speed):
 //  * container: u32 magic, u16 version (1), u16 header size (16), u64 size of the entries;
 //  * entry: u16 kind (1 PTX, 2 ELF; others such as 8 = LTO IR are skipped), u16 version,
 //    u32 header size (64 + optional fields), u64 stored payload size (8-aligned), u32 compressed
@@ -77,6 +78,7 @@ struct KernelInfo {
   uint32_t param_bytes = 0;         // size of the whole parameter buffer
   // Absent when the entry does not say (PTX-only kernels).
   std::optional<uint32_t> registers;
+  // As ptxas reports it: without the 1 KiB that sm_90+ cubins reserve in .nv.shared.<kernel>.
   std::optional<uint32_t> static_shared_bytes;
   std::optional<uint32_t> max_threads_per_block;
   std::optional<uint32_t> const_bytes;  // constant bank 0 (.nv.constant0.<kernel>), params included

@@ -24,7 +24,8 @@ int main() {
   float back[8] = {};
   CHECK(cudaMemcpyFromSymbol(back, kCoefficients, sizeof(back)));
   for (int i = 0; i < 8; ++i) {
-    if (back[i] != coefficients[i]) FAIL("constant_memory: coefficient %d read back as %g", i, back[i]);
+    if (back[i] != coefficients[i])
+      FAIL("constant_memory: coefficient %d read back as %g", i, back[i]);
   }
   const int n = 4096;
   std::vector<float> x(n), y(n);

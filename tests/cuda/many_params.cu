@@ -43,10 +43,11 @@ int main() {
   CHECK(cudaGetLastError());
   double got[11] = {};
   CHECK(cudaMemcpy(got, out, sizeof(got), cudaMemcpyDeviceToHost));
-  const double want[11] = {'A', -1234, 1 << 20, 3.25, 2.5, 'P', 0.125, 77, 'z',
-                           static_cast<double>(-(1LL << 40)), -7.5};
+  const double want[11] = {
+      'A', -1234, 1 << 20, 3.25, 2.5, 'P', 0.125, 77, 'z', static_cast<double>(-(1LL << 40)), -7.5};
   for (int k = 0; k < 11; ++k) {
-    if (got[k] != want[k]) FAIL("many_params: value %d arrived as %g, expected %g", k, got[k], want[k]);
+    if (got[k] != want[k])
+      FAIL("many_params: value %d arrived as %g, expected %g", k, got[k], want[k]);
   }
   CHECK(cudaFree(in));
   CHECK(cudaFree(out));

@@ -18,8 +18,8 @@ struct alignas(16) Wide {
 __global__ void __launch_bounds__(256, 2) BigParam(Big b, int* out) { out[0] = b.v[4999]; }
 
 // 0: 0,3   1: 16,16   2: 32,1   3: 48,16   4: 64,8   5: 72,2   6: 80,16   7: 96,1 → 97 bytes
-__global__ void __launch_bounds__(128) Aligned(Odd o, Wide w, char c, Wide w2, int* out, __half h,
-                                                float4 f4, bool flag) {
+__global__ void __launch_bounds__(128)
+    Aligned(Odd o, Wide w, char c, Wide w2, int* out, __half h, float4 f4, bool flag) {
   __shared__ float tile[64];
   tile[threadIdx.x % 64] = w.x + o.v[2] + c + w2.w + __half2float(h) + f4.w + flag;
   __syncthreads();
