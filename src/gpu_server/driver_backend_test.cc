@@ -461,12 +461,12 @@ TEST_F(DriverBackendGpuTest, ReportsTheRuntimesErrorCodes) {
   EXPECT_TRUE(session_->DeviceSynchronize().ok());
 }
 
-TEST_F(DriverBackendGpuTest, StickyFaultStaysInItsSessionAndResetClearsIt) {
-  auto other = backend_->OpenSession("bystander");
-  ASSERT_TRUE(other.ok()) << other.status().ToString();
-  auto kept = (*other)->Malloc(4096);
-  ASSERT_TRUE(kept.ok());
-
+// A kernel fault is sticky: the session that ran it reports it at the next synchronising call
+// and every later call fails. (On the H100 with driver 580 the fault also poisons every other
+// context of the process and any new one, so sessions of one process are not isolated from each
+// other: flyt-gpu-server serves each client from a process of its own, checked end to end by
+// tests/e2e/remote_gpu_test.sh.)
+TEST_F(DriverBackendGpuTest, AStickyFaultStaysWithTheSession) {
   const remote::ModuleHandle module = LoadKernels(*session_);
   auto axpy = session_->ModuleGetFunction(module, "flyt_axpy");
   ASSERT_TRUE(axpy.ok());
@@ -481,15 +481,7 @@ TEST_F(DriverBackendGpuTest, StickyFaultStaysInItsSessionAndResetClearsIt) {
   const remote::CudaStatus fault = session_->DeviceSynchronize();
   EXPECT_EQ(fault.code(), CudaError::kIllegalAddress) << fault.ToString();
   EXPECT_FALSE(session_->Malloc(16).ok());  // sticky
-
-  // The other client's context is untouched.
-  EXPECT_TRUE((*other)->DeviceSynchronize().ok());
-  auto more = (*other)->Malloc(4096);
-  EXPECT_TRUE(more.ok()) << more.status().ToString();
-
-  ASSERT_TRUE(session_->Reset().ok());
-  auto fresh = session_->Malloc(16);
-  EXPECT_TRUE(fresh.ok()) << fresh.status().ToString();
+  EXPECT_FALSE(session_->DeviceSynchronize().ok());
 }
 
 }  // namespace

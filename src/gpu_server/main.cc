@@ -43,6 +43,11 @@ int main(int argc, char** argv) {
                  "device memory all clients together may allocate, in MiB (0: the device's)");
   app.add_option("--sm-count", sm_count, "SMs the clients may use (0: all)")
       ->check(CLI::NonNegativeNumber);
+  std::string isolation = "process";
+  app.add_option("--isolation", isolation,
+                 "process (each client served by a process of its own, so a device fault stays "
+                 "with its client) or thread (all clients in this process)")
+      ->check(CLI::IsMember({"process", "thread"}));
   app.add_option("--launch-log", launch_log, "append one JSON line per kernel launch to this file");
   app.add_option("--cuda-library", cuda_library, "driver library to load (driver backend)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
@@ -78,30 +83,54 @@ int main(int argc, char** argv) {
 
   flyt::SetUpDaemon(log_level);
 
-  std::unique_ptr<flyt::remote::Backend> backend;
+  flyt::remote::BackendFactory make_backend;
   if (backend_name == "sim") {
     flyt::remote::SimOptions sim;
     if (sm_count > 0) sim.sm_count = sm_count;
-    backend = flyt::remote::MakeSimBackend(sim);
+    make_backend = [sim]() -> flyt::Result<std::unique_ptr<flyt::remote::Backend>> {
+      return flyt::remote::MakeSimBackend(sim);
+    };
   } else {
 #if FLYT_HAVE_DRIVER_BACKEND
     flyt::gpu_server::DriverOptions driver;
     driver.device = device;
     if (sm_count > 0) driver.sm_count = sm_count;
     driver.library = cuda_library;
-    auto made = flyt::gpu_server::MakeDriverBackend(driver);
-    if (!made.ok()) return Fail("driver backend: " + made.status().message());
-    backend = std::move(made).value();
+    make_backend = [driver]() -> flyt::Result<std::unique_ptr<flyt::remote::Backend>> {
+      return flyt::gpu_server::MakeDriverBackend(driver);
+    };
 #else
     return Fail("the driver backend is not part of this build (use --backend sim)");
 #endif
   }
-  if (backend->Identity().simulated) {
+
+  // kProcess: the device is opened in each client's process only; this process checks that it
+  // can be, from a short-lived child, and never initialises the driver itself.
+  std::unique_ptr<flyt::remote::Backend> shared_backend;
+  flyt::remote::BackendProbe probe;
+  if (isolation == "process") {
+    flyt::Result<flyt::remote::BackendProbe> probed = flyt::remote::ProbeBackend(make_backend);
+    if (!probed.ok()) return Fail(backend_name + " backend: " + probed.status().message());
+    probe = *probed;
+  } else {
+    flyt::Result<std::unique_ptr<flyt::remote::Backend>> made = make_backend();
+    if (!made.ok()) return Fail(backend_name + " backend: " + made.status().message());
+    shared_backend = std::move(made).value();
+    probe = {shared_backend->Name(), shared_backend->Describe(),
+             shared_backend->Identity().simulated};
+  }
+  if (probe.simulated) {
     spdlog::warn("SIMULATED device: kernels are recorded, not executed; results are not computed");
   }
-  spdlog::info("backend {}: {}", backend->Name(), backend->Describe());
+  spdlog::info("backend {}: {}", probe.name, probe.description);
+  spdlog::info("isolation: {}", isolation == "process"
+                                    ? "a process per client"
+                                    : "a thread per client (one client's device fault reaches all)");
 
-  flyt::remote::Server server(*backend, options);
+  std::unique_ptr<flyt::remote::Server> server_owner =
+      shared_backend ? std::make_unique<flyt::remote::Server>(*shared_backend, options)
+                     : std::make_unique<flyt::remote::Server>(make_backend, options);
+  flyt::remote::Server& server = *server_owner;
   if (flyt::Status s = server.Start(); !s.ok()) return Fail(s.message());
   for (const flyt::remote::Endpoint& endpoint : server.endpoints()) {
     spdlog::info("listening on {}", endpoint.ToString());

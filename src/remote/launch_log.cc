@@ -1,5 +1,7 @@
 #include "remote/launch_log.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -60,9 +62,18 @@ std::string LaunchLog::Format(const LaunchRecord& record) {
 void LaunchLog::Append(const LaunchRecord& record) {
   std::string text = Format(record);
   text.push_back('\n');
+  // One write(2) per line on an O_APPEND file: lines from the client processes of one server
+  // (each appending through the same open file) never interleave.
   std::scoped_lock lock(mu_);
-  std::fwrite(text.data(), 1, text.size(), file_);
-  std::fflush(file_);
+  const char* at = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    ssize_t n = ::write(::fileno(file_), at, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // a full disk loses log lines, never the client's launch
+    at += n;
+    left -= static_cast<size_t>(n);
+  }
 }
 
 }  // namespace flyt::remote

@@ -8,7 +8,8 @@
 //    "args":[{"offset":0,"size":8,"hex":"..."}, ...]}
 //
 // "args" is present when the kernel's parameter layout is known (read from the module's fatbin).
-// Thread-safe: client threads append concurrently; each line is written and flushed whole.
+// Thread-safe, and safe across the client processes of one server: each line is one write(2) to
+// an O_APPEND file, so concurrent lines never interleave.
 #pragma once
 
 #include <cstdint>
@@ -50,6 +51,8 @@ class LaunchLog {
   LaunchLog& operator=(const LaunchLog&) = delete;
 
   void Append(const LaunchRecord& record);
+  // The open file (client processes keep it open across their fork).
+  int fd() const { return ::fileno(file_); }
 
   // The JSON line for a record (without the newline).
   static std::string Format(const LaunchRecord& record);

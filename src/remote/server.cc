@@ -1,7 +1,11 @@
 #include "remote/server.h"
 
 #include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,16 +25,6 @@
 
 namespace flyt::remote {
 
-bool MemoryAccount::TryReserve(uint64_t bytes) {
-  uint64_t used = used_.load();
-  while (true) {
-    if (limit_bytes_ != 0 && (bytes > limit_bytes_ || used > limit_bytes_ - bytes)) return false;
-    if (used_.compare_exchange_weak(used, used + bytes)) return true;
-  }
-}
-
-void MemoryAccount::Release(uint64_t bytes) { used_.fetch_sub(bytes); }
-
 namespace {
 
 constexpr size_t kMaxStreams = 1 << 16;
@@ -40,6 +34,8 @@ constexpr size_t kMaxFunctions = 1 << 20;
 constexpr uint64_t kMaxModuleBytes = 1ull << 30;
 constexpr size_t kMaxHelloBytes = 64 << 10;
 constexpr size_t kDepartedKept = 64;
+// Connections beyond max_clients that may be open at once, to be refused by their hello.
+constexpr size_t kConnectSlack = 16;
 // A Data frame with this offset and no bytes: "the download of this seq was abandoned".
 constexpr uint64_t kAbandonedOffset = ~uint64_t{0};
 
@@ -56,12 +52,18 @@ std::string Hex(uint64_t v) {
 // One client's connection: its thread runs Run() from hello to cleanup.
 class ClientSession {
  public:
-  ClientSession(Server& server, int fd, uint64_t id, std::shared_ptr<ClientCounters> counters)
+  // `backend` null: the client's process could not make one (`backend_error` says why); the
+  // hello is answered with that error.
+  ClientSession(Server& server, Backend* backend, std::string backend_error, int fd,
+                uint64_t id, ClientSlot* slot)
       : server_(server),
-        backend_(server.backend_),
+        backend_(backend),
+        backend_error_(std::move(backend_error)),
         fd_(fd),
         id_(id),
-        counters_(std::move(counters)),
+        slot_(slot),
+        counters_(&ClientRegistry::Counters(slot)),
+        memory_(*server.registry_, slot),
         reader_(fd) {}
 
   void Run();
@@ -127,11 +129,28 @@ class ClientSession {
 #include "remote/calls.def"
 #undef FLYT_CALL
 
+  // The server-wide device-memory account, as seen by one client.
+  class Memory {
+   public:
+    Memory(ClientRegistry& registry, ClientSlot* slot) : registry_(registry), slot_(slot) {}
+    bool TryReserve(uint64_t bytes) { return registry_.TryReserve(slot_, bytes); }
+    void Release(uint64_t bytes) { registry_.Release(slot_, bytes); }
+    uint64_t used_bytes() const { return registry_.used_bytes(); }
+    uint64_t limit_bytes() const { return registry_.limit_bytes(); }
+
+   private:
+    ClientRegistry& registry_;
+    ClientSlot* slot_;
+  };
+
   Server& server_;
-  Backend& backend_;
+  Backend* backend_;
+  std::string backend_error_;
   int fd_;
   uint64_t id_;
-  std::shared_ptr<ClientCounters> counters_;
+  ClientSlot* slot_;
+  ClientCounters* counters_;
+  Memory memory_;
   SocketReader reader_;
   Bytes payload_;
   Bytes data_;
@@ -156,7 +175,12 @@ class ClientSession {
 void ClientSession::Run() {
   Status status = Hello();
   if (status.ok()) {
-    spdlog::info("{}: connected ({}, pid {})", Tag(), label_, pid_);
+    if (server_.isolation() == Isolation::kProcess) {
+      spdlog::info("{}: connected ({}, pid {}; served by process {})", Tag(), label_, pid_,
+                   ::getpid());
+    } else {
+      spdlog::info("{}: connected ({}, pid {})", Tag(), label_, pid_);
+    }
     status = Serve();
     if (status.code() == StatusCode::kUnavailable) {
       spdlog::info("{}: disconnected ({})", Tag(), status.message());
@@ -206,10 +230,12 @@ Status ClientSession::Hello() {
   reply.max_frame_payload = kMaxFramePayload;
   reply.client_id = id_;
   reply.server_label = server_.options_.label;
-  reply.backend = backend_.Name();
-  DeviceIdentity identity = backend_.Identity();
-  reply.simulated = identity.simulated;
-  reply.driver_version = identity.driver_version;
+  if (backend_ != nullptr) {
+    reply.backend = backend_->Name();
+    DeviceIdentity identity = backend_->Identity();
+    reply.simulated = identity.simulated;
+    reply.driver_version = identity.driver_version;
+  }
   reply.device_count = 1;
   Status refusal;
   if (hello.max_version < kMinProtocolVersion || hello.min_version > kProtocolVersion ||
@@ -221,11 +247,13 @@ Status ClientSession::Hello() {
   } else if (server_.client_count() > server_.options_.max_clients) {
     reply.error = "server busy: " + std::to_string(server_.options_.max_clients) +
                   " clients connected";
+  } else if (backend_ == nullptr) {
+    reply.error = "cannot open the device: " + backend_error_;
   } else {
     reply.version = std::min(hello.max_version, kProtocolVersion);
     reply.capabilities = hello.capabilities & kAllCapabilities;
     CudaResult<std::unique_ptr<Session>> session =
-        backend_.OpenSession(label_ + " (client " + std::to_string(id_) + ")");
+        backend_->OpenSession(label_ + " (client " + std::to_string(id_) + ")");
     if (!session.ok()) {
       reply.version = 0;
       reply.error = "cannot open a device session: " + session.status().ToString();
@@ -241,11 +269,7 @@ Status ClientSession::Hello() {
   AppendFrame(out, FrameKind::kHelloReply, CallId::kNone, header.seq, reply);
   FLYT_RETURN_IF_ERROR(WriteAll(fd_, out));
   if (!refusal.ok()) return InvalidArgument(refusal.message());
-  {
-    std::scoped_lock lock(server_.mu_);
-    auto it = server_.clients_.find(id_);
-    if (it != server_.clients_.end()) it->second.label = label_;
-  }
+  ClientRegistry::SetLabel(slot_, label_);
   return Status::Ok();
 }
 
@@ -469,7 +493,7 @@ void ClientSession::FreeEverything() {
   for (auto [base, size] : allocations) {
     CudaStatus s = session_->Free(base);
     if (!s.ok()) spdlog::warn("{}: freeing {}: {}", Tag(), Hex(base), s.ToString());
-    server_.memory_.Release(size);
+    memory_.Release(size);
   }
   allocations_.Clear();
   counters_->allocations = 0;
@@ -487,15 +511,15 @@ CudaResult<GetDevicePropertiesReply> ClientSession::Handle(const GetDeviceProper
     return Error(CudaError::kInvalidDevice, "this server has one device, 0");
   }
   GetDevicePropertiesReply reply;
-  DeviceIdentity identity = backend_.Identity();
+  DeviceIdentity identity = backend_->Identity();
   reply.name = identity.name;
   reply.uuid.assign(reinterpret_cast<const std::byte*>(identity.uuid.data()),
                     reinterpret_cast<const std::byte*>(identity.uuid.data()) + identity.uuid.size());
   uint64_t total = identity.total_memory_bytes;
-  if (server_.memory_.limit_bytes() != 0) total = std::min(total, server_.memory_.limit_bytes());
+  if (memory_.limit_bytes() != 0) total = std::min(total, memory_.limit_bytes());
   reply.values.push_back({"totalGlobalMem", static_cast<int64_t>(total)});
 #define FLYT_DEVICE_PROP(field, attr, name)                                \
-  if (CudaResult<int32_t> v = backend_.DeviceAttribute(attr); v.ok()) { \
+  if (CudaResult<int32_t> v = backend_->DeviceAttribute(attr); v.ok()) { \
     reply.values.push_back({#field, *v});                              \
   }
 #include "remote/device_props.def"
@@ -506,7 +530,7 @@ CudaResult<GetDevicePropertiesReply> ClientSession::Handle(const GetDeviceProper
 CudaResult<DeviceGetAttributeReply> ClientSession::Handle(const DeviceGetAttributeRequest& r,
                                                            Io&) {
   if (r.device != 0) return Error(CudaError::kInvalidDevice, "this server has one device, 0");
-  FLYT_CUDA_ASSIGN_OR_RETURN(int32_t value, backend_.DeviceAttribute(r.attr));
+  FLYT_CUDA_ASSIGN_OR_RETURN(int32_t value, backend_->DeviceAttribute(r.attr));
   return DeviceGetAttributeReply{value};
 }
 
@@ -523,9 +547,9 @@ CudaResult<DeviceResetReply> ClientSession::Handle(const DeviceResetRequest&, Io
 
 CudaResult<MemGetInfoReply> ClientSession::Handle(const MemGetInfoRequest&, Io&) {
   FLYT_CUDA_ASSIGN_OR_RETURN(MemoryInfo info, session_->MemGetInfo());
-  uint64_t limit = server_.memory_.limit_bytes();
+  uint64_t limit = memory_.limit_bytes();
   if (limit != 0) {
-    uint64_t used = server_.memory_.used_bytes();
+    uint64_t used = memory_.used_bytes();
     info.total_bytes = std::min(info.total_bytes, limit);
     info.free_bytes = std::min(info.free_bytes, used >= limit ? 0 : limit - used);
   }
@@ -536,20 +560,20 @@ CudaResult<SyncReply> ClientSession::Handle(const SyncRequest&, Io&) { return Sy
 
 CudaResult<MallocReply> ClientSession::Handle(const MallocRequest& r, Io&) {
   if (r.bytes == 0) return MallocReply{0};
-  if (!server_.memory_.TryReserve(r.bytes)) {
+  if (!memory_.TryReserve(r.bytes)) {
     return Error(CudaError::kMemoryAllocation,
                  "the server's memory limit of " +
-                     std::to_string(server_.memory_.limit_bytes() >> 20) + " MiB is reached (" +
-                     std::to_string(server_.memory_.used_bytes() >> 20) + " MiB in use)");
+                     std::to_string(memory_.limit_bytes() >> 20) + " MiB is reached (" +
+                     std::to_string(memory_.used_bytes() >> 20) + " MiB in use)");
   }
   CudaResult<DevicePtr> ptr = session_->Malloc(r.bytes);
   if (!ptr.ok()) {
-    server_.memory_.Release(r.bytes);
+    memory_.Release(r.bytes);
     return ptr.status();
   }
   if (!allocations_.Add(*ptr, r.bytes)) {
     (void)session_->Free(*ptr);
-    server_.memory_.Release(r.bytes);
+    memory_.Release(r.bytes);
     return Error(CudaError::kUnknown, "backend returned an address that overlaps another");
   }
   counters_->allocations += 1;
@@ -565,7 +589,7 @@ CudaResult<FreeReply> ClientSession::Handle(const FreeRequest& r, Io&) {
   }
   CudaStatus freed = session_->Free(r.ptr);
   allocations_.Remove(r.ptr);
-  server_.memory_.Release(range->size);
+  memory_.Release(range->size);
   counters_->allocations -= 1;
   counters_->allocated_bytes -= range->size;
   FLYT_CUDA_RETURN_IF_ERROR(freed);
@@ -974,11 +998,17 @@ CudaResult<DebugStatsReply> ClientSession::Handle(const DebugStatsRequest&, Io&)
 // ---- Server ------------------------------------------------------------------------------------
 
 Server::Server(Backend& backend, ServerOptions options)
-    : backend_(backend), options_(std::move(options)), memory_(options_.memory_limit_bytes) {}
+    : backend_(&backend), options_(std::move(options)), server_pid_(::getpid()) {}
+
+Server::Server(BackendFactory factory, ServerOptions options)
+    : factory_(std::move(factory)), options_(std::move(options)), server_pid_(::getpid()) {}
 
 Server::~Server() { Stop(); }
 
 Status Server::Start() {
+  FLYT_ASSIGN_OR_RETURN(registry_, ClientRegistry::Create(options_.max_clients + kConnectSlack,
+                                                          kDepartedKept,
+                                                          options_.memory_limit_bytes));
   if (!options_.launch_log_path.empty()) {
     FLYT_ASSIGN_OR_RETURN(launch_log_, LaunchLog::Open(options_.launch_log_path));
   }
@@ -992,26 +1022,50 @@ Status Server::Start() {
     bound_.push_back(bound);
   }
   int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return ErrnoError("pipe", errno);
+  if (::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0) return ErrnoError("pipe", errno);
   wake_read_.Reset(pipe_fds[0]);
   wake_write_.Reset(pipe_fds[1]);
   acceptor_ = std::thread([this] { AcceptLoop(); });
   return Status::Ok();
 }
 
+void Server::Wake() {
+  char byte = 1;
+  (void)!::write(wake_write_.get(), &byte, 1);
+}
+
 void Server::AcceptLoop() {
   std::vector<pollfd> fds;
-  for (const UniqueFd& fd : listeners_) fds.push_back({fd.get(), POLLIN, 0});
-  fds.push_back({wake_read_.get(), POLLIN, 0});
   while (!stopping_.load()) {
+    fds.clear();
+    for (const UniqueFd& fd : listeners_) fds.push_back({fd.get(), POLLIN, 0});
+    fds.push_back({wake_read_.get(), POLLIN, 0});
+    {
+      std::scoped_lock lock(mu_);
+      for (const auto& [id, entry] : clients_) {
+        if (entry.pidfd.valid()) fds.push_back({entry.pidfd.get(), POLLIN, 0});
+      }
+    }
     int n = ::poll(fds.data(), fds.size(), 500);
     ReapFinished();
+    ReapProcesses();
     if (n < 0 && errno != EINTR) {
       spdlog::error("poll: {}", std::strerror(errno));
       return;
     }
+    if (fds[listeners_.size()].revents & POLLIN) {
+      char drain[64];
+      while (::read(wake_read_.get(), drain, sizeof drain) > 0) {
+      }
+      std::vector<UniqueFd> handed;
+      {
+        std::scoped_lock lock(mu_);
+        handed.swap(handed_over_);
+      }
+      for (UniqueFd& fd : handed) StartClient(std::move(fd));
+    }
     if (n <= 0) continue;
-    for (size_t i = 0; i + 1 < fds.size(); ++i) {
+    for (size_t i = 0; i < listeners_.size(); ++i) {
       if ((fds[i].revents & POLLIN) == 0) continue;
       int client = ::accept4(fds[i].fd, nullptr, nullptr, SOCK_CLOEXEC);
       if (client < 0) {
@@ -1021,33 +1075,143 @@ void Server::AcceptLoop() {
         continue;
       }
       TuneStreamSocket(client);
-      ServeConnection(UniqueFd(client));
+      StartClient(UniqueFd(client));
     }
   }
 }
 
 void Server::ServeConnection(UniqueFd fd) {
+  if (isolation() == Isolation::kThread) {
+    StartClient(std::move(fd));
+    return;
+  }
+  // Every fork happens on the acceptor thread, so no other thread of this process can be
+  // holding a lock (the logger's, this server's) that the child would inherit held.
+  {
+    std::scoped_lock lock(mu_);
+    if (stopping_.load()) return;
+    handed_over_.push_back(std::move(fd));
+  }
+  Wake();
+}
+
+void Server::StartClient(UniqueFd fd) {
   ReapFinished();
   std::scoped_lock lock(mu_);
   if (stopping_.load()) return;
   uint64_t id = NextClientId();
+  ClientSlot* slot = registry_->Acquire(id);
+  if (slot == nullptr) {
+    // More connections than max_clients + kConnectSlack are open (most of them not yet past
+    // the hello, or the hello would have refused them): drop this one unheard.
+    spdlog::warn("client {}: refused: {} connections open", id, registry_->LiveCount());
+    return;
+  }
   ClientEntry& entry = clients_[id];
   entry.id = id;
-  entry.counters = std::make_shared<ClientCounters>();
+  entry.slot = slot;
   entry.fd = fd.Release();
+  if (isolation() == Isolation::kThread) {
+    StartClientThread(entry);
+  } else {
+    StartClientProcess(entry);
+  }
+}
+
+void Server::StartClientThread(ClientEntry& entry) {
+  uint64_t id = entry.id;
   int raw = entry.fd;
-  std::shared_ptr<ClientCounters> counters = entry.counters;
-  entry.thread = std::thread([this, raw, id, counters] {
+  ClientSlot* slot = entry.slot;
+  entry.thread = std::thread([this, raw, id, slot] {
     {
-      ClientSession session(*this, raw, id, counters);
+      ClientSession session(*this, backend_, "", raw, id, slot);
       session.Run();
     }
     std::scoped_lock done(mu_);
     auto it = clients_.find(id);
     if (it == clients_.end()) return;
-    it->second.connected = false;
+    it->second.finished = true;
     finished_.push_back(id);
   });
+}
+
+void Server::StartClientProcess(ClientEntry& entry) {
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    spdlog::error("client {}: cannot start its process: {}", entry.id, std::strerror(errno));
+    registry_->Depart(entry.slot);
+    ::close(entry.fd);
+    clients_.erase(entry.id);
+    return;
+  }
+  if (pid == 0) RunClientProcess(entry.id);
+  entry.pid = pid;
+  ClientRegistry::SetServingPid(entry.slot, pid);
+  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd >= 0) {
+    ::fcntl(pidfd, F_SETFD, FD_CLOEXEC);
+    entry.pidfd.Reset(pidfd);
+  } else {
+    // Kernels before 5.3: the acceptor's half-second poll timeout reaps it instead.
+    spdlog::debug("pidfd_open: {}", std::strerror(errno));
+  }
+  spdlog::debug("client {}: served by process {}", entry.id, pid);
+}
+
+namespace {
+void CloseAllFdsExcept(std::vector<int> keep);
+std::string DescribeExit(int status);
+}  // namespace
+
+// In the child, on the acceptor thread (the only thread the child has). It owns nothing of the
+// server process but the client's socket and the shared table; it leaves with _exit, so no
+// destructor of the parent's objects (listeners, socket files) runs here.
+void Server::RunClientProcess(uint64_t id) {
+  // Die with the server process: a client process must not outlive it holding the device.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != server_pid_) ::_exit(1);
+  std::string name = "flyt-client-" + std::to_string(id);
+  ::prctl(PR_SET_NAME, name.c_str());
+  int fd = -1;
+  ClientSlot* slot = nullptr;
+  if (auto it = clients_.find(id); it != clients_.end()) {
+    fd = it->second.fd;
+    slot = it->second.slot;
+  }
+  // Everything else this process inherited (listeners, other clients' connections, whatever
+  // the program embedding the server holds) is not this client's to keep open: a peer whose
+  // socket stayed open in a sibling would never see its connection end.
+  std::vector<int> keep = {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO, fd};
+  if (launch_log_) keep.push_back(launch_log_->fd());
+  CloseAllFdsExcept(keep);
+  // The termination signals stay blocked, as in the server process: the server ends a client
+  // process by shutting its connection down (the process then frees everything and exits), or
+  // with SIGKILL.
+  std::unique_ptr<Backend> backend;
+  std::string error;
+  Result<std::unique_ptr<Backend>> made = factory_();
+  if (made.ok()) {
+    backend = std::move(made).value();
+  } else {
+    error = made.status().message();
+    spdlog::error("client {}: cannot open the device: {}", id, error);
+  }
+  {
+    ClientSession session(*this, backend.get(), error, fd, id, slot);
+    session.Run();
+  }
+  backend.reset();
+  if (std::shared_ptr<spdlog::logger> logger = spdlog::default_logger()) logger->flush();
+  ::_exit(0);
+}
+
+void Server::Depart(ClientEntry& entry) {
+  uint64_t held = registry_->Depart(entry.slot);
+  if (held != 0) {
+    spdlog::warn("client {}: {} MiB it held went back to the memory account", entry.id,
+                 (held + (1 << 20) - 1) >> 20);
+  }
+  ::close(entry.fd);
 }
 
 void Server::ReapFinished() {
@@ -1057,14 +1221,8 @@ void Server::ReapFinished() {
     for (uint64_t id : finished_) {
       auto it = clients_.find(id);
       if (it == clients_.end()) continue;
-      ClientEntry& entry = it->second;
-      ClientCounters& c = *entry.counters;
-      departed_.push_back({entry.id, entry.label, false, c.allocations, c.allocated_bytes,
-                           c.streams, c.events, c.modules, c.launches, c.bytes_to_device,
-                           c.bytes_from_device});
-      if (departed_.size() > kDepartedKept) departed_.pop_front();
-      ::close(entry.fd);
-      threads.push_back(std::move(entry.thread));
+      Depart(it->second);
+      threads.push_back(std::move(it->second.thread));
       clients_.erase(it);
     }
     finished_.clear();
@@ -1072,23 +1230,87 @@ void Server::ReapFinished() {
   for (std::thread& t : threads) t.join();
 }
 
+namespace {
+
+void CloseAllFdsExcept(std::vector<int> keep) {
+  std::sort(keep.begin(), keep.end());
+  unsigned int from = 0;
+  for (int fd : keep) {
+    if (fd < 0) continue;
+    if (static_cast<unsigned int>(fd) > from) ::close_range(from, static_cast<unsigned int>(fd) - 1, 0);
+    from = static_cast<unsigned int>(fd) + 1;
+  }
+  ::close_range(from, ~0u, 0);
+}
+
+std::string DescribeExit(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    return "was killed by signal " + std::to_string(sig) + " (" + ::strsignal(sig) + ")";
+  }
+  return "ended (status " + std::to_string(status) + ")";
+}
+
+}  // namespace
+
+void Server::ReapProcesses() {
+  if (isolation() != Isolation::kProcess) return;
+  std::scoped_lock lock(mu_);
+  for (auto it = clients_.begin(); it != clients_.end();) {
+    ClientEntry& entry = it->second;
+    int status = 0;
+    pid_t got = ::waitpid(entry.pid, &status, WNOHANG);
+    if (got == 0 || (got < 0 && errno == EINTR)) {
+      ++it;
+      continue;
+    }
+    if (got == entry.pid && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+      spdlog::warn("client {}: its process {} {}; the driver takes back its device memory",
+                   entry.id, entry.pid, DescribeExit(status));
+    }
+    Depart(entry);
+    it = clients_.erase(it);
+  }
+}
+
+void Server::StopProcesses() {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point deadline = Clock::now() + options_.stop_grace;
+  while (true) {
+    ReapProcesses();
+    {
+      std::scoped_lock lock(mu_);
+      if (clients_.empty()) return;
+      if (Clock::now() >= deadline) {
+        for (auto& [id, entry] : clients_) {
+          spdlog::warn("client {}: its process {} did not exit within {} ms of the stop; killing it",
+                       id, entry.pid, options_.stop_grace.count());
+          ::kill(entry.pid, SIGKILL);
+        }
+        deadline = Clock::time_point::max();
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 void Server::Stop() {
   if (stopping_.exchange(true)) return;
-  if (wake_write_.valid()) {
-    char byte = 1;
-    (void)!::write(wake_write_.get(), &byte, 1);
-  }
+  if (wake_write_.valid()) Wake();
   if (acceptor_.joinable()) acceptor_.join();
   listeners_.clear();
   for (const Endpoint& endpoint : bound_) {
     if (endpoint.kind == Endpoint::Kind::kUnix) ::unlink(endpoint.path.c_str());
   }
-  std::vector<std::thread> threads;
   {
     std::scoped_lock lock(mu_);
-    for (auto& [id, entry] : clients_) {
-      ::shutdown(entry.fd, SHUT_RDWR);
-    }
+    handed_over_.clear();
+    for (auto& [id, entry] : clients_) ::shutdown(entry.fd, SHUT_RDWR);
+  }
+  if (isolation() == Isolation::kProcess) {
+    StopProcesses();
+    return;
   }
   // Join without holding the lock: finishing threads take it.
   while (true) {
@@ -1106,31 +1328,74 @@ void Server::Stop() {
     t.join();
   }
   std::scoped_lock lock(mu_);
-  for (auto& [id, entry] : clients_) ::close(entry.fd);
+  for (auto& [id, entry] : clients_) Depart(entry);
   clients_.clear();
   finished_.clear();
 }
 
-size_t Server::client_count() const {
+pid_t Server::ClientProcess(uint64_t client_id) const {
   std::scoped_lock lock(mu_);
-  size_t n = 0;
-  for (const auto& [id, entry] : clients_) n += entry.connected ? 1 : 0;
-  return n;
+  auto it = clients_.find(client_id);
+  return it == clients_.end() ? 0 : it->second.pid;
 }
 
-DebugStatsReply Server::Stats() const {
-  DebugStatsReply reply;
-  std::scoped_lock lock(mu_);
-  for (const ClientStats& gone : departed_) reply.clients.push_back(gone);
-  for (const auto& [id, entry] : clients_) {
-    const ClientCounters& c = *entry.counters;
-    reply.clients.push_back({entry.id, entry.label, entry.connected, c.allocations,
-                             c.allocated_bytes, c.streams, c.events, c.modules, c.launches,
-                             c.bytes_to_device, c.bytes_from_device});
+size_t Server::client_count() const { return registry_ ? registry_->LiveCount() : 0; }
+
+DebugStatsReply Server::Stats() const { return registry_ ? registry_->Snapshot() : DebugStatsReply{}; }
+
+Result<BackendProbe> ProbeBackend(const BackendFactory& factory) {
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+    return ErrnoError("socketpair", errno);
   }
-  reply.allocated_bytes = memory_.used_bytes();
-  reply.memory_limit_bytes = memory_.limit_bytes();
-  return reply;
+  UniqueFd read_end(pair[0]), write_end(pair[1]);
+  pid_t pid = ::fork();
+  if (pid < 0) return ErrnoError("fork the backend probe", errno);
+  if (pid == 0) {
+    read_end.Reset();
+    std::string report;
+    {
+      Result<std::unique_ptr<Backend>> made = factory();
+      if (made.ok()) {
+        report = "ok\n" + (*made)->Name() + "\n" + ((*made)->Identity().simulated ? "1" : "0") +
+                 "\n" + (*made)->Describe();
+      } else {
+        report = "error\n" + made.status().message();
+      }
+    }
+    Status written = WriteAll(write_end.get(), std::as_bytes(std::span(report)));
+    ::_exit(written.ok() ? 0 : 1);
+  }
+  write_end.Reset();
+  std::string report;
+  char buffer[4096];
+  while (true) {
+    ssize_t n = ::read(read_end.get(), buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    report.append(buffer, static_cast<size_t>(n));
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  auto line = [&report](size_t& at) {
+    size_t end = report.find('\n', at);
+    std::string out = report.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    at = end == std::string::npos ? report.size() : end + 1;
+    return out;
+  };
+  size_t at = 0;
+  std::string verdict = line(at);
+  if (verdict == "error") return Unavailable(report.substr(at));
+  if (verdict != "ok") {
+    return Internal("the backend probe process " + DescribeExit(status) +
+                    " without a report");
+  }
+  BackendProbe probe;
+  probe.name = line(at);
+  probe.simulated = line(at) == "1";
+  probe.description = report.substr(at);
+  return probe;
 }
 
 }  // namespace flyt::remote

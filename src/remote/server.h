@@ -1,24 +1,32 @@
 // Server: the core of flyt-gpu-server. Accepts clients on TCP and/or Unix sockets and runs each
 // client's calls on a Backend.
 //
-// One thread per client. A client gets its own backend Session and its own handle tables, so it
-// can name only its own allocations, streams, events, modules and functions; every handle and
-// every device range in a request is checked against them before the backend sees it. The
-// server does the device-memory accounting for the --memory-limit (cudaErrorMemoryAllocation past
-// it, whatever the backend). When a client goes away — a clean exit, a crash, a kill -9, a broken
-// network — its thread frees everything the client still held. A malformed or hostile message
+// A process per client (Isolation::kProcess, what flyt-gpu-server runs) or a thread per client
+// (kThread, for in-process tests and when a fault may take every client down). A client gets its
+// own backend Session and its own handle tables, so it can name only its own allocations,
+// streams, events, modules and functions; every handle and every device range in a request is
+// checked against them before the backend sees it. The server does the device-memory accounting
+// for the --memory-limit (cudaErrorMemoryAllocation past it, whatever the backend), in a table
+// shared with the client processes (client_registry.h). When a client goes away — a clean exit, a
+// crash, a kill -9, a broken network — its thread or process frees everything the client still
+// held; when a client's process itself dies, its exit hands the device memory back to the driver
+// and the server process takes its share out of the account. A malformed or hostile message
 // (bad framing, an undecodable request, data that does not match its header) closes that client's
 // connection with a logged reason; nothing else is affected.
 //
 // Thread safety: Start/Stop from one thread; Stats() and ServeConnection() from any thread.
 // Stop() (also run by the destructor) closes the listeners, disconnects every client and joins
-// every thread.
+// every thread, or waits for every client process (killing those that outlive
+// ServerOptions::stop_grace).
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -29,11 +37,27 @@
 #include "common/status.h"
 #include "common/unique_fd.h"
 #include "remote/backend.h"
+#include "remote/client_registry.h"
 #include "remote/launch_log.h"
 #include "remote/protocol.h"
 #include "remote/socket.h"
 
 namespace flyt::remote {
+
+// How clients are kept apart.
+enum class Isolation {
+  // Each client is served by a process of its own, forked from the server process when it
+  // connects; the server process never opens the device itself. A device fault, a crash or a
+  // hang in one client's process leaves the others untouched.
+  kProcess,
+  // Each client is served by a thread of the server process, all on one Backend: cheaper, but a
+  // sticky device fault of one client reaches every client (CUDA's faults are per process).
+  kThread,
+};
+
+// Makes the backend a client's process serves with (Isolation::kProcess): called in that
+// process, after the fork.
+using BackendFactory = std::function<Result<std::unique_ptr<Backend>>()>;
 
 struct ServerOptions {
   std::vector<Endpoint> listen;
@@ -47,38 +71,29 @@ struct ServerOptions {
   // Device-to-host data a client may have in flight (copied, not yet delivered) before further
   // async copies fail with cudaErrorMemoryAllocation.
   uint64_t max_pending_download_bytes = 1ull << 30;
+  // Isolation::kProcess: how long Stop() lets client processes free what they hold and exit
+  // after their connections are shut down, before it kills them.
+  std::chrono::milliseconds stop_grace{10'000};
 };
 
-// Per-client counters, shared between the client's thread and Stats().
-struct ClientCounters {
-  std::atomic<uint64_t> allocations{0};
-  std::atomic<uint64_t> allocated_bytes{0};
-  std::atomic<uint64_t> streams{0};
-  std::atomic<uint64_t> events{0};
-  std::atomic<uint64_t> modules{0};
-  std::atomic<uint64_t> launches{0};
-  std::atomic<uint64_t> bytes_to_device{0};
-  std::atomic<uint64_t> bytes_from_device{0};
+// What a backend is, found out in a short-lived process (ProbeBackend).
+struct BackendProbe {
+  std::string name;         // "sim" or "driver"
+  std::string description;  // Backend::Describe()
+  bool simulated = false;
 };
 
-// The server-wide device-memory account. Thread-safe.
-class MemoryAccount {
- public:
-  explicit MemoryAccount(uint64_t limit_bytes) : limit_bytes_(limit_bytes) {}
-  // Reserves `bytes`; false when that would pass the limit.
-  bool TryReserve(uint64_t bytes);
-  void Release(uint64_t bytes);
-  uint64_t used_bytes() const { return used_.load(); }
-  uint64_t limit_bytes() const { return limit_bytes_; }
-
- private:
-  const uint64_t limit_bytes_;
-  std::atomic<uint64_t> used_{0};
-};
+// Makes a backend with `factory` in a child process, reports what it is, and lets the child
+// exit: the server process checks at start-up that the device can be opened without opening it
+// itself (a process that has initialised the CUDA driver cannot fork children that use it).
+[[nodiscard]] Result<BackendProbe> ProbeBackend(const BackendFactory& factory);
 
 class Server {
  public:
+  // Isolation::kThread: every client on `backend`, which must outlive the server.
   Server(Backend& backend, ServerOptions options);
+  // Isolation::kProcess: every client's process makes its own backend with `factory`.
+  Server(BackendFactory factory, ServerOptions options);
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -87,10 +102,12 @@ class Server {
   [[nodiscard]] Status Start();
   void Stop();
 
+  Isolation isolation() const { return factory_ ? Isolation::kProcess : Isolation::kThread; }
+
   // The endpoints as bound (a TCP port 0 replaced by the port chosen).
   const std::vector<Endpoint>& endpoints() const { return bound_; }
 
-  // Serves one already-connected stream socket on a new client thread (tests use socketpairs).
+  // Serves one already-connected stream socket as a new client (tests use socketpairs).
   void ServeConnection(UniqueFd fd);
 
   DebugStatsReply Stats() const;
@@ -98,24 +115,40 @@ class Server {
   // Number of clients connected now.
   size_t client_count() const;
 
+  // Isolation::kProcess: the process serving client `client_id` (its id in the hello reply);
+  // 0 when there is none (gone, or a thread serves it).
+  pid_t ClientProcess(uint64_t client_id) const;
+
  private:
   friend class ClientSession;
   struct ClientEntry {
     uint64_t id = 0;
-    std::string label;
-    std::shared_ptr<ClientCounters> counters;
-    int fd = -1;  // for shutdown() at Stop; the session owns it
-    bool connected = true;
-    std::thread thread;
+    ClientSlot* slot = nullptr;
+    int fd = -1;  // shut down at Stop; closed when the client is reaped
+    bool finished = false;
+    std::thread thread;  // kThread
+    pid_t pid = 0;       // kProcess: the client's process
+    UniqueFd pidfd;      // kProcess: readable when that process has ended
   };
 
   void AcceptLoop();
+  // Adopts a connection (acceptor thread only in kProcess: every fork happens there).
+  void StartClient(UniqueFd fd);
+  void StartClientThread(ClientEntry& entry);
+  void StartClientProcess(ClientEntry& entry);
+  [[noreturn]] void RunClientProcess(uint64_t id);
   void ReapFinished();
+  // kProcess: collects ended client processes (WNOHANG), logging how each ended.
+  void ReapProcesses();
+  void Depart(ClientEntry& entry);
+  void StopProcesses();
+  void Wake();
   uint64_t NextClientId() { return next_client_id_.fetch_add(1) + 1; }
 
-  Backend& backend_;
+  Backend* backend_ = nullptr;  // kThread
+  BackendFactory factory_;      // kProcess
   const ServerOptions options_;
-  MemoryAccount memory_;
+  std::unique_ptr<ClientRegistry> registry_;
   std::unique_ptr<LaunchLog> launch_log_;
   std::vector<UniqueFd> listeners_;
   std::vector<Endpoint> bound_;
@@ -123,11 +156,12 @@ class Server {
   std::thread acceptor_;
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> next_client_id_{0};
+  const pid_t server_pid_;
 
   mutable std::mutex mu_;
-  std::map<uint64_t, ClientEntry> clients_;    // guarded by mu_
-  std::vector<uint64_t> finished_;             // guarded by mu_: threads to join
-  std::deque<ClientStats> departed_;           // guarded by mu_: last stats of gone clients
+  std::map<uint64_t, ClientEntry> clients_;  // guarded by mu_
+  std::vector<uint64_t> finished_;           // guarded by mu_: kThread threads to join
+  std::vector<UniqueFd> handed_over_;        // guarded by mu_: kProcess, for the acceptor
 };
 
 }  // namespace flyt::remote

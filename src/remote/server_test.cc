@@ -4,6 +4,7 @@
 #include "remote/server.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -21,7 +22,9 @@
 namespace flyt::remote {
 namespace {
 
-class ServerTest : public ::testing::Test {
+// Every test runs twice: clients served by threads of this process, and by processes forked
+// for each (what flyt-gpu-server runs).
+class ServerTest : public ::testing::TestWithParam<Isolation> {
  protected:
   void SetUp() override { StartServer(0); }
   void TearDown() override {
@@ -34,13 +37,18 @@ class ServerTest : public ::testing::Test {
     dir_ = std::filesystem::temp_directory_path() /
            ("flyt-server-test-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir_);
-    backend_ = MakeSimBackend();
     ServerOptions options;
     options.listen.push_back(*ParseEndpoint("unix:" + (dir_ / "s.sock").string()));
     options.listen.push_back(*ParseEndpoint("127.0.0.1:0"));
     options.memory_limit_bytes = memory_limit_bytes;
     options.launch_log_path = (dir_ / "launches.jsonl").string();
-    server_ = std::make_unique<Server>(*backend_, options);
+    if (GetParam() == Isolation::kThread) {
+      backend_ = MakeSimBackend();
+      server_ = std::make_unique<Server>(*backend_, options);
+    } else {
+      server_ = std::make_unique<Server>(
+          []() -> Result<std::unique_ptr<Backend>> { return MakeSimBackend(); }, options);
+    }
     Status s = server_->Start();
     ASSERT_TRUE(s.ok()) << s.ToString();
   }
@@ -76,7 +84,7 @@ std::vector<std::byte> Pattern(size_t n, uint32_t seed) {
   return out;
 }
 
-TEST_F(ServerTest, HelloSaysWhatTheServerIs) {
+TEST_P(ServerTest, HelloSaysWhatTheServerIs) {
   auto conn = Open();
   ASSERT_TRUE(conn);
   EXPECT_EQ(conn->server().backend, "sim");
@@ -97,7 +105,7 @@ TEST_F(ServerTest, HelloSaysWhatTheServerIs) {
   EXPECT_EQ(attr->value, 9);
 }
 
-TEST_F(ServerTest, CopiesRoundTripByteExactOverBothTransports) {
+TEST_P(ServerTest, CopiesRoundTripByteExactOverBothTransports) {
   for (size_t endpoint = 0; endpoint < 2; ++endpoint) {
     auto conn = Open(endpoint);
     ASSERT_TRUE(conn);
@@ -127,7 +135,7 @@ TEST_F(ServerTest, CopiesRoundTripByteExactOverBothTransports) {
   }
 }
 
-TEST_F(ServerTest, AsyncCopiesLandAtTheNextSynchronisingCall) {
+TEST_P(ServerTest, AsyncCopiesLandAtTheNextSynchronisingCall) {
   auto conn = Open();
   ASSERT_TRUE(conn);
   ASSERT_TRUE(conn->StreamCreate({11, kStreamNonBlocking, 0}).ok());
@@ -150,7 +158,7 @@ TEST_F(ServerTest, AsyncCopiesLandAtTheNextSynchronisingCall) {
   EXPECT_FALSE(conn->TakeAsyncError());
 }
 
-TEST_F(ServerTest, ErrorsOfPostedWorkComeBackWithTheNextReply) {
+TEST_P(ServerTest, ErrorsOfPostedWorkComeBackWithTheNextReply) {
   auto conn = Open();
   ASSERT_TRUE(conn);
   auto ptr = conn->Malloc({64});
@@ -169,7 +177,7 @@ TEST_F(ServerTest, ErrorsOfPostedWorkComeBackWithTheNextReply) {
   EXPECT_FALSE(conn->TakeAsyncError());
 }
 
-TEST_F(ServerTest, AClientCanNameOnlyItsOwnObjects) {
+TEST_P(ServerTest, AClientCanNameOnlyItsOwnObjects) {
   auto a = Open();
   auto b = Open(1);
   ASSERT_TRUE(a && b);
@@ -200,7 +208,7 @@ TEST_F(ServerTest, AClientCanNameOnlyItsOwnObjects) {
   EXPECT_EQ(in, out);
 }
 
-TEST_F(ServerTest, MemoryLimitIsTheServersOwnAccounting) {
+TEST_P(ServerTest, MemoryLimitIsTheServersOwnAccounting) {
   StartServer(1 << 20);
   auto conn = Open();
   ASSERT_TRUE(conn);
@@ -220,7 +228,7 @@ TEST_F(ServerTest, MemoryLimitIsTheServersOwnAccounting) {
   EXPECT_TRUE(other->Malloc({600 << 10}).ok());
 }
 
-TEST_F(ServerTest, EverythingIsFreedWhenAClientVanishes) {
+TEST_P(ServerTest, EverythingIsFreedWhenAClientVanishes) {
   auto survivor = Open(1);
   ASSERT_TRUE(survivor);
   uint64_t gone_id = 0;
@@ -287,7 +295,7 @@ Bytes HelloBytes() {
   return out;
 }
 
-TEST_F(ServerTest, HostileClientsCannotHurtTheServerOrOthers) {
+TEST_P(ServerTest, HostileClientsCannotHurtTheServerOrOthers) {
   auto good = Open();
   ASSERT_TRUE(good);
   auto ptr = good->Malloc({256});
@@ -342,7 +350,7 @@ TEST_F(ServerTest, HostileClientsCannotHurtTheServerOrOthers) {
   }));
 }
 
-TEST_F(ServerTest, ModulesFunctionsAndLaunchesAreRecorded) {
+TEST_P(ServerTest, ModulesFunctionsAndLaunchesAreRecorded) {
   std::ifstream in(std::string(FLYT_SOURCE_DIR) + "/tests/data/cuda/many_params.fatbin",
                    std::ios::binary);
   ASSERT_TRUE(in) << "tests/data/cuda/many_params.fatbin missing";
@@ -387,6 +395,101 @@ TEST_F(ServerTest, ModulesFunctionsAndLaunchesAreRecorded) {
   EXPECT_NE(line.find("\"args\":["), std::string::npos) << line;
   EXPECT_FALSE(std::getline(log, line)) << "refused launches must not be logged";
 }
+
+// ---- a process per client ----
+
+TEST_P(ServerTest, AClientProcessThatDiesGivesBackWhatItHeldAndHurtsNoOne) {
+  if (GetParam() != Isolation::kProcess) GTEST_SKIP() << "a process per client only";
+  auto victim = Open();
+  auto neighbour = Open(1);
+  ASSERT_TRUE(victim && neighbour);
+  ASSERT_TRUE(victim->Malloc({64 << 20}).ok());
+  auto kept = neighbour->Malloc({1 << 20});
+  ASSERT_TRUE(kept.ok());
+  ASSERT_EQ(server_->Stats().allocated_bytes, (65u << 20));
+
+  pid_t pid = server_->ClientProcess(victim->server().client_id);
+  ASSERT_GT(pid, 0);
+  EXPECT_NE(pid, server_->ClientProcess(neighbour->server().client_id));
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);  // as a segfault in the driver would end it
+
+  // Its 64 MiB go back to the account; its row says it has gone.
+  EXPECT_TRUE(WaitForStats([&](const DebugStatsReply& s) {
+    for (const ClientStats& c : s.clients) {
+      if (c.client_id == victim->server().client_id && c.connected) return false;
+    }
+    return s.allocated_bytes == (1u << 20);
+  }));
+  EXPECT_EQ(server_->ClientProcess(victim->server().client_id), 0);
+  // The victim's own program sees its connection end (an error, not a hang).
+  EXPECT_FALSE(victim->MemGetInfo({}).ok());
+  // The neighbour goes on, with its memory intact.
+  std::vector<std::byte> in = Pattern(4096, 9), out(4096);
+  ASSERT_TRUE(neighbour->MemcpyHtoD({kept->ptr, 4096, 0}, in).ok());
+  ASSERT_TRUE(neighbour->MemcpyDtoH({kept->ptr, 4096, 0}, out).ok());
+  EXPECT_EQ(in, out);
+  EXPECT_TRUE(neighbour->Malloc({8 << 20}).ok());
+  // And new clients are served.
+  auto next = Open();
+  ASSERT_TRUE(next);
+  EXPECT_TRUE(next->MemGetInfo({}).ok());
+}
+
+TEST_P(ServerTest, StopEndsEveryClientProcess) {
+  if (GetParam() != Isolation::kProcess) GTEST_SKIP() << "a process per client only";
+  auto a = Open();
+  auto b = Open(1);
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(a->Malloc({1 << 20}).ok());
+  pid_t pa = server_->ClientProcess(a->server().client_id);
+  pid_t pb = server_->ClientProcess(b->server().client_id);
+  ASSERT_GT(pa, 0);
+  ASSERT_GT(pb, 0);
+  server_->Stop();
+  // Reaped, not left as zombies or orphans.
+  EXPECT_EQ(::kill(pa, 0), -1);
+  EXPECT_EQ(::kill(pb, 0), -1);
+  EXPECT_EQ(server_->Stats().allocated_bytes, 0u);
+  EXPECT_FALSE(a->MemGetInfo({}).ok());
+}
+
+TEST_P(ServerTest, AClientProcessThatCannotOpenTheDeviceIsToldWhy) {
+  if (GetParam() != Isolation::kProcess) GTEST_SKIP() << "a process per client only";
+  server_->Stop();
+  ServerOptions options;
+  options.listen.push_back(*ParseEndpoint("unix:" + (dir_ / "broken.sock").string()));
+  server_ = std::make_unique<Server>(
+      []() -> Result<std::unique_ptr<Backend>> {
+        return Unavailable("cuInit: CUDA_ERROR_NO_DEVICE");
+      },
+      options);
+  ASSERT_TRUE(server_->Start().ok());
+  ClientOptions client;
+  client.label = "server_test";
+  auto conn = Connection::Open(server_->endpoints()[0], client);
+  ASSERT_FALSE(conn.ok());
+  EXPECT_NE(conn.status().message().find("cuInit: CUDA_ERROR_NO_DEVICE"), std::string::npos)
+      << conn.status().ToString();
+}
+
+TEST(ProbeBackendTest, ReportsWhatTheBackendIsOrWhyItCannotBeOpened) {
+  auto probe = ProbeBackend([]() -> Result<std::unique_ptr<Backend>> { return MakeSimBackend(); });
+  ASSERT_TRUE(probe.ok()) << probe.status().ToString();
+  EXPECT_EQ(probe->name, "sim");
+  EXPECT_TRUE(probe->simulated);
+  EXPECT_NE(probe->description.find("H100"), std::string::npos);
+  auto failed = ProbeBackend([]() -> Result<std::unique_ptr<Backend>> {
+    return Unavailable("no CUDA-capable device is detected");
+  });
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().message(), "no CUDA-capable device is detected");
+}
+
+INSTANTIATE_TEST_SUITE_P(Isolation, ServerTest,
+                         ::testing::Values(Isolation::kThread, Isolation::kProcess),
+                         [](const ::testing::TestParamInfo<Isolation>& param) {
+                           return param.param == Isolation::kThread ? "Thread" : "Process";
+                         });
 
 }  // namespace
 }  // namespace flyt::remote

@@ -98,6 +98,16 @@ CudaStatus Runtime::StickyStatus() const {
   return Error(sticky, "a previous error corrupted the CUDA context");
 }
 
+void Runtime::ReportFailure(const CudaStatus& status) {
+  // Losing the server is the one failure a program's own error check cannot explain (it prints
+  // only "device(s) busy or unavailable"): say once, whatever the log level, what was lost.
+  if (status.code() == CudaError::kDevicesUnavailable && !loss_logged_.exchange(true)) {
+    log_->error("{}", status.message());
+    return;
+  }
+  log_->debug("{}", status.ToString());
+}
+
 cudaError_t Runtime::Finish(const CudaStatus& status) {
   if (remote::Connection* conn = conn_.load()) {
     if (std::optional<remote::AsyncError> async = conn->TakeAsyncError()) {
@@ -106,9 +116,7 @@ cudaError_t Runtime::Finish(const CudaStatus& status) {
       errors_.Record(async->status.code());
     }
   }
-  if (!status.ok() && status.code() != CudaError::kNotReady) {
-    log_->debug("{}", status.ToString());
-  }
+  if (!status.ok() && status.code() != CudaError::kNotReady) ReportFailure(status);
   return ToCuda(errors_.Record(status.code()));
 }
 
@@ -122,9 +130,7 @@ cudaError_t Runtime::FinishSync(const CudaStatus& status) {
       return ToCuda(async->status.code());
     }
   }
-  if (!status.ok() && status.code() != CudaError::kNotReady) {
-    log_->debug("{}", status.ToString());
-  }
+  if (!status.ok() && status.code() != CudaError::kNotReady) ReportFailure(status);
   return ToCuda(errors_.Record(status.code()));
 }
 

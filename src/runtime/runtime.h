@@ -123,6 +123,9 @@ class Runtime {
   // For synchronising calls (device/stream/event synchronize and queries, blocking copies): when
   // the call itself succeeded, a deferred error of posted work is what it returns.
   cudaError_t FinishSync(const CudaStatus& status);
+  // Logs a failed call: at debug level, except the loss of the server connection (once, as an
+  // error).
+  void ReportFailure(const CudaStatus& status);
   // The sticky error as a status, or OK.
   CudaStatus StickyStatus() const;
 
@@ -208,6 +211,7 @@ class Runtime {
   std::unique_ptr<remote::Connection> connection_;  // guarded by connect_mu_ until set
   std::optional<CudaStatus> connect_error_;         // guarded by connect_mu_
   std::atomic<remote::Connection*> conn_{nullptr};
+  std::atomic<bool> loss_logged_{false};  // the lost connection has been reported once
 
   std::mutex device_mu_;
   std::optional<remote::GetDevicePropertiesReply> properties_;  // guarded by device_mu_

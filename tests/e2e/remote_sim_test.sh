@@ -213,6 +213,50 @@ wait $first $second
 check "two clients at once: first" test "$(rc_of concurrent_a)" = 0
 check "two clients at once: second" test "$(rc_of concurrent_b)" = 0
 
+# ---- a process per client: one client's server process dies, nobody else notices ----
+# (as a device fault that poisons the process, or a crash inside the driver, would end it)
+start_holder() {  # start_holder <name>: a crash_mid_stream client, READY when it holds its memory
+  FLYT_SIM_DEVICE=1 FLYT_SERVER="unix:$sock" LD_LIBRARY_PATH=$runtime_dir \
+    "$build/tests/remote/crash_mid_stream" >"$tmp/$1.out" 2>&1 &
+  echo $! >"$tmp/$1.pid"
+  pids+=($!)
+}
+start_holder victim
+start_holder neighbour
+victim_pid=$(cat "$tmp/victim.pid")
+neighbour_pid=$(cat "$tmp/neighbour.pid")
+check "victim and neighbour get going" wait_for 30 grep -q READY "$tmp/victim.out" "$tmp/neighbour.out"
+serving_process() {  # the server-side process of the client program with pid $1
+  sed -n "s/.*connected (.*pid $1; served by process \([0-9]*\)).*/\1/p" "$tmp/server.log" | tail -1
+}
+victim_server=$(serving_process "$victim_pid")
+neighbour_server=$(serving_process "$neighbour_pid")
+check "each client has a server process of its own" \
+  test -n "$victim_server" -a -n "$neighbour_server" -a "$victim_server" != "$neighbour_server"
+check "client processes are named for their client" \
+  grep -q '^flyt-client-' "/proc/$victim_server/comm"
+launches_of() { stats | jq_py "print(sum(c['launches'] for c in d['clients'] if c['label'].endswith('(pid $1)')))"; }
+kill -9 "$victim_server"
+check "the victim's program gets an error, not a hang" wait_for 20 \
+  sh -c "! kill -0 $victim_pid 2>/dev/null"
+wait "$victim_pid" 2>/dev/null
+check "the victim's program says what happened" grep -qi "connection\|server" "$tmp/victim.out"
+check "the server says how the client's process ended" grep -q "process $victim_server was killed by signal 9" "$tmp/server.log"
+check "the victim's memory goes back to the account" wait_for 20 client_of "$victim_pid" "not c['connected']"
+before=$(launches_of "$neighbour_pid")
+sleep 1
+after=$(launches_of "$neighbour_pid")
+check "the neighbour keeps launching ($before, then $after)" test "$after" -gt "$before"
+check "the neighbour still holds its memory" client_of "$neighbour_pid" \
+  "c['connected'] and c['allocated_bytes'] >= 8*(16<<20)"
+only_neighbour_counted() {
+  stats | jq_py "n=sum(c['allocated_bytes'] for c in d['clients'] if c['label'].endswith('(pid $neighbour_pid)')); sys.exit(0 if d['allocated_bytes'] == n else 1)"
+}
+check "only the neighbour's memory is counted" wait_for 10 only_neighbour_counted
+kill -9 "$neighbour_pid"
+wait "$neighbour_pid" 2>/dev/null
+check "then nothing is left" wait_for 20 no_memory_left
+
 # ---- hostile bytes ----
 python3 - "$port" <<'EOF' >"$tmp/hostile.out" 2>&1
 import socket, struct, sys, os

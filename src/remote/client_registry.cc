@@ -1,0 +1,214 @@
+#include "remote/client_registry.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <new>
+#include <vector>
+
+namespace flyt::remote {
+
+namespace {
+
+enum SlotState : uint32_t { kFree = 0, kLive = 1, kDeparted = 2 };
+
+// The label as relaxed atomic words: a reader may copy it while a new owner writes it (the
+// generation check then discards the copy), which plain chars would make a data race.
+constexpr size_t kLabelWords = 26;
+constexpr size_t kLabelBytes = kLabelWords * sizeof(uint64_t);
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+static_assert(std::atomic<int32_t>::is_always_lock_free);
+
+}  // namespace
+
+struct ClientSlot {
+  std::atomic<uint32_t> state{kFree};
+  // Bumped when the slot is acquired and when it departs; readers compare it before and after.
+  std::atomic<uint64_t> generation{0};
+  std::atomic<uint64_t> id{0};
+  std::atomic<int32_t> pid{0};
+  std::atomic<uint64_t> departed_order{0};
+  std::atomic<uint32_t> label_bytes{0};  // 0 until the label is published
+  std::atomic<uint64_t> label[kLabelWords];
+  ClientCounters counters;
+  std::atomic<uint64_t> reserved_bytes{0};
+};
+
+struct ClientRegistry::Header {
+  std::atomic<uint64_t> used_bytes{0};
+  std::atomic<uint64_t> departures{0};
+};
+
+Result<std::unique_ptr<ClientRegistry>> ClientRegistry::Create(size_t live_capacity,
+                                                               size_t departed_kept,
+                                                               uint64_t memory_limit_bytes) {
+  size_t slot_count = live_capacity + departed_kept;
+  if (slot_count == 0) return InvalidArgument("a client table needs at least one slot");
+  size_t bytes = sizeof(Header) + slot_count * sizeof(ClientSlot);
+  void* mapping =
+      ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (mapping == MAP_FAILED) return ErrnoError("map the shared client table", errno);
+  return std::unique_ptr<ClientRegistry>(
+      new ClientRegistry(mapping, bytes, slot_count, departed_kept, memory_limit_bytes));
+}
+
+ClientRegistry::ClientRegistry(void* mapping, size_t mapping_bytes, size_t slot_count,
+                               size_t departed_kept, uint64_t limit_bytes)
+    : mapping_(mapping),
+      mapping_bytes_(mapping_bytes),
+      header_(new (mapping) Header()),
+      slots_(reinterpret_cast<ClientSlot*>(static_cast<std::byte*>(mapping) + sizeof(Header))),
+      slot_count_(slot_count),
+      departed_kept_(departed_kept),
+      limit_bytes_(limit_bytes) {
+  for (size_t i = 0; i < slot_count_; ++i) new (&slots_[i]) ClientSlot();
+}
+
+ClientRegistry::~ClientRegistry() {
+  // The slots and header hold only atomics (trivially destructible); unmapping ends them.
+  ::munmap(mapping_, mapping_bytes_);
+}
+
+ClientSlot* ClientRegistry::Acquire(uint64_t id) {
+  ClientSlot* chosen = nullptr;
+  size_t departed = 0;
+  ClientSlot* oldest_departed = nullptr;
+  for (size_t i = 0; i < slot_count_; ++i) {
+    ClientSlot& slot = slots_[i];
+    uint32_t state = slot.state.load();
+    if (state == kFree && chosen == nullptr) chosen = &slot;
+    if (state == kDeparted) {
+      ++departed;
+      if (oldest_departed == nullptr ||
+          slot.departed_order.load() < oldest_departed->departed_order.load()) {
+        oldest_departed = &slot;
+      }
+    }
+  }
+  // Keep the newest `departed_kept_` departed clients: take a free slot while the departed ones
+  // fit in their share, else recycle the oldest departed one.
+  if (oldest_departed != nullptr && (chosen == nullptr || departed >= departed_kept_)) {
+    chosen = oldest_departed;
+  }
+  if (chosen == nullptr) return nullptr;
+  ClientSlot& slot = *chosen;
+  slot.generation.fetch_add(1);
+  slot.label_bytes.store(0);
+  slot.id.store(id);
+  slot.pid.store(0);
+  slot.departed_order.store(0);
+  ClientCounters& c = slot.counters;
+  for (std::atomic<uint64_t>* counter :
+       {&c.allocations, &c.allocated_bytes, &c.streams, &c.events, &c.modules, &c.launches,
+        &c.bytes_to_device, &c.bytes_from_device, &slot.reserved_bytes}) {
+    counter->store(0);
+  }
+  slot.state.store(kLive);
+  return &slot;
+}
+
+uint64_t ClientRegistry::Depart(ClientSlot* slot) {
+  uint64_t held = slot->reserved_bytes.exchange(0);
+  if (held != 0) header_->used_bytes.fetch_sub(held);
+  slot->departed_order.store(header_->departures.fetch_add(1) + 1);
+  slot->generation.fetch_add(1);
+  slot->state.store(kDeparted);
+  return held;
+}
+
+void ClientRegistry::SetServingPid(ClientSlot* slot, pid_t pid) { slot->pid.store(pid); }
+
+pid_t ClientRegistry::ServingPid(const ClientSlot* slot) { return slot->pid.load(); }
+
+ClientCounters& ClientRegistry::Counters(ClientSlot* slot) { return slot->counters; }
+
+void ClientRegistry::SetLabel(ClientSlot* slot, const std::string& label) {
+  size_t n = std::min(label.size(), kLabelBytes);
+  for (size_t w = 0; w < kLabelWords; ++w) {
+    uint64_t word = 0;
+    size_t at = w * sizeof word;
+    if (at < n) std::memcpy(&word, label.data() + at, std::min(sizeof word, n - at));
+    slot->label[w].store(word, std::memory_order_relaxed);
+  }
+  slot->label_bytes.store(static_cast<uint32_t>(n), std::memory_order_release);
+}
+
+bool ClientRegistry::TryReserve(ClientSlot* slot, uint64_t bytes) {
+  std::atomic<uint64_t>& used = header_->used_bytes;
+  uint64_t now = used.load();
+  while (true) {
+    if (limit_bytes_ != 0 && (bytes > limit_bytes_ || now > limit_bytes_ - bytes)) return false;
+    if (used.compare_exchange_weak(now, now + bytes)) break;
+  }
+  slot->reserved_bytes.fetch_add(bytes);
+  return true;
+}
+
+void ClientRegistry::Release(ClientSlot* slot, uint64_t bytes) {
+  slot->reserved_bytes.fetch_sub(bytes);
+  header_->used_bytes.fetch_sub(bytes);
+}
+
+uint64_t ClientRegistry::used_bytes() const { return header_->used_bytes.load(); }
+
+size_t ClientRegistry::LiveCount() const {
+  size_t n = 0;
+  for (size_t i = 0; i < slot_count_; ++i) n += slots_[i].state.load() == kLive ? 1 : 0;
+  return n;
+}
+
+DebugStatsReply ClientRegistry::Snapshot() const {
+  struct Row {
+    uint64_t order;  // departed: departure order; connected: max, then by id
+    ClientStats stats;
+  };
+  std::vector<Row> rows;
+  for (size_t i = 0; i < slot_count_; ++i) {
+    const ClientSlot& slot = slots_[i];
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      uint64_t generation = slot.generation.load(std::memory_order_acquire);
+      uint32_t state = slot.state.load(std::memory_order_acquire);
+      if (state == kFree) break;
+      Row row;
+      row.order = state == kDeparted ? slot.departed_order.load() : UINT64_MAX;
+      ClientStats& s = row.stats;
+      s.client_id = slot.id.load();
+      s.connected = state == kLive;
+      uint32_t label_bytes = slot.label_bytes.load(std::memory_order_acquire);
+      char label[kLabelBytes];
+      for (size_t w = 0; w < kLabelWords; ++w) {
+        uint64_t word = slot.label[w].load(std::memory_order_relaxed);
+        std::memcpy(label + w * sizeof word, &word, sizeof word);
+      }
+      s.label.assign(label, std::min<size_t>(label_bytes, kLabelBytes));
+      const ClientCounters& c = slot.counters;
+      s.allocations = c.allocations;
+      s.allocated_bytes = c.allocated_bytes;
+      s.streams = c.streams;
+      s.events = c.events;
+      s.modules = c.modules;
+      s.launches = c.launches;
+      s.bytes_to_device = c.bytes_to_device;
+      s.bytes_from_device = c.bytes_from_device;
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (slot.generation.load(std::memory_order_relaxed) != generation) continue;  // reused
+      rows.push_back(std::move(row));
+      break;
+    }
+  }
+  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+    if (a.order != b.order) return a.order < b.order;
+    return a.stats.client_id < b.stats.client_id;
+  });
+  DebugStatsReply reply;
+  for (Row& row : rows) reply.clients.push_back(std::move(row.stats));
+  reply.allocated_bytes = used_bytes();
+  reply.memory_limit_bytes = limit_bytes_;
+  return reply;
+}
+
+}  // namespace flyt::remote

@@ -1,0 +1,103 @@
+// ClientRegistry: flyt-gpu-server's table of clients and its device-memory account, kept in one
+// anonymous shared memory mapping so that it stays right when each client is served by a process
+// of its own (--isolation process, the default): the server process, every client process it
+// forks and a `stats` request served by any of them all see the same table.
+//
+// Why processes: with the real driver, a kernel fault (an illegal address, a trap) is sticky for
+// every CUDA context of the process that ran it, so clients served by threads of one process
+// would all fail with the faulting client. A process per client confines a fault, a crash of the
+// driver library or a leak to that client; the process's exit returns everything to the driver.
+//
+// Slots. The server process (only it) acquires a slot for a new connection and marks it departed
+// when the connection's thread or process has ended; it keeps the last `departed_kept` departed
+// slots for stats and reuses the oldest of them when no slot is free. The slot's owner (the
+// client's thread or process) alone writes its counters and label; anyone may read them.
+//
+// Memory account. TryReserve/Release move the server-wide total and the client's own reserved
+// bytes together, so that when a client process dies without freeing, the server process gives
+// back exactly what it held (Depart). The two updates are adjacent atomic operations, not one:
+// a process killed between them (a few instructions) leaves its last reservation counted.
+//
+// Thread and process safety: every shared field is a lock-free atomic (address-free, so valid
+// across processes); the label is published with a release store and read only after an acquire
+// load of the same generation, and a reader that sees the generation change retries or skips the
+// slot. Acquire/Depart are for one thread of the server process.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <sys/types.h>
+
+#include "common/status.h"
+#include "remote/protocol.h"
+
+namespace flyt::remote {
+
+// Per-client counters, written by the client's thread or process, read by Stats.
+struct ClientCounters {
+  std::atomic<uint64_t> allocations{0};
+  std::atomic<uint64_t> allocated_bytes{0};
+  std::atomic<uint64_t> streams{0};
+  std::atomic<uint64_t> events{0};
+  std::atomic<uint64_t> modules{0};
+  std::atomic<uint64_t> launches{0};
+  std::atomic<uint64_t> bytes_to_device{0};
+  std::atomic<uint64_t> bytes_from_device{0};
+};
+
+struct ClientSlot;
+
+class ClientRegistry {
+ public:
+  // Maps the shared table: room for `live_capacity` connected clients and the last
+  // `departed_kept` departed ones. `memory_limit_bytes` 0: no limit.
+  [[nodiscard]] static Result<std::unique_ptr<ClientRegistry>> Create(size_t live_capacity,
+                                                                      size_t departed_kept,
+                                                                      uint64_t memory_limit_bytes);
+  ~ClientRegistry();
+  ClientRegistry(const ClientRegistry&) = delete;
+  ClientRegistry& operator=(const ClientRegistry&) = delete;
+
+  // Server process only. A slot for a new client with this id, or null when the table is full
+  // of connected clients.
+  ClientSlot* Acquire(uint64_t id);
+  // Server process only. The client has gone: its slot is kept for stats as departed, and what
+  // it still had reserved (a process that died without freeing) goes back to the account.
+  // Returns those bytes.
+  uint64_t Depart(ClientSlot* slot);
+  // The process serving the slot's client (0: a thread of the server process).
+  static void SetServingPid(ClientSlot* slot, pid_t pid);
+  static pid_t ServingPid(const ClientSlot* slot);
+
+  // The slot's owner.
+  static ClientCounters& Counters(ClientSlot* slot);
+  static void SetLabel(ClientSlot* slot, const std::string& label);
+
+  // Device memory, all clients together. TryReserve fails (false) past the limit.
+  bool TryReserve(ClientSlot* slot, uint64_t bytes);
+  void Release(ClientSlot* slot, uint64_t bytes);
+  uint64_t used_bytes() const;
+  uint64_t limit_bytes() const { return limit_bytes_; }
+
+  size_t LiveCount() const;
+  // Departed clients, oldest first, then connected ones in id order; the memory totals.
+  DebugStatsReply Snapshot() const;
+
+ private:
+  struct Header;
+  ClientRegistry(void* mapping, size_t mapping_bytes, size_t slot_count, size_t departed_kept,
+                 uint64_t limit_bytes);
+
+  void* const mapping_;
+  const size_t mapping_bytes_;
+  Header* const header_;
+  ClientSlot* const slots_;
+  const size_t slot_count_;
+  const size_t departed_kept_;
+  const uint64_t limit_bytes_;
+};
+
+}  // namespace flyt::remote
