@@ -26,7 +26,10 @@ sock=$tmp/gpu.sock
 server_pid=$!
 pids+=($server_pid)
 stats() { "$server_bin" stats --server "unix:$sock"; }
-if ! wait_for 30 stats; then
+# Up, or refused to start (no driver or GPU here: it exits at once, saying why).
+up_or_gone() { stats >/dev/null 2>&1 || ! kill -0 $server_pid 2>/dev/null; }
+wait_for 30 up_or_gone
+if ! stats >/dev/null 2>&1; then
   if ! kill -0 $server_pid 2>/dev/null; then
     echo "SKIPPED: the driver backend cannot start here:"
     cat "$tmp/server.log"
