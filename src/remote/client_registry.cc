@@ -33,6 +33,9 @@ struct ClientSlot {
   std::atomic<int32_t> pid{0};
   std::atomic<uint64_t> departed_order{0};
   std::atomic<uint32_t> label_bytes{0};  // 0 until the label is published
+  std::atomic<uint32_t> client_pid{0};
+  std::atomic<uint32_t> respawn{0};  // 1: a fresh process is to answer the reset of respawn_seq
+  std::atomic<uint32_t> respawn_seq{0};
   std::atomic<uint64_t> label[kLabelWords];
   ClientCounters counters;
   std::atomic<uint64_t> reserved_bytes{0};
@@ -100,6 +103,8 @@ ClientSlot* ClientRegistry::Acquire(uint64_t id) {
   slot.label_bytes.store(0);
   slot.id.store(id);
   slot.pid.store(0);
+  slot.client_pid.store(0);
+  slot.respawn.store(0);
   slot.departed_order.store(0);
   ClientCounters& c = slot.counters;
   for (std::atomic<uint64_t>* counter :
@@ -135,6 +140,32 @@ void ClientRegistry::SetLabel(ClientSlot* slot, const std::string& label) {
     slot->label[w].store(word, std::memory_order_relaxed);
   }
   slot->label_bytes.store(static_cast<uint32_t>(n), std::memory_order_release);
+}
+
+std::string ClientRegistry::Label(const ClientSlot* slot) {
+  uint32_t n = slot->label_bytes.load(std::memory_order_acquire);
+  char label[kLabelBytes];
+  for (size_t w = 0; w < kLabelWords; ++w) {
+    uint64_t word = slot->label[w].load(std::memory_order_relaxed);
+    std::memcpy(label + w * sizeof word, &word, sizeof word);
+  }
+  return std::string(label, std::min<size_t>(n, kLabelBytes));
+}
+
+void ClientRegistry::SetClientPid(ClientSlot* slot, uint32_t pid) { slot->client_pid.store(pid); }
+
+uint32_t ClientRegistry::ClientPid(const ClientSlot* slot) { return slot->client_pid.load(); }
+
+void ClientRegistry::RequestRespawn(ClientSlot* slot, uint32_t reset_seq) {
+  slot->respawn_seq.store(reset_seq);
+  slot->respawn.store(1);
+}
+
+bool ClientRegistry::RespawnRequested(const ClientSlot* slot) { return slot->respawn.load() != 0; }
+
+std::optional<uint32_t> ClientRegistry::TakeRespawn(ClientSlot* slot) {
+  if (slot->respawn.exchange(0) == 0) return std::nullopt;
+  return slot->respawn_seq.load();
 }
 
 bool ClientRegistry::TryReserve(ClientSlot* slot, uint64_t bytes) {
@@ -178,13 +209,7 @@ DebugStatsReply ClientRegistry::Snapshot() const {
       ClientStats& s = row.stats;
       s.client_id = slot.id.load();
       s.connected = state == kLive;
-      uint32_t label_bytes = slot.label_bytes.load(std::memory_order_acquire);
-      char label[kLabelBytes];
-      for (size_t w = 0; w < kLabelWords; ++w) {
-        uint64_t word = slot.label[w].load(std::memory_order_relaxed);
-        std::memcpy(label + w * sizeof word, &word, sizeof word);
-      }
-      s.label.assign(label, std::min<size_t>(label_bytes, kLabelBytes));
+      s.label = Label(&slot);
       const ClientCounters& c = slot.counters;
       s.allocations = c.allocations;
       s.allocated_bytes = c.allocated_bytes;

@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <sys/types.h>
 
@@ -75,6 +76,17 @@ class ClientRegistry {
   // The slot's owner.
   static ClientCounters& Counters(ClientSlot* slot);
   static void SetLabel(ClientSlot* slot, const std::string& label);
+  static std::string Label(const ClientSlot* slot);
+  // The client program's pid, from its hello.
+  static void SetClientPid(ClientSlot* slot, uint32_t pid);
+  static uint32_t ClientPid(const ClientSlot* slot);
+
+  // Isolation::kProcess. A client process whose device state a fault has corrupted past
+  // cudaDeviceReset asks, before it exits, for a fresh process to go on with its connection and
+  // answer that reset (the request's `seq`). The fresh process takes the request.
+  static void RequestRespawn(ClientSlot* slot, uint32_t reset_seq);
+  static bool RespawnRequested(const ClientSlot* slot);
+  static std::optional<uint32_t> TakeRespawn(ClientSlot* slot);
 
   // Device memory, all clients together. TryReserve fails (false) past the limit.
   bool TryReserve(ClientSlot* slot, uint64_t bytes);

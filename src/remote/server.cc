@@ -38,6 +38,8 @@ constexpr size_t kDepartedKept = 64;
 constexpr size_t kConnectSlack = 16;
 // A Data frame with this offset and no bytes: "the download of this seq was abandoned".
 constexpr uint64_t kAbandonedOffset = ~uint64_t{0};
+// A client process's exit status that asks for a fresh process to take its connection over.
+constexpr int kRespawnExitCode = 75;
 
 CudaStatus Error(CudaError code, std::string message) { return {code, std::move(message)}; }
 
@@ -55,8 +57,9 @@ class ClientSession {
   // `backend` null: the client's process could not make one (`backend_error` says why); the
   // hello is answered with that error.
   ClientSession(Server& server, Backend* backend, std::string backend_error, int fd,
-                uint64_t id, ClientSlot* slot)
+                uint64_t id, ClientSlot* slot, std::optional<uint32_t> resume_reset = std::nullopt)
       : server_(server),
+        resume_reset_(resume_reset),
         backend_(backend),
         backend_error_(std::move(backend_error)),
         fd_(fd),
@@ -97,6 +100,10 @@ class ClientSession {
   };
 
   Status Hello();
+  // Takes the connection over (resume_reset_): opens a fresh session and answers the reset.
+  Status Resume();
+  // Isolation::kProcess, after a failed reset: hands the connection to a fresh process.
+  [[noreturn]] void Respawn(uint32_t reset_seq);
   Status Serve();
   Status Dispatch(const FrameHeader& header, std::span<const std::byte> payload);
   template <typename Traits>
@@ -144,6 +151,9 @@ class ClientSession {
   };
 
   Server& server_;
+  // Set in a process that takes a connection over after its previous process could not reset
+  // the device: the seq of the cudaDeviceReset to answer instead of a hello.
+  std::optional<uint32_t> resume_reset_;
   Backend* backend_;
   std::string backend_error_;
   int fd_;
@@ -173,9 +183,11 @@ class ClientSession {
 };
 
 void ClientSession::Run() {
-  Status status = Hello();
+  Status status = resume_reset_ ? Resume() : Hello();
   if (status.ok()) {
-    if (server_.isolation() == Isolation::kProcess) {
+    if (resume_reset_) {
+      // Resume said so.
+    } else if (server_.isolation() == Isolation::kProcess) {
       spdlog::info("{}: connected ({}, pid {}; served by process {})", Tag(), label_, pid_,
                    ::getpid());
     } else {
@@ -224,6 +236,7 @@ Status ClientSession::Hello() {
   }
   label_ = hello.client_label.substr(0, 200);
   pid_ = hello.pid;
+  ClientRegistry::SetClientPid(slot_, pid_);
 
   HelloReply reply;
   reply.magic = kHelloMagic;
@@ -271,6 +284,34 @@ Status ClientSession::Hello() {
   if (!refusal.ok()) return InvalidArgument(refusal.message());
   ClientRegistry::SetLabel(slot_, label_);
   return Status::Ok();
+}
+
+Status ClientSession::Resume() {
+  label_ = ClientRegistry::Label(slot_);
+  pid_ = ClientRegistry::ClientPid(slot_);
+  if (backend_ == nullptr) return Unavailable("cannot open the device again: " + backend_error_);
+  CudaResult<std::unique_ptr<Session>> session =
+      backend_->OpenSession(label_ + " (client " + std::to_string(id_) + ")");
+  if (!session.ok()) {
+    return Unavailable("cannot open a device session again: " + session.status().ToString());
+  }
+  session_ = std::move(session).value();
+  spdlog::info("{}: goes on in a fresh process {} after its device reset", Tag(), ::getpid());
+  Bytes fields;
+  Writer w(fields);
+  Encode(w, DeviceResetReply{});
+  return SendReply({0, CallId::kDeviceReset, FrameKind::kCall, *resume_reset_}, CudaStatus::Ok(),
+                   fields);
+}
+
+void ClientSession::Respawn(uint32_t reset_seq) {
+  spdlog::warn("{}: a fault corrupted the device state of its process {}; a fresh process takes "
+               "over for cudaDeviceReset",
+               Tag(), ::getpid());
+  ClientRegistry::RequestRespawn(slot_, reset_seq);
+  if (std::shared_ptr<spdlog::logger> logger = spdlog::default_logger()) logger->flush();
+  // No destructor runs: the driver's state is corrupt, and the process's exit releases it all.
+  ::_exit(kRespawnExitCode);
 }
 
 Status ClientSession::Serve() {
@@ -539,9 +580,16 @@ CudaResult<DeviceSynchronizeReply> ClientSession::Handle(const DeviceSynchronize
   return DeviceSynchronizeReply{};
 }
 
-CudaResult<DeviceResetReply> ClientSession::Handle(const DeviceResetRequest&, Io&) {
+CudaResult<DeviceResetReply> ClientSession::Handle(const DeviceResetRequest&, Io& io) {
   FreeEverything();
-  FLYT_CUDA_RETURN_IF_ERROR(session_->Reset());
+  CudaStatus reset = session_->Reset();
+  // A fault can leave the process unable to make a new context (the H100 does): with a process
+  // per client, a fresh process goes on with the connection. Only when nothing of the client's
+  // stream is buffered here unread (it would be lost with this process).
+  if (!reset.ok() && server_.isolation() == Isolation::kProcess && reader_.buffered() == 0) {
+    Respawn(io.header.seq);
+  }
+  FLYT_CUDA_RETURN_IF_ERROR(reset);
   return DeviceResetReply{};
 }
 
@@ -1051,7 +1099,7 @@ void Server::AcceptLoop() {
     ReapProcesses();
     if (n < 0 && errno != EINTR) {
       spdlog::error("poll: {}", std::strerror(errno));
-      return;
+      break;
     }
     if (fds[listeners_.size()].revents & POLLIN) {
       char drain[64];
@@ -1077,6 +1125,18 @@ void Server::AcceptLoop() {
       TuneStreamSocket(client);
       StartClient(UniqueFd(client));
     }
+  }
+  // Stopping. Client processes die with this thread (PR_SET_PDEATHSIG follows the thread that
+  // forked them), so it outlives them: it shuts their connections down and waits for each to
+  // free what it holds and exit.
+  listeners_.clear();
+  if (isolation() == Isolation::kProcess) {
+    {
+      std::scoped_lock lock(mu_);
+      handed_over_.clear();
+      for (auto& [id, entry] : clients_) ::shutdown(entry.fd, SHUT_RDWR);
+    }
+    StopProcesses();
   }
 }
 
@@ -1113,8 +1173,9 @@ void Server::StartClient(UniqueFd fd) {
   entry.fd = fd.Release();
   if (isolation() == Isolation::kThread) {
     StartClientThread(entry);
-  } else {
-    StartClientProcess(entry);
+  } else if (!StartClientProcess(entry)) {
+    Depart(entry);
+    clients_.erase(id);
   }
 }
 
@@ -1135,14 +1196,11 @@ void Server::StartClientThread(ClientEntry& entry) {
   });
 }
 
-void Server::StartClientProcess(ClientEntry& entry) {
+bool Server::StartClientProcess(ClientEntry& entry) {
   pid_t pid = ::fork();
   if (pid < 0) {
     spdlog::error("client {}: cannot start its process: {}", entry.id, std::strerror(errno));
-    registry_->Depart(entry.slot);
-    ::close(entry.fd);
-    clients_.erase(entry.id);
-    return;
+    return false;
   }
   if (pid == 0) RunClientProcess(entry.id);
   entry.pid = pid;
@@ -1156,6 +1214,7 @@ void Server::StartClientProcess(ClientEntry& entry) {
     spdlog::debug("pidfd_open: {}", std::strerror(errno));
   }
   spdlog::debug("client {}: served by process {}", entry.id, pid);
+  return true;
 }
 
 namespace {
@@ -1197,7 +1256,8 @@ void Server::RunClientProcess(uint64_t id) {
     spdlog::error("client {}: cannot open the device: {}", id, error);
   }
   {
-    ClientSession session(*this, backend.get(), error, fd, id, slot);
+    ClientSession session(*this, backend.get(), error, fd, id, slot,
+                          ClientRegistry::TakeRespawn(slot));
     session.Run();
   }
   backend.reset();
@@ -1265,6 +1325,13 @@ void Server::ReapProcesses() {
       ++it;
       continue;
     }
+    if (got == entry.pid && WIFEXITED(status) && WEXITSTATUS(status) == kRespawnExitCode &&
+        ClientRegistry::RespawnRequested(entry.slot) && !stopping_.load()) {
+      if (StartClientProcess(entry)) {
+        ++it;
+        continue;
+      }
+    }
     if (got == entry.pid && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
       spdlog::warn("client {}: its process {} {}; the driver takes back its device memory",
                    entry.id, entry.pid, DescribeExit(status));
@@ -1303,14 +1370,10 @@ void Server::Stop() {
   for (const Endpoint& endpoint : bound_) {
     if (endpoint.kind == Endpoint::Kind::kUnix) ::unlink(endpoint.path.c_str());
   }
+  if (isolation() == Isolation::kProcess) return;  // the acceptor ended every client process
   {
     std::scoped_lock lock(mu_);
-    handed_over_.clear();
     for (auto& [id, entry] : clients_) ::shutdown(entry.fd, SHUT_RDWR);
-  }
-  if (isolation() == Isolation::kProcess) {
-    StopProcesses();
-    return;
   }
   // Join without holding the lock: finishing threads take it.
   while (true) {

@@ -135,7 +135,8 @@ class Server {
   // Adopts a connection (acceptor thread only in kProcess: every fork happens there).
   void StartClient(UniqueFd fd);
   void StartClientThread(ClientEntry& entry);
-  void StartClientProcess(ClientEntry& entry);
+  // Forks the process that serves `entry` (again, after a respawn request); false if it cannot.
+  bool StartClientProcess(ClientEntry& entry);
   [[noreturn]] void RunClientProcess(uint64_t id);
   void ReapFinished();
   // kProcess: collects ended client processes (WNOHANG), logging how each ended.

@@ -472,6 +472,71 @@ TEST_P(ServerTest, AClientProcessThatCannotOpenTheDeviceIsToldWhy) {
       << conn.status().ToString();
 }
 
+// Loads tests/data/cuda/sim_fault.fatbin as module 1 and launches its fault-injection kernel
+// (function 2); the fault shows at the next synchronising call.
+void LaunchFault(Connection& conn) {
+  std::ifstream in(std::string(FLYT_SOURCE_DIR) + "/tests/data/cuda/sim_fault.fatbin",
+                   std::ios::binary);
+  ASSERT_TRUE(in) << "tests/data/cuda/sim_fault.fatbin missing";
+  Bytes image;
+  for (char c; in.get(c);) image.push_back(static_cast<std::byte>(c));
+  ASSERT_TRUE(conn.ModuleLoad({1, image.size(), "sim_fault"}, image).ok());
+  ASSERT_TRUE(conn.ModuleGetFunction({1, 2, "_Z20flyt_sim_fault_storePi"}).ok());
+  Bytes params(8);
+  ASSERT_TRUE(conn.LaunchKernel({2, {1, 1, 1}, {1, 1, 1}, 0, 0, params}).ok());
+}
+
+TEST_P(ServerTest, AKernelFaultReachesEveryClientOfAProcess) {
+  // What the H100 does (docs/hardware-verification.md), and the sim models: a fault corrupts the
+  // device state of the whole process. With a process per client that is one client's.
+  auto faulty = Open();
+  auto neighbour = Open(1);
+  ASSERT_TRUE(faulty && neighbour);
+  LaunchFault(*faulty);
+  EXPECT_EQ(faulty->DeviceSynchronize({}).status().code(), CudaError::kIllegalAddress);
+  EXPECT_EQ(faulty->Malloc({16}).status().code(), CudaError::kIllegalAddress);  // sticky
+  CudaStatus seen = neighbour->DeviceSynchronize({}).status();
+  if (GetParam() == Isolation::kThread) {
+    EXPECT_EQ(seen.code(), CudaError::kIllegalAddress) << "one process, one device state";
+    // And cudaDeviceReset cannot clear it in that process.
+    EXPECT_EQ(faulty->DeviceReset({}).status().code(), CudaError::kIllegalAddress);
+    return;
+  }
+  EXPECT_TRUE(seen.ok()) << seen.ToString();
+  auto kept = neighbour->Malloc({4096});
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+
+  // cudaDeviceReset goes on in a fresh process: same connection, same client, clean state.
+  pid_t before = server_->ClientProcess(faulty->server().client_id);
+  auto reset = faulty->DeviceReset({});
+  ASSERT_TRUE(reset.ok()) << reset.status().ToString();
+  pid_t after = server_->ClientProcess(faulty->server().client_id);
+  EXPECT_GT(after, 0);
+  EXPECT_NE(after, before);
+  auto fresh = faulty->Malloc({1 << 20});
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  std::vector<std::byte> in = Pattern(1 << 20, 5), out(1 << 20);
+  ASSERT_TRUE(faulty->MemcpyHtoD({fresh->ptr, in.size(), 0}, in).ok());
+  ASSERT_TRUE(faulty->MemcpyDtoH({fresh->ptr, out.size(), 0}, out).ok());
+  EXPECT_EQ(in, out);
+  EXPECT_TRUE(faulty->DeviceSynchronize({}).ok());
+  // The account holds exactly what the two clients hold now; stats still know the client.
+  EXPECT_EQ(server_->Stats().allocated_bytes, (1u << 20) + 4096u);
+  bool listed = false;
+  for (const ClientStats& c : server_->Stats().clients) {
+    if (c.client_id == faulty->server().client_id) {
+      listed = c.connected && c.label == "server_test" && c.allocated_bytes == (1u << 20);
+    }
+  }
+  EXPECT_TRUE(listed);
+  // A second fault and reset work the same way.
+  LaunchFault(*faulty);
+  EXPECT_EQ(faulty->DeviceSynchronize({}).status().code(), CudaError::kIllegalAddress);
+  ASSERT_TRUE(faulty->DeviceReset({}).ok());
+  EXPECT_TRUE(faulty->MemGetInfo({}).ok());
+  EXPECT_EQ(server_->Stats().allocated_bytes, 4096u);
+}
+
 TEST(ProbeBackendTest, ReportsWhatTheBackendIsOrWhyItCannotBeOpened) {
   auto probe = ProbeBackend([]() -> Result<std::unique_ptr<Backend>> { return MakeSimBackend(); });
   ASSERT_TRUE(probe.ok()) << probe.status().ToString();

@@ -150,16 +150,16 @@ class SimSession final : public Session {
   CudaStatus EventDestroy(EventHandle event) override;
   CudaStatus EventRecord(EventHandle event, StreamHandle stream) override;
   CudaStatus EventSynchronize(EventHandle event) override {
-    if (!sticky_.ok()) return sticky_;
+    if (CudaStatus sticky = Sticky(); !sticky.ok()) return sticky;
     return FindEvent(event).status();
   }
   CudaStatus EventQuery(EventHandle event) override {
-    if (!sticky_.ok()) return sticky_;
+    if (CudaStatus sticky = Sticky(); !sticky.ok()) return sticky;
     return FindEvent(event).status();
   }
   CudaResult<float> EventElapsedMs(EventHandle start, EventHandle end) override;
 
-  CudaStatus DeviceSynchronize() override { return sticky_; }
+  CudaStatus DeviceSynchronize() override { return Sticky(); }
   CudaStatus Reset() override;
 
   CudaResult<ModuleHandle> ModuleLoad(std::span<const std::byte> image) override;
@@ -194,7 +194,7 @@ class SimSession final : public Session {
   };
 
   CudaStatus CheckStream(StreamHandle stream) const {
-    if (!sticky_.ok()) return sticky_;
+    if (CudaStatus sticky = Sticky(); !sticky.ok()) return sticky;
     if (stream == kDefaultStream || streams_.contains(static_cast<uint64_t>(stream))) {
       return CudaStatus::Ok();
     }
@@ -233,6 +233,9 @@ class SimSession final : public Session {
   std::unordered_map<uint64_t, Module> modules_;
   std::unordered_map<uint64_t, Function> functions_;
   uint64_t launches_ = 0;
+  // The session's own fault, else the process's (SimOptions::fault_poisons_process).
+  CudaStatus Sticky() const;
+
   // Set by a launch of a fault-injection kernel (see sim_backend.h); like a corrupted context,
   // every later device operation reports it until Reset.
   CudaStatus sticky_;
@@ -287,7 +290,23 @@ class SimBackend final : public Backend {
   const SimOptions& options() const { return options_; }
   int32_t Attr(uint32_t attr) const { return attributes_.at(attr); }
 
+  // A fault that corrupts the whole process's device state (fault_poisons_process).
+  void Poison(const CudaStatus& fault) {
+    if (!options_.fault_poisons_process) return;
+    std::scoped_lock lock(poison_mu_);
+    if (!poisoned_.load()) poison_ = fault;
+    poisoned_.store(true);
+  }
+  CudaStatus Poisoned() const {
+    if (!poisoned_.load()) return CudaStatus::Ok();
+    std::scoped_lock lock(poison_mu_);
+    return poison_;
+  }
+
  private:
+  mutable std::mutex poison_mu_;
+  std::atomic<bool> poisoned_{false};
+  CudaStatus poison_;  // guarded by poison_mu_
   const SimOptions options_;
   std::map<uint32_t, int32_t> attributes_;
   std::atomic<uint64_t> used_{0};
@@ -298,7 +317,7 @@ SimSession::~SimSession() {
 }
 
 CudaResult<DevicePtr> SimSession::Malloc(uint64_t bytes) {
-  if (!sticky_.ok()) return sticky_;
+  if (CudaStatus sticky = Sticky(); !sticky.ok()) return sticky;
   if (bytes == 0) return DevicePtr{0};
   if (!backend_.Reserve(bytes)) {
     return Error(CudaError::kMemoryAllocation, "simulated device memory exhausted");
@@ -383,6 +402,11 @@ CudaResult<float> SimSession::EventElapsedMs(EventHandle start, EventHandle end)
   return std::chrono::duration<float, std::milli>(*e->recorded - *s->recorded).count();
 }
 
+CudaStatus SimSession::Sticky() const {
+  if (!sticky_.ok()) return sticky_;
+  return backend_.Poisoned();
+}
+
 CudaStatus SimSession::Reset() {
   sticky_ = CudaStatus::Ok();
   for (auto& [ptr, block] : allocations_) backend_.Release(block->bytes());
@@ -392,6 +416,12 @@ CudaStatus SimSession::Reset() {
   events_.clear();
   modules_.clear();
   functions_.clear();
+  // As on the H100: a poisoned process makes no new context; only a new process recovers.
+  if (CudaStatus poison = backend_.Poisoned(); !poison.ok()) {
+    sticky_ = poison;
+    return Error(poison.code(), "cannot reset the device in this process after a fault (" +
+                                    poison.message() + ")");
+  }
   return CudaStatus::Ok();
 }
 
@@ -564,6 +594,7 @@ CudaStatus SimSession::LaunchKernel(FunctionHandle function, const LaunchConfig&
     // Reported by the next synchronising call, as a real fault would be.
     sticky_ = Error(CudaError::kIllegalAddress,
                     "simulated fault: kernel " + f->info.name + " made an illegal memory access");
+    backend_.Poison(sticky_);
   }
   return CudaStatus::Ok();
 }

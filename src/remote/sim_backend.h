@@ -13,8 +13,12 @@
 // Fault injection, for tests of CUDA's sticky-error semantics: launching a kernel whose name
 // contains "flyt_sim_fault" corrupts the session as an illegal memory access would on a GPU —
 // the next synchronising call returns cudaErrorIllegalAddress, and so does every later device
-// operation, until cudaDeviceReset. (A test kernel that really dereferences a bad pointer under
-// that name behaves the same on a real GPU.)
+// operation. (A test kernel that really dereferences a bad pointer under that name behaves the
+// same on a real GPU.) By default (fault_poisons_process) the fault also corrupts every other
+// session of the backend, and Reset cannot clear it, as the H100 did with driver 580 (every
+// context of the process and every new one failed): only a new process recovers, which the
+// server's process per client provides. With fault_poisons_process off, the fault stays in its
+// session and Reset clears it.
 //
 // Thread safety: as Backend requires (the backend object is immutable after construction; each
 // Session guards its own state, used by one thread at a time).
@@ -32,6 +36,8 @@ struct SimOptions {
   uint64_t memory_bytes = 85'520'809'984;  // what an H100 80GB HBM3 reports
   int sm_count = 132;
   std::string name = "NVIDIA H100 80GB HBM3 (flyt simulated)";
+  // A fault corrupts the whole backend (every session; Reset cannot clear it), as on a GPU.
+  bool fault_poisons_process = true;
 };
 
 std::unique_ptr<Backend> MakeSimBackend(const SimOptions& options = {});

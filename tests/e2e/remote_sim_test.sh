@@ -90,6 +90,10 @@ for transport in tcp unix; do
     check "$p.$transport exits 0" test "$(rc_of "$p.$transport")" = 0
   done
 done
+# api_semantics faults on purpose: the fault corrupts its server process's device state (as on a
+# GPU), and its cudaDeviceReset went on in a fresh process.
+check "a faulted client's reset goes on in a fresh process" \
+  grep -q "a fresh process takes over for cudaDeviceReset" "$tmp/server.log"
 
 # ---- the launch log holds exactly what the programs passed ----
 check_launches() {

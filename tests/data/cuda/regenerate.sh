@@ -23,6 +23,7 @@ fatbin -gencode arch=compute_80,code=compute_80 -Xfatbin -compress=false \
 fatbin "${archs[@]}" -Xfatbin -compress-all -o "$here/matrix_mul.fatbin" "$src/matrix_mul.cu"
 fatbin "${archs[@]}" -Xfatbin -compress-all -o "$here/templated.fatbin" "$src/templated.cu"
 fatbin "${archs[@]}" -Xfatbin -compress-all -o "$here/layouts.fatbin" "$here/src/layouts.cu"
+fatbin -gencode arch=compute_90,code=sm_90 -o "$here/sim_fault.fatbin" "$here/src/sim_fault.cu"
 
 # -rdc=true: the device-linked container (.nv_fatbin) and the relocatable ones (__nv_relfatbin).
 "$nvcc" -cudart=shared -rdc=true "${archs[@]}" -I"$src" -o "$tmp/rdc" "$src/rdc_main.cu" "$src/rdc_lib.cu"
