@@ -125,16 +125,27 @@ try {
   check('leased GPUs equal the API', leasedShown === String(t.leased + t.shared), `${leasedShown} vs ${t.leased + t.shared}`);
   const cards = await page.$$('[data-testid=gpu-card]');
   check('one card per GPU', cards.length === apiGpus.length, `${cards.length} vs ${apiGpus.length}`);
-  // The idle node's readings are constant: each of its cards must show the API's numbers.
+  // Each of the idle node's cards must show the API's numbers. Its readings move a little (a
+  // sample's utilization may step by a point), so compare against a fresh API read and give the
+  // page a few refreshes to catch up: a page that never shows the API's values still fails.
   let idleOk = 0;
-  const idleGpus = apiGpus.filter((g) => g.node === idle);
-  for (const g of idleGpus) {
-    const card = `[data-testid=gpu-card][data-node="${idle}"][data-index="${g.index}"]`;
-    const text = await page.textContent(card);
-    const want = [shortGpuName(g.name), `util ${g.gpu_util_percent} %`, `${g.temperature_c} °C`];
-    if (want.every((w) => text.includes(w))) idleOk += 1;
-    else console.log(`  card ${idle}/${g.index}: "${text}" lacks one of ${JSON.stringify(want)}`);
+  let idleGpus = [];
+  const misses = [];
+  for (let attempt = 0; attempt < 20; ++attempt) {
+    idleGpus = (await api('/gpus')).gpus.filter((g) => g.node === idle);
+    idleOk = 0;
+    misses.length = 0;
+    for (const g of idleGpus) {
+      const card = `[data-testid=gpu-card][data-node="${idle}"][data-index="${g.index}"]`;
+      const text = await page.textContent(card);
+      const want = [shortGpuName(g.name), `util ${g.gpu_util_percent} %`, `${g.temperature_c} °C`];
+      if (want.every((w) => text.includes(w))) idleOk += 1;
+      else misses.push(`  card ${idle}/${g.index}: "${text}" lacks one of ${JSON.stringify(want)}`);
+    }
+    if (idleGpus.length > 0 && idleOk === idleGpus.length) break;
+    await page.waitForTimeout(500);
   }
+  for (const miss of misses) console.log(miss);
   check(`every ${idle} card shows the API's model, utilization and temperature`,
         idleGpus.length > 0 && idleOk === idleGpus.length, `${idleOk}/${idleGpus.length}`);
   await page.screenshot({path: join(shots, 'overview.png'), fullPage: true});
