@@ -55,6 +55,20 @@ cudaError_t StreamCall(const char* name, cudaStream_t stream, bool per_thread, b
   });
 }
 
+// cudaEventSynchronize / cudaEventQuery (query): a synchronising call on one event.
+cudaError_t EventCall(const char* name, cudaEvent_t event, bool query) {
+  return Guard(name, [&] {
+    Runtime& rt = Runtime::Get();
+    if (CudaStatus s = rt.StickyStatus(); !s.ok()) return rt.Finish(s);
+    auto e = rt.FindEvent(event);
+    if (!e.ok()) return rt.Finish(e.status());
+    auto conn = rt.Connection();
+    if (!conn.ok()) return rt.Finish(conn.status());
+    if (query) return rt.FinishSync((*conn)->EventQuery({e->id}).status());
+    return rt.FinishSync((*conn)->EventSynchronize({e->id}).status());
+  });
+}
+
 cudaError_t WaitEvent(const char* name, cudaStream_t stream, cudaEvent_t event, unsigned flags,
                       bool per_thread) {
   return Guard(name, [&] {
@@ -233,27 +247,11 @@ cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaStream_t stream
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) noexcept {
-  return Guard("cudaEventSynchronize", [&] {
-    Runtime& rt = Runtime::Get();
-    if (CudaStatus s = rt.StickyStatus(); !s.ok()) return rt.Finish(s);
-    auto e = rt.FindEvent(event);
-    if (!e.ok()) return rt.Finish(e.status());
-    auto conn = rt.Connection();
-    if (!conn.ok()) return rt.Finish(conn.status());
-    return rt.FinishSync((*conn)->EventSynchronize({e->id}).status());
-  });
+  return rt_impl::EventCall("cudaEventSynchronize", event, false);
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) noexcept {
-  return Guard("cudaEventQuery", [&] {
-    Runtime& rt = Runtime::Get();
-    if (CudaStatus s = rt.StickyStatus(); !s.ok()) return rt.Finish(s);
-    auto e = rt.FindEvent(event);
-    if (!e.ok()) return rt.Finish(e.status());
-    auto conn = rt.Connection();
-    if (!conn.ok()) return rt.Finish(conn.status());
-    return rt.FinishSync((*conn)->EventQuery({e->id}).status());
-  });
+  return rt_impl::EventCall("cudaEventQuery", event, true);
 }
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) noexcept {

@@ -46,3 +46,16 @@ stop_children() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
 }
+
+# remote_setup <build dir> <program>: for the remote-CUDA scripts. Sets server_bin and runtime_dir,
+# clears the FLYT_* variables a caller's shell may hold, and skips the test (exit 77) when flyt's
+# libcudart.so.13, flyt-gpu-server or the nvcc-built <program> is missing (no CUDA toolkit).
+remote_setup() {
+  server_bin=$1/bin/flyt-gpu-server
+  runtime_dir=$1/lib/flyt
+  unset FLYT_SERVER FLYT_SIM_DEVICE FLYT_LOG_LEVEL FLYT_STRICT_ERRORS
+  if [ ! -x "$server_bin" ] || [ ! -f "$runtime_dir/libcudart.so.13" ] || [ ! -x "$2" ]; then
+    echo "SKIPPED: flyt's libcudart.so.13 or the nvcc-built test programs are missing (no CUDA toolkit)"
+    exit 77
+  fi
+}

@@ -11,15 +11,7 @@ tmp=$(mktemp -d -t flyt-remote-gpu.XXXXXX)
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 trap 'stop_children; rm -rf "$tmp"' EXIT
-unset FLYT_SERVER FLYT_SIM_DEVICE FLYT_LOG_LEVEL FLYT_STRICT_ERRORS
-
-server_bin=$build/bin/flyt-gpu-server
-runtime_dir=$build/lib/flyt
-if [ ! -x "$server_bin" ] || [ ! -f "$runtime_dir/libcudart.so.13" ] ||
-  [ ! -x "$build/tests/remote/api_semantics" ]; then
-  echo "SKIPPED: flyt's libcudart.so.13 or the nvcc-built test programs are missing"
-  exit 77
-fi
+remote_setup "$build" "$build/tests/remote/api_semantics"
 sock=$tmp/gpu.sock
 "$server_bin" --backend driver --listen "unix:$sock" --launch-log "$tmp/launches.jsonl" \
   >>"$tmp/server.log" 2>&1 &

@@ -18,15 +18,7 @@ tmp=$(mktemp -d -t flyt-remote-e2e.XXXXXX)
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 trap 'stop_children; rm -rf "$tmp"' EXIT
-unset FLYT_SERVER FLYT_SIM_DEVICE FLYT_LOG_LEVEL FLYT_STRICT_ERRORS
-
-server_bin=$build/bin/flyt-gpu-server
-runtime_dir=$build/lib/flyt
-if [ ! -x "$server_bin" ] || [ ! -f "$runtime_dir/libcudart.so.13" ] ||
-  [ ! -x "$build/tests/remote/launch_args" ]; then
-  echo "SKIPPED: flyt's libcudart.so.13 or the nvcc-built test programs are missing (no CUDA toolkit)"
-  exit 77
-fi
+remote_setup "$build" "$build/tests/remote/launch_args"
 programs=()
 for p in vector_add matrix_mul streams_events constant_memory many_params many_params_compressed \
   templated rdc per_thread_stream; do

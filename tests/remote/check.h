@@ -5,21 +5,9 @@
 // everything else (every API call, every byte copied) still is.
 #pragma once
 
-#include <cuda_runtime.h>
-
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 
-#define CHECK(call)                                                                      \
-  do {                                                                                   \
-    cudaError_t err_ = (call);                                                           \
-    if (err_ != cudaSuccess) {                                                           \
-      std::fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call,     \
-                   cudaGetErrorName(err_), cudaGetErrorString(err_));                    \
-      std::exit(1);                                                                      \
-    }                                                                                    \
-  } while (0)
+#include "../cuda/check.h"  // CHECK and FAIL, shared with the programs of tests/cuda
 
 // The call must fail with exactly `want`.
 #define EXPECT_ERROR(want, call)                                                         \
