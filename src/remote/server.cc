@@ -596,11 +596,11 @@ CudaResult<DeviceResetReply> ClientSession::Handle(const DeviceResetRequest&, Io
 CudaResult<MemGetInfoReply> ClientSession::Handle(const MemGetInfoRequest&, Io&) {
   FLYT_CUDA_ASSIGN_OR_RETURN(MemoryInfo info, session_->MemGetInfo());
   uint64_t limit = memory_.limit_bytes();
-  if (limit != 0) {
-    uint64_t used = memory_.used_bytes();
-    info.total_bytes = std::min(info.total_bytes, limit);
-    info.free_bytes = std::min(info.free_bytes, used >= limit ? 0 : limit - used);
-  }
+  if (limit != 0) info.total_bytes = std::min(info.total_bytes, limit);
+  // What every client of this server holds is not free, whether or not the backend sees it (a
+  // client process's sim device knows only its own allocations; a GPU's count includes them).
+  uint64_t used = memory_.used_bytes();
+  info.free_bytes = std::min(info.free_bytes, used >= info.total_bytes ? 0 : info.total_bytes - used);
   return MemGetInfoReply{info.free_bytes, info.total_bytes};
 }
 

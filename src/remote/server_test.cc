@@ -407,6 +407,10 @@ TEST_P(ServerTest, AClientProcessThatDiesGivesBackWhatItHeldAndHurtsNoOne) {
   auto kept = neighbour->Malloc({1 << 20});
   ASSERT_TRUE(kept.ok());
   ASSERT_EQ(server_->Stats().allocated_bytes, (65u << 20));
+  // Each sees the other's memory as taken, though each process has a sim device of its own.
+  auto info = neighbour->MemGetInfo({});
+  ASSERT_TRUE(info.ok());
+  EXPECT_LE(info->free_bytes, info->total_bytes - (65u << 20));
 
   pid_t pid = server_->ClientProcess(victim->server().client_id);
   ASSERT_GT(pid, 0);
