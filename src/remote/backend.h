@@ -157,6 +157,12 @@ class Session {
                                 StreamHandle stream) = 0;
   // Sets `bytes` bytes to `value` (cudaMemset semantics: only the low byte is used).
   virtual CudaStatus Memset(DevicePtr dst, uint8_t value, uint64_t bytes, StreamHandle stream) = 0;
+  // Device memory the server may read and write as host memory, for a backend whose device
+  // memory is host memory and whose work completes at once (the sim): the server then receives a
+  // copy's data straight into it and sends from it, with no staging copy. Null (the default, and
+  // for a range the backend does not hold): copy through MemcpyHtoD / MemcpyDtoH. The server
+  // checks the stream (StreamSynchronize) before it touches the view.
+  virtual std::byte* HostView(DevicePtr /*ptr*/, uint64_t /*bytes*/) { return nullptr; }
 
   virtual std::unique_ptr<HostBuffer> NewHostBuffer(size_t bytes);
 

@@ -166,26 +166,29 @@ CudaStatus Connection::SendDataLocked(CallId call, uint32_t seq, std::span<const
   return CudaStatus::Ok();
 }
 
-Status Connection::LandData(const FrameHeader& header, std::span<const std::byte> payload) {
-  Reader r(payload);
+Status Connection::LandData(const FrameHeader& header) {
+  if (header.payload_bytes < 8) return InvalidArgument("data frame without an offset");
+  std::byte raw[8];
+  FLYT_RETURN_IF_ERROR(reader_.Read(raw));
+  Reader r(raw);
   uint64_t offset = 0;
-  if (!r.Get(offset)) return InvalidArgument("data frame without an offset");
+  (void)r.Get(offset);
+  const size_t n = header.payload_bytes - 8;
   auto it = landings_.find(header.seq);
   if (it == landings_.end()) {
     return InvalidArgument("data for unknown copy seq " + std::to_string(header.seq));
   }
   if (offset == kAbandonedOffset) {
     landings_.erase(it);
-    return Status::Ok();
+    return reader_.Skip(n);
   }
-  std::span<const std::byte> bytes;
-  if (!r.GetRaw(bytes, r.remaining())) return InvalidArgument("bad data frame");
   Landing& landing = it->second;
-  if (offset > landing.dst.size() || bytes.size() > landing.dst.size() - offset) {
+  if (offset > landing.dst.size() || n > landing.dst.size() - offset) {
     return InvalidArgument("data frame past the end of its copy");
   }
-  std::memcpy(landing.dst.data() + offset, bytes.data(), bytes.size());
-  landing.received += bytes.size();
+  // Straight into the caller's memory: no staging copy.
+  FLYT_RETURN_IF_ERROR(reader_.Read(landing.dst.subspan(offset, n)));
+  landing.received += n;
   if (landing.received >= landing.dst.size()) landings_.erase(it);
   return Status::Ok();
 }
@@ -198,14 +201,14 @@ CudaStatus Connection::AwaitReplyLocked(CallId call, uint32_t seq, ReplyStatus& 
     if (!s.ok()) return Broken(s);
     Result<FrameHeader> header = DecodeFrameHeader(raw);
     if (!header.ok()) return Broken(header.status());
-    payload_.resize(header->payload_bytes);
-    s = reader_.Read(payload_);
-    if (!s.ok()) return Broken(s);
     if (header->kind == FrameKind::kData) {
-      s = LandData(*header, payload_);
+      s = LandData(*header);
       if (!s.ok()) return Broken(s);
       continue;
     }
+    payload_.resize(header->payload_bytes);
+    s = reader_.Read(payload_);
+    if (!s.ok()) return Broken(s);
     if (header->kind != FrameKind::kReply || header->seq != seq || header->call != call) {
       return Broken(InvalidArgument("unexpected frame from the server while waiting for " +
                                     std::string(CallName(call))));

@@ -119,7 +119,8 @@ class Connection {
   // Reads frames until the reply to `seq`; lands data frames. Returns the reply payload after
   // the ReplyStatus, and the ReplyStatus.
   CudaStatus AwaitReplyLocked(CallId call, uint32_t seq, ReplyStatus& status, Bytes& fields);
-  Status LandData(const FrameHeader& header, std::span<const std::byte> payload);
+  // Reads a data frame's payload (after `header`) into the memory of the copy it belongs to.
+  Status LandData(const FrameHeader& header);
   CudaStatus Broken(const Status& why);
   CudaStatus BrokenStatus() const;
 

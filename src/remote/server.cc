@@ -116,8 +116,13 @@ class ClientSession {
 
   // Receives the data frames of a kIn request, handing each chunk to consume(offset, chunk)
   // until it fails once; the rest is read and dropped. Returns consume's first error.
+  // With `direct` (a host view of the destination, HostView), each chunk is read straight into
+  // direct + its offset, and consume sees it there.
   template <typename Consume>
-  CudaStatus ReceiveData(Io& io, uint64_t bytes, Consume&& consume);
+  CudaStatus ReceiveData(Io& io, uint64_t bytes, Consume&& consume, std::byte* direct = nullptr);
+  // cudaMemcpy / cudaMemcpyAsync host→device: the request, then its data frames.
+  template <typename Request>
+  CudaStatus ReceiveCopy(const Request& r, Io& io);
   CudaStatus DrainData(Io& io, uint64_t bytes, CudaStatus status) {
     CudaStatus s = ReceiveData(io, bytes, [](uint64_t, std::span<const std::byte>) {
       return CudaStatus::Ok();
@@ -447,12 +452,13 @@ Status ClientSession::DeliverFinishedDownloads() {
 }
 
 template <typename Consume>
-CudaStatus ClientSession::ReceiveData(Io& io, uint64_t bytes, Consume&& consume) {
+CudaStatus ClientSession::ReceiveData(Io& io, uint64_t bytes, Consume&& consume,
+                                      std::byte* direct) {
   CudaStatus first;
   uint64_t offset = 0;
   while (offset < bytes) {
-    std::byte raw[kFrameHeaderBytes];
-    io.protocol = reader_.Read(raw);
+    std::byte raw[kFrameHeaderBytes + 8];
+    io.protocol = reader_.Read(std::span(raw, kFrameHeaderBytes));
     if (!io.protocol.ok()) return Error(CudaError::kUnknown, "connection lost");
     Result<FrameHeader> header = DecodeFrameHeader(raw);
     if (!header.ok()) {
@@ -467,24 +473,33 @@ CudaStatus ClientSession::ReceiveData(Io& io, uint64_t bytes, Consume&& consume)
                                     ") does not match its request");
       return Error(CudaError::kUnknown, "protocol error");
     }
-    data_.resize(header->payload_bytes);
-    io.protocol = reader_.Read(data_);
+    io.protocol = reader_.Read(std::span(raw + kFrameHeaderBytes, 8));
     if (!io.protocol.ok()) return Error(CudaError::kUnknown, "connection lost");
-    Reader r(data_);
+    Reader r(std::span<const std::byte>(raw + kFrameHeaderBytes, 8));
     uint64_t chunk_offset = 0;
-    std::span<const std::byte> chunk;
-    if (!r.Get(chunk_offset) || chunk_offset != offset ||
-        !r.GetRaw(chunk, header->payload_bytes - 8)) {
+    const size_t n = header->payload_bytes - 8;
+    if (!r.Get(chunk_offset) || chunk_offset != offset) {
       io.protocol = InvalidArgument("data chunk out of order for " +
                                     std::string(CallName(io.header.call)));
       return Error(CudaError::kUnknown, "protocol error");
     }
-    if (chunk.empty()) {
+    if (n == 0) {
       io.protocol = InvalidArgument("empty data chunk");
       return Error(CudaError::kUnknown, "protocol error");
     }
-    if (first.ok()) first = consume(offset, chunk);
-    offset += chunk.size();
+    // The header check above keeps offset + n within the request's `bytes`, which the caller
+    // checked against the client's allocation before passing `direct`.
+    std::span<std::byte> chunk;
+    if (direct != nullptr && first.ok()) {
+      chunk = std::span(direct + offset, n);
+    } else {
+      data_.resize(n);
+      chunk = std::span(data_.data(), n);
+    }
+    io.protocol = reader_.Read(chunk);
+    if (!io.protocol.ok()) return Error(CudaError::kUnknown, "connection lost");
+    if (first.ok()) first = consume(offset, std::span<const std::byte>(chunk));
+    offset += n;
   }
   return first;
 }
@@ -644,39 +659,43 @@ CudaResult<FreeReply> ClientSession::Handle(const FreeRequest& r, Io&) {
   return FreeReply{};
 }
 
-namespace {
 template <typename Request>
-CudaStatus CopyIn(Session& session, const Request& r, StreamHandle stream,
-                  ClientCounters& counters, uint64_t offset, std::span<const std::byte> chunk) {
-  counters.bytes_to_device += chunk.size();
-  return session.MemcpyHtoD(r.dst + offset, chunk, stream);
-}
-}  // namespace
-
-CudaResult<MemcpyHtoDReply> ClientSession::Handle(const MemcpyHtoDRequest& r, Io& io) {
+CudaStatus ClientSession::ReceiveCopy(const Request& r, Io& io) {
   CudaResult<StreamHandle> stream = ResolveStream(r.stream);
   if (!stream.ok()) return DrainData(io, r.bytes, stream.status());
-  if (r.bytes == 0) return MemcpyHtoDReply{};
+  if (r.bytes == 0) return CudaStatus::Ok();
   if (CudaStatus s = CheckRange(r.dst, r.bytes, "destination"); !s.ok()) {
     return DrainData(io, r.bytes, s);
   }
-  FLYT_CUDA_RETURN_IF_ERROR(ReceiveData(io, r.bytes, [&](uint64_t off, auto chunk) {
-    return CopyIn(*session_, r, *stream, *counters_, off, chunk);
-  }));
-  FLYT_CUDA_RETURN_IF_ERROR(session_->StreamSynchronize(*stream));
+  if (std::byte* view = session_->HostView(r.dst, r.bytes)) {
+    if (CudaStatus s = session_->StreamSynchronize(*stream); !s.ok()) {
+      return DrainData(io, r.bytes, s);
+    }
+    return ReceiveData(
+        io, r.bytes,
+        [&](uint64_t, std::span<const std::byte> chunk) {
+          counters_->bytes_to_device += chunk.size();
+          return CudaStatus::Ok();
+        },
+        view);
+  }
+  return ReceiveData(io, r.bytes, [&](uint64_t off, std::span<const std::byte> chunk) {
+    counters_->bytes_to_device += chunk.size();
+    return session_->MemcpyHtoD(r.dst + off, chunk, *stream);
+  });
+}
+
+CudaResult<MemcpyHtoDReply> ClientSession::Handle(const MemcpyHtoDRequest& r, Io& io) {
+  FLYT_CUDA_RETURN_IF_ERROR(ReceiveCopy(r, io));
+  if (r.bytes != 0) {
+    FLYT_CUDA_ASSIGN_OR_RETURN(StreamHandle stream, ResolveStream(r.stream));
+    FLYT_CUDA_RETURN_IF_ERROR(session_->StreamSynchronize(stream));
+  }
   return MemcpyHtoDReply{};
 }
 
 CudaResult<MemcpyHtoDAsyncReply> ClientSession::Handle(const MemcpyHtoDAsyncRequest& r, Io& io) {
-  CudaResult<StreamHandle> stream = ResolveStream(r.stream);
-  if (!stream.ok()) return DrainData(io, r.bytes, stream.status());
-  if (r.bytes == 0) return MemcpyHtoDAsyncReply{};
-  if (CudaStatus s = CheckRange(r.dst, r.bytes, "destination"); !s.ok()) {
-    return DrainData(io, r.bytes, s);
-  }
-  FLYT_CUDA_RETURN_IF_ERROR(ReceiveData(io, r.bytes, [&](uint64_t off, auto chunk) {
-    return CopyIn(*session_, r, *stream, *counters_, off, chunk);
-  }));
+  FLYT_CUDA_RETURN_IF_ERROR(ReceiveCopy(r, io));
   return MemcpyHtoDAsyncReply{};
 }
 
@@ -684,11 +703,19 @@ CudaResult<MemcpyDtoHReply> ClientSession::Handle(const MemcpyDtoHRequest& r, Io
   FLYT_CUDA_ASSIGN_OR_RETURN(StreamHandle stream, ResolveStream(r.stream));
   if (r.bytes == 0) return MemcpyDtoHReply{};
   FLYT_CUDA_RETURN_IF_ERROR(CheckRange(r.src, r.bytes, "source"));
-  data_.resize(std::min<uint64_t>(r.bytes, kDataChunkBytes));
+  std::byte* view = session_->HostView(r.src, r.bytes);
+  if (view != nullptr) {
+    FLYT_CUDA_RETURN_IF_ERROR(session_->StreamSynchronize(stream));
+  } else {
+    data_.resize(std::min<uint64_t>(r.bytes, kDataChunkBytes));
+  }
   for (uint64_t off = 0; off < r.bytes; off += kDataChunkBytes) {
     size_t n = std::min<uint64_t>(kDataChunkBytes, r.bytes - off);
-    std::span<std::byte> chunk(data_.data(), n);
-    FLYT_CUDA_RETURN_IF_ERROR(session_->MemcpyDtoH(chunk, r.src + off, stream));
+    std::span<std::byte> chunk = view != nullptr ? std::span(view + off, n)
+                                                  : std::span(data_.data(), n);
+    if (view == nullptr) {
+      FLYT_CUDA_RETURN_IF_ERROR(session_->MemcpyDtoH(chunk, r.src + off, stream));
+    }
     io.protocol = SendData(io.header.seq, io.header.call, off, chunk);
     if (!io.protocol.ok()) return Error(CudaError::kUnknown, "connection lost");
   }

@@ -541,6 +541,38 @@ TEST_P(ServerTest, AKernelFaultReachesEveryClientOfAProcess) {
   EXPECT_EQ(server_->Stats().allocated_bytes, 4096u);
 }
 
+// A backend without a host view (a GPU) gets copies in chunks through MemcpyHtoD/MemcpyDtoH.
+TEST(StagedCopyTest, CopiesWithoutAHostViewRoundTripByteExact) {
+  SimOptions sim;
+  sim.host_view = false;
+  std::unique_ptr<Backend> backend = MakeSimBackend(sim);
+  ServerOptions options;
+  std::string path = (std::filesystem::temp_directory_path() /
+                      ("flyt-staged-" + std::to_string(::getpid()) + ".sock"))
+                         .string();
+  options.listen.push_back(*ParseEndpoint("unix:" + path));
+  Server server(*backend, options);
+  ASSERT_TRUE(server.Start().ok());
+  ClientOptions client;
+  client.label = "server_test";
+  auto conn = Connection::Open(server.endpoints()[0], client);
+  ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+  for (size_t size : {size_t{1}, size_t{3 << 20} + 7}) {
+    auto ptr = (*conn)->Malloc({size});
+    ASSERT_TRUE(ptr.ok());
+    std::vector<std::byte> in = Pattern(size, 11), out(size), async_out(size);
+    ASSERT_TRUE((*conn)->MemcpyHtoD({ptr->ptr, size, 0}, in).ok());
+    ASSERT_TRUE((*conn)->MemcpyDtoH({ptr->ptr, size, 0}, out).ok());
+    EXPECT_EQ(in, out);
+    ASSERT_TRUE((*conn)->MemcpyHtoDAsync({ptr->ptr, size, 0}, Pattern(size, 12)).ok());
+    ASSERT_TRUE((*conn)->MemcpyDtoHAsync({ptr->ptr, size, 0}, async_out).ok());
+    ASSERT_TRUE((*conn)->Sync({}).ok());
+    EXPECT_EQ(async_out, Pattern(size, 12));
+  }
+  EXPECT_GT(server.Stats().clients.at(0).bytes_to_device, 0u);
+  server.Stop();
+}
+
 TEST(ProbeBackendTest, ReportsWhatTheBackendIsOrWhyItCannotBeOpened) {
   auto probe = ProbeBackend([]() -> Result<std::unique_ptr<Backend>> { return MakeSimBackend(); });
   ASSERT_TRUE(probe.ok()) << probe.status().ToString();

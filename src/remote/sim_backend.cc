@@ -23,6 +23,11 @@ namespace {
 constexpr uint64_t kDeviceBase = 1ull << 47;
 constexpr size_t kAlignment = 256;  // cudaMalloc's guarantee
 constexpr size_t kMmapThreshold = 256 << 10;
+// Freed mappings a session keeps for its next allocations of the same rounded size, so that a
+// cudaMalloc/cudaFree loop costs no mmap/munmap. Kept per session, never shared between clients
+// (a reused block still holds its old bytes, as cudaMalloc memory may).
+constexpr size_t kSpareBlockMaxBytes = 64 << 20;
+constexpr size_t kSpareTotalBytes = 256 << 20;
 constexpr const char* kFaultKernelMarker = "flyt_sim_fault";
 
 // Attribute values of an H100 SXM5 80GB (cudaDeviceAttr numbers).
@@ -88,6 +93,10 @@ class Block {
   bool ok() const { return data_ != nullptr; }
   std::byte* data() const { return data_; }
   size_t bytes() const { return bytes_; }
+  // The mapping's size, 0 for a heap block.
+  size_t mapped() const { return mapped_; }
+  // Takes the block for a new allocation of `bytes` (no more than its mapping holds).
+  void Reuse(size_t bytes) { bytes_ = bytes; }
   DevicePtr address() const { return reinterpret_cast<uint64_t>(data_) + kDeviceBase; }
 
  private:
@@ -139,6 +148,8 @@ class SimSession final : public Session {
     std::memset(d, value, bytes);
     return CudaStatus::Ok();
   }
+
+  std::byte* HostView(DevicePtr ptr, uint64_t bytes) override;
 
   CudaResult<StreamHandle> StreamCreate(uint32_t flags, int32_t priority) override;
   CudaStatus StreamDestroy(StreamHandle stream) override;
@@ -227,6 +238,8 @@ class SimSession final : public Session {
   std::string label_;
   uint64_t next_handle_ = 1;
   std::unordered_map<uint64_t, std::unique_ptr<Block>> allocations_;
+  std::multimap<size_t, std::unique_ptr<Block>> spare_;  // by mapping size
+  size_t spare_bytes_ = 0;
   AddressRanges<Block*> ranges_;  // allocations and globals
   std::unordered_map<uint64_t, uint32_t> streams_;
   std::unordered_map<uint64_t, Event> events_;
@@ -322,7 +335,16 @@ CudaResult<DevicePtr> SimSession::Malloc(uint64_t bytes) {
   if (!backend_.Reserve(bytes)) {
     return Error(CudaError::kMemoryAllocation, "simulated device memory exhausted");
   }
-  auto block = std::make_unique<Block>(bytes);
+  std::unique_ptr<Block> block;
+  size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  if (auto it = spare_.find(rounded); it != spare_.end()) {
+    block = std::move(it->second);
+    spare_.erase(it);
+    spare_bytes_ -= rounded;
+    block->Reuse(bytes);
+  } else {
+    block = std::make_unique<Block>(bytes);
+  }
   if (!block->ok()) {
     backend_.Release(bytes);
     return Error(CudaError::kMemoryAllocation, "host memory for the simulated device exhausted");
@@ -338,6 +360,11 @@ CudaStatus SimSession::Free(DevicePtr ptr) {
   if (it == allocations_.end()) return Error(CudaError::kInvalidValue, "not an allocation");
   backend_.Release(it->second->bytes());
   ranges_.Remove(ptr);
+  size_t mapped = it->second->mapped();
+  if (mapped != 0 && mapped <= kSpareBlockMaxBytes && spare_bytes_ + mapped <= kSpareTotalBytes) {
+    spare_.emplace(mapped, std::move(it->second));
+    spare_bytes_ += mapped;
+  }
   allocations_.erase(it);
   return CudaStatus::Ok();
 }
@@ -402,6 +429,12 @@ CudaResult<float> SimSession::EventElapsedMs(EventHandle start, EventHandle end)
   return std::chrono::duration<float, std::milli>(*e->recorded - *s->recorded).count();
 }
 
+std::byte* SimSession::HostView(DevicePtr ptr, uint64_t bytes) {
+  if (!backend_.options().host_view) return nullptr;
+  CudaResult<std::byte*> p = Translate(ptr, bytes);
+  return p.ok() ? *p : nullptr;
+}
+
 CudaStatus SimSession::Sticky() const {
   if (!sticky_.ok()) return sticky_;
   return backend_.Poisoned();
@@ -411,6 +444,8 @@ CudaStatus SimSession::Reset() {
   sticky_ = CudaStatus::Ok();
   for (auto& [ptr, block] : allocations_) backend_.Release(block->bytes());
   allocations_.clear();
+  spare_.clear();
+  spare_bytes_ = 0;
   ranges_.Clear();
   streams_.clear();
   events_.clear();

@@ -38,6 +38,9 @@ struct SimOptions {
   std::string name = "NVIDIA H100 80GB HBM3 (flyt simulated)";
   // A fault corrupts the whole backend (every session; Reset cannot clear it), as on a GPU.
   bool fault_poisons_process = true;
+  // Lets the server read and write device memory directly (Session::HostView). Off: every copy
+  // goes through MemcpyHtoD/MemcpyDtoH in chunks, as with a GPU (tests of that path).
+  bool host_view = true;
 };
 
 std::unique_ptr<Backend> MakeSimBackend(const SimOptions& options = {});

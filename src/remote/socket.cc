@@ -112,6 +112,14 @@ void TuneStreamSocket(int fd) {
   sockaddr_storage addr{};
   socklen_t len = sizeof addr;
   if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return;
+  if (addr.ss_family == AF_UNIX) {
+    // A Unix socket's send buffer is all the data in flight (208 KiB by default): a batch of
+    // posted launches or a bulk copy then blocks the writer and wakes it once per chunk the
+    // reader drains. A larger one (the kernel caps it at net.core.wmem_max) lets the writer run on.
+    int bytes = 4 << 20;
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+    return;
+  }
   if (addr.ss_family != AF_INET && addr.ss_family != AF_INET6) return;
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -124,7 +132,11 @@ void TuneStreamSocket(int fd) {
 }
 
 Result<UniqueFd> Connect(const Endpoint& endpoint) {
-  if (endpoint.kind == Endpoint::Kind::kUnix) return ConnectUnix(endpoint.path);
+  if (endpoint.kind == Endpoint::Kind::kUnix) {
+    FLYT_ASSIGN_OR_RETURN(UniqueFd fd, ConnectUnix(endpoint.path));
+    TuneStreamSocket(fd.get());
+    return fd;
+  }
   FLYT_ASSIGN_OR_RETURN(AddrInfoPtr infos, Resolve(endpoint, false));
   Status last = Unavailable("no address for " + endpoint.ToString());
   for (addrinfo* ai = infos.get(); ai != nullptr; ai = ai->ai_next) {

@@ -55,7 +55,7 @@ void TuneStreamSocket(int fd);
 // ("connection closed"), a partial message before the close is kUnavailable too.
 class SocketReader {
  public:
-  explicit SocketReader(int fd, size_t buffer_bytes = 256 << 10);
+  explicit SocketReader(int fd, size_t buffer_bytes = 32 << 10);
 
   [[nodiscard]] Status Read(std::span<std::byte> out);
   // Reads and throws away `bytes` bytes.

@@ -42,29 +42,30 @@ CudaStatus CheckConfiguration(Runtime& rt, dim3 grid, dim3 block, size_t shared_
       block.z == 0) {
     return Error(CudaError::kInvalidConfiguration, "a grid or block dimension is 0");
   }
+  FLYT_CUDA_ASSIGN_OR_RETURN(Runtime::LaunchLimits max, rt.Limits());
   struct Limit {
-    uint32_t attr;
     uint64_t value;
+    int32_t max;
     const char* what;
   };
   const Limit limits[] = {
-      {2, block.x, "block.x"}, {3, block.y, "block.y"}, {4, block.z, "block.z"},
-      {5, grid.x, "grid.x"},   {6, grid.y, "grid.y"},   {7, grid.z, "grid.z"},
-      {1, uint64_t{block.x} * block.y * block.z, "threads per block"},
+      {block.x, max.block[0], "block.x"}, {block.y, max.block[1], "block.y"},
+      {block.z, max.block[2], "block.z"}, {grid.x, max.grid[0], "grid.x"},
+      {grid.y, max.grid[1], "grid.y"},    {grid.z, max.grid[2], "grid.z"},
+      {uint64_t{block.x} * block.y * block.z, max.threads, "threads per block"},
   };
   for (const Limit& limit : limits) {
-    FLYT_CUDA_ASSIGN_OR_RETURN(int32_t max, rt.Attribute(limit.attr));
-    if (max > 0 && limit.value > static_cast<uint64_t>(max)) {
+    if (limit.max > 0 && limit.value > static_cast<uint64_t>(limit.max)) {
       return Error(CudaError::kInvalidConfiguration,
                    std::string(limit.what) + " " + std::to_string(limit.value) +
-                       " exceeds the device's " + std::to_string(max));
+                       " exceeds the device's " + std::to_string(limit.max));
     }
   }
-  FLYT_CUDA_ASSIGN_OR_RETURN(int32_t max_shared, rt.Attribute(97));  // per-block opt-in maximum
-  if (max_shared > 0 && shared_bytes > static_cast<size_t>(max_shared)) {
+  if (max.shared_optin > 0 && shared_bytes > static_cast<size_t>(max.shared_optin)) {
     return Error(CudaError::kInvalidValue, "dynamic shared memory " +
                                                std::to_string(shared_bytes) +
-                                               " exceeds the device's " + std::to_string(max_shared));
+                                               " exceeds the device's " +
+                                               std::to_string(max.shared_optin));
   }
   return CudaStatus::Ok();
 }

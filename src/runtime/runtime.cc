@@ -191,23 +191,44 @@ CudaResult<const remote::GetDevicePropertiesReply*> Runtime::Properties() {
 }
 
 CudaResult<int32_t> Runtime::Attribute(uint32_t attr) {
-  FLYT_CUDA_ASSIGN_OR_RETURN(const remote::GetDevicePropertiesReply* props, Properties());
-  for (const PropAttr& pa : kPropAttrs) {
-    if (pa.attr != attr) continue;
-    for (const remote::NamedValue& v : props->values) {
-      if (v.name == pa.name) return static_cast<int32_t>(v.value);
-    }
-  }
   {
     std::scoped_lock lock(device_mu_);
     if (auto it = attributes_.find(attr); it != attributes_.end()) return it->second;
   }
-  FLYT_CUDA_ASSIGN_OR_RETURN(remote::Connection * conn, Connection());
-  FLYT_CUDA_ASSIGN_OR_RETURN(remote::DeviceGetAttributeReply reply,
-                             conn->DeviceGetAttribute({0, attr}));
+  FLYT_CUDA_ASSIGN_OR_RETURN(const remote::GetDevicePropertiesReply* props, Properties());
+  std::optional<int32_t> value;
+  for (const PropAttr& pa : kPropAttrs) {
+    if (pa.attr != attr) continue;
+    for (const remote::NamedValue& v : props->values) {
+      if (v.name == pa.name) value = static_cast<int32_t>(v.value);
+    }
+  }
+  if (!value) {
+    FLYT_CUDA_ASSIGN_OR_RETURN(remote::Connection * conn, Connection());
+    FLYT_CUDA_ASSIGN_OR_RETURN(remote::DeviceGetAttributeReply reply,
+                               conn->DeviceGetAttribute({0, attr}));
+    value = reply.value;
+  }
   std::scoped_lock lock(device_mu_);
-  attributes_[attr] = reply.value;
-  return reply.value;
+  attributes_[attr] = *value;
+  return *value;
+}
+
+CudaResult<Runtime::LaunchLimits> Runtime::Limits() {
+  {
+    std::scoped_lock lock(device_mu_);
+    if (limits_) return *limits_;
+  }
+  LaunchLimits found;
+  for (int i = 0; i < 3; ++i) {
+    FLYT_CUDA_ASSIGN_OR_RETURN(found.block[i], Attribute(2 + i));
+    FLYT_CUDA_ASSIGN_OR_RETURN(found.grid[i], Attribute(5 + i));
+  }
+  FLYT_CUDA_ASSIGN_OR_RETURN(found.threads, Attribute(1));
+  FLYT_CUDA_ASSIGN_OR_RETURN(found.shared_optin, Attribute(97));
+  std::scoped_lock lock(device_mu_);
+  limits_ = found;
+  return found;
 }
 
 CudaStatus Runtime::Reset() {

@@ -141,6 +141,15 @@ class Runtime {
   CudaResult<const remote::GetDevicePropertiesReply*> Properties();
   // An attribute (cached); device properties answer most without a round trip.
   CudaResult<int32_t> Attribute(uint32_t attr);
+  // The limits every launch is checked against, read once (a launch must not search the
+  // device's attributes: it is the call programs make millions of times).
+  struct LaunchLimits {
+    int32_t block[3] = {0, 0, 0};  // cudaDevAttrMaxBlockDimX..Z
+    int32_t grid[3] = {0, 0, 0};   // cudaDevAttrMaxGridDimX..Z
+    int32_t threads = 0;           // cudaDevAttrMaxThreadsPerBlock
+    int32_t shared_optin = 0;      // cudaDevAttrMaxSharedMemoryPerBlockOptin
+  };
+  CudaResult<LaunchLimits> Limits();
   uint64_t generation() const { return generation_.load(); }
   // cudaDeviceReset: forget everything the server held for this process.
   CudaStatus Reset();
@@ -215,6 +224,7 @@ class Runtime {
 
   std::mutex device_mu_;
   std::optional<remote::GetDevicePropertiesReply> properties_;  // guarded by device_mu_
+  std::optional<LaunchLimits> limits_;                           // guarded by device_mu_
   std::map<uint32_t, int32_t> attributes_;                       // guarded by device_mu_
 
   std::atomic<uint64_t> generation_{1};
