@@ -1,6 +1,7 @@
 #include "remote/server.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -16,6 +17,7 @@
 #include <chrono>
 #include <list>
 #include <map>
+#include <spdlog/details/console_globals.h>
 #include <spdlog/spdlog.h>
 #include <utility>
 
@@ -601,7 +603,8 @@ CudaResult<DeviceResetReply> ClientSession::Handle(const DeviceResetRequest&, Io
   // A fault can leave the process unable to make a new context (the H100 does): with a process
   // per client, a fresh process goes on with the connection. Only when nothing of the client's
   // stream is buffered here unread (it would be lost with this process).
-  if (!reset.ok() && server_.isolation() == Isolation::kProcess && reader_.buffered() == 0) {
+  if (!reset.ok() && IsStickyCudaError(reset.code()) &&
+      server_.isolation() == Isolation::kProcess && reader_.buffered() == 0) {
     Respawn(io.header.seq);
   }
   FLYT_CUDA_RETURN_IF_ERROR(reset);
@@ -1072,11 +1075,29 @@ CudaResult<DebugStatsReply> ClientSession::Handle(const DebugStatsRequest&, Io&)
 
 // ---- Server ------------------------------------------------------------------------------------
 
+namespace {
+
+// The console sinks' lock is spdlog's, process-wide: another thread (main, logging "SIGTERM
+// received") may hold it while the acceptor forks, and the child would block on its first log
+// line for ever. Held across every fork, it is never inherited taken.
+void GuardLoggerAcrossFork() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    ::pthread_atfork([] { spdlog::details::console_mutex::mutex().lock(); },
+                     [] { spdlog::details::console_mutex::mutex().unlock(); },
+                     [] { spdlog::details::console_mutex::mutex().unlock(); });
+  });
+}
+
+}  // namespace
+
 Server::Server(Backend& backend, ServerOptions options)
     : backend_(&backend), options_(std::move(options)), server_pid_(::getpid()) {}
 
 Server::Server(BackendFactory factory, ServerOptions options)
-    : factory_(std::move(factory)), options_(std::move(options)), server_pid_(::getpid()) {}
+    : factory_(std::move(factory)), options_(std::move(options)), server_pid_(::getpid()) {
+  GuardLoggerAcrossFork();
+}
 
 Server::~Server() { Stop(); }
 
@@ -1211,9 +1232,13 @@ void Server::StartClientThread(ClientEntry& entry) {
   int raw = entry.fd;
   ClientSlot* slot = entry.slot;
   entry.thread = std::thread([this, raw, id, slot] {
-    {
+    try {
       ClientSession session(*this, backend_, "", raw, id, slot);
       session.Run();
+    } catch (const std::exception& e) {
+      // Out of host memory for this client's buffers, say: it alone loses its connection.
+      spdlog::error("client {}: closing the connection: {}", id, e.what());
+      ::shutdown(raw, SHUT_RDWR);
     }
     std::scoped_lock done(mu_);
     auto it = clients_.find(id);
@@ -1282,10 +1307,14 @@ void Server::RunClientProcess(uint64_t id) {
     error = made.status().message();
     spdlog::error("client {}: cannot open the device: {}", id, error);
   }
-  {
+  try {
     ClientSession session(*this, backend.get(), error, fd, id, slot,
                           ClientRegistry::TakeRespawn(slot));
     session.Run();
+  } catch (const std::exception& e) {
+    spdlog::error("client {}: closing the connection: {}", id, e.what());
+    if (std::shared_ptr<spdlog::logger> logger = spdlog::default_logger()) logger->flush();
+    ::_exit(1);
   }
   backend.reset();
   if (std::shared_ptr<spdlog::logger> logger = spdlog::default_logger()) logger->flush();
@@ -1322,12 +1351,23 @@ namespace {
 void CloseAllFdsExcept(std::vector<int> keep) {
   std::sort(keep.begin(), keep.end());
   unsigned int from = 0;
+  bool ok = true;
   for (int fd : keep) {
     if (fd < 0) continue;
-    if (static_cast<unsigned int>(fd) > from) ::close_range(from, static_cast<unsigned int>(fd) - 1, 0);
+    if (static_cast<unsigned int>(fd) > from) {
+      ok = ok && ::close_range(from, static_cast<unsigned int>(fd) - 1, 0) == 0;
+    }
     from = static_cast<unsigned int>(fd) + 1;
   }
-  ::close_range(from, ~0u, 0);
+  ok = ok && ::close_range(from, ~0u, 0) == 0;
+  if (ok) return;
+  // Kernels before 5.9 have no close_range: close one by one, up to the descriptor limit.
+  long limit = ::sysconf(_SC_OPEN_MAX);
+  for (long fd = 0; fd < (limit > 0 ? limit : 65536); ++fd) {
+    if (!std::binary_search(keep.begin(), keep.end(), static_cast<int>(fd))) {
+      ::close(static_cast<int>(fd));
+    }
+  }
 }
 
 std::string DescribeExit(int status) {
@@ -1434,6 +1474,7 @@ size_t Server::client_count() const { return registry_ ? registry_->LiveCount() 
 DebugStatsReply Server::Stats() const { return registry_ ? registry_->Snapshot() : DebugStatsReply{}; }
 
 Result<BackendProbe> ProbeBackend(const BackendFactory& factory) {
+  GuardLoggerAcrossFork();
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
     return ErrnoError("socketpair", errno);

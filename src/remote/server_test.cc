@@ -476,9 +476,8 @@ TEST_P(ServerTest, AClientProcessThatCannotOpenTheDeviceIsToldWhy) {
       << conn.status().ToString();
 }
 
-// Loads tests/data/cuda/sim_fault.fatbin as module 1 and launches its fault-injection kernel
-// (function 2); the fault shows at the next synchronising call.
-void LaunchFault(Connection& conn) {
+// Loads tests/data/cuda/sim_fault.fatbin as module 1, its fault-injection kernel as function 2.
+void LoadFaultModule(Connection& conn) {
   std::ifstream in(std::string(FLYT_SOURCE_DIR) + "/tests/data/cuda/sim_fault.fatbin",
                    std::ios::binary);
   ASSERT_TRUE(in) << "tests/data/cuda/sim_fault.fatbin missing";
@@ -486,8 +485,28 @@ void LaunchFault(Connection& conn) {
   for (char c; in.get(c);) image.push_back(static_cast<std::byte>(c));
   ASSERT_TRUE(conn.ModuleLoad({1, image.size(), "sim_fault"}, image).ok());
   ASSERT_TRUE(conn.ModuleGetFunction({1, 2, "_Z20flyt_sim_fault_storePi"}).ok());
+}
+
+// Loads it and launches the kernel; the fault shows at the next synchronising call.
+void LaunchFault(Connection& conn) {
+  LoadFaultModule(conn);
   Bytes params(8);
   ASSERT_TRUE(conn.LaunchKernel({2, {1, 1, 1}, {1, 1, 1}, 0, 0, params}).ok());
+}
+
+TEST_P(ServerTest, OccupancyOfAnyBlockSizeIsAnAnswerNotACrash) {
+  auto conn = Open();
+  ASSERT_TRUE(conn);
+  LoadFaultModule(*conn);
+  for (int32_t block : {1, 256, 1024, 1025, 1 << 26, 134217728, INT32_MAX}) {
+    auto occupancy = conn->OccupancyMaxActiveBlocks({2, block, 0, 0});
+    ASSERT_TRUE(occupancy.ok()) << block << ": " << occupancy.status().ToString();
+    EXPECT_GE(occupancy->blocks, 0) << block;
+    if (block > 1024) {
+      EXPECT_EQ(occupancy->blocks, 0) << block;
+    }
+  }
+  EXPECT_GT(conn->OccupancyMaxActiveBlocks({2, 256, 0, 0})->blocks, 0);
 }
 
 TEST_P(ServerTest, AKernelFaultReachesEveryClientOfAProcess) {

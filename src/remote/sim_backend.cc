@@ -587,16 +587,23 @@ CudaResult<int32_t> SimSession::OccupancyMaxActiveBlocksPerSm(FunctionHandle fun
                                                               uint32_t) {
   FLYT_CUDA_ASSIGN_OR_RETURN(Function * f, FindFunction(function));
   if (block_size <= 0) return Error(CudaError::kInvalidValue, "block size must be positive");
+  // A block the device cannot run has no occupancy (the runtime's calculator says 0 too).
+  if (block_size > backend_.Attr(1)) return 0;
   const cuda::KernelInfo& k = f->info;
-  int32_t warps = (block_size + 31) / 32;
-  int32_t by_threads = backend_.Attr(39) / (warps * 32);
-  int32_t regs = static_cast<int32_t>(k.registers.value_or(32));
-  int32_t by_regs = regs == 0 ? by_threads : backend_.Attr(82) / (((regs * 32 + 255) / 256) * 256 * warps);
-  uint64_t smem = k.static_shared_bytes.value_or(0) + dynamic_shared_bytes;
-  int32_t by_smem = smem == 0 ? by_threads
-                              : static_cast<int32_t>(static_cast<uint64_t>(backend_.Attr(81)) /
-                                                     (smem + static_cast<uint64_t>(backend_.Attr(111))));
-  return std::max(0, std::min({backend_.Attr(106), by_threads, by_regs, by_smem}));
+  // 64-bit throughout: a hostile cubin's register count or a large block must not overflow
+  // (or divide by zero).
+  const int64_t warps = (int64_t{block_size} + 31) / 32;
+  const int64_t by_threads = backend_.Attr(39) / (warps * 32);
+  const int64_t regs = k.registers.value_or(32);
+  const int64_t regs_per_block = ((regs * 32 + 255) / 256) * 256 * warps;
+  const int64_t by_regs = regs_per_block <= 0 ? by_threads : backend_.Attr(82) / regs_per_block;
+  const uint64_t smem = k.static_shared_bytes.value_or(0) + dynamic_shared_bytes;
+  const int64_t by_smem =
+      smem == 0 ? by_threads
+                : static_cast<int64_t>(static_cast<uint64_t>(backend_.Attr(81)) /
+                                       (smem + static_cast<uint64_t>(backend_.Attr(111))));
+  return static_cast<int32_t>(std::max<int64_t>(
+      0, std::min({int64_t{backend_.Attr(106)}, by_threads, by_regs, by_smem})));
 }
 
 CudaStatus SimSession::LaunchKernel(FunctionHandle function, const LaunchConfig& config,

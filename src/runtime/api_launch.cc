@@ -201,18 +201,22 @@ cudaError_t Occupancy(int* blocks, const void* func, int block_size, size_t dyna
 
 // Host callbacks run in the calling thread once the stream has drained: the same order as on a
 // GPU (everything before has finished, nothing after has started, since the caller has not
-// issued it yet), at the cost of blocking the caller.
-cudaError_t HostCallback(const char* name, cudaStream_t stream, bool per_thread,
+// issued it yet), at the cost of blocking the caller. As with CUDA, a context already in error
+// refuses the call; when the stream's work failed, a host function (cudaLaunchHostFunc) is not
+// run and the call returns the error, while a stream callback is run with it (`on_error`).
+cudaError_t HostCallback(const char* name, cudaStream_t stream, bool per_thread, bool on_error,
                          const std::function<void(cudaError_t)>& call) noexcept {
   return Guard(name, [&] {
     Runtime& rt = Runtime::Get();
+    if (CudaStatus s = rt.StickyStatus(); !s.ok()) return rt.Finish(s);
     CudaResult<uint64_t> id = rt.ResolveStream(stream, per_thread);
     if (!id.ok()) return rt.Finish(id.status());
     CudaResult<remote::Connection*> conn = rt.Connection();
     if (!conn.ok()) return rt.Finish(conn.status());
     cudaError_t status = rt.FinishSync((*conn)->StreamSynchronize({*id}).status());
+    if (status != cudaSuccess && !on_error) return status;
     call(status);
-    return cudaSuccess;
+    return status;
   });
 }
 
@@ -480,26 +484,26 @@ cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t* dynamicSmemSize, c
 }
 
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData) noexcept {
-  return flyt::runtime::HostCallback("cudaLaunchHostFunc", stream, false,
+  return flyt::runtime::HostCallback("cudaLaunchHostFunc", stream, false, false,
                                      [&](cudaError_t) { fn(userData); });
 }
 
 cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void* userData) noexcept {
-  return flyt::runtime::HostCallback("cudaLaunchHostFunc_ptsz", stream, true,
+  return flyt::runtime::HostCallback("cudaLaunchHostFunc_ptsz", stream, true, false,
                                      [&](cudaError_t) { fn(userData); });
 }
 
 cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback,
                                   void* userData, unsigned int) noexcept {
   return flyt::runtime::HostCallback(
-      "cudaStreamAddCallback", stream, false,
+      "cudaStreamAddCallback", stream, false, true,
       [&](cudaError_t status) { callback(stream, status, userData); });
 }
 
 cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStreamCallback_t callback,
                                        void* userData, unsigned int) noexcept {
   return flyt::runtime::HostCallback(
-      "cudaStreamAddCallback_ptsz", stream, true,
+      "cudaStreamAddCallback_ptsz", stream, true, true,
       [&](cudaError_t status) { callback(stream, status, userData); });
 }
 
