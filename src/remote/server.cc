@@ -56,14 +56,15 @@ std::string Hex(uint64_t v) {
 // One client's connection: its thread runs Run() from hello to cleanup.
 class ClientSession {
  public:
-  // `backend` null: the client's process could not make one (`backend_error` says why); the
-  // hello is answered with that error.
-  ClientSession(Server& server, Backend* backend, std::string backend_error, int fd,
+  // `backend`: the server's (Isolation::kThread). Null: the client's process makes its own with
+  // `make_backend` once the hello has been accepted, so that a peer that never says hello
+  // costs no device initialisation.
+  ClientSession(Server& server, Backend* backend, const BackendFactory* make_backend, int fd,
                 uint64_t id, ClientSlot* slot, std::optional<uint32_t> resume_reset = std::nullopt)
       : server_(server),
         resume_reset_(resume_reset),
         backend_(backend),
-        backend_error_(std::move(backend_error)),
+        make_backend_(make_backend),
         fd_(fd),
         id_(id),
         slot_(slot),
@@ -102,6 +103,9 @@ class ClientSession {
   };
 
   Status Hello();
+  // Makes this process's backend if there is none yet; false (backend_error_ says why) if the
+  // device cannot be opened.
+  bool EnsureBackend();
   // Takes the connection over (resume_reset_): opens a fresh session and answers the reset.
   Status Resume();
   // Isolation::kProcess, after a failed reset: hands the connection to a fresh process.
@@ -162,6 +166,8 @@ class ClientSession {
   // the device: the seq of the cudaDeviceReset to answer instead of a hello.
   std::optional<uint32_t> resume_reset_;
   Backend* backend_;
+  const BackendFactory* make_backend_;
+  std::unique_ptr<Backend> owned_backend_;  // made by make_backend_; outlives session_
   std::string backend_error_;
   int fd_;
   uint64_t id_;
@@ -250,12 +256,6 @@ Status ClientSession::Hello() {
   reply.max_frame_payload = kMaxFramePayload;
   reply.client_id = id_;
   reply.server_label = server_.options_.label;
-  if (backend_ != nullptr) {
-    reply.backend = backend_->Name();
-    DeviceIdentity identity = backend_->Identity();
-    reply.simulated = identity.simulated;
-    reply.driver_version = identity.driver_version;
-  }
   reply.device_count = 1;
   Status refusal;
   if (hello.max_version < kMinProtocolVersion || hello.min_version > kProtocolVersion ||
@@ -267,7 +267,7 @@ Status ClientSession::Hello() {
   } else if (server_.client_count() > server_.options_.max_clients) {
     reply.error = "server busy: " + std::to_string(server_.options_.max_clients) +
                   " clients connected";
-  } else if (backend_ == nullptr) {
+  } else if (!EnsureBackend()) {
     reply.error = "cannot open the device: " + backend_error_;
   } else {
     reply.version = std::min(hello.max_version, kProtocolVersion);
@@ -281,6 +281,12 @@ Status ClientSession::Hello() {
       session_ = std::move(session).value();
     }
   }
+  if (backend_ != nullptr) {
+    reply.backend = backend_->Name();
+    DeviceIdentity identity = backend_->Identity();
+    reply.simulated = identity.simulated;
+    reply.driver_version = identity.driver_version;
+  }
   if (!reply.error.empty()) {
     reply.version = 0;
     refusal = Unavailable(reply.error);
@@ -293,10 +299,27 @@ Status ClientSession::Hello() {
   return Status::Ok();
 }
 
+bool ClientSession::EnsureBackend() {
+  if (backend_ != nullptr) return true;
+  if (make_backend_ == nullptr || !*make_backend_) {
+    backend_error_ = "no backend";
+    return false;
+  }
+  Result<std::unique_ptr<Backend>> made = (*make_backend_)();
+  if (!made.ok()) {
+    backend_error_ = made.status().message();
+    spdlog::error("{}: cannot open the device: {}", Tag(), backend_error_);
+    return false;
+  }
+  owned_backend_ = std::move(made).value();
+  backend_ = owned_backend_.get();
+  return true;
+}
+
 Status ClientSession::Resume() {
   label_ = ClientRegistry::Label(slot_);
   pid_ = ClientRegistry::ClientPid(slot_);
-  if (backend_ == nullptr) return Unavailable("cannot open the device again: " + backend_error_);
+  if (!EnsureBackend()) return Unavailable("cannot open the device again: " + backend_error_);
   CudaResult<std::unique_ptr<Session>> session =
       backend_->OpenSession(label_ + " (client " + std::to_string(id_) + ")");
   if (!session.ok()) {
@@ -598,6 +621,15 @@ CudaResult<DeviceSynchronizeReply> ClientSession::Handle(const DeviceSynchronize
 }
 
 CudaResult<DeviceResetReply> ClientSession::Handle(const DeviceResetRequest&, Io& io) {
+  // Async device-to-host copies still owed to the program: what finished is delivered, the rest
+  // is abandoned, so that no landing is left waiting on the client's side.
+  (void)session_->DeviceSynchronize();
+  io.protocol = DeliverFinishedDownloads();
+  for (const Download& d : downloads_) {
+    if (!io.protocol.ok()) break;
+    io.protocol = SendData(d.seq, d.call, kAbandonedOffset, {});
+  }
+  if (!io.protocol.ok()) return Error(CudaError::kUnknown, "connection lost");
   FreeEverything();
   CudaStatus reset = session_->Reset();
   // A fault can leave the process unable to make a new context (the H100 does): with a process
@@ -732,9 +764,10 @@ CudaResult<MemcpyDtoHAsyncReply> ClientSession::Handle(const MemcpyDtoHAsyncRequ
     downloads_.push_back(std::move(d));  // abandoned: tells the client to stop waiting for it
     return status;
   };
+  // Nothing to deliver, and the client waits for nothing (it keeps no landing for 0 bytes).
+  if (r.bytes == 0) return MemcpyDtoHAsyncReply{};
   CudaResult<StreamHandle> stream = ResolveStream(r.stream);
   if (!stream.ok()) return fail(stream.status());
-  if (r.bytes == 0) return fail(Error(CudaError::kInvalidValue, "empty copy"));
   if (CudaStatus s = CheckRange(r.src, r.bytes, "source"); !s.ok()) return fail(s);
   if (r.bytes > server_.options_.max_pending_download_bytes - download_bytes_) {
     return fail(Error(CudaError::kMemoryAllocation,
@@ -1233,7 +1266,7 @@ void Server::StartClientThread(ClientEntry& entry) {
   ClientSlot* slot = entry.slot;
   entry.thread = std::thread([this, raw, id, slot] {
     try {
-      ClientSession session(*this, backend_, "", raw, id, slot);
+      ClientSession session(*this, backend_, nullptr, raw, id, slot);
       session.Run();
     } catch (const std::exception& e) {
       // Out of host memory for this client's buffers, say: it alone loses its connection.
@@ -1297,18 +1330,9 @@ void Server::RunClientProcess(uint64_t id) {
   CloseAllFdsExcept(keep);
   // The termination signals stay blocked, as in the server process: the server ends a client
   // process by shutting its connection down (the process then frees everything and exits), or
-  // with SIGKILL.
-  std::unique_ptr<Backend> backend;
-  std::string error;
-  Result<std::unique_ptr<Backend>> made = factory_();
-  if (made.ok()) {
-    backend = std::move(made).value();
-  } else {
-    error = made.status().message();
-    spdlog::error("client {}: cannot open the device: {}", id, error);
-  }
+  // with SIGKILL. The session opens the device once the client's hello is accepted.
   try {
-    ClientSession session(*this, backend.get(), error, fd, id, slot,
+    ClientSession session(*this, nullptr, &factory_, fd, id, slot,
                           ClientRegistry::TakeRespawn(slot));
     session.Run();
   } catch (const std::exception& e) {
@@ -1316,7 +1340,6 @@ void Server::RunClientProcess(uint64_t id) {
     if (std::shared_ptr<spdlog::logger> logger = spdlog::default_logger()) logger->flush();
     ::_exit(1);
   }
-  backend.reset();
   if (std::shared_ptr<spdlog::logger> logger = spdlog::default_logger()) logger->flush();
   ::_exit(0);
 }

@@ -507,6 +507,11 @@ TEST_P(ServerTest, OccupancyOfAnyBlockSizeIsAnAnswerNotACrash) {
     }
   }
   EXPECT_GT(conn->OccupancyMaxActiveBlocks({2, 256, 0, 0})->blocks, 0);
+  for (uint64_t shared : {uint64_t{1} << 20, ~uint64_t{0} - 1023, ~uint64_t{0}}) {
+    auto occupancy = conn->OccupancyMaxActiveBlocks({2, 256, shared, 0});
+    ASSERT_TRUE(occupancy.ok()) << shared;
+    EXPECT_EQ(occupancy->blocks, 0) << shared;
+  }
 }
 
 TEST_P(ServerTest, AKernelFaultReachesEveryClientOfAProcess) {

@@ -589,6 +589,7 @@ CudaResult<int32_t> SimSession::OccupancyMaxActiveBlocksPerSm(FunctionHandle fun
   if (block_size <= 0) return Error(CudaError::kInvalidValue, "block size must be positive");
   // A block the device cannot run has no occupancy (the runtime's calculator says 0 too).
   if (block_size > backend_.Attr(1)) return 0;
+  if (dynamic_shared_bytes > static_cast<uint64_t>(backend_.Attr(97))) return 0;
   const cuda::KernelInfo& k = f->info;
   // 64-bit throughout: a hostile cubin's register count or a large block must not overflow
   // (or divide by zero).

@@ -90,7 +90,12 @@ cudaError_t Copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
       if (async) return rt.Finish(c.MemcpyHtoDAsync({Address(dst), count, *id}, in));
       return rt.FinishSync(c.MemcpyHtoD({Address(dst), count, *id}, in).status());
     case Direction::kDeviceToHost:
-      if (async) return rt.Finish(c.MemcpyDtoHAsync({Address(src), count, *id}, out));
+      // Into pinned (cudaMallocHost, cudaHostRegister) memory an async copy lands later; into
+      // pageable memory CUDA's copy returns only once the bytes are there (the program may read
+      // or free the buffer right after), so it is a synchronous one.
+      if (async && rt.HostFlags(dst)) {
+        return rt.Finish(c.MemcpyDtoHAsync({Address(src), count, *id}, out));
+      }
       return rt.FinishSync(c.MemcpyDtoH({Address(src), count, *id}, out).status());
     case Direction::kDeviceToDevice:
       return rt.Finish(c.MemcpyDtoD({Address(dst), Address(src), count, *id}));

@@ -1,5 +1,6 @@
 #include "runtime/runtime.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -75,6 +76,12 @@ Runtime::Runtime() {
   const char* strict = std::getenv("FLYT_STRICT_ERRORS");
   strict_errors_ = strict != nullptr && std::strcmp(strict, "1") == 0;
   std::atexit(FlushAtExit);
+  // A forked child shares its parent's socket: writing to it (its own calls, or the posted work
+  // FlushAtExit would send again) would corrupt the parent's stream. The child is cut off.
+  ::pthread_atfork(nullptr, nullptr, [] {
+    Runtime& rt = Runtime::Get();
+    if (rt.conn_.load() != nullptr) rt.forked_child_.store(true);
+  });
 }
 
 void Runtime::WarnOnce(const std::string& key, const std::string& message) {
@@ -135,7 +142,13 @@ cudaError_t Runtime::FinishSync(const CudaStatus& status) {
 }
 
 CudaResult<remote::Connection*> Runtime::Connection() {
-  if (remote::Connection* conn = conn_.load()) return conn;
+  if (remote::Connection* conn = conn_.load()) {
+    if (!forked_child_.load(std::memory_order_relaxed)) return conn;
+    return Error(CudaError::kInitializationError,
+                 "this process was forked from one that used the flyt GPU server; a forked child "
+                 "cannot use its parent's connection (nor, with NVIDIA's runtime, its parent's "
+                 "CUDA context)");
+  }
   std::scoped_lock lock(connect_mu_);
   if (connection_) return connection_.get();
   if (connect_error_) return *connect_error_;
@@ -306,7 +319,8 @@ void Runtime::RegisterVar(void** handle, const void* host_var, const char* name,
 }
 
 void Runtime::UnregisterFatbin(void** handle) {
-  remote::Connection* conn = conn_.load();
+  // A forked child's exit unregisters too: it must not unload its parent's modules.
+  remote::Connection* conn = forked_child_.load() ? nullptr : conn_.load();
   std::scoped_lock lock(mu_);
   FatbinRecord* fatbin = FatbinOf(handle, fatbins_);
   if (fatbin == nullptr) return;

@@ -221,6 +221,7 @@ class Runtime {
   std::optional<CudaStatus> connect_error_;         // guarded by connect_mu_
   std::atomic<remote::Connection*> conn_{nullptr};
   std::atomic<bool> loss_logged_{false};  // the lost connection has been reported once
+  std::atomic<bool> forked_child_{false};  // this is a fork of the process that connected
 
   std::mutex device_mu_;
   std::optional<remote::GetDevicePropertiesReply> properties_;  // guarded by device_mu_

@@ -7,6 +7,9 @@
 #include <cstdint>
 #include <vector>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "check.h"
 
 __constant__ int kTable[64];
@@ -208,6 +211,25 @@ int main() {
   EXPECT_TRUE(std::strcmp(cudaGetErrorName(cudaErrorMemoryAllocation),
                           "cudaErrorMemoryAllocation") == 0);
   EXPECT_TRUE(std::strcmp(cudaGetErrorString(cudaErrorInvalidValue), "invalid argument") == 0);
+
+  // ---- a forked child cannot use its parent's CUDA; the parent goes on unharmed ----
+  {
+    int* before_fork = nullptr;
+    CHECK(cudaMalloc(&before_fork, 64 * sizeof(int)));
+    AddTable<<<1, 64>>>(before_fork, 64);  // posted: maybe still in the parent's send buffer
+    const pid_t child = fork();
+    if (child == 0) {
+      int* p = nullptr;
+      // exit(), not _exit(): the child's exit handlers must not send the parent's work again.
+      std::exit(cudaMalloc(&p, 16) == cudaErrorInitializationError ? 0 : 1);
+    }
+    EXPECT_TRUE(child > 0);
+    int status = 0;
+    EXPECT_TRUE(waitpid(child, &status, 0) == child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaFree(before_fork));
+  }
 
   // ---- a sticky fault, then recovery ----
   flyt_sim_fault_store<<<1, 1>>>(nullptr);
