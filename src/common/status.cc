@@ -45,7 +45,16 @@ Status Status::WithContext(std::string_view context) const {
   std::string message(context);
   message += ": ";
   message += message_;
-  return {code_, std::move(message)};
+  Status out(code_, std::move(message));
+  out.reason_ = reason_;
+  return out;
+}
+
+Status Status::WithReason(std::string reason) const {
+  if (ok()) return *this;
+  Status out = *this;
+  out.reason_ = std::move(reason);
+  return out;
 }
 
 Status ErrnoError(std::string_view context, int errnum) {

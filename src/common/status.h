@@ -1,6 +1,8 @@
 // Status and Result<T>: how every fallible function in flyt reports failure.
 //
-// A Status is either OK or an error code with a human-readable message. Result<T> holds either a
+// A Status is either OK or an error code with a human-readable message, plus an optional reason: a
+// short snake_case word that a program can act on ("insufficient_gpus", "already_ended") where the
+// code alone is too coarse. The HTTP layer sends it as the error body's "code". Result<T> holds either a
 // value or a non-OK Status. Both are cheap to move and are plain values: they own no resources and
 // may be passed between threads freely. Errors from outside sources become a Status in one helper
 // per source (ErrnoError here, NvmlError in nvml/), so the wording of a message is decided once.
@@ -44,12 +46,18 @@ class [[nodiscard]] Status {
   // "NOT_FOUND: gpu 9 does not exist" style text, for logs and CLI output.
   std::string ToString() const;
 
-  // Returns a copy whose message is "<context>: <message>".
+  // Returns a copy whose message is "<context>: <message>" (the reason is kept).
   Status WithContext(std::string_view context) const;
+
+  // The machine-readable reason, empty when none was given (see the file comment).
+  const std::string& reason() const { return reason_; }
+  // Returns a copy that carries `reason` (an OK status stays OK and carries none).
+  Status WithReason(std::string reason) const;
 
  private:
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
+  std::string reason_;
 };
 
 inline Status InvalidArgument(std::string message) {

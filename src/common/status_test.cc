@@ -37,5 +37,16 @@ TEST(StatusTest, ErrnoErrorNamesContextAndCause) {
   EXPECT_EQ(s.message(), "open /nope: No such file or directory");
 }
 
+TEST(StatusTest, ReasonTravelsWithContextAndNeverMakesOkAnError) {
+  const Status s = NotFound("job j-1").WithReason("already_ended");
+  EXPECT_EQ(s.reason(), "already_ended");
+  const Status wrapped = s.WithContext("cancel");
+  EXPECT_EQ(wrapped.reason(), "already_ended");
+  EXPECT_EQ(wrapped.message(), "cancel: job j-1");
+  EXPECT_TRUE(Status::Ok().WithReason("x").ok());
+  EXPECT_EQ(Status::Ok().WithReason("x").reason(), "");
+  EXPECT_EQ(Internal("boom").reason(), "");
+}
+
 }  // namespace
 }  // namespace flyt
