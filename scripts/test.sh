@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Quick start, command 2: installs what flyt needs, builds everything with warnings as errors
-# (GCC, and clang-14 as a compile check), then runs every test (CTest labels: unit, sim, e2e, bpf,
-# gpu — gpu tests skip without a GPU). Extra arguments go to ctest (e.g. -L unit, -R Scenario).
+# (GCC, and clang-14 with -Wthread-safety as a compile check), then runs every test (CTest labels:
+# unit, sim, e2e, gpu — gpu tests skip without a GPU). Extra arguments go to ctest (e.g. -L unit, -R Scenario).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
