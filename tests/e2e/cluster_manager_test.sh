@@ -50,8 +50,8 @@ interval_ms = 200
 heartbeat_interval_s = 1
 EOF
 manager() { start_manager "127.0.0.1:$port" "$tmp/cm.log" --config "$tmp/cm.toml"; }
-# node <name> <scenario>
-node() { start_node "$1" "$2" "$url" "$node_token" --config "$tmp/node.toml"; }
+# sim_node <name> <scenario>
+sim_node() { start_node "$1" "$2" "$url" "$node_token" --config "$tmp/node.toml"; }
 ctl() { "$build/bin/flytctl" "$@" --server "$url"; }
 
 state_of_node() {
@@ -62,8 +62,8 @@ lease_count_is() { test "$(get_field /api/v1/allocations "len(d['allocations'])"
 echo "== 1. start: a manager and two node managers register"
 manager
 check "manager serves /healthz" curl -sf "$url/healthz"
-node node-a h100x8-idle
-node node-b mixed-inference
+sim_node node-a h100x8-idle
+sim_node node-b mixed-inference
 check "both nodes register and stay reachable" wait_for 20 nodes_reachable 2
 r=$(api "$viewer" GET /api/v1/gpus)
 check "GET /api/v1/gpus lists 11 GPUs cluster-wide" test "$(field "$r" "len(d['gpus'])")" = 11
@@ -171,7 +171,7 @@ check "node-b becomes unreachable" wait_for 15 state_of_node node-b unreachable
 r=$(api "$alice" POST /api/v1/allocations '{"gpus":1,"gpu_model":"A100"}')
 check "its GPUs are not offered: 409 says unreachable" contains "$(body_of "$r")" "node-b: unreachable"
 check "its lease is released after the grace" wait_for 15 lease_count_is 0
-node node-b mixed-inference
+sim_node node-b mixed-inference
 check "it comes back on its own when heartbeats resume" wait_for 20 state_of_node node-b reachable
 r=$(api "$admin" GET /api/v1/events)
 check "unreachable and reachable are events" test "$(field "$r" "sum(1 for e in d['events'] if e['kind'] in ('node.unreachable','node.reachable') and e['node']=='node-b')")" = 2

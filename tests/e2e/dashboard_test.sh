@@ -51,8 +51,8 @@ TOML
 
 start_manager "127.0.0.1:$port" "$tmp/cm.log" --config "$tmp/cm.toml" || { cat "$tmp/cm.log"; exit 1; }
 
-# node <name> <scenario> [sim start seconds]
-node() { FLYT_SIM_START="${3:-0}" start_node "$1" "$2" "$url" "$node_token" --config "$tmp/node.toml"; }
+# sim_node <name> <scenario> [sim start seconds]
+sim_node() { FLYT_SIM_START="${3:-0}" start_node "$1" "$2" "$url" "$node_token" --config "$tmp/node.toml"; }
 node_has_gpus() {
   test "$(get_field /api/v1/gpus "sum(1 for g in d['gpus'] if g['node']=='$1')")" = "$2"
 }
@@ -61,7 +61,7 @@ job_has_monitoring() {
 }
 
 echo "== setting up: a node, a finished job with monitoring, a lease, a queued job"
-node node-idle h100x8-idle
+sim_node node-idle h100x8-idle
 check "node-idle registers" wait_for 20 node_has_gpus node-idle 8
 task='{"task_name": "dash", "model": {"id_or_path": "meta-llama/Llama-3.1-8B-Instruct"},
        "base_runtime": "vllm", "parameters": {"max-model-len": [8192]},
@@ -77,7 +77,7 @@ big='{"task_name": "dash-big", "model": {"id_or_path": "meta-llama/Llama-3.1-8B-
       "parallel_config": {"tp": [8]}}'
 api "$admin" POST /api/v1/jobs "$big" >/dev/null
 # The faulty scenario loses GPU 1 at 120 s: start it at 95 s, so the loss comes 25 s from now.
-node node-faulty faulty-node 95
+sim_node node-faulty faulty-node 95
 check "node-faulty registers" wait_for 20 node_has_gpus node-faulty 5
 
 echo "== the manager serves the dashboard and the live stream"
