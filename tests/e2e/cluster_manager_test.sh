@@ -43,62 +43,28 @@ tokens = [
 ]
 EOF
 
-manager_pid=""
-start_manager() {
-  "$build/bin/flyt-cluster-manager" --config "$tmp/cm.toml" >>"$tmp/cm.log" 2>&1 &
-  manager_pid=$!
-  pids+=($manager_pid)
-  wait_for 20 curl -sf "$url/healthz"
-}
-# start_node <name> <scenario>
-start_node() {
-  FLYT_NVML_LIBRARY="$build/lib/libflyt-sim-nvml.so" \
-    FLYT_SIM_SCENARIO="$src/sim/scenarios/$2.toml" FLYT_TOKEN="$node_token" \
-    "$build/bin/flyt-node-manager" --config "$tmp/node.toml" --listen "127.0.0.1:$(free_port)" \
-    --name "$1" --cluster-manager "$url" >>"$tmp/$1.log" 2>&1 &
-  pids+=($!)
-  eval "pid_$(tr - _ <<<"$1")=$!"
-}
 cat >"$tmp/node.toml" <<EOF
 [monitor]
 interval_ms = 200
 [cluster-manager]
 heartbeat_interval_s = 1
 EOF
-
-# api <token> <method> <path> [json body]: prints the body, then the HTTP code on the last line.
-api() {
-  local token=$1 method=$2 path=$3
-  shift 3
-  local args=(-s -X "$method" -w '\n%{http_code}' "$url$path")
-  [ -n "$token" ] && args+=(-H "Authorization: Bearer $token")
-  [ $# -gt 0 ] && args+=(-H 'Content-Type: application/json' --data-binary "$1")
-  curl "${args[@]}"
-}
-code_of() { tail -n1 <<<"$1"; }
-body_of() { sed '$d' <<<"$1"; }
-field() { body_of "$1" | jq_py "print($2)"; }
+manager() { start_manager "127.0.0.1:$port" "$tmp/cm.log" --config "$tmp/cm.toml"; }
+# sim_node <name> <scenario>
+sim_node() { start_node "$1" "$2" "$url" "$node_token" --config "$tmp/node.toml"; }
 ctl() { "$build/bin/flytctl" "$@" --server "$url"; }
 
-nodes_registered() {
-  test "$(api "$admin" GET /api/v1/nodes | sed '$d' | jq_py "print(sum(1 for n in d['nodes'] if n['state']=='reachable'))")" = "$1"
-}
 state_of_node() {
-  test "$(api "$admin" GET /api/v1/nodes | sed '$d' | jq_py "print([n['state'] for n in d['nodes'] if n['name']=='$1'][0])")" = "$2"
+  test "$(get_field /api/v1/nodes "[n['state'] for n in d['nodes'] if n['name']=='$1'][0]")" = "$2"
 }
-job_status_is() {
-  test "$(api "$admin" GET "/api/v1/jobs/$1" | sed '$d' | jq_py "print(d['status'])")" = "$2"
-}
-lease_count_is() {
-  test "$(api "$admin" GET /api/v1/allocations | sed '$d' | jq_py "print(len(d['allocations']))")" = "$1"
-}
+lease_count_is() { test "$(get_field /api/v1/allocations "len(d['allocations'])")" = "$1"; }
 
 echo "== 1. start: a manager and two node managers register"
-start_manager
+manager
 check "manager serves /healthz" curl -sf "$url/healthz"
-start_node node-a h100x8-idle
-start_node node-b mixed-inference
-check "both nodes register and stay reachable" wait_for 20 nodes_registered 2
+sim_node node-a h100x8-idle
+sim_node node-b mixed-inference
+check "both nodes register and stay reachable" wait_for 20 nodes_reachable 2
 r=$(api "$viewer" GET /api/v1/gpus)
 check "GET /api/v1/gpus lists 11 GPUs cluster-wide" test "$(field "$r" "len(d['gpus'])")" = 11
 check "each GPU has node, allocation_state and score" test "$(field "$r" "all('node' in g and g['allocation_state']=='free' and 0<=g['score']<=1 for g in d['gpus'])")" = True
@@ -148,7 +114,7 @@ r=$(ctl alloc --gpus 2 --model H100 --ttl 2 --token "$bob" --json)
 check "flytctl alloc grants a short lease" test "$(jq_py "print(len(d['gpus']))" <<<"$r")" = 2
 check "it expires on its own (auto-deallocate)" wait_for 10 lease_count_is 0
 lease_kinds_are() {
-  test "$(api "$admin" GET /api/v1/events | sed '$d' | jq_py "print(' '.join(sorted(set(e['kind'] for e in d['events'] if e['kind'].startswith('lease.')))))")" = "$1"
+  test "$(get_field /api/v1/events "' '.join(sorted(set(e['kind'] for e in d['events'] if e['kind'].startswith('lease.'))))")" = "$1"
 }
 check "grant, renewal, release and expiry are events" wait_for 5 lease_kinds_are "lease.expired lease.granted lease.released lease.renewed"
 out=$(ctl alloc --gpus 64 --token "$bob" 2>&1)
@@ -180,9 +146,9 @@ r=$(api "$alice" GET "/api/v1/jobs/$small_job")
 check "gpu_info: count, world size, model" test "$(field "$r" "str(d['gpu_info']['count'])+str(d['gpu_info']['world_size'])+d['gpu_info']['model']")" = "22NVIDIA H100 80GB HBM3"
 check "gpu_info: per-GPU allocation details" test "$(field "$r" "all(k in a for a in d['gpu_info']['allocation_details'] for k in ('index','name','memory_free_mb','utilization_percent','availability_score','allocation_method'))")" = True
 devices=$(field "$r" "','.join(str(i) for i in sorted(d['gpu_info']['device_ids']))")
-session_open() { test "$(api "$admin" GET "/api/v1/jobs/$small_job" | sed '$d' | jq_py "print(d['monitoring_session'] is not None)")" = True; }
+session_open() { test "$(get_field "/api/v1/jobs/$small_job" "d['monitoring_session'] is not None")" = True; }
 check "a monitoring session was opened on the node" wait_for 10 session_open
-sleep 1.5
+check "… and has taken samples" wait_for 10 job_samples_at_least "$small_job" 2
 r=$(api "$bob" POST "/api/v1/jobs/$small_job/complete" '{}')
 check "bob may not complete alice's job: 403" test "$(code_of "$r")" = 403
 r=$(api "$alice" POST "/api/v1/jobs/$small_job/complete" '{"metrics":{"requests_per_second":42.5}}')
@@ -200,12 +166,12 @@ api "$admin" DELETE "/api/v1/allocations/$hold" >/dev/null
 echo "== 7. an unreachable node offers nothing, loses its leases after the grace, comes back"
 r=$(api "$alice" POST /api/v1/allocations '{"gpus":1,"gpu_model":"A100","ttl_seconds":600}')
 check "a lease on node-b" test "$(field "$r" "d['node']")" = node-b
-kill -9 "$pid_node_b"
+kill -9 "${node_pids[node-b]}"
 check "node-b becomes unreachable" wait_for 15 state_of_node node-b unreachable
 r=$(api "$alice" POST /api/v1/allocations '{"gpus":1,"gpu_model":"A100"}')
 check "its GPUs are not offered: 409 says unreachable" contains "$(body_of "$r")" "node-b: unreachable"
 check "its lease is released after the grace" wait_for 15 lease_count_is 0
-start_node node-b mixed-inference
+sim_node node-b mixed-inference
 check "it comes back on its own when heartbeats resume" wait_for 20 state_of_node node-b reachable
 r=$(api "$admin" GET /api/v1/events)
 check "unreachable and reachable are events" test "$(field "$r" "sum(1 for e in d['events'] if e['kind'] in ('node.unreachable','node.reachable') and e['node']=='node-b')")" = 2
@@ -216,16 +182,16 @@ keep=$(field "$r" "d['id'] + ' ' + d['expires_at']")
 for p in 5 0 0; do
   api "$alice" POST /api/v1/jobs "$(sed "s/\"timeout_seconds\":4/\"timeout_seconds\":600/; s/\"gpu_model\":\"H100\"/\"gpu_model\":\"H100\",\"priority\":$p/" <<<"$task4")" >/dev/null
 done
-before_queue=$(api "$admin" GET /api/v1/queue | sed '$d' | jq_py "print(' '.join(q['job_id'] for q in d['queue']))")
+before_queue=$(get_field /api/v1/queue "' '.join(q['job_id'] for q in d['queue'])")
 check "three jobs wait" test "$(wc -w <<<"$before_queue")" = 3
 kill -9 "$manager_pid"
 wait "$manager_pid" 2>/dev/null
-start_manager
+manager
 r=$(api "$admin" GET /api/v1/allocations)
 check "the lease survives with its expiry" test "$(field "$r" "' '.join(l['id']+' '+l['expires_at'] for l in d['allocations'])")" = "$keep"
-after_queue=$(api "$admin" GET /api/v1/queue | sed '$d' | jq_py "print(' '.join(q['job_id'] for q in d['queue']))")
+after_queue=$(get_field /api/v1/queue "' '.join(q['job_id'] for q in d['queue'])")
 check "queued jobs keep their order" test "$after_queue" = "$before_queue"
-check "nodes re-register with the restarted manager" wait_for 20 nodes_registered 2
+check "nodes re-register with the restarted manager" wait_for 20 nodes_reachable 2
 check "the held GPUs are still not offered" test "$(code_of "$(api "$bob" POST /api/v1/allocations '{"gpus":2,"gpu_model":"H100"}')")" = 409
 first=$(cut -d' ' -f1 <<<"$after_queue")
 api "$alice" DELETE "/api/v1/allocations/$(cut -d' ' -f1 <<<"$keep")" >/dev/null
@@ -234,7 +200,7 @@ check "flytctl cancel ends a job" "$build/bin/flytctl" cancel "$(cut -d' ' -f2 <
 check "… which shows as cancelled" job_status_is "$(cut -d' ' -f2 <<<"$after_queue")" cancelled
 
 echo "== 9. metrics"
-leased=$(api "$viewer" GET /api/v1/gpus | sed '$d' | jq_py "print(sum(1 for g in d['gpus'] if g['allocation_state']=='leased'))")
+leased=$(field "$(api "$viewer" GET /api/v1/gpus)" "sum(1 for g in d['gpus'] if g['allocation_state']=='leased')")
 m=$(curl -s -H "Authorization: Bearer $viewer" "$url/metrics")
 check "/metrics counts GPUs by state, as the API does" contains "$m" "flyt_cluster_gpus{state=\"leased\"} $leased"
 check "/metrics counts jobs by status" contains "$m" 'flyt_cluster_jobs{status="cancelled"} 1'
@@ -242,7 +208,7 @@ r=$(ctl events --limit 2 --json --token "$viewer")
 check "flytctl events shows the newest events" test "$(jq_py "print(len(d['events']), d['events'][1]['id'] > d['events'][0]['id'])" <<<"$r")" = "2 True"
 r=$(api "$viewer" GET "/api/v1/events?latest=1")
 newest=$(field "$r" "d['events'][0]['id']")
-check "?latest=1 is the newest event" test "$(api "$viewer" GET "/api/v1/events?after=$newest" | sed '$d' | jq_py "print(len(d['events']))")" = 0
+check "?latest=1 is the newest event" test "$(field "$(api "$viewer" GET "/api/v1/events?after=$newest")" "len(d['events'])")" = 0
 check "/metrics needs a token" test "$(code_of "$(api "" GET /metrics)")" = 401
 
 finish

@@ -38,41 +38,36 @@ admin=admin-token-000000000000
 export FLYT_ADMIN_TOKEN=$admin
 ports=()
 manager_pids=()
-# start_manager <i>: replica i on its own port, the shared database.
-start_manager() {
+# replica <i>: replica i on its own port, the shared database.
+replica() {
   local i=$1
   [ -z "${ports[$i]:-}" ] && ports[$i]=$(free_port)
-  "$build/bin/flyt-cluster-manager" --listen "127.0.0.1:${ports[$i]}" --store "$pg_url" \
-    --var-dir "$tmp/var$i" >>"$tmp/cm$i.log" 2>&1 &
-  manager_pids[$i]=$!
-  pids+=($!)
-  wait_for 20 curl -sf "http://127.0.0.1:${ports[$i]}/healthz"
+  start_manager "127.0.0.1:${ports[$i]}" "$tmp/cm$i.log" --listen "127.0.0.1:${ports[$i]}" \
+    --store "$pg_url" --var-dir "$tmp/var$i"
+  local rc=$?
+  manager_pids[$i]=$manager_pid
+  return $rc
 }
-api() {
-  local i=$1 method=$2 path=$3
-  shift 3
-  local args=(-s -X "$method" -w '\n%{http_code}' "http://127.0.0.1:${ports[$i]}$path"
-    -H "Authorization: Bearer $admin")
-  [ $# -gt 0 ] && args+=(-H 'Content-Type: application/json' --data-binary "$1")
-  curl "${args[@]}"
+# on <i> <api args...>: the API call (lib.sh's api) on replica i, as admin.
+on() {
+  local url="http://127.0.0.1:${ports[$1]}"
+  shift
+  api "$admin" "$@"
 }
-body() { sed '$d'; }
+# on_field <i> <path> <python expression on d>: the expression on GET <path> of replica i.
+on_field() { field "$(on "$1" GET "$2")" "$3"; }
 reachable_on() {
-  test "$(api "$1" GET /api/v1/nodes | body | jq_py "print(sum(1 for n in d['nodes'] if n['state']=='reachable'))")" = "$2"
+  test "$(on_field "$1" /api/v1/nodes "sum(1 for n in d['nodes'] if n['state']=='reachable')")" = "$2"
 }
-leases_on() { api "$1" GET /api/v1/allocations | body | jq_py "print(len(d['allocations']))"; }
+leases_on() { on_field "$1" /api/v1/allocations "len(d['allocations'])"; }
 leases_on_is() { test "$(leases_on "$1")" = "$2"; }
 
 echo "== 1. two replicas on one database, each with its own node"
-start_manager 0
-start_manager 1
+replica 0
+replica 1
 check "both replicas report schema version 1 of one store" grep -q "schema version 1" "$tmp/cm1.log"
 for i in 0 1; do
-  FLYT_NVML_LIBRARY="$build/lib/libflyt-sim-nvml.so" \
-    FLYT_SIM_SCENARIO="$src/sim/scenarios/h100x8-idle.toml" FLYT_TOKEN="$admin" \
-    "$build/bin/flyt-node-manager" --listen "127.0.0.1:$(free_port)" --name "node-$i" \
-    --cluster-manager "http://127.0.0.1:${ports[$i]}" >>"$tmp/node$i.log" 2>&1 &
-  pids+=($!)
+  start_node "node-$i" h100x8-idle "http://127.0.0.1:${ports[$i]}" "$admin"
 done
 check "replica 0 sees both nodes" wait_for 20 reachable_on 0 2
 check "replica 1 sees both nodes" wait_for 20 reachable_on 1 2
@@ -80,7 +75,7 @@ check "replica 1 sees both nodes" wait_for 20 reachable_on 1 2
 echo "== 2. 48 concurrent requests over both replicas for 16 GPUs: 16 grants, no GPU twice"
 alloc_pids=()
 for n in $(seq 1 48); do
-  (api $((n % 2)) POST /api/v1/allocations '{"gpus":1,"ttl_seconds":600}' >"$tmp/alloc.$n") &
+  (on $((n % 2)) POST /api/v1/allocations '{"gpus":1,"ttl_seconds":600}' >"$tmp/alloc.$n") &
   alloc_pids+=($!)
 done
 wait "${alloc_pids[@]}"
@@ -100,14 +95,12 @@ claims=$(psql "$pg_url" -tAc "select count(*), count(distinct gpu) from gpu_clai
 check "the database holds 16 distinct exclusive claims ($claims)" test "$claims" = "16|16"
 
 echo "== 3. a job submitted to one replica is placed, and seen by the other"
-ids=$(api 0 GET /api/v1/allocations | body | jq_py "print(' '.join([l['id'] for l in d['allocations'] if l['node']=='node-0'][:2]))")
-for id in $ids; do api 1 DELETE "/api/v1/allocations/$id" >/dev/null; done
-r=$(api 0 POST /api/v1/jobs '{"task_name":"pg","model":{"id_or_path":"Qwen2.5-7B"},"base_runtime":"vllm","parameters":{"max-model-len":[4096]},"parallel_config":{"tp":[2]}}')
-check "the job is accepted ($(tail -n1 <<<"$r"))" test "$(tail -n1 <<<"$r")" = 201
-job=$(body <<<"$r" | jq_py "print(d['jobs'][0]['id'])")
-job_running_on() {
-  test "$(api "$1" GET "/api/v1/jobs/$job" | body | jq_py "print(d['status'])")" = running
-}
+ids=$(on_field 0 /api/v1/allocations "' '.join([l['id'] for l in d['allocations'] if l['node']=='node-0'][:2])")
+for id in $ids; do on 1 DELETE "/api/v1/allocations/$id" >/dev/null; done
+r=$(on 0 POST /api/v1/jobs '{"task_name":"pg","model":{"id_or_path":"Qwen2.5-7B"},"base_runtime":"vllm","parameters":{"max-model-len":[4096]},"parallel_config":{"tp":[2]}}')
+check "the job is accepted ($(code_of "$r"))" test "$(code_of "$r")" = 201
+job=$(field "$r" "d['jobs'][0]['id']")
+job_running_on() { test "$(on_field "$1" "/api/v1/jobs/$job" "d['status']")" = running; }
 check "the job runs on the freed GPUs" wait_for 10 job_running_on 0
 check "replica 1 sees it running" wait_for 5 job_running_on 1
 
@@ -115,7 +108,7 @@ echo "== 4. kill -9 of a replica: the other, and its restart, lose nothing"
 kill -9 "${manager_pids[0]}"
 wait "${manager_pids[0]}" 2>/dev/null
 check "replica 1 still lists the 15 leases" leases_on_is 1 15
-start_manager 0
+replica 0
 check "the restarted replica lists them too" leases_on_is 0 15
 check "and the running job" job_running_on 0
 finish

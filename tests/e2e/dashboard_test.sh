@@ -49,70 +49,52 @@ interval_ms = 500
 heartbeat_interval_s = 1
 TOML
 
-"$build/bin/flyt-cluster-manager" --config "$tmp/cm.toml" >>"$tmp/cm.log" 2>&1 &
-manager_pid=$!
-pids+=($manager_pid)
-wait_for 20 curl -sf "$url/healthz" || { cat "$tmp/cm.log"; exit 1; }
+start_manager "127.0.0.1:$port" "$tmp/cm.log" --config "$tmp/cm.toml" || { cat "$tmp/cm.log"; exit 1; }
 
-# start_node <name> <scenario> [sim start seconds]
-start_node() {
-  FLYT_NVML_LIBRARY="$build/lib/libflyt-sim-nvml.so" FLYT_SIM_START="${3:-0}" \
-    FLYT_SIM_SCENARIO="$src/sim/scenarios/$2.toml" FLYT_TOKEN="$node_token" \
-    "$build/bin/flyt-node-manager" --config "$tmp/node.toml" --listen "127.0.0.1:$(free_port)" \
-    --name "$1" --cluster-manager "$url" >>"$tmp/$1.log" 2>&1 &
-  pids+=($!)
-}
-api() {
-  local method=$1 path=$2
-  shift 2
-  local args=(-s -X "$method" "$url$path" -H "Authorization: Bearer $admin")
-  [ $# -gt 0 ] && args+=(-H 'Content-Type: application/json' --data-binary "$1")
-  curl "${args[@]}"
-}
+# sim_node <name> <scenario> [sim start seconds]
+sim_node() { FLYT_SIM_START="${3:-0}" start_node "$1" "$2" "$url" "$node_token" --config "$tmp/node.toml"; }
 node_has_gpus() {
-  test "$(api GET /api/v1/gpus | jq_py "print(sum(1 for g in d['gpus'] if g['node']=='$1'))")" = "$2"
+  test "$(get_field /api/v1/gpus "sum(1 for g in d['gpus'] if g['node']=='$1')")" = "$2"
 }
-job_status_is() { test "$(api GET "/api/v1/jobs/$1" | jq_py "print(d['status'])")" = "$2"; }
 job_has_monitoring() {
-  test "$(api GET "/api/v1/jobs/$1" | jq_py "print('gpu_monitoring' in d.get('metrics', {}))")" = True
+  test "$(get_field "/api/v1/jobs/$1" "'gpu_monitoring' in d.get('metrics', {})")" = True
 }
 
 echo "== setting up: a node, a finished job with monitoring, a lease, a queued job"
-start_node node-idle h100x8-idle
+sim_node node-idle h100x8-idle
 check "node-idle registers" wait_for 20 node_has_gpus node-idle 8
 task='{"task_name": "dash", "model": {"id_or_path": "meta-llama/Llama-3.1-8B-Instruct"},
        "base_runtime": "vllm", "parameters": {"max-model-len": [8192]},
        "parallel_config": {"tp": [2]}}'
-job=$(api POST /api/v1/jobs "$task" | jq_py "print(d['jobs'][0]['id'])")
+job=$(field "$(api "$admin" POST /api/v1/jobs "$task")" "d['jobs'][0]['id']")
 check "the job starts" wait_for 20 job_status_is "$job" running
-sleep 3  # a few monitoring samples
-api POST "/api/v1/jobs/$job/complete" '{"message": "benchmark finished"}' >/dev/null
+check "its monitoring session takes a few samples" wait_for 20 job_samples_at_least "$job" 3
+api "$admin" POST "/api/v1/jobs/$job/complete" '{"message": "benchmark finished"}' >/dev/null
 check "the job completes with monitoring data" wait_for 20 job_has_monitoring "$job"
-api POST /api/v1/allocations '{"gpus": 2, "ttl_seconds": 600}' >/dev/null
+api "$admin" POST /api/v1/allocations '{"gpus": 2, "ttl_seconds": 600}' >/dev/null
 big='{"task_name": "dash-big", "model": {"id_or_path": "meta-llama/Llama-3.1-8B-Instruct"},
       "base_runtime": "vllm", "parameters": {"max-model-len": [8192]},
       "parallel_config": {"tp": [8]}}'
-api POST /api/v1/jobs "$big" >/dev/null
+api "$admin" POST /api/v1/jobs "$big" >/dev/null
 # The faulty scenario loses GPU 1 at 120 s: start it at 95 s, so the loss comes 25 s from now.
-start_node node-faulty faulty-node 95
+sim_node node-faulty faulty-node 95
 check "node-faulty registers" wait_for 20 node_has_gpus node-faulty 5
 
 echo "== the manager serves the dashboard and the live stream"
-code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
 check "/ is the dashboard, public" contains "$(curl -s "$url/")" '<div id="app">'
 etag=$(curl -sI "$url/app.js" | tr -d '\r' | sed -n 's/^ETag: //Ip')
 check "app.js has an ETag" test -n "$etag"
-check "an unchanged file is a 304" test "$(code -H "If-None-Match: $etag" "$url/app.js")" = 304
-check "no path reaches the file system" test "$(code --path-as-is "$url/../../etc/passwd")" = 404
-check "the stream needs a token" test "$(code --max-time 3 "$url/api/v1/stream")" = 401
+check "an unchanged file is a 304" test "$(http_code -H "If-None-Match: $etag" "$url/app.js")" = 304
+check "no path reaches the file system" test "$(http_code --path-as-is "$url/../../etc/passwd")" = 404
+check "the stream needs a token" test "$(http_code --max-time 3 "$url/api/v1/stream")" = 401
 stream=$(curl -s -N --max-time 2 -H "Authorization: Bearer $admin" "$url/api/v1/stream")
 check "the stream greets with the change counters" contains "$stream" 'event: hello'
 check "history of an unknown node is a 404" \
-  test "$(code -H "Authorization: Bearer $admin" "$url/api/v1/nodes/nope/gpus/0/history")" = 404
-check "a bad window is a 400" test "$(code -H "Authorization: Bearer $admin" \
+  test "$(http_code -H "Authorization: Bearer $admin" "$url/api/v1/nodes/nope/gpus/0/history")" = 404
+check "a bad window is a 400" test "$(http_code -H "Authorization: Bearer $admin" \
   "$url/api/v1/nodes/node-idle/gpus/0/history?since=yesterday")" = 400
 check "history comes from the node" contains \
-  "$(api GET '/api/v1/nodes/node-idle/gpus/0/history?since=-60')" '"node":"node-idle"'
+  "$(body_of "$(api "$admin" GET '/api/v1/nodes/node-idle/gpus/0/history?since=-60')")" '"node":"node-idle"'
 
 echo "== the dashboard in Chromium"
 shots="$build/test-artifacts/dashboard"

@@ -58,7 +58,7 @@ for line in open('$tmp/watch.out'):
 FLYT_NVML_LIBRARY="$sim" FLYT_SIM_SCENARIO="$src/sim/scenarios/mixed-inference.toml" \
   "$flytctl" gpus --json --watch 0.2 >"$tmp/watch2.out" 2>&1 &
 watcher=$!
-for _ in $(seq 1 600); do [ -s "$tmp/watch2.out" ] && break; sleep 0.05; done
+check "watch: the first frame comes" wait_for 30 test -s "$tmp/watch2.out"
 kill -INT "$watcher"
 wait "$watcher"
 check "watch: SIGINT ends it with exit 0" test $? -eq 0

@@ -1,5 +1,11 @@
+# shellcheck shell=bash disable=SC2154,SC2034  # sourced: the script sets build, src, tmp, url, admin
 # Shared by the e2e scripts (sourced): counted checks and the closing "N passed, N failed" line,
-# the test's child processes, polling helpers.
+# the test's child processes, bounded waits, a program run under a watchdog, and the cluster
+# manager's helpers (start a manager or a node manager, call the API, read a field).
+#
+# The script that sources this sets `build` and `src` (its two arguments) and `tmp` (its scratch
+# directory) first; the cluster helpers also read `url` (the manager's address) and `admin` (an
+# admin token) where the script has them. Its EXIT trap calls stop_children.
 passes=0
 failures=0
 
@@ -27,24 +33,59 @@ finish() {
 # free_port: a TCP port free on loopback now.
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-# wait_for <seconds> <command...>: polls until the command succeeds (pass a function, not a
-# $(...) argument, so that it is evaluated at every poll).
+# wait_for <seconds> <command...>: polls the command (output discarded) every 0.1 s until it
+# succeeds, for at most <seconds> of wall time. On time-out it says on stderr what it waited for,
+# and returns 1. Pass a command or a function, not a $(...) argument, so that it is evaluated at
+# every poll.
 wait_for() {
   local limit=$1
   shift
-  for _ in $(seq 1 $((limit * 10))); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
-  return 1
+  local deadline=$((SECONDS + limit))
+  while :; do
+    "$@" >/dev/null 2>&1 && return 0
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      echo "wait_for: gave up after ${limit} s waiting for: $*" >&2
+      return 1
+    fi
+    sleep 0.1
+  done
 }
 
 # jq_py <python>: runs python with the JSON on stdin as `d`.
 jq_py() { python3 -c "import json,sys; d=json.load(sys.stdin); $1"; }
 
 # The child processes a test starts: append each pid to `pids`; stop_children kills and reaps
-# them (call it from the test's EXIT trap).
+# them, and any watchdog left (call it from the test's EXIT trap).
 pids=()
+watchdogs=()
 stop_children() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+  for p in "${watchdogs[@]}" "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  for p in "${watchdogs[@]}" "${pids[@]}"; do wait "$p" 2>/dev/null; done
+}
+
+# run_bounded <seconds> <name> <command...>: runs the command with its output in $tmp/<name>.out,
+# its pid in $tmp/<name>.pid and its exit status in $tmp/<name>.rc; a watchdog kills it (-9) if
+# it runs longer than <seconds>. The watchdog holds none of the test's output (so a caller reading
+# it through a pipe, as ctest does, is not kept waiting) and is gone when the command is.
+run_bounded() {
+  local limit=$1 name=$2
+  shift 2
+  "$@" >"$tmp/$name.out" 2>&1 &
+  local pid=$!
+  echo "$pid" >"$tmp/$name.pid"
+  # The sleep is the watchdog's child: a TERM to the watchdog ends the sleep too (its trap).
+  (
+    trap 'kill "$sleeper" 2>/dev/null; exit 0' TERM
+    sleep "$limit" &
+    sleeper=$!
+    wait "$sleeper" && kill -9 "$pid" 2>/dev/null
+  ) </dev/null >/dev/null 2>&1 &
+  local watchdog=$!
+  watchdogs+=("$watchdog")
+  wait "$pid"
+  echo $? >"$tmp/$name.rc"
+  kill "$watchdog" 2>/dev/null
+  wait "$watchdog" 2>/dev/null
 }
 
 # remote_setup <build dir> <program>: for the remote-CUDA scripts. Sets server_bin and runtime_dir,
@@ -58,4 +99,76 @@ remote_setup() {
     echo "SKIPPED: flyt's libcudart.so.13 or the nvcc-built test programs are missing (no CUDA toolkit)"
     exit 77
   fi
+}
+
+# ---- the cluster manager and its node managers -------------------------------------------------
+
+# start_manager <address> <log> [flyt-cluster-manager args...]: starts a cluster manager and waits
+# until http://<address>/healthz answers. Sets manager_pid.
+manager_pid=""
+start_manager() {
+  local address=$1 log=$2
+  shift 2
+  "$build/bin/flyt-cluster-manager" "$@" >>"$log" 2>&1 &
+  manager_pid=$!
+  pids+=("$manager_pid")
+  wait_for 20 curl -sf "http://$address/healthz"
+}
+
+# start_node <name> <scenario> <manager url> <token> [flyt-node-manager args...]: a node manager
+# on the simulated scenario sim/scenarios/<scenario>.toml, on a free loopback port, reporting to
+# the manager with the token; log in $tmp/<name>.log. FLYT_SIM_START in the caller's environment
+# passes through. Records its pid in node_pids[<name>] and its port in node_ports[<name>].
+declare -A node_pids=() node_ports=()
+start_node() {
+  local name=$1 scenario=$2 manager=$3 token=$4
+  shift 4
+  local port
+  port=$(free_port)
+  FLYT_NVML_LIBRARY="$build/lib/libflyt-sim-nvml.so" \
+    FLYT_SIM_SCENARIO="$src/sim/scenarios/$scenario.toml" FLYT_TOKEN="$token" \
+    "$build/bin/flyt-node-manager" --listen "127.0.0.1:$port" --name "$name" \
+    --cluster-manager "$manager" "$@" >>"$tmp/$name.log" 2>&1 &
+  node_pids[$name]=$!
+  node_ports[$name]=$port
+  pids+=($!)
+}
+
+# api <token> <method> <path> [json body]: a request to $url (the manager); prints the body, then
+# the HTTP status on the last line. No token: "". The body may be @file.
+api() {
+  local token=$1 method=$2 path=$3
+  shift 3
+  local args=(-s -X "$method" -w '\n%{http_code}' "$url$path")
+  [ -n "$token" ] && args+=(-H "Authorization: Bearer $token")
+  [ $# -gt 0 ] && args+=(-H 'Content-Type: application/json' --data-binary "$1")
+  curl "${args[@]}"
+}
+# code_of <api answer>: its HTTP status. body_of <api answer>: its body.
+code_of() { tail -n1 <<<"$1"; }
+body_of() { sed '$d' <<<"$1"; }
+# field <api answer> <python expression on d, the body>: prints the expression's value.
+field() { body_of "$1" | jq_py "print($2)"; }
+# get_field <path> <python expression on d>: the expression on GET <path> as $admin.
+get_field() { field "$(api "$admin" GET "$1")" "$2"; }
+
+# http_code [curl args...]: the HTTP status of a request; the body goes to $tmp/http_body.
+http_code() { curl -s -o "$tmp/http_body" -w '%{http_code}' "$@"; }
+
+# Predicates for wait_for and check, as $admin on $url.
+# job_status_is <job id> <status>
+job_status_is() { test "$(get_field "/api/v1/jobs/$1" "d['status']")" = "$2"; }
+# nodes_reachable <n>: exactly n nodes are reachable.
+nodes_reachable() {
+  test "$(get_field /api/v1/nodes "sum(1 for n in d['nodes'] if n['state']=='reachable')")" = "$1"
+}
+# job_samples_at_least <job id> <n>: the running job's monitoring session on its node (started
+# by start_node) has taken at least n samples.
+job_samples_at_least() {
+  local where
+  where=$(get_field "/api/v1/jobs/$1" "(d['gpu_info'] or {}).get('node', '') + ' ' + (d['monitoring_session'] or '')")
+  local node=${where% *} session=${where#* }
+  [ -n "$node" ] && [ -n "$session" ] && [ -n "${node_ports[$node]:-}" ] || return 1
+  curl -sf "http://127.0.0.1:${node_ports[$node]}/api/v1/monitoring/sessions/$session" |
+    jq_py "sys.exit(0 if d['sample_count'] >= $2 else 1)"
 }

@@ -121,29 +121,28 @@ gone=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/api/v1/mon
 check "session: gone after DELETE (404)" test "$gone" = 404
 
 # 4. Hostile and malformed requests: the right status, JSON errors, and sampling goes on.
-code() { curl -s -o "$tmp/body" -w '%{http_code}' "$@"; }
-is_json_error() { jq_py "assert isinstance(d['error'], str) and d['error']" <"$tmp/body"; }
+is_json_error() { jq_py "assert isinstance(d['error'], str) and d['error']" <"$tmp/http_body"; }
 before=$(samples "$port")
-check "hostile: unknown route 404" test "$(code "http://127.0.0.1:$port/api/v2/gpus")" = 404
+check "hostile: unknown route 404" test "$(http_code "http://127.0.0.1:$port/api/v2/gpus")" = 404
 check "hostile: 404 is JSON" is_json_error
-check "hostile: wrong method 405" test "$(code -X DELETE "http://127.0.0.1:$port/api/v1/gpus")" = 405
+check "hostile: wrong method 405" test "$(http_code -X DELETE "http://127.0.0.1:$port/api/v1/gpus")" = 405
 check "hostile: 405 is JSON" is_json_error
-check "hostile: unknown GPU 404" test "$(code "http://127.0.0.1:$port/api/v1/gpus/42")" = 404
-check "hostile: bad index 400" test "$(code "http://127.0.0.1:$port/api/v1/gpus/-1")" = 400
-check "hostile: malformed JSON 400" test "$(code -X POST -d '{"gpus": [0,' "http://127.0.0.1:$port/api/v1/monitoring/sessions")" = 400
-check "hostile: wrong types 400" test "$(code -X POST -d '{"gpus": "all"}' "http://127.0.0.1:$port/api/v1/monitoring/sessions")" = 400
-check "hostile: unknown field 400" test "$(code -X POST -d '{"gpu": [0]}' "http://127.0.0.1:$port/api/v1/monitoring/sessions")" = 400
-check "hostile: unknown GPU in body 400" test "$(code -X POST -d '{"gpus": [99]}' "http://127.0.0.1:$port/api/v1/monitoring/sessions")" = 400
+check "hostile: unknown GPU 404" test "$(http_code "http://127.0.0.1:$port/api/v1/gpus/42")" = 404
+check "hostile: bad index 400" test "$(http_code "http://127.0.0.1:$port/api/v1/gpus/-1")" = 400
+check "hostile: malformed JSON 400" test "$(http_code -X POST -d '{"gpus": [0,' "http://127.0.0.1:$port/api/v1/monitoring/sessions")" = 400
+check "hostile: wrong types 400" test "$(http_code -X POST -d '{"gpus": "all"}' "http://127.0.0.1:$port/api/v1/monitoring/sessions")" = 400
+check "hostile: unknown field 400" test "$(http_code -X POST -d '{"gpu": [0]}' "http://127.0.0.1:$port/api/v1/monitoring/sessions")" = 400
+check "hostile: unknown GPU in body 400" test "$(http_code -X POST -d '{"gpus": [99]}' "http://127.0.0.1:$port/api/v1/monitoring/sessions")" = 400
 head -c 200000 /dev/zero >"$tmp/big"
-check "hostile: oversized body 413" test "$(code -X POST --data-binary @"$tmp/big" "http://127.0.0.1:$port/api/v1/monitoring/sessions")" = 413
+check "hostile: oversized body 413" test "$(http_code -X POST --data-binary @"$tmp/big" "http://127.0.0.1:$port/api/v1/monitoring/sessions")" = 413
 check "hostile: 413 is JSON" is_json_error
-check "hostile: bad history step 400" test "$(code "http://127.0.0.1:$port/api/v1/gpus/0/history?step=abc")" = 400
-check "hostile: absurd since 400" test "$(code "http://127.0.0.1:$port/api/v1/gpus/0/history?since=1e300")" = 400
-check "hostile: number beyond double 400" test "$(code -X POST -d '{"interval_seconds": 1e400}' "http://127.0.0.1:$port/api/v1/monitoring/sessions")" = 400
-check "hostile: huge index 400" test "$(code -X POST -d '{"gpus": [1e30]}' "http://127.0.0.1:$port/api/v1/monitoring/sessions")" = 400
+check "hostile: bad history step 400" test "$(http_code "http://127.0.0.1:$port/api/v1/gpus/0/history?step=abc")" = 400
+check "hostile: absurd since 400" test "$(http_code "http://127.0.0.1:$port/api/v1/gpus/0/history?since=1e300")" = 400
+check "hostile: number beyond double 400" test "$(http_code -X POST -d '{"interval_seconds": 1e400}' "http://127.0.0.1:$port/api/v1/monitoring/sessions")" = 400
+check "hostile: huge index 400" test "$(http_code -X POST -d '{"gpus": [1e30]}' "http://127.0.0.1:$port/api/v1/monitoring/sessions")" = 400
 python3 -c 'print("{\"gpus\": [" + ",".join(["0"] * 20000) + "]}")' >"$tmp/many.json"
-check "hostile: 20000-entry gpus array 400" test "$(code -X POST -H "Content-Type: application/json" --data-binary @"$tmp/many.json" "http://127.0.0.1:$port/api/v1/monitoring/sessions")" = 400
-check "hostile: duplicate GPUs 400" test "$(code -X POST -d '{"gpus": [1, 1]}' "http://127.0.0.1:$port/api/v1/monitoring/sessions")" = 400
+check "hostile: 20000-entry gpus array 400" test "$(http_code -X POST -H "Content-Type: application/json" --data-binary @"$tmp/many.json" "http://127.0.0.1:$port/api/v1/monitoring/sessions")" = 400
+check "hostile: duplicate GPUs 400" test "$(http_code -X POST -d '{"gpus": [1, 1]}' "http://127.0.0.1:$port/api/v1/monitoring/sessions")" = 400
 # A request hidden in the body of a refused one must not be served on the same connection.
 smuggled=$(python3 - "$port" <<'PY'
 import socket, sys
@@ -172,16 +171,16 @@ s=socket.create_connection(('127.0.0.1',$port)); s.sendall(sys.stdin.buffer.read
 try: s.recv(4096)
 except Exception: pass" 2>/dev/null
 check "hostile: sampling continued" wait_for 20 samples_at_least "$port" $((before + 1))
-check "hostile: still serving" test "$(code "http://127.0.0.1:$port/healthz")" = 200
+check "hostile: still serving" test "$(http_code "http://127.0.0.1:$port/healthz")" = 200
 
 # 5. Bearer token: required everywhere but /healthz.
 tport=$(free_port)
 printf '[http]\nbearer_token = "t0ken"\n' >"$tmp/token.toml"
 start_daemon mixed-inference "$tport" tok --config "$tmp/token.toml"
-check "auth: no token 401" test "$(code "http://127.0.0.1:$tport/metrics")" = 401
-check "auth: wrong token 401" test "$(code -H 'Authorization: Bearer nope' "http://127.0.0.1:$tport/api/v1/gpus")" = 401
-check "auth: right token 200" test "$(code -H 'Authorization: Bearer t0ken' "http://127.0.0.1:$tport/api/v1/gpus")" = 200
-check "auth: healthz open" test "$(code "http://127.0.0.1:$tport/healthz")" = 200
+check "auth: no token 401" test "$(http_code "http://127.0.0.1:$tport/metrics")" = 401
+check "auth: wrong token 401" test "$(http_code -H 'Authorization: Bearer nope' "http://127.0.0.1:$tport/api/v1/gpus")" = 401
+check "auth: right token 200" test "$(http_code -H 'Authorization: Bearer t0ken' "http://127.0.0.1:$tport/api/v1/gpus")" = 200
+check "auth: healthz open" test "$(http_code "http://127.0.0.1:$tport/healthz")" = 200
 
 # 6. Broken configs stop start-up with a message naming the key.
 printf '[monitor]\ninterval_ms = 5\n' >"$tmp/bad.toml"
@@ -252,7 +251,7 @@ eport=$(free_port)
 FLYT_NVML_LIBRARY="$sim" FLYT_SIM_SCENARIO="$src/sim/scenarios/h100x8-training.toml" FLYT_SIM_TIME=1 \
   timeout 15 "$daemon" --listen "127.0.0.1:$eport" >"$tmp/early.log" 2>&1 &
 early=$!
-sleep 0.05
+sleep 0.05  # not a wait for a condition: the signal is meant to come during start-up
 kill -TERM "$early" 2>/dev/null
 wait "$early"
 rc=$?

@@ -31,17 +31,12 @@ if ! stats >/dev/null 2>&1; then
   exit 1
 fi
 
-run() {  # run <name> <program>: output in $tmp/<name>.out, status in $tmp/<name>.rc
+# run <name> <program>: killed after 300 s; output in $tmp/<name>.out, status in $tmp/<name>.rc.
+run() {
   local name=$1
   shift
-  FLYT_SERVER="unix:$sock" LD_LIBRARY_PATH=$runtime_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$@" >"$tmp/$name.out" 2>&1 &
-  local pid=$!
-  (sleep 300 && kill -9 "$pid" 2>/dev/null) &
-  local watchdog=$!
-  wait "$pid"
-  echo $? >"$tmp/$name.rc"
-  kill "$watchdog" 2>/dev/null
-  wait "$watchdog" 2>/dev/null
+  run_bounded 300 "$name" env FLYT_SERVER="unix:$sock" \
+    LD_LIBRARY_PATH="$runtime_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"
 }
 passes_on_gpu() {
   [ "$(cat "$tmp/$1.rc")" = 0 ] && grep -q "PASS" "$tmp/$1.out" && return 0
@@ -76,7 +71,10 @@ FLYT_SERVER="unix:$sock" LD_LIBRARY_PATH=$runtime_dir${LD_LIBRARY_PATH:+:$LD_LIB
 crash_pid=$!
 pids+=($crash_pid)
 check "crashing client gets going" wait_for 60 grep -q READY "$tmp/crash.out"
-sleep 1
+launches_above() {  # launches_above <pid> <n>: that client program launched more than n kernels
+  stats | jq_py "sys.exit(0 if sum(c['launches'] for c in d['clients'] if c['label'].endswith('(pid $1)')) > $2 else 1)"
+}
+check "… and has launches in flight" wait_for 30 launches_above $crash_pid 8
 kill -9 $crash_pid
 wait $crash_pid 2>/dev/null
 freed() {

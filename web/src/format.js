@@ -216,3 +216,62 @@ export function parseRoute(hash) {
     default: return {view: 'notfound'};
   }
 }
+
+// ---- chart series --------------------------------------------------------------------------
+
+// The charts of a GPU, in order: the key of each series in historySeries' result.
+export const SERIES_KEYS = ['util', 'memory', 'temperature', 'power'];
+
+// A node's GPU history points (GET .../gpus/<i>/history) → chart inputs: times in Unix seconds
+// and one array per SERIES_KEYS entry, null where a reading is absent (a gap, never 0). memory is
+// a percentage, so it needs the GPU's total (the points have MiB used); without one it is all null.
+export function historySeries(points, totalBytes) {
+  const list = Array.isArray(points) ? points : [];
+  const totalMiB = isNum(totalBytes) && totalBytes > 0 ? totalBytes / MiB : null;
+  const pick = (key) => list.map((p) => (isNum(p[key]) ? p[key] : null));
+  return {
+    times: list.map((p) => p.t_ms / 1000),
+    util: pick('gpu_util_percent'),
+    memory: list.map((p) => (isNum(p.memory_used_mib) && totalMiB ? (100 * p.memory_used_mib) / totalMiB : null)),
+    temperature: pick('temperature_c'),
+    power: pick('power_draw_w'),
+  };
+}
+
+// The points of a job's window: those up to endSeconds (Unix seconds; 1 s of slack for a sample
+// taken as the job ended), or all of them while the job runs (endSeconds null).
+export function pointsUntil(points, endSeconds) {
+  const list = Array.isArray(points) ? points : [];
+  if (!isNum(endSeconds)) return list;
+  return list.filter((p) => p.t_ms / 1000 <= endSeconds + 1);
+}
+
+// Several GPUs on one chart share one time axis: the first GPU's. [{label, h}] (h from
+// historySeries) → the same list with every other GPU's values matched to the first's times by
+// the whole second, null where a GPU has no sample at that second. The input is not changed.
+export function alignToFirst(many) {
+  if (!Array.isArray(many) || many.length === 0) return [];
+  const base = many[0].h.times;
+  return many.map((m, k) => {
+    if (k === 0) return m;
+    const at = new Map(m.h.times.map((t, i) => [Math.round(t), i]));
+    const h = {times: base};
+    for (const key of SERIES_KEYS) {
+      h[key] = base.map((t) => {
+        const i = at.get(Math.round(t));
+        return i === undefined ? null : m.h[key][i];
+      });
+    }
+    return {...m, h};
+  });
+}
+
+// One chart's inputs for [{label, h}] (aligned): the times of the first, and per GPU its series
+// of `key` as TimeChart takes it ({label, values}).
+export function chartInputs(list, key) {
+  const items = Array.isArray(list) ? list : [];
+  return {
+    times: items.length ? items[0].h.times : [],
+    series: items.map((x) => ({label: x.label, values: x.h[key]})),
+  };
+}

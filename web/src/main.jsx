@@ -1,14 +1,16 @@
 // flyt dashboard: the app shell — token, data, live stream, routing. The views are in views.jsx.
 //
 // Data flow: the lists (nodes, gpus, allocations, jobs, queue, events) are fetched from the
-// documented JSON API once, then again only for the topics the live stream says changed. A view
-// that needs more (a GPU's history, a job's detail) fetches it itself when `versions` changes.
+// documented JSON API once, then again only for the topics the live stream says changed (a change
+// during a list's fetch gets it fetched again: refetcher in requests.js). A view that needs more
+// (a GPU's history, a job's detail) fetches it itself when `versions` changes.
 
 import {render} from 'preact';
 import {useCallback, useEffect, useRef, useState} from 'preact/hooks';
 
 import {get, getToken, HttpError, openStream, setToken, takeTokenFromUrl} from './api.js';
 import {endpointsFor, parseRoute} from './format.js';
+import {refetcher} from './requests.js';
 import {Allocations, Events, GpuDetail, JobDetail, Jobs, NotFound, Overview} from './views.jsx';
 import './app.css';
 import 'uplot/dist/uPlot.min.css';
@@ -67,7 +69,6 @@ function App() {
   const [conn, setConn] = useState('connecting');
   const [versions, setVersions] = useState({nodes: 0, allocations: 0, jobs: 0, events: 0});
   const [updatedAt, setUpdatedAt] = useState(null);
-  const inflight = useRef(new Set());
 
   const checkAuth = useCallback(async () => {
     try {
@@ -90,10 +91,11 @@ function App() {
     checkAuth();
   }, []);
 
-  const refresh = useCallback(async (names) => {
-    await Promise.all(names.map(async (name) => {
-      if (inflight.current.has(name)) return;
-      inflight.current.add(name);
+  // One request per list at a time; a change that arrives while its list is being fetched gets
+  // that list fetched again afterwards (the answer under way may predate the change).
+  const fetchLists = useRef(null);
+  if (!fetchLists.current) {
+    fetchLists.current = refetcher(async (name) => {
       try {
         const body = await get(PATHS[name]);
         setData((d) => ({...d, [name]: body}));
@@ -101,10 +103,11 @@ function App() {
       } catch (e) {
         if (e instanceof HttpError && e.status === 401) checkAuth();
         setErrors((old) => ({...old, [name]: e.message}));
-      } finally {
-        inflight.current.delete(name);
       }
-    }));
+    });
+  }
+  const refresh = useCallback(async (names) => {
+    await fetchLists.current(names);
     setUpdatedAt(new Date());
   }, []);
 

@@ -6,9 +6,11 @@ import {useEffect, useMemo, useState} from 'preact/hooks';
 import {get} from './api.js';
 import {TimeChart} from './chart.jsx';
 import {
-  fmtBytes, fmtDuration, fmtMiB, fmtNum, fmtPct, fmtTime, fmtWatts, gpuColumn, holders, isBusy,
-  isNum, level, memoryPercent, NA, powerPercent, secondsUntil, shortGpuName, statCell, totals,
+  alignToFirst, chartInputs, fmtBytes, fmtDuration, fmtMiB, fmtNum, fmtPct, fmtTime, fmtWatts,
+  gpuColumn, historySeries, holders, isBusy, isNum, level, memoryPercent, NA, pointsUntil,
+  powerPercent, secondsUntil, shortGpuName, statCell, totals,
 } from './format.js';
+import {follow} from './requests.js';
 
 const enc = encodeURIComponent;
 
@@ -137,49 +139,34 @@ export function Overview({data, errors}) {
 
 const WINDOWS = [['5 min', 300, 0], ['15 min', 900, 0], ['1 h', 3600, 10]];
 
-// History points → chart inputs. memory % needs the GPU's total (history has MiB used).
-export function historySeries(points, totalBytes) {
-  const times = points.map((p) => p.t_ms / 1000);
-  const totalMiB = isNum(totalBytes) && totalBytes > 0 ? totalBytes / (1024 * 1024) : null;
-  const pick = (key) => points.map((p) => (isNum(p[key]) ? p[key] : null));
-  return {
-    times,
-    util: pick('gpu_util_percent'),
-    memory: points.map((p) => (isNum(p.memory_used_mib) && totalMiB ? (100 * p.memory_used_mib) / totalMiB : null)),
-    temperature: pick('temperature_c'),
-    power: pick('power_draw_w'),
-  };
-}
-
 function GpuCharts({h, labelOf = () => 'value', many}) {
-  // many: [{label, h}] for several GPUs on one chart (a job); else one GPU's series.
+  // many: [{label, h}] for several GPUs on one chart (a job, aligned); else one GPU's series.
   const list = many || [{label: labelOf(), h}];
-  const times = list.length ? list[0].h.times : [];
-  const s = (key) => list.map((x) => ({label: x.label, values: x.h[key]}));
+  const chart = (key) => chartInputs(list, key);
   return (
     <div class="charts">
-      <TimeChart title="Utilization" unit="%" yRange={[0, 100]} times={times} series={s('util')} testId="chart-util" />
-      <TimeChart title="Memory used" unit="%" yRange={[0, 100]} times={times} series={s('memory')} testId="chart-memory" />
-      <TimeChart title="Temperature" unit="°C" times={times} series={s('temperature')} testId="chart-temperature" />
-      <TimeChart title="Power" unit="W" times={times} series={s('power')} testId="chart-power" />
+      <TimeChart title="Utilization" unit="%" yRange={[0, 100]} {...chart('util')} testId="chart-util" />
+      <TimeChart title="Memory used" unit="%" yRange={[0, 100]} {...chart('memory')} testId="chart-memory" />
+      <TimeChart title="Temperature" unit="°C" {...chart('temperature')} testId="chart-temperature" />
+      <TimeChart title="Power" unit="W" {...chart('power')} testId="chart-power" />
     </div>
   );
 }
 
 export function GpuDetail({node, index, versions}) {
-  const [gpu, setGpu] = useState(null);
-  const [error, setError] = useState(null);
+  // What is shown belongs to one GPU (key): while another's answer is awaited, it is not shown
+  // under this one's name, and a late answer about the previous GPU is dropped (follow).
+  const key = `${node}/${index}`;
+  const [shown, setShown] = useState({key: null, gpu: null, error: null});
   const [win, setWin] = useState(WINDOWS[0]);
-  const [history, setHistory] = useState(null);
-  const [historyError, setHistoryError] = useState(null);
+  const [history, setHistory] = useState({key: null, h: null, error: null});
   const [tick, setTick] = useState(0);
 
-  useEffect(() => {
-    get(`/nodes/${enc(node)}/gpus/${index}`).then((g) => {
-      setGpu(g);
-      setError(null);
-    }, (e) => setError(e.message));
-  }, [node, index, versions.nodes, versions.allocations]);
+  useEffect(() => follow(
+      (signal) => get(`/nodes/${enc(node)}/gpus/${index}`, {signal}),
+      (g) => setShown({key, gpu: g, error: null}),
+      (e) => setShown((s) => ({key, gpu: s.key === key ? s.gpu : null, error: e.message}))),
+  [node, index, versions.nodes, versions.allocations]);
 
   // The node samples every second or so: redraw every 5 s while the page is open.
   useEffect(() => {
@@ -189,14 +176,19 @@ export function GpuDetail({node, index, versions}) {
 
   useEffect(() => {
     const [, seconds, step] = win;
-    get(`/nodes/${enc(node)}/gpus/${index}/history?since=-${seconds}&step=${step}`).then((h) => {
-      setHistory(h);
-      setHistoryError(null);
-    }, (e) => setHistoryError(e.message));
+    return follow(
+        (signal) => get(`/nodes/${enc(node)}/gpus/${index}/history?since=-${seconds}&step=${step}`,
+                        {signal}),
+        (h) => setHistory({key, h, error: null}),
+        (e) => setHistory((s) => ({key, h: s.key === key ? s.h : null, error: e.message})));
   }, [node, index, win, tick]);
 
+  const gpu = shown.key === key ? shown.gpu : null;
+  const error = shown.key === key ? shown.error : null;
+  const historyError = history.key === key ? history.error : null;
+  const points = history.key === key && history.h ? history.h.points : null;
   if (!gpu) return <Loading error={error} what={`GPU ${index} of ${node}`} />;
-  const h = history ? historySeries(history.points, gpu.memory_total_bytes) : null;
+  const h = points ? historySeries(points, gpu.memory_total_bytes) : null;
   const procs = Array.isArray(gpu.processes) ? gpu.processes : [];
   return (
     <div class="gpu-detail" data-testid="gpu-detail">
@@ -308,40 +300,24 @@ function JobCharts({job}) {
   const info = job.gpu_info || {};
   const node = info.node;
   const ids = Array.isArray(info.device_ids) ? info.device_ids : [];
-  const [state, setState] = useState({loading: true});
+  const [loaded, setLoaded] = useState({id: null});
   const start = job.started_at ? new Date(job.started_at).getTime() / 1000 : null;
   const end = job.finished_at ? new Date(job.finished_at).getTime() / 1000 : null;
   useEffect(() => {
-    if (!node || !start || ids.length === 0) return;
-    let cancelled = false;
-    Promise.all(ids.map((i) => Promise.all([
-      get(`/nodes/${enc(node)}/gpus/${i}/history?since=${Math.floor(start)}&step=0`),
-      get(`/nodes/${enc(node)}/gpus/${i}`),
-    ]))).then((all) => {
-      if (cancelled) return;
-      // One time axis for every GPU: the first GPU's samples, the others matched to them.
-      const many = all.map(([h, g], k) => {
-        const pts = h.points.filter((p) => !end || p.t_ms / 1000 <= end + 1);
-        return {label: `GPU ${ids[k]}`, h: historySeries(pts, g.memory_total_bytes)};
-      });
-      const base = many[0].h.times;
-      for (const m of many.slice(1)) {
-        const at = new Map(m.h.times.map((t, i) => [Math.round(t), i]));
-        for (const key of ['util', 'memory', 'temperature', 'power']) {
-          m.h[key] = base.map((t) => {
-            const i = at.get(Math.round(t));
-            return i === undefined ? null : m.h[key][i];
-          });
-        }
-        m.h.times = base;
-      }
-      setState({many});
-    }, (e) => !cancelled && setState({error: e.message}));
-    return () => {
-      cancelled = true;
-    };
+    if (!node || !start || ids.length === 0) return undefined;
+    return follow(
+        (signal) => Promise.all(ids.map((i) => Promise.all([
+          get(`/nodes/${enc(node)}/gpus/${i}/history?since=${Math.floor(start)}&step=0`, {signal}),
+          get(`/nodes/${enc(node)}/gpus/${i}`, {signal}),
+        ]))),
+        (all) => setLoaded({id: job.id, many: alignToFirst(all.map(([h, g], k) => ({
+          label: `GPU ${ids[k]}`,
+          h: historySeries(pointsUntil(h.points, end), g.memory_total_bytes),
+        })))}),
+        (e) => setLoaded({id: job.id, error: e.message}));
   }, [job.id, job.status]);
   if (!node || !start) return null;
+  const state = loaded.id === job.id ? loaded : {};  // nothing of another job's
   if (state.error) return <p class="muted">Charts: the node's history is not available ({state.error}).</p>;
   if (!state.many) return <p class="muted">Loading the GPUs' history…</p>;
   if (state.many[0].h.times.length === 0) {
@@ -351,14 +327,16 @@ function JobCharts({job}) {
 }
 
 export function JobDetail({id, versions}) {
-  const [job, setJob] = useState(null);
-  const [error, setError] = useState(null);
-  useEffect(() => {
-    get(`/jobs/${enc(id)}`).then((j) => {
-      setJob(j);
-      setError(null);
-    }, (e) => setError(e.message));
-  }, [id, versions.jobs]);
+  // What is shown belongs to one job: a late answer about the previous one is dropped (follow),
+  // and while another job's answer is awaited, the previous job is not shown under its name.
+  const [shown, setShown] = useState({id: null, job: null, error: null});
+  useEffect(() => follow(
+      (signal) => get(`/jobs/${enc(id)}`, {signal}),
+      (j) => setShown({id, job: j, error: null}),
+      (e) => setShown((s) => ({id, job: s.id === id ? s.job : null, error: e.message}))),
+  [id, versions.jobs]);
+  const job = shown.id === id ? shown.job : null;
+  const error = shown.id === id ? shown.error : null;
   if (!job) return <Loading error={error} what={`job ${id}`} />;
   const info = job.gpu_info && typeof job.gpu_info === 'object' ? job.gpu_info : null;
   const monitoring = job.metrics && job.metrics.gpu_monitoring;

@@ -3,8 +3,8 @@ import assert from 'node:assert/strict';
 import {test} from 'node:test';
 
 import {
-  endpointsFor, fmtBytes, fmtDuration, gpuColumn, level, parseRoute, parseSse, shortGpuName,
-  statCell, totals,
+  alignToFirst, chartInputs, endpointsFor, fmtBytes, fmtDuration, gpuColumn, historySeries, level,
+  parseRoute, parseSse, pointsUntil, SERIES_KEYS, shortGpuName, statCell, totals,
 } from '../src/format.js';
 
 test('short GPU names as the jobs table shows them', () => {
@@ -95,4 +95,60 @@ test('addresses of views are shareable and checked', () => {
   assert.deepEqual(parseRoute('#/job/job-1f'), {view: 'job', id: 'job-1f'});
   assert.deepEqual(parseRoute('#/jobs'), {view: 'jobs'});
   assert.deepEqual(parseRoute('#/nope'), {view: 'notfound'});
+});
+
+test('history points become chart series; absent readings are gaps, not 0', () => {
+  const points = [
+    {t_ms: 1000000, gpu_util_percent: 97, memory_used_mib: 40960, temperature_c: 67, power_draw_w: 661.5},
+    {t_ms: 1001000, gpu_util_percent: null, memory_used_mib: 20480, temperature_c: 66},
+  ];
+  const h = historySeries(points, 80 * 1024 * 1024 * 1024);
+  assert.deepEqual(h.times, [1000, 1001]);
+  assert.deepEqual(h.util, [97, null]);
+  assert.deepEqual(h.memory, [50, 25]);
+  assert.deepEqual(h.temperature, [67, 66]);
+  assert.deepEqual(h.power, [661.5, null]);
+  for (const key of SERIES_KEYS) assert.equal(h[key].length, 2, key);
+  // Without the GPU's total, memory % cannot be known.
+  assert.deepEqual(historySeries(points, null).memory, [null, null]);
+  assert.deepEqual(historySeries(points, 0).memory, [null, null]);
+  assert.deepEqual(historySeries([], 1).times, []);
+  assert.deepEqual(historySeries(undefined, 1).util, []);
+});
+
+test('a job\'s window: the points up to its end (1 s slack), all while it runs', () => {
+  const points = [{t_ms: 9000}, {t_ms: 10000}, {t_ms: 11000}, {t_ms: 11500}];
+  assert.deepEqual(pointsUntil(points, 10).map((p) => p.t_ms), [9000, 10000, 11000]);
+  assert.equal(pointsUntil(points, null).length, 4);
+  assert.deepEqual(pointsUntil(undefined, 10), []);
+});
+
+test('several GPUs share the first GPU\'s time axis, matched by the second', () => {
+  const mk = (times, util) => ({times, util, memory: util.map(() => null),
+                                temperature: util.map(() => 50), power: util.map(() => 100)});
+  const many = [
+    {label: 'GPU 0', h: mk([100.0, 101.0, 102.0], [10, 20, 30])},
+    {label: 'GPU 1', h: mk([100.2, 102.1, 103.0], [1, 3, 4])},  // nothing near 101
+  ];
+  const aligned = alignToFirst(many);
+  assert.equal(aligned[0], many[0]);
+  assert.deepEqual(aligned[1].h.times, [100.0, 101.0, 102.0]);
+  assert.deepEqual(aligned[1].h.util, [1, null, 3]);
+  assert.deepEqual(aligned[1].h.temperature, [50, null, 50]);
+  assert.equal(aligned[1].label, 'GPU 1');
+  // The input is left as it was.
+  assert.deepEqual(many[1].h.times, [100.2, 102.1, 103.0]);
+  assert.deepEqual(alignToFirst([]), []);
+});
+
+test('one chart\'s inputs: the shared times and a labelled series per GPU', () => {
+  const list = [
+    {label: 'GPU 0', h: {times: [1, 2], util: [5, 6], power: [100, 110]}},
+    {label: 'GPU 3', h: {times: [1, 2], util: [7, null], power: [90, 95]}},
+  ];
+  assert.deepEqual(chartInputs(list, 'util'), {
+    times: [1, 2],
+    series: [{label: 'GPU 0', values: [5, 6]}, {label: 'GPU 3', values: [7, null]}],
+  });
+  assert.deepEqual(chartInputs([], 'power'), {times: [], series: []});
 });
