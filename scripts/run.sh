@@ -8,20 +8,31 @@
 #   scripts/run.sh                 the demo cluster (manager on FLYT_DEMO_PORT, default 12400)
 #   scripts/run.sh gpus [ARGS...]  only this machine's GPUs (`flytctl gpus ARGS`), simulated
 #                                  when there is no driver, and says so
+#
+# FLYT_BUILD_DIR: the build tree (default build/; relative to the checkout, or absolute).
+# FLYT_RUN_NO_BUILD=1: use that tree as it is, without installing or building (the e2e test of
+# the commands this prints, tests/e2e/readme_commands_test.sh, runs the demo this way).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-build="$root/${FLYT_BUILD_DIR:-build}"
+case "${FLYT_BUILD_DIR:-build}" in
+  /*) build=$FLYT_BUILD_DIR ;;
+  *) build="$root/${FLYT_BUILD_DIR:-build}" ;;
+esac
+# How the printed commands name the build tree: relative to the checkout when inside it.
+build_shown=${build#"$root"/}
 
-scripts/install-deps.sh
-log=$(mktemp)
-if ! scripts/build.sh >"$log" 2>&1; then
-  cat "$log" >&2
+if [ "${FLYT_RUN_NO_BUILD:-}" != 1 ]; then
+  scripts/install-deps.sh
+  log=$(mktemp)
+  if ! scripts/build.sh >"$log" 2>&1; then
+    cat "$log" >&2
+    rm -f "$log"
+    echo "flyt: build failed (output above)" >&2
+    exit 1
+  fi
   rm -f "$log"
-  echo "flyt: build failed (output above)" >&2
-  exit 1
 fi
-rm -f "$log"
 
 has_driver() {
   ldconfig -p 2>/dev/null | grep -q 'libnvidia-ml\.so\.1 ' && return 0
@@ -32,6 +43,9 @@ sim_lib="$build/lib/libflyt-sim-nvml.so"
 
 if [ "${1:-}" = gpus ]; then
   shift
+  # This machine's GPUs, even in a shell that exported the demo's FLYT_CLUSTER_MANAGER (with it,
+  # `flytctl gpus` reads the cluster).
+  unset FLYT_CLUSTER_MANAGER
   if [ -z "${FLYT_NVML_LIBRARY:-}" ] && ! has_driver; then
     export FLYT_NVML_LIBRARY="$sim_lib"
     export FLYT_SIM_SCENARIO="${FLYT_SIM_SCENARIO:-sim/scenarios/h100x8-training.toml}"
@@ -103,20 +117,23 @@ start_node() {
   wait_up "http://127.0.0.1:$node_port/healthz" "flyt-node-manager $name" "$demo/$name.log"
 }
 next_port=$((port + 1))
+node_count=5
 if has_driver; then
   start_node "$(hostname -s)" "$next_port" real
   next_port=$((next_port + 1))
+  node_count=6
 fi
 start_node sim-h100-a "$next_port" h100x8-idle
 start_node sim-h100-b "$((next_port + 1))" h100x8-idle
 start_node sim-training "$((next_port + 2))" h100x8-training
 start_node sim-mixed "$((next_port + 3))" mixed-inference
 start_node sim-faulty "$((next_port + 4))" faulty-node
+last_node_port=$((next_port + 4))
 
 export FLYT_CLUSTER_MANAGER=$url FLYT_TOKEN=$token
 ctl="$build/bin/flytctl"
 for _ in $(seq 1 50); do
-  [ "$("$ctl" nodes --json 2>/dev/null | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["nodes"]))' 2>/dev/null)" = 5 ] && break
+  [ "$("$ctl" nodes --json 2>/dev/null | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["nodes"]))' 2>/dev/null)" = "$node_count" ] && break
   sleep 0.2
 done
 
@@ -132,18 +149,18 @@ flyt demo cluster is running (simulated GPUs$(has_driver && echo ", plus this ma
 
   dashboard         $url/?token=$token
   cluster manager   $url         (log: ${demo#$root/}/cluster-manager.log, store: ${demo#$root/}/flyt.db)
-  node managers     127.0.0.1:$((port + 1))-$((next_port + 3))  (Prometheus /metrics in dcgm-exporter's names)
+  node managers     127.0.0.1:$((port + 1))-$last_node_port  (Prometheus /metrics in dcgm-exporter's names)
   admin token       ${demo#$root/}/admin.token
 
 In another terminal:
 
   export FLYT_CLUSTER_MANAGER=$url FLYT_TOKEN=\$(cat ${demo#$root/}/admin.token)
-  build/bin/flytctl nodes          # the nodes and their state
-  build/bin/flytctl gpus           # every GPU in the cluster, leased or free, with its score
-  build/bin/flytctl jobs           # the demo experiments: queued, running, completed (📊 = monitoring data)
-  build/bin/flytctl job <ID>       # gpu_info and the GPU monitoring summary of one experiment
-  build/bin/flytctl queue          # what waits, and why
-  build/bin/flytctl alloc --gpus 2 --model H100 --ttl 300
+  $build_shown/bin/flytctl nodes          # the nodes and their state
+  $build_shown/bin/flytctl gpus           # every GPU in the cluster, leased or free, with its score
+  $build_shown/bin/flytctl jobs           # the demo experiments: queued, running, completed (📊 = monitoring data)
+  $build_shown/bin/flytctl job <ID>       # gpu_info and the GPU monitoring summary of one experiment
+  $build_shown/bin/flytctl queue          # what waits, and why
+  $build_shown/bin/flytctl alloc --gpus 2 --model H100 --ttl 300
   curl -s -H "Authorization: Bearer \$FLYT_TOKEN" $url/metrics
 
 The demo completes each running experiment after about 30 s, so the queue keeps moving.

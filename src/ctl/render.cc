@@ -98,7 +98,7 @@ std::string SimulatedBanner(const gpu::GpuSnapshot& s) {
 }
 
 std::string RenderSnapshot(const gpu::GpuSnapshot& s, const RenderOptions& o) {
-  std::string out = SimulatedBanner(s);
+  std::string out = o.simulated_banner ? SimulatedBanner(s) : std::string();
   std::time_t t = std::chrono::system_clock::to_time_t(s.taken_at);
   std::tm tm{};
   localtime_r(&t, &tm);
@@ -149,25 +149,37 @@ std::string RenderAvailable(const std::vector<gpu::ScoredGpu>& ranked, const Ren
   return out;
 }
 
-std::string RenderProcesses(const gpu::GpuSnapshot& s, const RenderOptions& o) {
-  std::string out = SimulatedBanner(s);
-  out += fmt::format("{:>3}  {:>7}  {:<10} {:>11}  {:>4}  {}\n", "GPU", "PID", "USER", "GPU MEM",
+namespace {
+
+// One line of `flytctl processes` (on the cluster, after the node column).
+std::string ProcessLine(const gpu::GpuInfo& g, const gpu::ProcessInfo& p) {
+  std::string mem =
+      p.used_memory_bytes
+          ? fmt::format("{:.0f} MiB", static_cast<double>(*p.used_memory_bytes) / kMib)
+          : "-";
+  std::string sm = p.sm_util_percent ? std::to_string(*p.sm_util_percent) : "-";
+  std::string command = Printable(p.command ? *p.command : (p.name ? *p.name : "-"));
+  return fmt::format("{:>3}  {:>7}  {:<10} {:>11}  {:>4}  {}\n", g.index, p.pid,
+                     Printable(p.user.value_or("-")), mem, sm, command);
+}
+
+std::string ProcessHeader() {
+  return fmt::format("{:>3}  {:>7}  {:<10} {:>11}  {:>4}  {}\n", "GPU", "PID", "USER", "GPU MEM",
                      "SM%", "COMMAND");
+}
+
+}  // namespace
+
+std::string RenderProcesses(const gpu::GpuSnapshot& s, const RenderOptions& o) {
+  std::string out = o.simulated_banner ? SimulatedBanner(s) : std::string();
+  out += ProcessHeader();
   size_t n = 0;
   for (const gpu::GpuInfo& g : s.gpus) {
     for (const gpu::ProcessInfo& p : g.processes) {
       ++n;
-      std::string mem =
-          p.used_memory_bytes
-              ? fmt::format("{:.0f} MiB", static_cast<double>(*p.used_memory_bytes) / kMib)
-              : "-";
-      std::string sm = p.sm_util_percent ? std::to_string(*p.sm_util_percent) : "-";
-      std::string command = Printable(p.command ? *p.command : (p.name ? *p.name : "-"));
-      out += fmt::format("{:>3}  {:>7}  {:<10} {:>11}  {:>4}  {}\n", g.index, p.pid,
-                         Printable(p.user.value_or("-")), mem, sm, command);
+      out += ProcessLine(g, p);
     }
   }
-  (void)o;
   if (s.gpus.empty()) {
     out += "No GPUs" + (s.reason.empty() ? std::string(".") : ": " + s.reason) + "\n";
   } else if (n == 0) {
@@ -491,6 +503,27 @@ std::string RenderClusterGpus(const json& answer, const json& nodes) {
                     mem, power, score ? fmt::format("{:.3f}", *score) : "-", held);
   }
   out += fmt::format("{} GPU(s): {}\n", gpus.size(), StateCount(states));
+  return out;
+}
+
+std::string RenderClusterProcesses(const std::vector<NodeSnapshot>& snapshots, const json& nodes) {
+  std::string out = SimulatedNodes(nodes);
+  if (snapshots.empty()) return out + "No nodes have registered yet.\n";
+  out += fmt::format("{:<16} ", "NODE") + ProcessHeader();
+  size_t gpus = 0, n = 0;
+  for (const NodeSnapshot& ns : snapshots) {
+    gpus += ns.snapshot.gpus.size();
+    for (const gpu::GpuInfo& g : ns.snapshot.gpus) {
+      for (const gpu::ProcessInfo& p : g.processes) {
+        ++n;
+        out += fmt::format("{:<16} ", Clip(ns.node, 16)) + ProcessLine(g, p);
+      }
+    }
+  }
+  if (n == 0) {
+    out += "No processes on " + std::to_string(gpus) + " GPU(s) of " +
+           std::to_string(snapshots.size()) + " node(s).\n";
+  }
   return out;
 }
 

@@ -23,6 +23,8 @@ struct RenderOptions {
   bool color = false;    // ANSI colours by load, like nvitop's thresholds
   std::string hostname;  // shown in the header line
   bool show_processes = true;
+  // The SIMULATED GPUs line above the table; off where the caller prints it itself.
+  bool simulated_banner = true;
 };
 
 std::string RenderSnapshot(const gpu::GpuSnapshot& snapshot, const RenderOptions& options);
@@ -57,6 +59,14 @@ std::string RenderNodes(const nlohmann::json& answer);
 std::string RenderNode(const nlohmann::json& node);
 // GET /api/v1/gpus; `nodes` (GET /api/v1/nodes, may be null) says which nodes are simulated.
 std::string RenderClusterGpus(const nlohmann::json& answer, const nlohmann::json& nodes);
+// `flytctl processes` on the cluster: one line per process on any GPU of any node, from each
+// node's last snapshot (GET /api/v1/nodes/{name}); `nodes` as above.
+struct NodeSnapshot {
+  std::string node;
+  gpu::GpuSnapshot snapshot;
+};
+std::string RenderClusterProcesses(const std::vector<NodeSnapshot>& snapshots,
+                                   const nlohmann::json& nodes);
 // One lease (POST /api/v1/allocations, renew): its id, node, GPUs and expiry.
 std::string RenderLease(const nlohmann::json& lease);
 // GET /api/v1/allocations.

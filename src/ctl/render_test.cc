@@ -76,6 +76,31 @@ TEST(RenderTest, SimulatedGpusAlwaysCarryTheBanner) {
   EXPECT_NE(out.find("h100x8-training.toml"), std::string::npos);
 }
 
+TEST(RenderTest, TheBannerCanBeLeftToTheCaller) {
+  gpu::GpuSnapshot s = Snapshot();
+  s.simulated_scenario = "sim/scenarios/h100x8-training.toml";
+  RenderOptions o;
+  o.simulated_banner = false;
+  EXPECT_EQ(RenderSnapshot(s, o).find("SIMULATED"), std::string::npos);
+  EXPECT_EQ(RenderProcesses(s, o).find("SIMULATED"), std::string::npos);
+  EXPECT_EQ(RenderProcesses(s, {}).rfind("SIMULATED GPUs", 0), 0u);
+}
+
+TEST(RenderTest, ClusterProcessesCarryTheirNode) {
+  nlohmann::json nodes = {{"nodes", {{{"name", "sim-a"}, {"simulated_scenario", "x.toml"}}}}};
+  std::string out = RenderClusterProcesses({{"sim-a", Snapshot()}, {"real-b", Snapshot()}}, nodes);
+  EXPECT_EQ(out.rfind("SIMULATED GPUs on sim-a", 0), 0u);
+  EXPECT_NE(out.find("NODE"), std::string::npos);
+  EXPECT_NE(out.find("sim-a              0    41000  alice"), std::string::npos) << out;
+  EXPECT_NE(out.find("real-b             0    41000  alice"), std::string::npos) << out;
+  gpu::GpuSnapshot idle = Snapshot();
+  for (auto& g : idle.gpus) g.processes.clear();
+  EXPECT_NE(
+      RenderClusterProcesses({{"a", idle}}, nullptr).find("No processes on 3 GPU(s) of 1 node(s)"),
+      std::string::npos);
+  EXPECT_NE(RenderClusterProcesses({}, nullptr).find("No nodes"), std::string::npos);
+}
+
 TEST(RenderTest, NoGpusSaysWhy) {
   gpu::GpuSnapshot s;
   s.reason = "no GPUs readable: NVML unavailable (cannot load libnvidia-ml.so.1)";

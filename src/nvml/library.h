@@ -28,7 +28,7 @@ struct FunctionTable {
 #undef FLYT_NVML_TABLE_MEMBER
 };
 
-// What the loader did for one entry point, for diagnostics (`flytctl gpus --verbose`) and tests.
+// What the loader did for one entry point, for diagnostics and tests.
 struct Binding {
   std::string member;
   Requirement requirement;

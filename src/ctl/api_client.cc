@@ -1,5 +1,7 @@
-#include "ctl/cluster.h"
+#include "ctl/api_client.h"
 
+#include <algorithm>
+#include <map>
 #include <set>
 
 #include "common/strings.h"
@@ -28,7 +30,112 @@ std::optional<HttpError> ParseHttpError(const std::string& text) {
   return HttpError{static_cast<int>(*code), text.substr(digits + 5)};
 }
 
+// JsonClient's words when the request never got an answer.
+bool Unreachable(const Status& s) {
+  return s.code() == StatusCode::kUnavailable &&
+         s.message().find("cannot reach ") != std::string::npos;
+}
+
+std::string ReasonForHttpStatus(int code) {
+  switch (code) {
+    case 400:
+      return "invalid_argument";
+    case 401:
+      return "unauthenticated";
+    case 403:
+      return "permission_denied";
+    case 404:
+      return "not_found";
+    case 405:
+      return "method_not_allowed";
+    case 409:
+      return "conflict";
+    case 413:
+      return "payload_too_large";
+    case 429:
+      return "too_many_queued";
+    case 503:
+      return "unavailable";
+    default:
+      return code >= 500 ? "internal" : "";
+  }
+}
+
+std::optional<double> JsonNumber(const json& j, const char* key) {
+  if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return std::nullopt;
+  return j[key].get<double>();
+}
+
 }  // namespace
+
+Result<SourceChoice> ChooseSource(const std::string& node_flag, const std::string& server_flag,
+                                  const char* cluster_env) {
+  if (!node_flag.empty() && !server_flag.empty()) {
+    return InvalidArgument(
+        "--node (one node manager) and --server (the cluster manager) exclude each other");
+  }
+  if (!node_flag.empty()) return SourceChoice{SourceKind::kNodeManager, node_flag};
+  if (!server_flag.empty()) return SourceChoice{SourceKind::kClusterManager, server_flag};
+  if (cluster_env != nullptr && *cluster_env != '\0') {
+    return SourceChoice{SourceKind::kClusterManager, cluster_env};
+  }
+  return SourceChoice{};
+}
+
+std::string SourceLine(const SourceChoice& source, std::string_view local_detail) {
+  switch (source.kind) {
+    case SourceKind::kClusterManager:
+      return "Source: cluster manager " + Printable(source.url) + "\n";
+    case SourceKind::kNodeManager:
+      return "Source: node manager " + Printable(source.url) + "\n";
+    case SourceKind::kLocal:
+      break;
+  }
+  return "Source: local machine" +
+         (local_detail.empty() ? std::string() : " (" + std::string(local_detail) + ")") + "\n";
+}
+
+std::string ExitCodesHelp() {
+  return "Exit status: 0 ok, 1 any other error, 2 usage error or invalid request, 3 cannot reach "
+         "the server, 4 not found, 5 unauthenticated or permission denied, 6 not enough GPUs free "
+         "now (insufficient_gpus), 7 the job or lease already ended, 8 the request can never fit "
+         "this cluster (never_fits), 9 the server or its store is unavailable, 10 too many jobs "
+         "queued.";
+}
+
+std::string ApiReason(const Status& status) {
+  if (status.ok()) return "";
+  if (auto http = ParseHttpError(status.message())) {
+    if (!status.reason().empty()) return status.reason();
+    return ReasonForHttpStatus(http->code);
+  }
+  if (Unreachable(status)) return "unreachable";
+  return status.reason();
+}
+
+int ExitCodeForReason(std::string_view reason) {
+  static const std::map<std::string_view, int> kCodes = {
+      {"invalid_argument", kExitUsage},
+      {"payload_too_large", kExitUsage},
+      {"unreachable", kExitUnreachable},
+      {"not_found", kExitNotFound},
+      {"unauthenticated", kExitDenied},
+      {"permission_denied", kExitDenied},
+      {"insufficient_gpus", kExitInsufficientGpus},
+      {"already_ended", kExitAlreadyEnded},
+      {"never_fits", kExitNeverFits},
+      {"unavailable", kExitUnavailable},
+      {"store_unavailable", kExitUnavailable},
+      {"too_many_queued", kExitTooManyQueued},
+  };
+  auto it = kCodes.find(reason);
+  return it == kCodes.end() ? kExitError : it->second;
+}
+
+int ExitCode(const Status& status) {
+  if (status.ok()) return kExitOk;
+  return ExitCodeForReason(ApiReason(status));
+}
 
 std::string ClusterManagerUrl(const std::string& flag, const char* env) {
   if (!flag.empty()) return flag;
@@ -47,34 +154,73 @@ Status CheckId(std::string_view id, std::string_view what) {
                          " id (letters, digits, '.', '_' and '-', as flytctl prints them)");
 }
 
-std::string ExplainError(const Status& status, std::string_view doing, std::string_view url) {
+std::string ExplainError(const Status& status, std::string_view doing, std::string_view url,
+                         Peer peer) {
   const std::string prefix = doing.empty() ? "" : std::string(doing) + ": ";
+  const std::string who = peer == Peer::kNodeManager ? "the node manager" : "the cluster manager";
   const std::string& text = status.message();
-  if (StartsWith(text, "cannot reach")) {
+  if (Unreachable(status) && StartsWith(text, "cannot reach")) {
     // JsonClient names the URL and asks whether it runs; add where the address comes from.
-    return Printable(text) + "; give its address with --server URL or FLYT_CLUSTER_MANAGER";
+    return Printable(text) + (peer == Peer::kNodeManager
+                                  ? "; give its address with --node URL"
+                                  : "; give its address with --server URL or FLYT_CLUSTER_MANAGER");
   }
   auto http = ParseHttpError(text);
   if (!http) return prefix + Printable(text);
   const std::string said = Printable(http->message);
+  const std::string at = who + " at " + std::string(url);
   switch (http->code) {
     case 401:
-      return prefix + "the cluster manager at " + std::string(url) +
-             " does not accept the token (" + said + "); give one with --token or FLYT_TOKEN";
+      return prefix + at + " does not accept the token (" + said +
+             "); give one with --token or FLYT_TOKEN";
     case 403:
       return prefix + "not allowed: " + said;
     case 404:
       if (StartsWith(http->message, "no such endpoint")) {
-        return prefix + said + " (is " + std::string(url) + " a flyt cluster manager?)";
+        return prefix + said + " (is " + std::string(url) + " a flyt " +
+               (peer == Peer::kNodeManager ? "node" : "cluster") + " manager?)";
       }
       return prefix + said;
     case 400:
     case 409:
+    case 413:
+    case 429:
       return prefix + said;
+    case 503:
+      return prefix + at + " is unavailable: " + said;
     default:
-      return prefix + "the cluster manager answered HTTP " + std::to_string(http->code) + ": " +
-             said;
+      return prefix + at + " failed: " + said;
   }
+}
+
+Status Explained(const Status& status, std::string_view doing, std::string_view url, Peer peer) {
+  if (status.ok()) return status;
+  return Status(status.code(), ExplainError(status, doing, url, peer))
+      .WithReason(ApiReason(status));
+}
+
+json AvailableClusterGpus(const json& answer, double min_free_mib, double max_util_percent) {
+  json out = json::array();
+  if (answer.is_object() && answer.contains("gpus") && answer["gpus"].is_array()) {
+    for (const json& g : answer["gpus"]) {
+      if (!g.is_object() || !g.contains("allocation_state") || g["allocation_state"] != "free") {
+        continue;
+      }
+      auto score = JsonNumber(g, "score");
+      auto free_bytes = JsonNumber(g, "memory_free_bytes");
+      auto util = JsonNumber(g, "gpu_util_percent");
+      // A GPU that cannot say how free it is cannot be promised to a job.
+      if (!score || !free_bytes || !util) continue;
+      const double free_mib =
+          *free_bytes / (1024.0 * 1024.0) - JsonNumber(g, "reserved_memory_mb").value_or(0);
+      if (free_mib < min_free_mib || *util > max_util_percent) continue;
+      out.push_back(g);
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const json& a, const json& b) {
+    return a["score"].get<double>() > b["score"].get<double>();
+  });
+  return json{{"gpus", out}};
 }
 
 Result<json> AllocationBody(const AllocationFlags& f) {

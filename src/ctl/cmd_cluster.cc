@@ -1,0 +1,39 @@
+// `flytctl nodes`, `events` and `whoami`: the cluster manager's inventory and log.
+#include <string>
+
+#include "ctl/commands.h"
+#include "ctl/render.h"
+
+namespace flyt::ctl {
+
+int RunNodes(const GlobalFlags& g, const std::string& name) {
+  if (!name.empty() && BadId(name, "node")) return kExitUsage;
+  return WithManager(g, [&](Manager& m) {
+    if (name.empty()) {
+      return m.Print(m.client().Get("/api/v1/nodes"), "cannot list the nodes", "nodes",
+                     RenderNodes);
+    }
+    return m.Print(m.client().Get("/api/v1/nodes/" + name), "cannot show node " + name, nullptr,
+                   RenderNode);
+  });
+}
+
+int RunEvents(const GlobalFlags& g, std::optional<int64_t> after, std::optional<int64_t> limit) {
+  // Without --after: the newest events (50 unless --limit), the way `tail` shows a log.
+  std::string query = after ? "after=" + std::to_string(*after) +
+                                  (limit ? "&limit=" + std::to_string(*limit) : std::string())
+                            : "latest=" + std::to_string(limit.value_or(50));
+  return WithManager(g, [&](Manager& m) {
+    return m.Print(m.client().Get("/api/v1/events?" + query), "cannot list the events", "events",
+                   RenderEvents);
+  });
+}
+
+int RunWhoami(const GlobalFlags& g) {
+  return WithManager(g, [&](Manager& m) {
+    return m.Print(m.client().Get("/api/v1/whoami"), "cannot ask who I am", nullptr,
+                   [&](const nlohmann::json& j) { return RenderWhoami(j, m.url()); });
+  });
+}
+
+}  // namespace flyt::ctl
