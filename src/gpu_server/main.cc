@@ -1,6 +1,6 @@
 // flyt-gpu-server: runs remote clients' CUDA calls on one device. This file parses flags and wires
 // a backend (the simulated device, or the real GPU through the driver) to the server core; the
-// work is in src/remote and src/gpu_server/driver_backend.
+// work is in src/remote (server, sim_backend, driver_backend) and src/cuda_driver.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "common/daemon.h"
-#include "gpu_server/driver_backend.h"
 #include "remote/debug_stats.h"
+#include "remote/driver_backend.h"
 #include "remote/server.h"
 #include "remote/sim_backend.h"
 
@@ -92,12 +92,12 @@ int main(int argc, char** argv) {
     };
   } else {
 #if FLYT_HAVE_DRIVER_BACKEND
-    flyt::gpu_server::DriverOptions driver;
+    flyt::remote::DriverOptions driver;
     driver.device = device;
     if (sm_count > 0) driver.sm_count = sm_count;
     driver.library = cuda_library;
     make_backend = [driver]() -> flyt::Result<std::unique_ptr<flyt::remote::Backend>> {
-      return flyt::gpu_server::MakeDriverBackend(driver);
+      return flyt::remote::MakeDriverBackend(driver);
     };
 #else
     return Fail("the driver backend is not part of this build (use --backend sim)");

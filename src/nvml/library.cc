@@ -1,7 +1,6 @@
 #include "nvml/library.h"
 
 #include <cstdlib>
-#include <initializer_list>
 
 namespace flyt::nvml {
 namespace {
@@ -121,45 +120,18 @@ Result<std::unique_ptr<Library>> Library::Load(const std::string& path) {
   std::unique_ptr<Library> library(new Library());
   library->lib_ = std::move(lib);
   library->path_ = path;
-  std::string missing;
-  // Binds one entry point: the first of its names the library exports.
-  auto bind = [&](const char* member, Requirement requirement,
-                  std::initializer_list<const char*> names) -> void* {
-    Binding binding{member, requirement, {}, {}};
-    void* address = nullptr;
-    for (const char* name : names) {
-      binding.candidates.emplace_back(name);
-      if (address == nullptr) {
-        address = library->lib_.Symbol(name);
-        if (address != nullptr) binding.bound = name;
-      }
-    }
-    if (address == nullptr && requirement == Requirement::kRequired) {
-      if (!missing.empty()) missing += ", ";
-      missing += binding.candidates.front();
-    }
-    library->bindings_.push_back(std::move(binding));
-    return address;
-  };
-  // Each member is assigned through its own function-pointer type (POSIX guarantees that a
-  // dlsym result converts to a function pointer).
-#define FLYT_NVML_BIND(member, req, ret, params, args, ...)                \
-  library->api_.member = reinterpret_cast<decltype(library->api_.member)>( \
-      bind(#member, Requirement::req,                                      \
-           {FLYT_NVML_FOR_EACH_NAME(FLYT_NVML_STRINGIFY_NAME, _, __VA_ARGS__)}));
+  SymbolBinder binder(library->lib_, "NVML library");
+#define FLYT_NVML_BIND(member, req, ret, params, args, ...)    \
+  binder.Bind(library->api_.member, #member, Requirement::req, \
+              {FLYT_NVML_FOR_EACH_NAME(FLYT_NVML_STRINGIFY_NAME, _, __VA_ARGS__)});
   FLYT_NVML_ENTRY_POINTS(FLYT_NVML_BIND)
 #undef FLYT_NVML_BIND
-  if (!missing.empty()) {
-    return Unavailable(path + " is not a usable NVML library: it does not export " + missing);
-  }
+  FLYT_ASSIGN_OR_RETURN(library->bindings_, std::move(binder).Finish());
   return library;
 }
 
 std::string Library::BoundSymbol(std::string_view member) const {
-  for (const Binding& b : bindings_) {
-    if (b.member == member) return b.bound;
-  }
-  return {};
+  return flyt::BoundSymbol(bindings_, member);
 }
 
 std::string Library::ErrorText(nvmlReturn_t code) const {

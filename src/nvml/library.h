@@ -19,7 +19,7 @@
 
 namespace flyt::nvml {
 
-enum class Requirement { kRequired, kOptional };
+using Requirement = SymbolRequirement;
 
 // One function pointer per entry point; nullptr when the library does not export any of its names.
 struct FunctionTable {
@@ -29,12 +29,7 @@ struct FunctionTable {
 };
 
 // What the loader did for one entry point, for diagnostics and tests.
-struct Binding {
-  std::string member;
-  Requirement requirement;
-  std::vector<std::string> candidates;  // newest first
-  std::string bound;                    // the symbol bound, or empty when absent
-};
+using Binding = SymbolBinding;
 
 // The library flyt loads unless told otherwise: $FLYT_NVML_LIBRARY, else "libnvidia-ml.so.1".
 std::string DefaultLibraryPath();

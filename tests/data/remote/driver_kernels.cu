@@ -1,4 +1,4 @@
-// Kernels for the driver backend's GPU test (src/gpu_server/driver_backend_test.cc). The test
+// Kernels for the driver backend's GPU test (src/remote/driver_backend_test.cc). The test
 // loads the prebuilt container driver_kernels.fatbin beside this file through the backend's
 // ModuleLoad, exactly as flyt-gpu-server loads a client's registered fatbin. Regenerate it with
 //

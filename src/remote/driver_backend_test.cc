@@ -1,13 +1,14 @@
 // The driver backend. Two halves:
-//  - Loader and error mapping (run everywhere): a missing or foreign library is refused with a
-//    clear message; NVIDIA's stub libcuda.so (shipped with the toolkit, exporting every symbol but
-//    implementing none) binds every entry point by its newest name and is refused as a driver; and
-//    every CUresult in the toolkit's cuda.h maps to the cudaError_t of driver_types.h.
+//  - Start-up and error mapping (run everywhere): a missing library is refused with a clear
+//    message pointing at --backend=sim; NVIDIA's stub libcuda.so (shipped with the toolkit,
+//    exporting every symbol but implementing none) is refused as a driver; and every CUresult in
+//    the toolkit's cuda.h maps to the cudaError_t of driver_types.h. (The loader itself is tested
+//    in cuda_driver/cuda_driver_test.cc.)
 //  - On a real GPU (DriverBackendGpuTest, skipped where cuInit fails or there is no libcuda.so.1):
 //    memory round trips, streams and events, a prebuilt fatbin (tests/data/remote/
 //    driver_kernels.fatbin, source beside it) loaded and its kernels launched with hand-built
-//    parameter buffers, the runtime's error codes, and a sticky fault confined to one session.
-#include "gpu_server/driver_backend.h"
+//    parameter buffers, the runtime's error codes, and a sticky fault that stays with its session.
+#include "remote/driver_backend.h"
 
 #include <gtest/gtest.h>
 
@@ -23,10 +24,9 @@
 #include <string>
 #include <vector>
 
-namespace flyt::gpu_server {
+namespace flyt::remote {
 namespace {
 
-using remote::CudaError;
 namespace fs = std::filesystem;
 
 // The CUDA toolkit's directory, where the stub library and headers are; empty when absent.
@@ -67,70 +67,6 @@ TEST(DriverLoaderTest, DefaultLibraryEitherWorksOrIsUnavailable) {
   }
   // No driver here (the usual build machine): unavailable, never a crash or an internal error.
   EXPECT_EQ(backend.status().code(), StatusCode::kUnavailable) << backend.status().ToString();
-}
-
-TEST(DriverLoaderTest, LibraryWithoutTheDriverApiIsRefusedNamingWhatIsMissing) {
-  auto probe = ProbeDriverLibrary("libm.so.6");
-  ASSERT_FALSE(probe.ok());
-  EXPECT_EQ(probe.status().code(), StatusCode::kUnavailable);
-  EXPECT_NE(probe.status().message().find("cuInit"), std::string::npos) << probe.status().message();
-  EXPECT_NE(probe.status().message().find("cuMemAlloc_v2"), std::string::npos)
-      << probe.status().message();
-}
-
-TEST(DriverLoaderTest, StubLibraryExportsEveryEntryPointByItsNewestName) {
-  const fs::path toolkit = ToolkitDir();
-  const fs::path stub = toolkit / "lib64" / "stubs" / "libcuda.so";
-  if (toolkit.empty() || !fs::exists(stub)) GTEST_SKIP() << "no CUDA toolkit stub libcuda.so";
-  auto bindings = ProbeDriverLibrary(stub.string());
-  ASSERT_TRUE(bindings.ok()) << bindings.status().ToString();
-  ASSERT_FALSE(bindings->empty());
-  std::map<std::string, std::string> bound;
-  for (const DriverBinding& b : *bindings) {
-    SCOPED_TRACE(b.member);
-    ASSERT_FALSE(b.candidates.empty());
-    // The toolkit flyt builds with is CUDA 13: its driver API has every entry flyt knows, and
-    // the versioned name flyt prefers is the one cuda.h maps the plain name to.
-    EXPECT_EQ(b.bound, b.candidates.front());
-    bound[b.member] = b.bound;
-  }
-  EXPECT_EQ(bound["MemAlloc"], "cuMemAlloc_v2");
-  EXPECT_EQ(bound["MemcpyHtoDAsync"], "cuMemcpyHtoDAsync_v2");
-  EXPECT_EQ(bound["CtxCreateV4"], "cuCtxCreate_v4");
-  EXPECT_EQ(bound["CtxCreateV3"], "cuCtxCreate_v3");
-  EXPECT_EQ(bound["ModuleGetGlobal"], "cuModuleGetGlobal_v2");
-  EXPECT_EQ(bound["EventElapsedTime"], "cuEventElapsedTime_v2");
-  EXPECT_EQ(bound["FuncGetParamInfo"], "cuFuncGetParamInfo");
-}
-
-TEST(DriverLoaderTest, VersionedNamesAreTheOnesCudaHeaderSelects) {
-  // cuda.h #defines the plain names to the ABI flyt must bind (cuMemAlloc → cuMemAlloc_v2);
-  // every such mapping for an entry flyt binds must name flyt's first candidate.
-  const fs::path toolkit = ToolkitDir();
-  const fs::path stub = toolkit / "lib64" / "stubs" / "libcuda.so";
-  if (toolkit.empty() || !fs::exists(stub)) GTEST_SKIP() << "no CUDA toolkit";
-  auto bindings = ProbeDriverLibrary(stub.string());
-  ASSERT_TRUE(bindings.ok()) << bindings.status().ToString();
-  const std::string header = ReadText(toolkit / "include" / "cuda.h");
-  std::map<std::string, std::string> selected;  // cuMemAlloc → cuMemAlloc_v2
-  const std::regex define(
-      R"(#define\s+(cu[A-Za-z0-9]+)\s+(?:__CUDA_API_PT[DS]{1,2}\()?(cu[A-Za-z0-9_]+)\)?)");
-  for (auto it = std::sregex_iterator(header.begin(), header.end(), define);
-       it != std::sregex_iterator(); ++it) {
-    selected.emplace((*it)[1].str(), (*it)[2].str());
-  }
-  ASSERT_GT(selected.size(), 20u);
-  int checked = 0;
-  for (const DriverBinding& b : *bindings) {
-    const std::string& first = b.candidates.front();
-    const std::string plain = first.substr(0, first.find("_v"));
-    auto it = selected.find(plain);
-    if (it == selected.end() || b.member == "CtxCreate" || b.member == "CtxCreateV3") continue;
-    SCOPED_TRACE(b.member);
-    EXPECT_EQ(first, it->second);
-    ++checked;
-  }
-  EXPECT_GE(checked, 10);
 }
 
 TEST(DriverLoaderTest, StubLibraryIsRefusedAsADriver) {
@@ -251,21 +187,21 @@ class DriverBackendGpuTest : public ::testing::Test {
   }
 
   // Loads the test fatbin into `session`.
-  remote::ModuleHandle LoadKernels(remote::Session& session) {
+  ModuleHandle LoadKernels(Session& session) {
     const auto image =
         ReadFile(fs::path(FLYT_SOURCE_DIR) / "tests/data/remote/driver_kernels.fatbin");
     EXPECT_FALSE(image.empty());
     auto module = session.ModuleLoad(image);
     EXPECT_TRUE(module.ok()) << module.status().ToString();
-    return module.ok() ? *module : remote::ModuleHandle{};
+    return module.ok() ? *module : ModuleHandle{};
   }
 
-  std::unique_ptr<remote::Backend> backend_;
-  std::unique_ptr<remote::Session> session_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Session> session_;
 };
 
 TEST_F(DriverBackendGpuTest, DescribesTheDevice) {
-  const remote::DeviceIdentity id = backend_->Identity();
+  const DeviceIdentity id = backend_->Identity();
   EXPECT_FALSE(id.name.empty());
   EXPECT_GT(id.total_memory_bytes, uint64_t{1} << 30);
   EXPECT_GE(id.driver_version, 12000);
@@ -291,20 +227,20 @@ TEST_F(DriverBackendGpuTest, MemoryRoundTripsOnDefaultAndCreatedStreams) {
   auto b = session_->Malloc(kCount * 4);
   ASSERT_TRUE(a.ok() && b.ok()) << a.status().ToString() << b.status().ToString();
 
-  ASSERT_TRUE(session_->MemcpyHtoD(*a, Bytes(host), remote::kDefaultStream).ok());
-  ASSERT_TRUE(session_->MemcpyDtoD(*b, *a, kCount * 4, remote::kDefaultStream).ok());
-  ASSERT_TRUE(session_->Memset(*b, 0xab, 16, remote::kDefaultStream).ok());
+  ASSERT_TRUE(session_->MemcpyHtoD(*a, Bytes(host), kDefaultStream).ok());
+  ASSERT_TRUE(session_->MemcpyDtoD(*b, *a, kCount * 4, kDefaultStream).ok());
+  ASSERT_TRUE(session_->Memset(*b, 0xab, 16, kDefaultStream).ok());
   std::vector<uint32_t> back(kCount);
-  ASSERT_TRUE(session_->MemcpyDtoH(WritableBytes(back), *b, remote::kDefaultStream).ok());
+  ASSERT_TRUE(session_->MemcpyDtoH(WritableBytes(back), *b, kDefaultStream).ok());
   for (size_t i = 0; i < 4; ++i) EXPECT_EQ(back[i], 0xababababu);
   for (size_t i = 4; i < kCount; ++i) ASSERT_EQ(back[i], host[i]) << i;
 
   // On a created stream, into a pinned buffer, completion seen through an event.
-  auto stream = session_->StreamCreate(remote::kStreamNonBlocking, 0);
+  auto stream = session_->StreamCreate(kStreamNonBlocking, 0);
   ASSERT_TRUE(stream.ok()) << stream.status().ToString();
-  auto done = session_->EventCreate(remote::kEventDisableTiming);
+  auto done = session_->EventCreate(kEventDisableTiming);
   ASSERT_TRUE(done.ok()) << done.status().ToString();
-  std::unique_ptr<remote::HostBuffer> pinned = session_->NewHostBuffer(kCount * 4);
+  std::unique_ptr<HostBuffer> pinned = session_->NewHostBuffer(kCount * 4);
   ASSERT_EQ(pinned->size(), kCount * 4);
   ASSERT_TRUE(session_->MemcpyDtoHAsync(pinned->data(), *a, kCount * 4, *stream).ok());
   ASSERT_TRUE(session_->EventRecord(*done, *stream).ok());
@@ -326,7 +262,7 @@ TEST_F(DriverBackendGpuTest, MemoryRoundTripsOnDefaultAndCreatedStreams) {
 }
 
 TEST_F(DriverBackendGpuTest, LoadsTheFatbinAndLaunchesItsKernels) {
-  const remote::ModuleHandle module = LoadKernels(*session_);
+  const ModuleHandle module = LoadKernels(*session_);
   auto axpy = session_->ModuleGetFunction(module, "flyt_axpy");
   auto mixed = session_->ModuleGetFunction(module, "_Z10flyt_mixedcdPx");
   auto count = session_->ModuleGetFunction(module, "flyt_count");
@@ -348,30 +284,30 @@ TEST_F(DriverBackendGpuTest, LoadsTheFatbinAndLaunchesItsKernels) {
     y[i] = 1.0f;
   }
   const std::vector<float> two = {2.0f};
-  ASSERT_TRUE(session_->MemcpyHtoD(scale->ptr, Bytes(two), remote::kDefaultStream).ok());
+  ASSERT_TRUE(session_->MemcpyHtoD(scale->ptr, Bytes(two), kDefaultStream).ok());
   auto dx = session_->Malloc(kN * sizeof(float));
   auto dy = session_->Malloc(kN * sizeof(float));
   ASSERT_TRUE(dx.ok() && dy.ok());
-  ASSERT_TRUE(session_->MemcpyHtoD(*dx, Bytes(x), remote::kDefaultStream).ok());
-  ASSERT_TRUE(session_->MemcpyHtoD(*dy, Bytes(y), remote::kDefaultStream).ok());
+  ASSERT_TRUE(session_->MemcpyHtoD(*dx, Bytes(x), kDefaultStream).ok());
+  ASSERT_TRUE(session_->MemcpyHtoD(*dy, Bytes(y), kDefaultStream).ok());
 
   auto start = session_->EventCreate(0);
   auto stop = session_->EventCreate(0);
   ASSERT_TRUE(start.ok() && stop.ok());
-  ASSERT_TRUE(session_->EventRecord(*start, remote::kDefaultStream).ok());
+  ASSERT_TRUE(session_->EventRecord(*start, kDefaultStream).ok());
   std::vector<std::byte> params;  // a @0, x @8, y @16, n @24: 28 bytes
   Put(params, 0, 3.0f);
   Put(params, 8, uint64_t{*dx});
   Put(params, 16, uint64_t{*dy});
   Put(params, 24, int32_t{kN});
   ASSERT_EQ(params.size(), 28u);
-  remote::LaunchConfig config;
+  LaunchConfig config;
   config.grid = {4, 1, 1};
   config.block = {256, 1, 1};
   auto launched = session_->LaunchKernel(*axpy, config, params);
   ASSERT_TRUE(launched.ok()) << launched.ToString();
-  ASSERT_TRUE(session_->EventRecord(*stop, remote::kDefaultStream).ok());
-  ASSERT_TRUE(session_->MemcpyDtoH(WritableBytes(y), *dy, remote::kDefaultStream).ok());
+  ASSERT_TRUE(session_->EventRecord(*stop, kDefaultStream).ok());
+  ASSERT_TRUE(session_->MemcpyDtoH(WritableBytes(y), *dy, kDefaultStream).ok());
   for (int i = 0; i < kN; ++i) ASSERT_FLOAT_EQ(y[i], 2.0f * (3.0f * i + 1.0f)) << i;
   auto ms = session_->EventElapsedMs(*start, *stop);
   ASSERT_TRUE(ms.ok()) << ms.status().ToString();
@@ -388,25 +324,23 @@ TEST_F(DriverBackendGpuTest, LoadsTheFatbinAndLaunchesItsKernels) {
   config.block = {32, 1, 1};
   ASSERT_TRUE(session_->LaunchKernel(*mixed, config, params).ok());
   std::vector<int64_t> got(2);
-  ASSERT_TRUE(session_->MemcpyDtoH(WritableBytes(got), *out, remote::kDefaultStream).ok());
+  ASSERT_TRUE(session_->MemcpyDtoH(WritableBytes(got), *out, kDefaultStream).ok());
   EXPECT_EQ(got[0], 42);
   EXPECT_EQ(got[1], 2500);
 
   // No parameters; a __device__ counter read back through its global.
   const std::vector<uint32_t> zero = {0};
-  ASSERT_TRUE(session_->MemcpyHtoD(counter->ptr, Bytes(zero), remote::kDefaultStream).ok());
+  ASSERT_TRUE(session_->MemcpyHtoD(counter->ptr, Bytes(zero), kDefaultStream).ok());
   config.grid = {3, 1, 1};
   config.block = {64, 1, 1};
   ASSERT_TRUE(session_->LaunchKernel(*count, config, {}).ok());
   ASSERT_TRUE(session_->DeviceSynchronize().ok());
   std::vector<uint32_t> counted(1);
-  ASSERT_TRUE(
-      session_->MemcpyDtoH(WritableBytes(counted), counter->ptr, remote::kDefaultStream).ok());
+  ASSERT_TRUE(session_->MemcpyDtoH(WritableBytes(counted), counter->ptr, kDefaultStream).ok());
   EXPECT_EQ(counted[0], 192u);
 
   // Attributes and occupancy.
-  auto max_threads =
-      session_->FuncGetAttribute(*axpy, remote::FunctionAttribute::kMaxThreadsPerBlock);
+  auto max_threads = session_->FuncGetAttribute(*axpy, FunctionAttribute::kMaxThreadsPerBlock);
   ASSERT_TRUE(max_threads.ok()) << max_threads.status().ToString();
   EXPECT_GE(*max_threads, 256);
   auto blocks = session_->OccupancyMaxActiveBlocksPerSm(*axpy, 256, 0, 0);
@@ -420,7 +354,7 @@ TEST_F(DriverBackendGpuTest, LoadsTheFatbinAndLaunchesItsKernels) {
 }
 
 TEST_F(DriverBackendGpuTest, ReportsTheRuntimesErrorCodes) {
-  const remote::ModuleHandle module = LoadKernels(*session_);
+  const ModuleHandle module = LoadKernels(*session_);
   auto missing = session_->ModuleGetFunction(module, "no_such_kernel");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), CudaError::kInvalidDeviceFunction);
@@ -440,18 +374,14 @@ TEST_F(DriverBackendGpuTest, ReportsTheRuntimesErrorCodes) {
   auto axpy = session_->ModuleGetFunction(module, "flyt_axpy");
   ASSERT_TRUE(axpy.ok());
   std::vector<std::byte> params(28);
-  remote::LaunchConfig config;
+  LaunchConfig config;
   config.block = {4096, 1, 1};  // over every GPU's 1024 threads per block
   auto too_big = session_->LaunchKernel(*axpy, config, params);
   EXPECT_EQ(too_big.code(), CudaError::kInvalidConfiguration) << too_big.ToString();
 
-  auto bindings = ProbeDriverLibrary("libcuda.so.1");
-  ASSERT_TRUE(bindings.ok());
-  bool has_param_info = false;
-  for (const DriverBinding& b : *bindings) {
-    if (b.member == "FuncGetParamInfo") has_param_info = !b.bound.empty();
-  }
-  if (has_param_info) {
+  auto driver = cuda_driver::Library::Load(cuda_driver::kDefaultLibraryPath);
+  ASSERT_TRUE(driver.ok()) << driver.status().ToString();
+  if (!(*driver)->BoundSymbol("FuncGetParamInfo").empty()) {
     // The driver knows the kernel needs 28 bytes: a shorter buffer is refused before launch.
     config.block = {32, 1, 1};
     std::vector<std::byte> short_params(16);
@@ -467,7 +397,7 @@ TEST_F(DriverBackendGpuTest, ReportsTheRuntimesErrorCodes) {
 // other: flyt-gpu-server serves each client from a process of its own, checked end to end by
 // tests/e2e/remote_gpu_test.sh.)
 TEST_F(DriverBackendGpuTest, AStickyFaultStaysWithTheSession) {
-  const remote::ModuleHandle module = LoadKernels(*session_);
+  const ModuleHandle module = LoadKernels(*session_);
   auto axpy = session_->ModuleGetFunction(module, "flyt_axpy");
   ASSERT_TRUE(axpy.ok());
   std::vector<std::byte> params;  // x and y point nowhere
@@ -475,14 +405,14 @@ TEST_F(DriverBackendGpuTest, AStickyFaultStaysWithTheSession) {
   Put(params, 8, uint64_t{0x10});
   Put(params, 16, uint64_t{0x10});
   Put(params, 24, int32_t{1});
-  remote::LaunchConfig config;
+  LaunchConfig config;
   config.block = {32, 1, 1};
   ASSERT_TRUE(session_->LaunchKernel(*axpy, config, params).ok());
-  const remote::CudaStatus fault = session_->DeviceSynchronize();
+  const CudaStatus fault = session_->DeviceSynchronize();
   EXPECT_EQ(fault.code(), CudaError::kIllegalAddress) << fault.ToString();
   EXPECT_FALSE(session_->Malloc(16).ok());  // sticky
   EXPECT_FALSE(session_->DeviceSynchronize().ok());
 }
 
 }  // namespace
-}  // namespace flyt::gpu_server
+}  // namespace flyt::remote

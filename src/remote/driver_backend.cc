@@ -1,4 +1,4 @@
-#include "gpu_server/driver_backend.h"
+#include "remote/driver_backend.h"
 
 #include <spdlog/spdlog.h>
 
@@ -7,324 +7,109 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <initializer_list>
 #include <span>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
-#include "common/dynamic_library.h"
 #include "cuda/elf.h"
 #include "cuda/fatbin.h"
+#include "cuda_driver/cuda_driver_types.h"
+#include "cuda_driver/library.h"
 
-namespace flyt::gpu_server {
+namespace flyt::remote {
 namespace {
 
-using remote::CudaResult;
-using remote::CudaStatus;
-using remote::DevicePtr;
-using remote::EventHandle;
-using remote::FunctionHandle;
-using remote::ModuleHandle;
-using remote::StreamHandle;
-using ErrorCode = remote::CudaError;
+using ErrorCode = CudaError;
 
-// ---------------------------------------------------------------------------------------------
-// The slice of the CUDA driver API flyt uses, declared from NVIDIA's CUDA Driver API reference.
-// Names follow cuda.h so that each line can be checked against it; values are ABI (identical in
-// CUDA 11.4 through 13.x on LP64). Only the 64-bit (_v2 and later) entry points are ever bound:
-// the unversioned cuMemAlloc, cuMemcpyHtoD, cuDeviceTotalMem, cuMemGetInfo, cuModuleGetGlobal
-// still exported by the driver take 32-bit CUdeviceptr / unsigned int sizes.
+// The driver API (declared in cuda_driver/, never from cuda.h).
+using cuda_driver::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT;
+using cuda_driver::CU_EXEC_AFFINITY_TYPE_SM_COUNT;
+using cuda_driver::CU_LAUNCH_PARAM_BUFFER_POINTER;
+using cuda_driver::CU_LAUNCH_PARAM_BUFFER_SIZE;
+using cuda_driver::CU_LAUNCH_PARAM_END;
+using cuda_driver::CU_MEMHOSTALLOC_PORTABLE;
+using cuda_driver::CUcontext;
+using cuda_driver::CUctxCreateParams;
+using cuda_driver::CUDA_ERROR_CONTEXT_ALREADY_CURRENT;
+using cuda_driver::CUDA_ERROR_INVALID_DEVICE;
+using cuda_driver::CUDA_ERROR_INVALID_VALUE;
+using cuda_driver::CUDA_ERROR_KEY_ROTATION;
+using cuda_driver::CUDA_ERROR_NO_DEVICE;
+using cuda_driver::CUDA_ERROR_NOT_FOUND;
+using cuda_driver::CUDA_ERROR_NOT_SUPPORTED;
+using cuda_driver::CUDA_ERROR_STUB_LIBRARY;
+using cuda_driver::CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY;
+using cuda_driver::CUDA_SUCCESS;
+using cuda_driver::CUdevice;
+using cuda_driver::CUdevice_attribute;
+using cuda_driver::CUdeviceptr;
+using cuda_driver::CUevent;
+using cuda_driver::CUexecAffinityParam;
+using cuda_driver::CUfunction;
+using cuda_driver::CUfunction_attribute;
+using cuda_driver::CUmodule;
+using cuda_driver::CUresult;
+using cuda_driver::CUstream;
+using cuda_driver::CUuuid;
+using cuda_driver::FunctionTable;
 
-using CUresult = int;
-using CUdevice = int;
-using CUdeviceptr = unsigned long long;  // NOLINT(runtime/int): cuda.h's type
-struct CUctx_st;
-struct CUmod_st;
-struct CUfunc_st;
-struct CUstream_st;
-struct CUevent_st;
-using CUcontext = CUctx_st*;
-using CUmodule = CUmod_st*;
-using CUfunction = CUfunc_st*;
-using CUstream = CUstream_st*;
-using CUevent = CUevent_st*;
-struct CUuuid {
-  unsigned char bytes[16];
-};
-using CUdevice_attribute = int;
-using CUfunction_attribute = int;
-using CUexecAffinityType = int;
-
-// CUexecAffinityParam_v1: { CUexecAffinityType type; union { CUexecAffinitySmCount smCount; } }.
-struct CUexecAffinityParam {
-  CUexecAffinityType type;
-  union {
-    struct {
-      unsigned int val;
-    } smCount;
-  } param;
-};
-static_assert(sizeof(CUexecAffinityParam) == 8);
-
-// CUctxCreateParams (CUDA 12.5+, cuCtxCreate_v4): affinity array, its length, CIG parameters.
-struct CUctxCreateParams {
-  CUexecAffinityParam* execAffinityParams;
-  int numExecAffinityParams;
-  void* cigParams;
-};
-static_assert(sizeof(CUctxCreateParams) == 24);
-
-constexpr CUresult CUDA_SUCCESS = 0;
-constexpr CUresult CUDA_ERROR_INVALID_VALUE = 1;
-constexpr CUresult CUDA_ERROR_STUB_LIBRARY = 34;
-constexpr CUresult CUDA_ERROR_NO_DEVICE = 100;
-constexpr CUresult CUDA_ERROR_INVALID_DEVICE = 101;
-constexpr CUresult CUDA_ERROR_CONTEXT_ALREADY_CURRENT = 202;  // deprecated since CUDA 3.2
-constexpr CUresult CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY = 224;
-constexpr CUresult CUDA_ERROR_NOT_FOUND = 500;
-constexpr CUresult CUDA_ERROR_NOT_SUPPORTED = 801;
-constexpr CUresult CUDA_ERROR_KEY_ROTATION = 916;  // confidential computing; no runtime number
-
-constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
-constexpr CUexecAffinityType CU_EXEC_AFFINITY_TYPE_SM_COUNT = 0;
-constexpr unsigned int CU_MEMHOSTALLOC_PORTABLE = 0x01;
-
-// cuLaunchKernel's `extra` keys.
-void* const CU_LAUNCH_PARAM_END = nullptr;
-void* const CU_LAUNCH_PARAM_BUFFER_POINTER = reinterpret_cast<void*>(uintptr_t{1});
-void* const CU_LAUNCH_PARAM_BUFFER_SIZE = reinterpret_cast<void*>(uintptr_t{2});
-
-// The entry points, written once (CONVENTIONS: "One list, many uses"): X(member, requirement,
-// (params), exported names newest first). Every entry returns CUresult. The loader binds the
-// first name the library exports. Members whose versions differ in signature are separate entries
-// (CtxCreateV4 / CtxCreateV3 / CtxCreate); fallbacks are listed only where the signature is the
-// same (cuEventElapsedTime_v2 → cuEventElapsedTime, cuDeviceGetUuid_v2 → cuDeviceGetUuid).
-// Optional entries may be absent (older drivers); whatever needs them reports kNotSupported or
-// does without.
-// clang-format off
-#define FLYT_CUDA_DRIVER_ENTRY_POINTS(X)                                                           \
-  X(Init, kRequired, (unsigned int flags), "cuInit")                                               \
-  X(DriverGetVersion, kRequired, (int* version), "cuDriverGetVersion")                            \
-  X(GetErrorName, kOptional, (CUresult error, const char** name), "cuGetErrorName")               \
-  X(GetErrorString, kOptional, (CUresult error, const char** text), "cuGetErrorString")           \
-  X(DeviceGetCount, kRequired, (int* count), "cuDeviceGetCount")                                  \
-  X(DeviceGet, kRequired, (CUdevice* device, int ordinal), "cuDeviceGet")                         \
-  X(DeviceGetName, kRequired, (char* name, int length, CUdevice device), "cuDeviceGetName")       \
-  X(DeviceGetUuid, kOptional, (CUuuid* uuid, CUdevice device), "cuDeviceGetUuid_v2",              \
-    "cuDeviceGetUuid")                                                                             \
-  X(DeviceTotalMem, kRequired, (size_t* bytes, CUdevice device), "cuDeviceTotalMem_v2")          \
-  X(DeviceGetAttribute, kRequired, (int* value, CUdevice_attribute attr, CUdevice device),        \
-    "cuDeviceGetAttribute")                                                                        \
-  X(DeviceGetExecAffinitySupport, kOptional,                                                      \
-    (int* supported, CUexecAffinityType type, CUdevice device), "cuDeviceGetExecAffinitySupport") \
-  X(CtxCreateV4, kOptional,                                                                       \
-    (CUcontext* ctx, CUctxCreateParams* params, unsigned int flags, CUdevice device),             \
-    "cuCtxCreate_v4")                                                                              \
-  X(CtxCreateV3, kOptional,                                                                       \
-    (CUcontext* ctx, CUexecAffinityParam* params, int count, unsigned int flags, CUdevice device),\
-    "cuCtxCreate_v3")                                                                              \
-  X(CtxCreate, kOptional, (CUcontext* ctx, unsigned int flags, CUdevice device), "cuCtxCreate_v2")\
-  X(CtxDestroy, kRequired, (CUcontext ctx), "cuCtxDestroy_v2")                                    \
-  X(CtxSetCurrent, kRequired, (CUcontext ctx), "cuCtxSetCurrent")                                 \
-  X(CtxPopCurrent, kRequired, (CUcontext* ctx), "cuCtxPopCurrent_v2")                             \
-  X(CtxSynchronize, kRequired, (void), "cuCtxSynchronize")                                        \
-  X(CtxGetExecAffinity, kOptional, (CUexecAffinityParam* param, CUexecAffinityType type),         \
-    "cuCtxGetExecAffinity")                                                                        \
-  X(MemAlloc, kRequired, (CUdeviceptr* ptr, size_t bytes), "cuMemAlloc_v2")                       \
-  X(MemFree, kRequired, (CUdeviceptr ptr), "cuMemFree_v2")                                        \
-  X(MemGetInfo, kRequired, (size_t* free_bytes, size_t* total_bytes), "cuMemGetInfo_v2")          \
-  X(MemHostAlloc, kRequired, (void** ptr, size_t bytes, unsigned int flags), "cuMemHostAlloc")    \
-  X(MemFreeHost, kRequired, (void* ptr), "cuMemFreeHost")                                         \
-  X(MemcpyDtoH, kRequired, (void* dst, CUdeviceptr src, size_t bytes), "cuMemcpyDtoH_v2")        \
-  X(MemcpyHtoDAsync, kRequired,                                                                   \
-    (CUdeviceptr dst, const void* src, size_t bytes, CUstream stream), "cuMemcpyHtoDAsync_v2")   \
-  X(MemcpyDtoHAsync, kRequired,                                                                   \
-    (void* dst, CUdeviceptr src, size_t bytes, CUstream stream), "cuMemcpyDtoHAsync_v2")         \
-  X(MemcpyDtoDAsync, kRequired,                                                                   \
-    (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream), "cuMemcpyDtoDAsync_v2")   \
-  X(MemsetD8Async, kRequired,                                                                     \
-    (CUdeviceptr dst, unsigned char value, size_t count, CUstream stream), "cuMemsetD8Async")    \
-  X(StreamCreateWithPriority, kRequired, (CUstream* stream, unsigned int flags, int priority),   \
-    "cuStreamCreateWithPriority")                                                                  \
-  X(StreamDestroy, kRequired, (CUstream stream), "cuStreamDestroy_v2")                            \
-  X(StreamSynchronize, kRequired, (CUstream stream), "cuStreamSynchronize")                       \
-  X(StreamQuery, kRequired, (CUstream stream), "cuStreamQuery")                                   \
-  X(StreamWaitEvent, kRequired, (CUstream stream, CUevent event, unsigned int flags),             \
-    "cuStreamWaitEvent")                                                                           \
-  X(EventCreate, kRequired, (CUevent* event, unsigned int flags), "cuEventCreate")                \
-  X(EventDestroy, kRequired, (CUevent event), "cuEventDestroy_v2")                                \
-  X(EventRecord, kRequired, (CUevent event, CUstream stream), "cuEventRecord")                    \
-  X(EventSynchronize, kRequired, (CUevent event), "cuEventSynchronize")                           \
-  X(EventQuery, kRequired, (CUevent event), "cuEventQuery")                                       \
-  X(EventElapsedTime, kRequired, (float* ms, CUevent start, CUevent end),                         \
-    "cuEventElapsedTime_v2", "cuEventElapsedTime")                                                 \
-  X(ModuleLoadData, kRequired, (CUmodule* module, const void* image), "cuModuleLoadData")         \
-  X(ModuleUnload, kRequired, (CUmodule module), "cuModuleUnload")                                 \
-  X(ModuleGetFunction, kRequired, (CUfunction* function, CUmodule module, const char* name),     \
-    "cuModuleGetFunction")                                                                         \
-  X(ModuleGetGlobal, kRequired,                                                                   \
-    (CUdeviceptr* ptr, size_t* bytes, CUmodule module, const char* name), "cuModuleGetGlobal_v2")\
-  X(FuncGetAttribute, kRequired, (int* value, CUfunction_attribute attr, CUfunction function),   \
-    "cuFuncGetAttribute")                                                                          \
-  X(FuncSetAttribute, kRequired, (CUfunction function, CUfunction_attribute attr, int value),    \
-    "cuFuncSetAttribute")                                                                          \
-  X(FuncGetParamInfo, kOptional,                                                                  \
-    (CUfunction function, size_t index, size_t* offset, size_t* bytes), "cuFuncGetParamInfo")    \
-  X(OccupancyMaxActiveBlocksPerMultiprocessorWithFlags, kRequired,                               \
-    (int* blocks, CUfunction function, int block_size, size_t dynamic_shared_bytes,              \
-     unsigned int flags), "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags")                \
-  X(LaunchKernel, kRequired,                                                                      \
-    (CUfunction function, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z,         \
-     unsigned int block_x, unsigned int block_y, unsigned int block_z,                           \
-     unsigned int shared_bytes, CUstream stream, void** params, void** extra), "cuLaunchKernel")
-// clang-format on
-
-// One function pointer per entry point; nullptr when the library exports none of its names.
-struct FunctionTable {
-#define FLYT_CUDA_TABLE_MEMBER(member, req, params, ...) CUresult(*member) params = nullptr;
-  FLYT_CUDA_DRIVER_ENTRY_POINTS(FLYT_CUDA_TABLE_MEMBER)
-#undef FLYT_CUDA_TABLE_MEMBER
-};
-
-enum class Requirement { kRequired, kOptional };
+// libcuda loaded and bound (cuda_driver::Library). Immutable; shared by the backend, its
+// sessions, their contexts and pinned buffers, so the library outlives every handle from it.
+using Driver = cuda_driver::Library;
+using DriverPtr = std::shared_ptr<const Driver>;
 
 constexpr std::string_view kNoDriverHint =
     "the driver backend needs the NVIDIA driver's libcuda.so.1 and a GPU (on a machine without "
     "one, run flyt-gpu-server --backend=sim)";
 
-// libcuda loaded and bound. Immutable after Load; shared (shared_ptr) by the backend, its
-// sessions, their contexts and pinned buffers, so the library outlives every handle from it.
-class DriverApi {
- public:
-  static Result<std::shared_ptr<const DriverApi>> Load(const std::string& path) {
-    FLYT_ASSIGN_OR_RETURN(DynamicLibrary lib, DynamicLibrary::Open(path));
-    std::shared_ptr<DriverApi> api(new DriverApi());
-    api->lib_ = std::move(lib);
-    api->path_ = path;
-    std::string missing;
-    auto bind = [&](const char* member, Requirement requirement,
-                    std::initializer_list<const char*> names) -> void* {
-      DriverBinding binding{member, requirement == Requirement::kRequired, {}, {}};
-      void* address = nullptr;
-      for (const char* name : names) {
-        binding.candidates.emplace_back(name);
-        if (address == nullptr) {
-          address = api->lib_.Symbol(name);
-          if (address != nullptr) binding.bound = name;
-        }
+// The CudaStatus for a failed driver call: the runtime's code for `code` (CudaErrorFromDriver)
+// and the driver's own name and text. The one place a CUresult becomes an error.
+CudaStatus DriverError(const Driver& driver, std::string_view call, CUresult code) {
+  return {CudaErrorFromDriver(code), driver.ErrorMessage(call, code)};
+}
+// The same, reported as `as` (call sites where the runtime reports another code).
+CudaStatus DriverError(const Driver& driver, std::string_view call, CUresult code, ErrorCode as) {
+  return {as, driver.ErrorMessage(call, code)};
+}
+
+// For start-up failures, which are flyt Status (the server refuses to start), not CUDA codes.
+Status DriverStatus(const Driver& driver, std::string_view call, CUresult code) {
+  StatusCode status_code = StatusCode::kInternal;
+  switch (code) {
+    case CUDA_ERROR_INVALID_DEVICE:
+      status_code = StatusCode::kInvalidArgument;
+      break;
+    case CUDA_ERROR_NOT_SUPPORTED:
+      status_code = StatusCode::kNotSupported;
+      break;
+    case CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY:
+      status_code = StatusCode::kFailedPrecondition;
+      break;
+    default:
+      switch (CudaErrorFromDriver(code)) {
+        case ErrorCode::kMemoryAllocation:
+          status_code = StatusCode::kResourceExhausted;
+          break;
+        case ErrorCode::kNoDevice:
+        case ErrorCode::kStubLibrary:
+        case ErrorCode::kInsufficientDriver:
+        case ErrorCode::kSystemDriverMismatch:
+        case ErrorCode::kSystemNotReady:
+        case ErrorCode::kDevicesUnavailable:
+        case ErrorCode::kInitializationError:
+        case ErrorCode::kCompatNotSupportedOnDevice:
+        case ErrorCode::kMpsConnectionFailed:
+        case ErrorCode::kMpsServerNotReady:
+          status_code = StatusCode::kUnavailable;
+          break;
+        default:
+          break;
       }
-      if (address == nullptr && binding.required) {
-        if (!missing.empty()) missing += ", ";
-        missing += binding.candidates.front();
-      }
-      api->bindings_.push_back(std::move(binding));
-      return address;
-    };
-    // Each member is assigned through its own function-pointer type (POSIX guarantees that a
-    // dlsym result converts to a function pointer).
-#define FLYT_CUDA_BIND(member, req, params, ...) \
-  api->fn_.member =                              \
-      reinterpret_cast<decltype(api->fn_.member)>(bind(#member, Requirement::req, {__VA_ARGS__}));
-    FLYT_CUDA_DRIVER_ENTRY_POINTS(FLYT_CUDA_BIND)
-#undef FLYT_CUDA_BIND
-    if (api->fn_.CtxCreate == nullptr && api->fn_.CtxCreateV4 == nullptr) {
-      if (!missing.empty()) missing += ", ";
-      missing += "cuCtxCreate_v4 or cuCtxCreate_v2";
-    }
-    if (!missing.empty()) {
-      return Unavailable(path + " is not a usable CUDA driver library: it does not export " +
-                         missing);
-    }
-    return std::shared_ptr<const DriverApi>(std::move(api));
   }
-
-  const FunctionTable& fn() const { return fn_; }
-  const std::vector<DriverBinding>& bindings() const { return bindings_; }
-  const std::string& path() const { return path_; }
-
-  // "CUDA_ERROR_OUT_OF_MEMORY", or "CUresult 1234" when the driver does not know the number.
-  std::string ErrorName(CUresult code) const {
-    const char* name = nullptr;
-    if (fn_.GetErrorName != nullptr && fn_.GetErrorName(code, &name) == CUDA_SUCCESS &&
-        name != nullptr) {
-      return name;
-    }
-    return "CUresult " + std::to_string(code);
-  }
-
-  // "<call>: CUDA_ERROR_OUT_OF_MEMORY (out of memory)".
-  std::string ErrorMessage(std::string_view call, CUresult code) const {
-    std::string message(call);
-    message += ": ";
-    message += ErrorName(code);
-    const char* text = nullptr;
-    if (fn_.GetErrorString != nullptr && fn_.GetErrorString(code, &text) == CUDA_SUCCESS &&
-        text != nullptr && *text != '\0') {
-      message += " (";
-      message += text;
-      message += ")";
-    }
-    return message;
-  }
-
-  // The CudaStatus for a failed driver call: the runtime's code for `code` (CudaErrorFromDriver)
-  // and the driver's own name and text. The one place a CUresult becomes an error.
-  CudaStatus CudaError(std::string_view call, CUresult code) const {
-    return {CudaErrorFromDriver(code), ErrorMessage(call, code)};
-  }
-  // The same, reported as `as` (call sites where the runtime reports another code).
-  CudaStatus CudaError(std::string_view call, CUresult code, ErrorCode as) const {
-    return {as, ErrorMessage(call, code)};
-  }
-
-  // For start-up failures, which are flyt Status (the server refuses to start), not CUDA codes.
-  Status DriverStatus(std::string_view call, CUresult code) const {
-    StatusCode status_code = StatusCode::kInternal;
-    switch (code) {
-      case CUDA_ERROR_INVALID_DEVICE:
-        status_code = StatusCode::kInvalidArgument;
-        break;
-      case CUDA_ERROR_NOT_SUPPORTED:
-        status_code = StatusCode::kNotSupported;
-        break;
-      case CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY:
-        status_code = StatusCode::kFailedPrecondition;
-        break;
-      default:
-        switch (CudaErrorFromDriver(code)) {
-          case ErrorCode::kMemoryAllocation:
-            status_code = StatusCode::kResourceExhausted;
-            break;
-          case ErrorCode::kNoDevice:
-          case ErrorCode::kStubLibrary:
-          case ErrorCode::kInsufficientDriver:
-          case ErrorCode::kSystemDriverMismatch:
-          case ErrorCode::kSystemNotReady:
-          case ErrorCode::kDevicesUnavailable:
-          case ErrorCode::kInitializationError:
-          case ErrorCode::kCompatNotSupportedOnDevice:
-          case ErrorCode::kMpsConnectionFailed:
-          case ErrorCode::kMpsServerNotReady:
-            status_code = StatusCode::kUnavailable;
-            break;
-          default:
-            break;
-        }
-    }
-    return {status_code, ErrorMessage(call, code)};
-  }
-
- private:
-  DriverApi() = default;
-  DynamicLibrary lib_;
-  FunctionTable fn_;
-  std::vector<DriverBinding> bindings_;
-  std::string path_;
-};
-
-using DriverApiPtr = std::shared_ptr<const DriverApi>;
+  return {status_code, driver.ErrorMessage(call, code)};
+}
 
 std::string MpsHint(int sm_count) {
   return "--sm-count " + std::to_string(sm_count) +
@@ -344,9 +129,9 @@ class Context {
  public:
   // A new context on `device`, limited to `sm_count` SMs when set. The calling thread's current
   // context is left as it was (cuCtxCreate pushes the new one; it is popped again).
-  static CudaResult<std::shared_ptr<Context>> Create(DriverApiPtr api, CUdevice device,
+  static CudaResult<std::shared_ptr<Context>> Create(DriverPtr driver, CUdevice device,
                                                      std::optional<int> sm_count) {
-    const FunctionTable& fn = api->fn();
+    const FunctionTable& fn = driver->api();
     CUcontext ctx = nullptr;
     CUresult rc = CUDA_SUCCESS;
     const unsigned int flags = 0;  // CU_CTX_SCHED_AUTO, as the runtime's default
@@ -367,7 +152,7 @@ class Context {
       }
       if (rc == CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY || rc == CUDA_ERROR_NOT_SUPPORTED) {
         return CudaStatus(CudaErrorFromDriver(rc),
-                          api->ErrorMessage("cuCtxCreate", rc) + "; " + MpsHint(*sm_count));
+                          driver->ErrorMessage("cuCtxCreate", rc) + "; " + MpsHint(*sm_count));
       }
     } else if (fn.CtxCreate != nullptr) {
       rc = fn.CtxCreate(&ctx, flags, device);
@@ -375,51 +160,52 @@ class Context {
       CUctxCreateParams params{nullptr, 0, nullptr};
       rc = fn.CtxCreateV4(&ctx, &params, flags, device);
     }
-    if (rc != CUDA_SUCCESS) return api->CudaError("cuCtxCreate", rc);
+    if (rc != CUDA_SUCCESS) return DriverError(*driver, "cuCtxCreate", rc);
     CUcontext popped = nullptr;
     fn.CtxPopCurrent(&popped);
-    return std::shared_ptr<Context>(new Context(std::move(api), ctx));
+    return std::shared_ptr<Context>(new Context(std::move(driver), ctx));
   }
 
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
-  ~Context() { api_->fn().CtxDestroy(ctx_); }
+  ~Context() { driver_->api().CtxDestroy(ctx_); }
 
   CudaStatus MakeCurrent() const {
-    CUresult rc = api_->fn().CtxSetCurrent(ctx_);
-    if (rc != CUDA_SUCCESS) return api_->CudaError("cuCtxSetCurrent", rc);
+    CUresult rc = driver_->api().CtxSetCurrent(ctx_);
+    if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuCtxSetCurrent", rc);
     return CudaStatus::Ok();
   }
 
   // The SM count the driver granted (it rounds up to what the hardware partitions), when the
   // driver can say.
   std::optional<int> GrantedSmCount() const {
-    if (api_->fn().CtxGetExecAffinity == nullptr || !MakeCurrent().ok()) return std::nullopt;
+    if (driver_->api().CtxGetExecAffinity == nullptr || !MakeCurrent().ok()) return std::nullopt;
     CUexecAffinityParam affinity{};
-    if (api_->fn().CtxGetExecAffinity(&affinity, CU_EXEC_AFFINITY_TYPE_SM_COUNT) != CUDA_SUCCESS) {
+    if (driver_->api().CtxGetExecAffinity(&affinity, CU_EXEC_AFFINITY_TYPE_SM_COUNT) !=
+        CUDA_SUCCESS) {
       return std::nullopt;
     }
     return static_cast<int>(affinity.param.smCount.val);
   }
 
-  const DriverApi& api() const { return *api_; }
+  const Driver& driver() const { return *driver_; }
 
  private:
-  Context(DriverApiPtr api, CUcontext ctx) : api_(std::move(api)), ctx_(ctx) {}
-  DriverApiPtr api_;
+  Context(DriverPtr driver, CUcontext ctx) : driver_(std::move(driver)), ctx_(ctx) {}
+  DriverPtr driver_;
   CUcontext ctx_;
 };
 
 // Page-locked host memory (cuMemHostAlloc, portable to every context) for device→host copies that
 // complete later. Keeps the context it was allocated in alive until it is freed.
-class PinnedBuffer final : public remote::HostBuffer {
+class PinnedBuffer final : public HostBuffer {
  public:
   PinnedBuffer(std::shared_ptr<Context> ctx, void* data, size_t size)
       : ctx_(std::move(ctx)), data_(static_cast<std::byte*>(data)), size_(size) {}
   PinnedBuffer(const PinnedBuffer&) = delete;
   PinnedBuffer& operator=(const PinnedBuffer&) = delete;
   ~PinnedBuffer() override {
-    if (ctx_->MakeCurrent().ok()) ctx_->api().fn().MemFreeHost(data_);
+    if (ctx_->MakeCurrent().ok()) ctx_->driver().api().MemFreeHost(data_);
   }
   std::byte* data() override { return data_; }
   size_t size() const override { return size_; }
@@ -475,12 +261,12 @@ Native FromHandle(Handle handle) {
   return reinterpret_cast<Native>(static_cast<uintptr_t>(handle));
 }
 
-class DriverSession final : public remote::Session {
+class DriverSession final : public Session {
  public:
-  DriverSession(DriverApiPtr api, CUdevice device, std::optional<int> sm_count, std::string label,
+  DriverSession(DriverPtr driver, CUdevice device, std::optional<int> sm_count, std::string label,
                 std::shared_ptr<Context> ctx)
-      : api_(std::move(api)),
-        fn_(api_->fn()),
+      : driver_(std::move(driver)),
+        fn_(driver_->api()),
         device_(device),
         sm_count_(sm_count),
         label_(std::move(label)),
@@ -503,7 +289,7 @@ class DriverSession final : public remote::Session {
     FLYT_CUDA_RETURN_IF_ERROR(Enter());
     CUdeviceptr ptr = 0;
     CUresult rc = fn_.MemAlloc(&ptr, bytes);
-    if (rc != CUDA_SUCCESS) return api_->CudaError("cuMemAlloc", rc);
+    if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuMemAlloc", rc);
     allocations_.insert(ptr);
     return DevicePtr{ptr};
   }
@@ -515,17 +301,17 @@ class DriverSession final : public remote::Session {
       return {ErrorCode::kInvalidValue, "cuMemFree: not an allocation of this session"};
     }
     CUresult rc = fn_.MemFree(ptr);
-    if (rc != CUDA_SUCCESS) return api_->CudaError("cuMemFree", rc);
+    if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuMemFree", rc);
     allocations_.erase(it);
     return CudaStatus::Ok();
   }
 
-  CudaResult<remote::MemoryInfo> MemGetInfo() override {
+  CudaResult<MemoryInfo> MemGetInfo() override {
     FLYT_CUDA_RETURN_IF_ERROR(Enter());
     size_t free_bytes = 0, total_bytes = 0;
     CUresult rc = fn_.MemGetInfo(&free_bytes, &total_bytes);
-    if (rc != CUDA_SUCCESS) return api_->CudaError("cuMemGetInfo", rc);
-    return remote::MemoryInfo{free_bytes, total_bytes};
+    if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuMemGetInfo", rc);
+    return MemoryInfo{free_bytes, total_bytes};
   }
 
   // The async form for every stream: from pageable memory it returns once the source has been
@@ -535,7 +321,7 @@ class DriverSession final : public remote::Session {
     FLYT_CUDA_RETURN_IF_ERROR(Enter());
     FLYT_CUDA_ASSIGN_OR_RETURN(CUstream s, StreamOf(stream));
     CUresult rc = fn_.MemcpyHtoDAsync(dst, src.data(), src.size(), s);
-    if (rc != CUDA_SUCCESS) return api_->CudaError("cuMemcpyHtoDAsync", rc);
+    if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuMemcpyHtoDAsync", rc);
     return CudaStatus::Ok();
   }
 
@@ -546,13 +332,13 @@ class DriverSession final : public remote::Session {
       // The legacy default stream: the synchronous copy waits for it (and so for every blocking
       // stream), as cudaMemcpy does.
       CUresult rc = fn_.MemcpyDtoH(dst.data(), src, dst.size());
-      if (rc != CUDA_SUCCESS) return api_->CudaError("cuMemcpyDtoH", rc);
+      if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuMemcpyDtoH", rc);
       return CudaStatus::Ok();
     }
     CUresult rc = fn_.MemcpyDtoHAsync(dst.data(), src, dst.size(), s);
-    if (rc != CUDA_SUCCESS) return api_->CudaError("cuMemcpyDtoHAsync", rc);
+    if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuMemcpyDtoHAsync", rc);
     rc = fn_.StreamSynchronize(s);
-    if (rc != CUDA_SUCCESS) return api_->CudaError("cuStreamSynchronize", rc);
+    if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuStreamSynchronize", rc);
     return CudaStatus::Ok();
   }
 
@@ -561,7 +347,7 @@ class DriverSession final : public remote::Session {
     FLYT_CUDA_RETURN_IF_ERROR(Enter());
     FLYT_CUDA_ASSIGN_OR_RETURN(CUstream s, StreamOf(stream));
     CUresult rc = fn_.MemcpyDtoHAsync(dst, src, bytes, s);
-    if (rc != CUDA_SUCCESS) return api_->CudaError("cuMemcpyDtoHAsync", rc);
+    if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuMemcpyDtoHAsync", rc);
     return CudaStatus::Ok();
   }
 
@@ -570,7 +356,7 @@ class DriverSession final : public remote::Session {
     FLYT_CUDA_RETURN_IF_ERROR(Enter());
     FLYT_CUDA_ASSIGN_OR_RETURN(CUstream s, StreamOf(stream));
     CUresult rc = fn_.MemcpyDtoDAsync(dst, src, bytes, s);
-    if (rc != CUDA_SUCCESS) return api_->CudaError("cuMemcpyDtoDAsync", rc);
+    if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuMemcpyDtoDAsync", rc);
     return CudaStatus::Ok();
   }
 
@@ -578,21 +364,21 @@ class DriverSession final : public remote::Session {
     FLYT_CUDA_RETURN_IF_ERROR(Enter());
     FLYT_CUDA_ASSIGN_OR_RETURN(CUstream s, StreamOf(stream));
     CUresult rc = fn_.MemsetD8Async(dst, value, bytes, s);
-    if (rc != CUDA_SUCCESS) return api_->CudaError("cuMemsetD8Async", rc);
+    if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuMemsetD8Async", rc);
     return CudaStatus::Ok();
   }
 
   // Page-locked when the driver can give it; ordinary heap memory otherwise (the copy into it is
   // then synchronous, but still correct).
-  std::unique_ptr<remote::HostBuffer> NewHostBuffer(size_t bytes) override {
+  std::unique_ptr<HostBuffer> NewHostBuffer(size_t bytes) override {
     if (bytes > 0 && Enter().ok()) {
       void* data = nullptr;
       CUresult rc = fn_.MemHostAlloc(&data, bytes, CU_MEMHOSTALLOC_PORTABLE);
       if (rc == CUDA_SUCCESS) return std::make_unique<PinnedBuffer>(ctx_, data, bytes);
       spdlog::warn("driver backend [{}]: {}; using pageable memory", label_,
-                   api_->ErrorMessage("cuMemHostAlloc", rc));
+                   driver_->ErrorMessage("cuMemHostAlloc", rc));
     }
-    return remote::Session::NewHostBuffer(bytes);
+    return Session::NewHostBuffer(bytes);
   }
 
   // ---- streams and events -------------------------------------------------------------------
@@ -600,7 +386,7 @@ class DriverSession final : public remote::Session {
     FLYT_CUDA_RETURN_IF_ERROR(Enter());
     CUstream stream = nullptr;
     CUresult rc = fn_.StreamCreateWithPriority(&stream, flags, priority);
-    if (rc != CUDA_SUCCESS) return api_->CudaError("cuStreamCreateWithPriority", rc);
+    if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuStreamCreateWithPriority", rc);
     streams_.insert(stream);
     return ToHandle<StreamHandle>(stream);
   }
@@ -610,7 +396,7 @@ class DriverSession final : public remote::Session {
     auto it = streams_.find(FromHandle<CUstream>(stream));
     if (it == streams_.end()) return UnknownHandle("cuStreamDestroy", "stream");
     CUresult rc = fn_.StreamDestroy(*it);
-    if (rc != CUDA_SUCCESS) return api_->CudaError("cuStreamDestroy", rc);
+    if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuStreamDestroy", rc);
     streams_.erase(it);
     return CudaStatus::Ok();
   }
@@ -619,7 +405,7 @@ class DriverSession final : public remote::Session {
     FLYT_CUDA_RETURN_IF_ERROR(Enter());
     FLYT_CUDA_ASSIGN_OR_RETURN(CUstream s, StreamOf(stream));
     CUresult rc = fn_.StreamSynchronize(s);
-    if (rc != CUDA_SUCCESS) return api_->CudaError("cuStreamSynchronize", rc);
+    if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuStreamSynchronize", rc);
     return CudaStatus::Ok();
   }
 
@@ -627,7 +413,7 @@ class DriverSession final : public remote::Session {
     FLYT_CUDA_RETURN_IF_ERROR(Enter());
     FLYT_CUDA_ASSIGN_OR_RETURN(CUstream s, StreamOf(stream));
     CUresult rc = fn_.StreamQuery(s);
-    if (rc != CUDA_SUCCESS) return api_->CudaError("cuStreamQuery", rc);
+    if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuStreamQuery", rc);
     return CudaStatus::Ok();
   }
 
@@ -636,7 +422,7 @@ class DriverSession final : public remote::Session {
     FLYT_CUDA_ASSIGN_OR_RETURN(CUstream s, StreamOf(stream));
     FLYT_CUDA_ASSIGN_OR_RETURN(CUevent e, EventOf(event, "cuStreamWaitEvent"));
     CUresult rc = fn_.StreamWaitEvent(s, e, flags);
-    if (rc != CUDA_SUCCESS) return api_->CudaError("cuStreamWaitEvent", rc);
+    if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuStreamWaitEvent", rc);
     return CudaStatus::Ok();
   }
 
@@ -644,7 +430,7 @@ class DriverSession final : public remote::Session {
     FLYT_CUDA_RETURN_IF_ERROR(Enter());
     CUevent event = nullptr;
     CUresult rc = fn_.EventCreate(&event, flags);
-    if (rc != CUDA_SUCCESS) return api_->CudaError("cuEventCreate", rc);
+    if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuEventCreate", rc);
     events_.insert(event);
     return ToHandle<EventHandle>(event);
   }
@@ -653,7 +439,7 @@ class DriverSession final : public remote::Session {
     FLYT_CUDA_RETURN_IF_ERROR(Enter());
     FLYT_CUDA_ASSIGN_OR_RETURN(CUevent e, EventOf(event, "cuEventDestroy"));
     CUresult rc = fn_.EventDestroy(e);
-    if (rc != CUDA_SUCCESS) return api_->CudaError("cuEventDestroy", rc);
+    if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuEventDestroy", rc);
     events_.erase(e);
     return CudaStatus::Ok();
   }
@@ -663,7 +449,7 @@ class DriverSession final : public remote::Session {
     FLYT_CUDA_ASSIGN_OR_RETURN(CUevent e, EventOf(event, "cuEventRecord"));
     FLYT_CUDA_ASSIGN_OR_RETURN(CUstream s, StreamOf(stream));
     CUresult rc = fn_.EventRecord(e, s);
-    if (rc != CUDA_SUCCESS) return api_->CudaError("cuEventRecord", rc);
+    if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuEventRecord", rc);
     return CudaStatus::Ok();
   }
 
@@ -671,7 +457,7 @@ class DriverSession final : public remote::Session {
     FLYT_CUDA_RETURN_IF_ERROR(Enter());
     FLYT_CUDA_ASSIGN_OR_RETURN(CUevent e, EventOf(event, "cuEventSynchronize"));
     CUresult rc = fn_.EventSynchronize(e);
-    if (rc != CUDA_SUCCESS) return api_->CudaError("cuEventSynchronize", rc);
+    if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuEventSynchronize", rc);
     return CudaStatus::Ok();
   }
 
@@ -679,7 +465,7 @@ class DriverSession final : public remote::Session {
     FLYT_CUDA_RETURN_IF_ERROR(Enter());
     FLYT_CUDA_ASSIGN_OR_RETURN(CUevent e, EventOf(event, "cuEventQuery"));
     CUresult rc = fn_.EventQuery(e);
-    if (rc != CUDA_SUCCESS) return api_->CudaError("cuEventQuery", rc);
+    if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuEventQuery", rc);
     return CudaStatus::Ok();
   }
 
@@ -689,14 +475,14 @@ class DriverSession final : public remote::Session {
     FLYT_CUDA_ASSIGN_OR_RETURN(CUevent b, EventOf(end, "cuEventElapsedTime"));
     float ms = 0;
     CUresult rc = fn_.EventElapsedTime(&ms, a, b);
-    if (rc != CUDA_SUCCESS) return api_->CudaError("cuEventElapsedTime", rc);
+    if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuEventElapsedTime", rc);
     return ms;
   }
 
   CudaStatus DeviceSynchronize() override {
     FLYT_CUDA_RETURN_IF_ERROR(Enter());
     CUresult rc = fn_.CtxSynchronize();
-    if (rc != CUDA_SUCCESS) return api_->CudaError("cuCtxSynchronize", rc);
+    if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuCtxSynchronize", rc);
     return CudaStatus::Ok();
   }
 
@@ -706,7 +492,7 @@ class DriverSession final : public remote::Session {
       ReleaseAll();
     }
     ctx_.reset();
-    FLYT_CUDA_ASSIGN_OR_RETURN(ctx_, Context::Create(api_, device_, sm_count_));
+    FLYT_CUDA_ASSIGN_OR_RETURN(ctx_, Context::Create(driver_, device_, sm_count_));
     return CudaStatus::Ok();
   }
 
@@ -720,7 +506,7 @@ class DriverSession final : public remote::Session {
     std::memcpy(copy.data(), image.data(), image.size());
     CUmodule module = nullptr;
     CUresult rc = fn_.ModuleLoadData(&module, copy.data());
-    if (rc != CUDA_SUCCESS) return api_->CudaError("cuModuleLoadData", rc);
+    if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuModuleLoadData", rc);
     modules_.insert(module);
     return ToHandle<ModuleHandle>(module);
   }
@@ -729,7 +515,7 @@ class DriverSession final : public remote::Session {
     FLYT_CUDA_RETURN_IF_ERROR(Enter());
     FLYT_CUDA_ASSIGN_OR_RETURN(CUmodule m, ModuleOf(module, "cuModuleUnload"));
     CUresult rc = fn_.ModuleUnload(m);
-    if (rc != CUDA_SUCCESS) return api_->CudaError("cuModuleUnload", rc);
+    if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuModuleUnload", rc);
     modules_.erase(m);
     std::erase_if(functions_, [m](const auto& entry) { return entry.second.module == m; });
     return CudaStatus::Ok();
@@ -743,10 +529,10 @@ class DriverSession final : public remote::Session {
     CUresult rc = fn_.ModuleGetFunction(&function, m, name.c_str());
     if (rc == CUDA_ERROR_NOT_FOUND) {
       // The runtime reports a kernel it cannot find as an invalid device function.
-      return api_->CudaError("cuModuleGetFunction(" + name + ")", rc,
-                             ErrorCode::kInvalidDeviceFunction);
+      return DriverError(*driver_, "cuModuleGetFunction(" + name + ")", rc,
+                         ErrorCode::kInvalidDeviceFunction);
     }
-    if (rc != CUDA_SUCCESS) return api_->CudaError("cuModuleGetFunction(" + name + ")", rc);
+    if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuModuleGetFunction(" + name + ")", rc);
     FunctionInfo& info = functions_[function];
     info.module = m;
     info.name = name;
@@ -754,8 +540,8 @@ class DriverSession final : public remote::Session {
     return ToHandle<FunctionHandle>(function);
   }
 
-  CudaResult<remote::GlobalSymbol> ModuleGetGlobal(ModuleHandle module, const std::string& name,
-                                                   uint64_t /*registered_bytes*/) override {
+  CudaResult<GlobalSymbol> ModuleGetGlobal(ModuleHandle module, const std::string& name,
+                                           uint64_t /*registered_bytes*/) override {
     FLYT_CUDA_RETURN_IF_ERROR(Enter());
     FLYT_CUDA_ASSIGN_OR_RETURN(CUmodule m, ModuleOf(module, "cuModuleGetGlobal"));
     CUdeviceptr ptr = 0;
@@ -763,29 +549,29 @@ class DriverSession final : public remote::Session {
     CUresult rc = fn_.ModuleGetGlobal(&ptr, &bytes, m, name.c_str());
     if (rc == CUDA_ERROR_NOT_FOUND) {
       // The runtime reports an unknown __device__/__constant__ variable as an invalid symbol.
-      return api_->CudaError("cuModuleGetGlobal(" + name + ")", rc, ErrorCode::kInvalidSymbol);
+      return DriverError(*driver_, "cuModuleGetGlobal(" + name + ")", rc,
+                         ErrorCode::kInvalidSymbol);
     }
-    if (rc != CUDA_SUCCESS) return api_->CudaError("cuModuleGetGlobal(" + name + ")", rc);
+    if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuModuleGetGlobal(" + name + ")", rc);
     // The driver knows the real size; the server compares it with the registered one.
-    return remote::GlobalSymbol{ptr, bytes};
+    return GlobalSymbol{ptr, bytes};
   }
 
-  CudaResult<int32_t> FuncGetAttribute(FunctionHandle function,
-                                       remote::FunctionAttribute attr) override {
+  CudaResult<int32_t> FuncGetAttribute(FunctionHandle function, FunctionAttribute attr) override {
     FLYT_CUDA_RETURN_IF_ERROR(Enter());
     FLYT_CUDA_ASSIGN_OR_RETURN(CUfunction f, FunctionOf(function, "cuFuncGetAttribute"));
     int value = 0;
     CUresult rc = fn_.FuncGetAttribute(&value, static_cast<CUfunction_attribute>(attr), f);
-    if (rc != CUDA_SUCCESS) return api_->CudaError("cuFuncGetAttribute", rc);
+    if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuFuncGetAttribute", rc);
     return int32_t{value};
   }
 
-  CudaStatus FuncSetAttribute(FunctionHandle function, remote::FunctionAttribute attr,
+  CudaStatus FuncSetAttribute(FunctionHandle function, FunctionAttribute attr,
                               int32_t value) override {
     FLYT_CUDA_RETURN_IF_ERROR(Enter());
     FLYT_CUDA_ASSIGN_OR_RETURN(CUfunction f, FunctionOf(function, "cuFuncSetAttribute"));
     CUresult rc = fn_.FuncSetAttribute(f, static_cast<CUfunction_attribute>(attr), value);
-    if (rc != CUDA_SUCCESS) return api_->CudaError("cuFuncSetAttribute", rc);
+    if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuFuncSetAttribute", rc);
     return CudaStatus::Ok();
   }
 
@@ -799,12 +585,12 @@ class DriverSession final : public remote::Session {
     CUresult rc = fn_.OccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
         &blocks, f, block_size, dynamic_shared_bytes, flags);
     if (rc != CUDA_SUCCESS) {
-      return api_->CudaError("cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", rc);
+      return DriverError(*driver_, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", rc);
     }
     return int32_t{blocks};
   }
 
-  CudaStatus LaunchKernel(FunctionHandle function, const remote::LaunchConfig& config,
+  CudaStatus LaunchKernel(FunctionHandle function, const LaunchConfig& config,
                           std::span<const std::byte> params) override {
     FLYT_CUDA_RETURN_IF_ERROR(Enter());
     auto it = functions_.find(FromHandle<CUfunction>(function));
@@ -830,10 +616,10 @@ class DriverSession final : public remote::Session {
     if (rc == CUDA_ERROR_INVALID_VALUE) {
       // The parameter buffer was checked above, so what the driver refuses is the shape of the
       // launch: the runtime reports that as an invalid configuration.
-      return api_->CudaError("cuLaunchKernel(" + info.name + ")", rc,
-                             ErrorCode::kInvalidConfiguration);
+      return DriverError(*driver_, "cuLaunchKernel(" + info.name + ")", rc,
+                         ErrorCode::kInvalidConfiguration);
     }
-    if (rc != CUDA_SUCCESS) return api_->CudaError("cuLaunchKernel(" + info.name + ")", rc);
+    if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuLaunchKernel(" + info.name + ")", rc);
     return CudaStatus::Ok();
   }
 
@@ -861,7 +647,7 @@ class DriverSession final : public remote::Session {
   }
 
   CudaResult<CUstream> StreamOf(StreamHandle handle) const {
-    if (handle == remote::kDefaultStream) return CUstream{nullptr};
+    if (handle == kDefaultStream) return CUstream{nullptr};
     CUstream stream = FromHandle<CUstream>(handle);
     if (!streams_.contains(stream)) return UnknownHandle("stream", "stream");
     return stream;
@@ -939,8 +725,8 @@ class DriverSession final : public remote::Session {
     allocations_.clear();
   }
 
-  const DriverApiPtr api_;
-  const FunctionTable& fn_;  // api_'s table
+  const DriverPtr driver_;
+  const FunctionTable& fn_;  // driver_'s table
   const CUdevice device_;
   const std::optional<int> sm_count_;
   const std::string label_;
@@ -958,12 +744,11 @@ class DriverSession final : public remote::Session {
 
 // Immutable after construction; the driver's device queries are thread-safe, so every method may
 // be called from any thread.
-class DriverBackend final : public remote::Backend {
+class DriverBackend final : public Backend {
  public:
-  DriverBackend(DriverApiPtr api, CUdevice device, int ordinal, std::optional<int> sm_count,
-                std::optional<int> granted_sm_count, int device_sm_count,
-                remote::DeviceIdentity identity)
-      : api_(std::move(api)),
+  DriverBackend(DriverPtr driver, CUdevice device, int ordinal, std::optional<int> sm_count,
+                std::optional<int> granted_sm_count, int device_sm_count, DeviceIdentity identity)
+      : driver_(std::move(driver)),
         device_(device),
         ordinal_(ordinal),
         sm_count_(sm_count),
@@ -979,7 +764,7 @@ class DriverBackend final : public remote::Backend {
     std::snprintf(line, sizeof line, "%s (device %d), %d SMs, %.1f GiB, CUDA driver %d.%d (%s)",
                   identity_.name.c_str(), ordinal_, device_sm_count_,
                   static_cast<double>(identity_.total_memory_bytes) / (1 << 30), v / 1000,
-                  (v % 1000) / 10, api_->path().c_str());
+                  (v % 1000) / 10, driver_->path().c_str());
     std::string text = line;
     if (sm_count_) {
       text += "; each client limited to " + std::to_string(granted_sm_count_.value_or(*sm_count_)) +
@@ -988,32 +773,31 @@ class DriverBackend final : public remote::Backend {
     return text;
   }
 
-  remote::DeviceIdentity Identity() const override { return identity_; }
+  DeviceIdentity Identity() const override { return identity_; }
 
   CudaResult<int32_t> DeviceAttribute(uint32_t attr) const override {
     int value = 0;
     CUresult rc =
-        api_->fn().DeviceGetAttribute(&value, static_cast<CUdevice_attribute>(attr), device_);
-    if (rc != CUDA_SUCCESS) return api_->CudaError("cuDeviceGetAttribute", rc);
+        driver_->api().DeviceGetAttribute(&value, static_cast<CUdevice_attribute>(attr), device_);
+    if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuDeviceGetAttribute", rc);
     return int32_t{value};
   }
 
-  CudaResult<std::unique_ptr<remote::Session>> OpenSession(
-      const std::string& client_label) override {
+  CudaResult<std::unique_ptr<Session>> OpenSession(const std::string& client_label) override {
     FLYT_CUDA_ASSIGN_OR_RETURN(std::shared_ptr<Context> ctx,
-                               Context::Create(api_, device_, sm_count_));
-    return std::unique_ptr<remote::Session>(
-        std::make_unique<DriverSession>(api_, device_, sm_count_, client_label, std::move(ctx)));
+                               Context::Create(driver_, device_, sm_count_));
+    return std::unique_ptr<Session>(
+        std::make_unique<DriverSession>(driver_, device_, sm_count_, client_label, std::move(ctx)));
   }
 
  private:
-  const DriverApiPtr api_;
+  const DriverPtr driver_;
   const CUdevice device_;
   const int ordinal_;
   const std::optional<int> sm_count_;
   const std::optional<int> granted_sm_count_;
   const int device_sm_count_;
-  const remote::DeviceIdentity identity_;
+  const DeviceIdentity identity_;
 };
 
 Status FailedPrecondition(std::string message) {
@@ -1026,7 +810,7 @@ Status FromCudaStatus(const CudaStatus& status, StatusCode code) {
 
 }  // namespace
 
-remote::CudaError CudaErrorFromDriver(int cu_result) {
+CudaError CudaErrorFromDriver(int cu_result) {
   switch (cu_result) {
     // Codes without a runtime number. CONTEXT_ALREADY_CURRENT has not been returned since CUDA
     // 3.2; KEY_ROTATION (confidential computing) has no cudaError_t in CUDA 13's driver_types.h.
@@ -1047,19 +831,14 @@ remote::CudaError CudaErrorFromDriver(int cu_result) {
   }
 }
 
-Result<std::vector<DriverBinding>> ProbeDriverLibrary(const std::string& library) {
-  FLYT_ASSIGN_OR_RETURN(DriverApiPtr api, DriverApi::Load(library));
-  return api->bindings();
-}
-
-Result<std::unique_ptr<remote::Backend>> MakeDriverBackend(const DriverOptions& options) {
-  Result<DriverApiPtr> loaded = DriverApi::Load(options.library);
+Result<std::unique_ptr<Backend>> MakeDriverBackend(const DriverOptions& options) {
+  Result<std::unique_ptr<Driver>> loaded = Driver::Load(options.library);
   if (!loaded.ok()) {
     return Status(loaded.status().code(),
                   loaded.status().message() + "; " + std::string(kNoDriverHint));
   }
-  DriverApiPtr api = std::move(loaded).value();
-  const FunctionTable& fn = api->fn();
+  DriverPtr driver = std::move(loaded).value();
+  const FunctionTable& fn = driver->api();
 
   CUresult rc = fn.Init(0);
   if (rc == CUDA_ERROR_STUB_LIBRARY) {
@@ -1068,17 +847,17 @@ Result<std::unique_ptr<remote::Backend>> MakeDriverBackend(const DriverOptions& 
                        std::string(kNoDriverHint));
   }
   if (rc == CUDA_ERROR_NO_DEVICE) {
-    return Unavailable(api->ErrorMessage("cuInit", rc) + "; " + std::string(kNoDriverHint));
+    return Unavailable(driver->ErrorMessage("cuInit", rc) + "; " + std::string(kNoDriverHint));
   }
-  if (rc != CUDA_SUCCESS) return api->DriverStatus("cuInit", rc);
+  if (rc != CUDA_SUCCESS) return DriverStatus(*driver, "cuInit", rc);
 
   int driver_version = 0;
   rc = fn.DriverGetVersion(&driver_version);
-  if (rc != CUDA_SUCCESS) return api->DriverStatus("cuDriverGetVersion", rc);
+  if (rc != CUDA_SUCCESS) return DriverStatus(*driver, "cuDriverGetVersion", rc);
 
   int count = 0;
   rc = fn.DeviceGetCount(&count);
-  if (rc != CUDA_SUCCESS) return api->DriverStatus("cuDeviceGetCount", rc);
+  if (rc != CUDA_SUCCESS) return DriverStatus(*driver, "cuDeviceGetCount", rc);
   if (options.device < 0 || options.device >= count) {
     return InvalidArgument("device " + std::to_string(options.device) +
                            " does not exist: the driver sees " + std::to_string(count) +
@@ -1087,17 +866,17 @@ Result<std::unique_ptr<remote::Backend>> MakeDriverBackend(const DriverOptions& 
   }
   CUdevice device = 0;
   rc = fn.DeviceGet(&device, options.device);
-  if (rc != CUDA_SUCCESS) return api->DriverStatus("cuDeviceGet", rc);
+  if (rc != CUDA_SUCCESS) return DriverStatus(*driver, "cuDeviceGet", rc);
 
-  remote::DeviceIdentity identity;
+  DeviceIdentity identity;
   identity.driver_version = driver_version;
   char name[256] = {};
   rc = fn.DeviceGetName(name, sizeof name - 1, device);
-  if (rc != CUDA_SUCCESS) return api->DriverStatus("cuDeviceGetName", rc);
+  if (rc != CUDA_SUCCESS) return DriverStatus(*driver, "cuDeviceGetName", rc);
   identity.name = name;
   size_t total_bytes = 0;
   rc = fn.DeviceTotalMem(&total_bytes, device);
-  if (rc != CUDA_SUCCESS) return api->DriverStatus("cuDeviceTotalMem", rc);
+  if (rc != CUDA_SUCCESS) return DriverStatus(*driver, "cuDeviceTotalMem", rc);
   identity.total_memory_bytes = total_bytes;
   if (fn.DeviceGetUuid != nullptr) {
     CUuuid uuid{};
@@ -1107,7 +886,7 @@ Result<std::unique_ptr<remote::Backend>> MakeDriverBackend(const DriverOptions& 
   }
   int device_sm_count = 0;
   rc = fn.DeviceGetAttribute(&device_sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
-  if (rc != CUDA_SUCCESS) return api->DriverStatus("cuDeviceGetAttribute(SM count)", rc);
+  if (rc != CUDA_SUCCESS) return DriverStatus(*driver, "cuDeviceGetAttribute(SM count)", rc);
 
   if (options.sm_count) {
     const int asked = *options.sm_count;
@@ -1122,7 +901,7 @@ Result<std::unique_ptr<remote::Backend>> MakeDriverBackend(const DriverOptions& 
     }
     int supported = 0;
     rc = fn.DeviceGetExecAffinitySupport(&supported, CU_EXEC_AFFINITY_TYPE_SM_COUNT, device);
-    if (rc != CUDA_SUCCESS) return api->DriverStatus("cuDeviceGetExecAffinitySupport", rc);
+    if (rc != CUDA_SUCCESS) return DriverStatus(*driver, "cuDeviceGetExecAffinitySupport", rc);
     if (supported == 0) {
       return FailedPrecondition(identity.name + " cannot limit a context's SMs here (MPS is not " +
                                 "running?): " + MpsHint(asked));
@@ -1133,7 +912,7 @@ Result<std::unique_ptr<remote::Backend>> MakeDriverBackend(const DriverOptions& 
   // memory, the SM limit accepted), and the SM count the driver really grants.
   std::optional<int> granted;
   {
-    CudaResult<std::shared_ptr<Context>> probe = Context::Create(api, device, options.sm_count);
+    CudaResult<std::shared_ptr<Context>> probe = Context::Create(driver, device, options.sm_count);
     if (!probe.ok()) {
       const ErrorCode error = probe.status().code();
       const bool affinity_refused =
@@ -1151,9 +930,9 @@ Result<std::unique_ptr<remote::Backend>> MakeDriverBackend(const DriverOptions& 
                    device_sm_count, *options.sm_count);
     }
   }
-  return std::unique_ptr<remote::Backend>(
-      std::make_unique<DriverBackend>(std::move(api), device, options.device, options.sm_count,
+  return std::unique_ptr<Backend>(
+      std::make_unique<DriverBackend>(std::move(driver), device, options.device, options.sm_count,
                                       granted, device_sm_count, std::move(identity)));
 }
 
-}  // namespace flyt::gpu_server
+}  // namespace flyt::remote

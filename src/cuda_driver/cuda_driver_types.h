@@ -1,0 +1,91 @@
+// flyt's own declarations of the slice of the CUDA driver API it uses, written from NVIDIA's CUDA
+// Driver API reference (cuda.h of CUDA 11.4 through 13.x; the values and layouts below are ABI and
+// identical in all of them on LP64).
+//
+// flyt never includes cuda.h: libcuda.so.1 is loaded at run time with dlopen (cuda_driver/
+// library.h), so flyt-gpu-server builds and starts on machines without the CUDA toolkit or a
+// driver. Names follow cuda.h so that each line can be checked against it; every struct carries a
+// static_assert on its size, and cuda_driver_test.cc checks offsets and constants against numbers
+// written from the documentation (and against the toolkit's cuda.h where one is installed).
+//
+// Plain data and constants only; no state, nothing to synchronise.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace flyt::cuda_driver {
+
+// CUresult: a plain C enum in cuda.h, 4 bytes. Only the codes flyt acts on are named here; every
+// other code is passed on as a number (and named by the driver's cuGetErrorName).
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;  // NOLINT(runtime/int): cuda.h's type (the _v2 ABI)
+
+// Opaque handles: pointers to incomplete structs.
+struct CUctx_st;
+struct CUmod_st;
+struct CUfunc_st;
+struct CUstream_st;
+struct CUevent_st;
+using CUcontext = CUctx_st*;
+using CUmodule = CUmod_st*;
+using CUfunction = CUfunc_st*;
+using CUstream = CUstream_st*;
+using CUevent = CUevent_st*;
+
+// CUuuid: 16 bytes.
+struct CUuuid {
+  unsigned char bytes[16];
+};
+static_assert(sizeof(CUuuid) == 16);
+
+// Enums passed through as numbers (the server forwards the runtime's attribute numbers, which are
+// the driver's).
+using CUdevice_attribute = int;
+using CUfunction_attribute = int;
+using CUexecAffinityType = int;
+
+// CUexecAffinityParam_v1: { CUexecAffinityType type; union { CUexecAffinitySmCount smCount; } }.
+struct CUexecAffinityParam {
+  CUexecAffinityType type;
+  union {
+    struct {
+      unsigned int val;
+    } smCount;
+  } param;
+};
+static_assert(sizeof(CUexecAffinityParam) == 8);
+
+// CUctxCreateParams (CUDA 12.5+, cuCtxCreate_v4): affinity array, its length, CIG parameters.
+struct CUctxCreateParams {
+  CUexecAffinityParam* execAffinityParams;
+  int numExecAffinityParams;
+  void* cigParams;
+};
+static_assert(sizeof(CUctxCreateParams) == 24);
+
+inline constexpr CUresult CUDA_SUCCESS = 0;
+inline constexpr CUresult CUDA_ERROR_INVALID_VALUE = 1;
+inline constexpr CUresult CUDA_ERROR_OUT_OF_MEMORY = 2;
+inline constexpr CUresult CUDA_ERROR_NOT_INITIALIZED = 3;
+inline constexpr CUresult CUDA_ERROR_STUB_LIBRARY = 34;
+inline constexpr CUresult CUDA_ERROR_NO_DEVICE = 100;
+inline constexpr CUresult CUDA_ERROR_INVALID_DEVICE = 101;
+inline constexpr CUresult CUDA_ERROR_CONTEXT_ALREADY_CURRENT = 202;  // deprecated since CUDA 3.2
+inline constexpr CUresult CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY = 224;
+inline constexpr CUresult CUDA_ERROR_NOT_FOUND = 500;
+inline constexpr CUresult CUDA_ERROR_NOT_SUPPORTED = 801;
+inline constexpr CUresult CUDA_ERROR_KEY_ROTATION = 916;  // confidential computing
+inline constexpr CUresult CUDA_ERROR_UNKNOWN = 999;
+
+inline constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
+inline constexpr CUexecAffinityType CU_EXEC_AFFINITY_TYPE_SM_COUNT = 0;
+inline constexpr unsigned int CU_MEMHOSTALLOC_PORTABLE = 0x01;
+
+// cuLaunchKernel's `extra` keys (cuda.h defines them as the pointers 0, 1 and 2).
+inline void* const CU_LAUNCH_PARAM_END = nullptr;
+inline void* const CU_LAUNCH_PARAM_BUFFER_POINTER = reinterpret_cast<void*>(uintptr_t{1});
+inline void* const CU_LAUNCH_PARAM_BUFFER_SIZE = reinterpret_cast<void*>(uintptr_t{2});
+
+}  // namespace flyt::cuda_driver

@@ -1,0 +1,54 @@
+// The driver backend: runs clients' CUDA work on a real GPU through libcuda.so.1, loaded at run
+// time by cuda_driver::Library (cuda_driver/library.h), so flyt-gpu-server builds and starts on
+// machines without the CUDA toolkit or a driver. flyt declares the slice of the driver API it uses
+// itself (cuda_driver/cuda_driver_types.h) and never includes cuda.h.
+//
+// MakeDriverBackend is the factory flyt-gpu-server's main calls for `--backend driver`; the
+// backend implements Backend from remote/backend.h, whose contract (thread safety, what the
+// server validates, error codes) applies in full.
+//
+// Isolation: every Session owns a CUDA context of its own (with the SM limit as execution affinity
+// when one is set), which keeps each client's objects and handles apart. It does not isolate one
+// client's sticky fault (an illegal address, a device-side assert) from the others: on the H100
+// with driver 580 such a fault poisons every context of the process and every new one
+// (docs/hardware-verification.md). What isolates clients is a process per client, each making its
+// own backend (Isolation::kProcess in remote/server.h, flyt-gpu-server's default; see
+// remote/backend.h). Session::Reset releases what the client left and creates a new context,
+// which after such a fault the driver may refuse.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "common/status.h"
+#include "cuda_driver/library.h"
+#include "remote/backend.h"
+
+namespace flyt::remote {
+
+struct DriverOptions {
+  int device = 0;               // CUDA device ordinal (--device)
+  std::optional<int> sm_count;  // limit the SMs clients may use (--sm-count); absent: all
+  std::string library = cuda_driver::kDefaultLibraryPath;  // path or soname passed to dlopen
+};
+
+// Opens the driver, initialises it and selects the device. Fails with a clear Status when the
+// library is missing or lacks a required entry point (kUnavailable; also for NVIDIA's link-time
+// stub libcuda.so), no device is present or the ordinal is out of range (kInvalidArgument), or
+// --sm-count is given where the driver cannot limit a context's SMs (kFailedPrecondition: that
+// needs the MPS control daemon with per-context SM partitioning). It creates and destroys one probe
+// context, so a device that cannot host a context for clients is reported at start-up rather than
+// to the first client.
+//
+// The backend is thread-safe (Backend's contract).
+[[nodiscard]] Result<std::unique_ptr<Backend>> MakeDriverBackend(const DriverOptions& options);
+
+// The cudaError_t the CUDA runtime reports for a driver CUresult. The numbers agree for every
+// code both APIs have (checked against cuda.h and driver_types.h by driver_backend_test); codes
+// the runtime has no number for become kUnknown. Call sites that the runtime reports differently
+// (a missing kernel is cudaErrorInvalidDeviceFunction, not cudaErrorSymbolNotFound) translate
+// further themselves.
+CudaError CudaErrorFromDriver(int cu_result);
+
+}  // namespace flyt::remote
