@@ -192,25 +192,60 @@ std::string RenderEstimate(const sched::TaskEstimate& t) {
   std::string out = fmt::format("task {}: model {} ({}), runtime {}, {} experiment(s)\n",
                                 t.task_name.empty() ? "-" : t.task_name, t.model, t.model_source,
                                 t.runtime, t.experiments.size());
-  out += fmt::format("{:>4}  {:>4}  {:>10}  {:>10}  {:>10}  {:>12}  {}\n", "EXP", "GPUS", "WEIGHTS",
-                     "KV CACHE", "RESERVE", "PER GPU", "PARAMETERS");
+  auto mib = [](double v) { return fmt::format("{:.0f} MiB", v); };
+  struct Row {
+    std::string params, verdict;
+  };
+  std::vector<Row> rows;
+  size_t params_width = std::string_view("PARAMETERS").size();
   for (const sched::Experiment& e : t.experiments) {
-    auto mib = [](double v) { return fmt::format("{:.0f} MiB", v); };
-    std::string params;
-    for (const auto& [k, v] : e.parameters.items())
-      params += (params.empty() ? "" : " ") + k + "=" + v.dump();
+    Row r;
+    for (const auto& [k, v] : e.parameters.items()) {
+      r.params += (r.params.empty() ? "" : " ") + k + "=" + v.dump();
+    }
+    r.params = Printable(r.params);
+    r.verdict = e.capacity ? Printable(e.capacity->message) : "-";
+    params_width = std::max(params_width, r.params.size());
+    rows.push_back(std::move(r));
+  }
+  const std::string row_format =
+      "{:>4}  {:>4}  {:>10}  {:>10}  {:>9}  {:>5}  {:>10}  {:>10}  {:>8}  {:<" +
+      std::to_string(params_width) + "}  {}\n";
+  auto line = [&](auto&&... cells) { return fmt::format(fmt::runtime(row_format), cells...); };
+  out += line("EXP", "GPUS", "WEIGHTS", "KV 1 SEQ", "RESERVE", "FRAC", "PER GPU", "KV TOKENS",
+              "MAX SEQS", "PARAMETERS", "VERDICT");
+  for (size_t i = 0; i < t.experiments.size(); ++i) {
+    const sched::Experiment& e = t.experiments[i];
     if (e.memory) {
-      out += fmt::format("{:>4}  {:>4}  {:>10}  {:>10}  {:>10}  {:>12}  {}\n", e.index, e.gpus,
-                         mib(e.memory->weights_mib), mib(e.memory->kv_cache_mib),
-                         mib(e.memory->reserve_mib), mib(e.min_free_memory_mib), Printable(params));
+      const std::string tokens = e.capacity ? std::to_string(e.capacity->kv_tokens) : "-";
+      const std::string seqs = e.capacity ? std::to_string(e.capacity->max_concurrency) : "-";
+      const double fraction = e.capacity ? e.capacity->fraction : e.free_fraction;
+      out += line(e.index, e.gpus, mib(e.memory->weights_mib), mib(e.memory->kv_cache_mib),
+                  mib(e.memory->reserve_mib), fmt::format("{:.3g}", fraction),
+                  mib(e.min_free_memory_mib), tokens, seqs, rows[i].params, rows[i].verdict);
     } else {
-      out += fmt::format("{:>4}  {:>4}  {:>10}  {:>10}  {:>10}  {:>12}  {}\n", e.index, e.gpus, "-",
-                         "-", "-", mib(e.min_free_memory_mib) + "*", Printable(params));
+      out += line(e.index, e.gpus, "-", "-", "-", "-", mib(e.min_free_memory_mib) + "*", "-", "-",
+                  rows[i].params, rows[i].verdict);
     }
   }
   if (!t.experiments.empty()) out += "rule: " + t.experiments.front().engine_rule + "\n";
-  if (t.model_source == "explicit")
+  const bool any_memory = std::any_of(t.experiments.begin(), t.experiments.end(),
+                                      [](const sched::Experiment& e) { return e.memory; });
+  if (any_memory) {
+    out +=
+        "PER GPU: the smallest GPU the engine starts on, (WEIGHTS + KV for one max-model-len "
+        "sequence + RESERVE) ÷ FRAC; each GPU needs that much free.\n";
+    if (t.gpu_memory_mib > 0) {
+      out += fmt::format(
+          "KV TOKENS, MAX SEQS: what the KV cache holds on a {:.0f} MiB GPU, FRAC × GPU − WEIGHTS "
+          "− "
+          "RESERVE, and the max-model-len sequences it runs at once (per engine replica).\n",
+          t.gpu_memory_mib);
+    }
+  }
+  if (t.model_source == "explicit") {
     out += "* min_free_memory_mb from the task (model not in the catalog)\n";
+  }
   return out;
 }
 

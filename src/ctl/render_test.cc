@@ -461,5 +461,63 @@ TEST(ClusterRenderTest, ANodeShowsItsLastSnapshotInTheGpusTable) {
   EXPECT_NE(RenderNode(node).find("No readable GPU snapshot"), std::string::npos);
 }
 
+// examples/tasks/llama-3.1-8b-vllm.json on the default H100 (81,559 MiB): every experiment runs;
+// max-num-seqs=128 is capped where the KV cache holds fewer 8192-token sequences.
+TEST(EstimateRenderTest, EachExperimentShowsItsNeedCapacityConcurrencyAndVerdict) {
+  const nlohmann::json task = {
+      {"task_name", "llama-3.1-8b-throughput"},
+      {"model", {{"id_or_path", "meta-llama/Llama-3.1-8B-Instruct"}}},
+      {"base_runtime", "vllm"},
+      {"parameters", {{"max-model-len", {8192}}, {"max-num-seqs", {32, 128}}}},
+      {"parallel_config", {{"tp", {1, 2}}}}};
+  auto estimate = sched::EstimateTask(task);
+  ASSERT_TRUE(estimate.ok()) << estimate.status().ToString();
+  const std::string out = RenderEstimate(*estimate);
+  EXPECT_NE(out.find("4 experiment(s)"), std::string::npos) << out;
+  EXPECT_NE(out.find("KV TOKENS"), std::string::npos) << out;
+  EXPECT_NE(out.find("on a 81559 MiB GPU"), std::string::npos) << out;
+  // tp=1: weights 15,316 + KV for one 8192-token sequence 1,024 + reserve 1,536 in 90% of the GPU
+  // → a 19,862 MiB GPU at least; 0.9 × 81,559 − 15,316 − 1,536 = 56,551 MiB of KV = 452,408
+  // tokens of 128 KiB = 55 sequences.
+  const std::string tp1_32 = LineWith(out, "max-num-seqs=32 tp=1");
+  EXPECT_NE(
+      tp1_32.find("15316 MiB    1024 MiB   1536 MiB    0.9   19862 MiB      452408        55"),
+      std::string::npos)
+      << out;
+  EXPECT_NE(tp1_32.find("fits"), std::string::npos) << tp1_32;
+  EXPECT_NE(LineWith(out, "max-num-seqs=128 tp=1").find("will run, concurrency capped at 55"),
+            std::string::npos)
+      << out;
+  // tp=2: half the weights and KV per GPU; 125 sequences at once.
+  const std::string tp2_128 = LineWith(out, "max-num-seqs=128 tp=2");
+  EXPECT_NE(tp2_128.find("will run, concurrency capped at 125"), std::string::npos) << out;
+  EXPECT_EQ(out.find("cannot run"), std::string::npos) << out;
+}
+
+TEST(EstimateRenderTest, AnExperimentThatCannotHoldOneSequenceSaysWhy) {
+  sched::EstimateOptions options;
+  options.gpu_memory_mib = 24 * 1024;
+  auto estimate = sched::EstimateTask(
+      {{"model", {{"id_or_path", "Llama-3.1-8B"}}}, {"parameters", {{"max-model-len", 131072}}}},
+      options);
+  ASSERT_TRUE(estimate.ok()) << estimate.status().ToString();
+  const std::string out = RenderEstimate(*estimate);
+  EXPECT_NE(out.find("cannot run: 90% of a 24576 MiB GPU leaves KV cache for 42131 tokens, less "
+                     "than one 131072-token sequence"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("16384 MiB"), std::string::npos) << out;  // KV for the one sequence
+}
+
+TEST(EstimateRenderTest, AGivenMemoryHasNoCapacity) {
+  auto estimate = sched::EstimateTask(
+      {{"model", {{"id_or_path", "acme/secret-13b"}}}, {"min_free_memory_mb", 30000}});
+  ASSERT_TRUE(estimate.ok()) << estimate.status().ToString();
+  const std::string out = RenderEstimate(*estimate);
+  EXPECT_NE(out.find("30000 MiB*"), std::string::npos) << out;
+  EXPECT_NE(out.find("* min_free_memory_mb from the task"), std::string::npos) << out;
+  EXPECT_EQ(out.find("KV TOKENS, MAX SEQS:"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace flyt::ctl

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <iterator>
 
 #include "common/strings.h"
 
@@ -12,6 +13,45 @@ namespace {
 using nlohmann::json;
 
 constexpr double kMib = 1024.0 * 1024.0;
+constexpr double kMibPerGib = 1024.0;
+// vLLM's documented default gpu_memory_utilization; SGLang's mem_fraction_static when it does not
+// know the GPU's size.
+constexpr double kVllmDefaultUtilization = 0.9;
+constexpr double kSglangFallbackFraction = 0.88;
+
+// What SGLang keeps outside mem_fraction_static for activations and CUDA graphs when it picks the
+// fraction itself (server_args.py, by GPU size in MiB; tp·pp ranks capture more graphs).
+double SglangReservedMib(double gpu_memory_mib, int parallel) {
+  if (gpu_memory_mib < 35 * kMibPerGib)
+    return (2.8 + parallel / 10.0) * kMibPerGib;  // A10, L40, 4090
+  if (gpu_memory_mib < 90 * kMibPerGib) return (9.5 + parallel / 2.0) * kMibPerGib;  // H100, A100
+  if (gpu_memory_mib < 160 * kMibPerGib) return (12 + parallel / 2.0) * kMibPerGib;  // H20, H200
+  return 32 * kMibPerGib;                                                            // B200, MI300
+}
+
+// The smallest GPU on which SGLang's default fraction leaves `static_mib` (weights + KV for one
+// sequence): GPU − reserved(GPU) ≥ static_mib, tier by tier. The 0.9995 covers the fraction's
+// rounding to 3 places.
+double SglangSmallestGpuMib(double static_mib, int parallel) {
+  const double bounds[] = {0, 35 * kMibPerGib, 90 * kMibPerGib, 160 * kMibPerGib, 1e300};
+  for (size_t i = 0; i + 1 < std::size(bounds); ++i) {
+    const double lo = bounds[i], hi = bounds[i + 1];
+    const double gpu = std::max(lo, (static_mib + SglangReservedMib(lo, parallel)) / 0.9995);
+    if (gpu < hi) return gpu;
+  }
+  return bounds[std::size(bounds) - 1];
+}
+
+std::string MibText(double mib) { return std::to_string(std::llround(mib)) + " MiB"; }
+
+std::string PercentText(double fraction) {
+  const double percent = fraction * 100;
+  if (std::fabs(percent - std::round(percent)) < 1e-6) {
+    return std::to_string(std::llround(percent)) + "%";
+  }
+  std::string text = std::to_string(std::round(percent * 10) / 10);
+  return text.substr(0, text.find('.') + 2) + "%";
+}
 
 // Every spelling the autotuner's tasks use, normalised (lower case, '_' → '-'), to one name.
 const std::map<std::string, std::string>& Canonical() {
@@ -122,6 +162,7 @@ std::optional<double> BytesPerElement(std::string_view dtype, std::string_view m
 Result<TaskEstimate> EstimateTask(const json& task, const EstimateOptions& options) {
   if (!task.is_object()) return InvalidArgument("the task must be a JSON object");
   TaskEstimate out;
+  out.gpu_memory_mib = options.gpu_memory_mib > 0 ? options.gpu_memory_mib : 0;
   if (task.contains("task_name") && task["task_name"].is_string()) {
     out.task_name = task["task_name"].get<std::string>();
   }
@@ -221,20 +262,27 @@ Result<TaskEstimate> EstimateTask(const json& task, const EstimateOptions& optio
     }
     e.gpus = e.tp * e.pp * e.dp * e.cp;
 
+    e.runtime = out.runtime;
     if (out.runtime == "vllm") {
-      e.free_fraction = 0.9;
+      e.free_fraction = kVllmDefaultUtilization;
       if (canon.count("gpu-memory-utilization")) {
         FLYT_ASSIGN_OR_RETURN(e.free_fraction, Fraction(canon["gpu-memory-utilization"],
                                                         where + ": gpu-memory-utilization"));
+        e.fraction_given = true;
       }
       e.engine_rule =
           "vllm: " + std::to_string(static_cast<int>(std::lround(e.free_fraction * 100))) +
           "% of each GPU's memory free (gpu_memory_utilization)";
     } else {
-      e.free_fraction = 0.88;
       if (canon.count("mem-fraction-static")) {
         FLYT_ASSIGN_OR_RETURN(e.free_fraction, Fraction(canon["mem-fraction-static"],
                                                         where + ": mem-fraction-static"));
+        e.fraction_given = true;
+      } else {
+        // SGLang's own default depends on the GPU; without one it falls back to 0.88 as well.
+        e.free_fraction = options.gpu_memory_mib > 0
+                              ? SglangDefaultFraction(options.gpu_memory_mib, e.tp * e.pp)
+                              : kSglangFallbackFraction;
       }
       e.engine_rule = "sglang: every rank's free memory within 10% of the others";
     }
@@ -259,35 +307,92 @@ Result<TaskEstimate> EstimateTask(const json& task, const EstimateOptions& optio
                                  : "auto";
       auto kv_bytes = BytesPerElement(kv_dtype, dtype == "auto" ? m.dtype : dtype);
       if (!kv_bytes) return InvalidArgument(where + ": unknown kv-cache-dtype '" + kv_dtype + "'");
-      int max_len = m.max_position_embeddings;
+      e.max_model_len = m.max_position_embeddings;
       if (canon.count("max-model-len")) {
         auto v = IntIn(canon["max-model-len"], 1, 1 << 24);
         if (!v)
           return InvalidArgument(where + ": max-model-len must be an integer from 1 to 16777216");
-        max_len = static_cast<int>(*v);
+        e.max_model_len = static_cast<int>(*v);
       }
-      double concurrency = 1;
       if (canon.count("concurrency")) {
         auto c = IntIn(canon["concurrency"], 1, 100000);
         if (!c) return InvalidArgument(where + ": concurrency must be an integer from 1 to 100000");
-        concurrency = static_cast<double>(*c);
+        e.concurrency = *c;
       }
       MemoryEstimate mem;
       mem.weights_mib = m.parameters * *weight_bytes / (e.tp * e.pp) / kMib;
       const double layers_per_rank = std::ceil(static_cast<double>(m.layers) / e.pp);
+      // Fewer KV heads than tp: each rank still holds one whole head (replicated).
       const double kv_heads_per_rank = std::max(1.0, static_cast<double>(m.kv_heads) / e.tp);
-      const double tokens = static_cast<double>(max_len) * concurrency / (e.cp * e.dcp);
-      mem.kv_cache_mib =
-          2 * layers_per_rank * kv_heads_per_rank * m.head_dim * *kv_bytes * tokens / kMib;
-      mem.reserve_mib = options.reserve_mib;
+      mem.kv_bytes_per_token =
+          2 * layers_per_rank * kv_heads_per_rank * m.head_dim * *kv_bytes / (e.cp * e.dcp);
+      mem.kv_cache_mib = mem.kv_bytes_per_token * e.max_model_len / kMib;
+      mem.reserve_mib = out.runtime == "vllm" ? options.reserve_mib : 0;
       mem.total_mib = mem.weights_mib + mem.kv_cache_mib + mem.reserve_mib;
       e.memory = mem;
-      e.min_free_memory_mib = mem.total_mib;
+      e.min_free_memory_mib = out.runtime == "sglang" && !e.fraction_given
+                                  ? SglangSmallestGpuMib(mem.total_mib, e.tp * e.pp)
+                                  : mem.total_mib / e.free_fraction;
+      e.capacity = CapacityOn(e, options.gpu_memory_mib);
     }
     if (explicit_mib) e.min_free_memory_mib = *explicit_mib;
     out.experiments.push_back(std::move(e));
   }
   return out;
+}
+
+const char* VerdictName(Verdict v) {
+  switch (v) {
+    case Verdict::kFits:
+      return "fits";
+    case Verdict::kConcurrencyCapped:
+      return "capped";
+    case Verdict::kCannotRun:
+      return "cannot_run";
+  }
+  return "fits";
+}
+
+double SglangDefaultFraction(double gpu_memory_mib, int tp_times_pp) {
+  if (!(gpu_memory_mib > 0)) return kSglangFallbackFraction;
+  const double f =
+      (gpu_memory_mib - SglangReservedMib(gpu_memory_mib, tp_times_pp)) / gpu_memory_mib;
+  return std::max(0.0, std::round(f * 1000) / 1000);
+}
+
+std::optional<KvCapacity> CapacityOn(const Experiment& e, double gpu_memory_mib) {
+  if (!e.memory || !(gpu_memory_mib > 0) || !(e.memory->kv_bytes_per_token > 0) ||
+      e.max_model_len <= 0) {
+    return std::nullopt;
+  }
+  const MemoryEstimate& m = *e.memory;
+  KvCapacity c;
+  c.gpu_memory_mib = gpu_memory_mib;
+  c.fraction = e.runtime == "sglang" && !e.fraction_given
+                   ? SglangDefaultFraction(gpu_memory_mib, e.tp * e.pp)
+                   : e.free_fraction;
+  c.kv_pool_mib = c.fraction * gpu_memory_mib - m.weights_mib - m.reserve_mib;
+  c.kv_tokens = c.kv_pool_mib > 0
+                    ? static_cast<int64_t>(std::floor(c.kv_pool_mib * kMib / m.kv_bytes_per_token))
+                    : 0;
+  c.max_concurrency = c.kv_tokens / e.max_model_len;
+  const std::string share = PercentText(c.fraction) + " of a " + MibText(gpu_memory_mib) + " GPU";
+  if (c.kv_pool_mib <= 0) {
+    c.verdict = Verdict::kCannotRun;
+    c.message = "cannot run: weights" + std::string(m.reserve_mib > 0 ? " + reserve (" : " (") +
+                MibText(m.weights_mib + m.reserve_mib) + ") exceed " + share;
+  } else if (c.max_concurrency < 1) {
+    c.verdict = Verdict::kCannotRun;
+    c.message = "cannot run: " + share + " leaves KV cache for " + std::to_string(c.kv_tokens) +
+                " tokens, less than one " + std::to_string(e.max_model_len) + "-token sequence";
+  } else if (e.concurrency && *e.concurrency > c.max_concurrency) {
+    c.verdict = Verdict::kConcurrencyCapped;
+    c.message = "will run, concurrency capped at " + std::to_string(c.max_concurrency);
+  } else {
+    c.verdict = Verdict::kFits;
+    c.message = "fits";
+  }
+  return c;
 }
 
 nlohmann::json ToJson(const TaskEstimate& t) {
@@ -298,7 +403,19 @@ nlohmann::json ToJson(const TaskEstimate& t) {
       mem = {{"weights_mib", std::round(e.memory->weights_mib)},
              {"kv_cache_mib", std::round(e.memory->kv_cache_mib)},
              {"reserve_mib", std::round(e.memory->reserve_mib)},
-             {"total_mib", std::round(e.memory->total_mib)}};
+             {"total_mib", std::round(e.memory->total_mib)},
+             {"kv_bytes_per_token", e.memory->kv_bytes_per_token}};
+    }
+    json capacity = nullptr;
+    if (e.capacity) {
+      const KvCapacity& c = *e.capacity;
+      capacity = {{"gpu_memory_mib", std::round(c.gpu_memory_mib)},
+                  {"fraction", c.fraction},
+                  {"kv_pool_mib", std::round(c.kv_pool_mib)},
+                  {"kv_tokens", c.kv_tokens},
+                  {"max_concurrency", c.max_concurrency},
+                  {"verdict", VerdictName(c.verdict)},
+                  {"message", c.message}};
     }
     experiments.push_back({{"index", e.index},
                            {"parameters", e.parameters},
@@ -311,13 +428,15 @@ nlohmann::json ToJson(const TaskEstimate& t) {
                            {"memory_per_gpu", mem},
                            {"min_free_memory_mb", std::round(e.min_free_memory_mib)},
                            {"engine_rule", e.engine_rule},
-                           {"free_fraction", e.free_fraction}});
+                           {"free_fraction", e.free_fraction},
+                           {"fraction_given", e.fraction_given},
+                           {"max_model_len", e.max_model_len > 0 ? json(e.max_model_len) : json()},
+                           {"concurrency", e.concurrency ? json(*e.concurrency) : json()},
+                           {"capacity", capacity}});
   }
-  return {{"task_name", t.task_name},
-          {"model", t.model},
-          {"model_source", t.model_source},
-          {"runtime", t.runtime},
-          {"experiments", experiments}};
+  return {{"task_name", t.task_name},           {"model", t.model},
+          {"model_source", t.model_source},     {"runtime", t.runtime},
+          {"gpu_memory_mib", t.gpu_memory_mib}, {"experiments", experiments}};
 }
 
 }  // namespace flyt::sched

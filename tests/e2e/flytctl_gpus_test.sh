@@ -109,13 +109,17 @@ check "unknown command: non-zero" test $? -ne 0
 out=$("$flytctl" estimate "$src/examples/tasks/llama-3.1-8b-vllm.json")
 check "estimate: exit 0" test $? -eq 0
 check "estimate: 8 experiments" contains "$out" "8 experiment(s)"
-check "estimate: tp=2 halves the weights" grep -qE '^ +1 +2 +7658 MiB +16384 MiB +1536 MiB +25578 MiB' <<<"$out"
+check "estimate: tp=2 halves the weights and needs a 10784 MiB GPU" grep -qE '^ +1 +2 +7658 MiB +512 MiB +1536 MiB +0.9 +10784 MiB +[0-9]+ +125 ' <<<"$out"
+check "estimate: max-num-seqs=128 runs with its concurrency capped" grep -qE '^ +4 +1 .*max-num-seqs=128 .*will run, concurrency capped at 55$' <<<"$out"
+check "estimate: nothing refused" test "$(grep -c "cannot run" <<<"$out")" = 0
 out=$("$flytctl" estimate "$src/examples/tasks/llama-3.1-70b-sglang.json" --json)
 check "estimate: json" python3 -c "
 import json, sys
 d = json.loads(sys.argv[1])
 assert d['runtime'] == 'sglang' and [x['gpus'] for x in d['experiments']] == [4, 8]
 assert d['experiments'][1]['memory_per_gpu']['weights_mib'] == 16832
+c = d['experiments'][0]['capacity']  # tp=4: 13 sequences of 32768 tokens, 16 asked for
+assert c['verdict'] == 'capped' and c['max_concurrency'] == 13, c
 " "$out"
 echo '{"model": {"id_or_path": "acme/unknown-13b"}}' >"$tmp/unknown.json"
 out=$("$flytctl" estimate "$tmp/unknown.json" 2>&1)
