@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -21,7 +22,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "remote/backend.h"
+#include "remote/types.h"
 
 namespace flyt::remote {
 
