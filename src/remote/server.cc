@@ -1289,7 +1289,6 @@ bool Server::StartClientProcess(ClientEntry& entry) {
   }
   if (pid == 0) RunClientProcess(entry.id);
   entry.pid = pid;
-  ClientRegistry::SetServingPid(entry.slot, pid);
   int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   if (pidfd >= 0) {
     ::fcntl(pidfd, F_SETFD, FD_CLOEXEC);

@@ -579,13 +579,6 @@ bool Runtime::IsDevicePointer(const void* ptr) {
   return device_memory_.Find(reinterpret_cast<uint64_t>(ptr)).has_value();
 }
 
-std::optional<std::pair<uint64_t, uint64_t>> Runtime::DeviceAllocationOf(const void* ptr) {
-  std::scoped_lock lock(mu_);
-  auto range = device_memory_.Find(reinterpret_cast<uint64_t>(ptr));
-  if (!range) return std::nullopt;
-  return std::make_pair(range->base, range->size);
-}
-
 void* Runtime::AllocateHost(size_t bytes, unsigned flags) {
   constexpr size_t kPage = 4096;
   size_t rounded = (std::max<size_t>(bytes, 1) + kPage - 1) / kPage * kPage;

@@ -191,7 +191,6 @@ class Runtime {
   // The device range [ptr, ptr + bytes) lies inside one allocation or variable of this process.
   bool IsDeviceRange(const void* ptr, size_t bytes);
   bool IsDevicePointer(const void* ptr);
-  std::optional<std::pair<uint64_t, uint64_t>> DeviceAllocationOf(const void* ptr);
   void* AllocateHost(size_t bytes, unsigned flags);
   bool FreeHost(void* ptr);
   bool RegisterHost(void* ptr, size_t bytes, unsigned flags);
