@@ -15,12 +15,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "remote/types.h"
 
@@ -60,7 +60,7 @@ class LaunchLog {
 
  private:
   explicit LaunchLog(std::FILE* file) : file_(file) {}
-  std::mutex mu_;
+  Mutex mu_;  // one line written at a time
   std::FILE* file_;
 };
 

@@ -1170,7 +1170,7 @@ void Server::AcceptLoop() {
     for (const UniqueFd& fd : listeners_) fds.push_back({fd.get(), POLLIN, 0});
     fds.push_back({wake_read_.get(), POLLIN, 0});
     {
-      std::scoped_lock lock(mu_);
+      MutexLock lock(mu_);
       for (const auto& [id, entry] : clients_) {
         if (entry.pidfd.valid()) fds.push_back({entry.pidfd.get(), POLLIN, 0});
       }
@@ -1188,7 +1188,7 @@ void Server::AcceptLoop() {
       }
       std::vector<UniqueFd> handed;
       {
-        std::scoped_lock lock(mu_);
+        MutexLock lock(mu_);
         handed.swap(handed_over_);
       }
       for (UniqueFd& fd : handed) StartClient(std::move(fd));
@@ -1213,7 +1213,7 @@ void Server::AcceptLoop() {
   listeners_.clear();
   if (isolation() == Isolation::kProcess) {
     {
-      std::scoped_lock lock(mu_);
+      MutexLock lock(mu_);
       handed_over_.clear();
       for (auto& [id, entry] : clients_) ::shutdown(entry.fd, SHUT_RDWR);
     }
@@ -1229,7 +1229,7 @@ void Server::ServeConnection(UniqueFd fd) {
   // Every fork happens on the acceptor thread, so no other thread of this process can be
   // holding a lock (the logger's, this server's) that the child would inherit held.
   {
-    std::scoped_lock lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_.load()) return;
     handed_over_.push_back(std::move(fd));
   }
@@ -1238,7 +1238,7 @@ void Server::ServeConnection(UniqueFd fd) {
 
 void Server::StartClient(UniqueFd fd) {
   ReapFinished();
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   if (stopping_.load()) return;
   uint64_t id = NextClientId();
   ClientSlot* slot = registry_->Acquire(id);
@@ -1273,7 +1273,7 @@ void Server::StartClientThread(ClientEntry& entry) {
       spdlog::error("client {}: closing the connection: {}", id, e.what());
       ::shutdown(raw, SHUT_RDWR);
     }
-    std::scoped_lock done(mu_);
+    MutexLock done(mu_);
     auto it = clients_.find(id);
     if (it == clients_.end()) return;
     it->second.finished = true;
@@ -1355,7 +1355,7 @@ void Server::Depart(ClientEntry& entry) {
 void Server::ReapFinished() {
   std::vector<std::thread> threads;
   {
-    std::scoped_lock lock(mu_);
+    MutexLock lock(mu_);
     for (uint64_t id : finished_) {
       auto it = clients_.find(id);
       if (it == clients_.end()) continue;
@@ -1405,7 +1405,7 @@ std::string DescribeExit(int status) {
 
 void Server::ReapProcesses() {
   if (isolation() != Isolation::kProcess) return;
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   for (auto it = clients_.begin(); it != clients_.end();) {
     ClientEntry& entry = it->second;
     int status = 0;
@@ -1436,7 +1436,7 @@ void Server::StopProcesses() {
   while (true) {
     ReapProcesses();
     {
-      std::scoped_lock lock(mu_);
+      MutexLock lock(mu_);
       if (clients_.empty()) return;
       if (Clock::now() >= deadline) {
         for (auto& [id, entry] : clients_) {
@@ -1461,14 +1461,14 @@ void Server::Stop() {
   }
   if (isolation() == Isolation::kProcess) return;  // the acceptor ended every client process
   {
-    std::scoped_lock lock(mu_);
+    MutexLock lock(mu_);
     for (auto& [id, entry] : clients_) ::shutdown(entry.fd, SHUT_RDWR);
   }
   // Join without holding the lock: finishing threads take it.
   while (true) {
     std::thread t;
     {
-      std::scoped_lock lock(mu_);
+      MutexLock lock(mu_);
       for (auto& [id, entry] : clients_) {
         if (entry.thread.joinable()) {
           t = std::move(entry.thread);
@@ -1479,14 +1479,14 @@ void Server::Stop() {
     if (!t.joinable()) break;
     t.join();
   }
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   for (auto& [id, entry] : clients_) Depart(entry);
   clients_.clear();
   finished_.clear();
 }
 
 pid_t Server::ClientProcess(uint64_t client_id) const {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   auto it = clients_.find(client_id);
   return it == clients_.end() ? 0 : it->second.pid;
 }
