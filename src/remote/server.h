@@ -119,7 +119,7 @@ class Server {
   pid_t ClientProcess(uint64_t client_id) const;
 
  private:
-  friend class ClientSession;
+  friend class ClientConnection;
   struct ClientEntry {
     uint64_t id = 0;
     ClientSlot* slot = nullptr;
