@@ -4,8 +4,13 @@
 //
 // A Backend drives exactly one device (the server's --device). Every client connection gets its
 // own Session from OpenSession(); everything a client creates (allocations, streams, events,
-// modules) is created through, and belongs to, its Session. The driver backend is expected to give
-// each Session its own CUDA context, so that one client's sticky fault cannot poison another's.
+// modules) is created through, and belongs to, its Session. A Session keeps one client's objects
+// apart from another's; it does not contain a fault. A sticky device fault (an illegal address,
+// say) poisons every CUDA context of the process it happens in, whichever Session caused it (seen
+// on an H100): what isolates clients from each other's faults is a process per client
+// (Isolation::kProcess, flyt-gpu-server's default `--isolation process`), where each client's
+// process makes its own Backend. Under Isolation::kThread all clients share one Backend, and one
+// client's sticky fault reaches them all.
 //
 // What the server core guarantees before it calls in (the backend need not re-check, but must not
 // crash if it does see bad input — it returns an error):
@@ -21,8 +26,10 @@
 //     The Session destructor must still release anything left (belt and braces), and must not
 //     block on device work longer than a synchronisation of the session's own streams.
 // What it does not guarantee: kernel parameters are opaque bytes; a kernel may dereference any
-// address. Isolation of device memory between clients under a kernel is the backend's (per-Session
-// context) and the hardware's business.
+// address. Keeping one client's kernels out of another's device memory is the business of the
+// process per client (each has its own contexts) and the hardware.
+//
+// The value types it speaks in (DevicePtr, the handles, Dim3, LaunchConfig, ...) are in types.h.
 //
 // Thread safety: the Backend object itself (device queries, OpenSession) is called concurrently
 // from many client threads and must be thread-safe. A Session is used by one thread at a time (the
@@ -38,7 +45,6 @@
 // as the driver reports it.
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -47,81 +53,9 @@
 #include <vector>
 
 #include "remote/cuda_status.h"
+#include "remote/types.h"
 
 namespace flyt::remote {
-
-// A device address in the device's (unified) virtual address space. Kernel parameters carry
-// these verbatim, so they are never translated.
-using DevicePtr = uint64_t;
-
-// Opaque backend-native handles; their meaning is private to the backend that returned them.
-enum class StreamHandle : uint64_t {};
-enum class EventHandle : uint64_t {};
-enum class ModuleHandle : uint64_t {};
-enum class FunctionHandle : uint64_t {};
-
-// The legacy default stream (CUDA's stream 0 / cudaStreamLegacy): it synchronises with every
-// blocking stream of the session. Per-thread default streams are ordinary streams the client
-// created, so the backend never sees cudaStreamPerThread.
-inline constexpr StreamHandle kDefaultStream{0};
-
-// Flags, with CUDA's values.
-inline constexpr uint32_t kStreamNonBlocking = 0x1;  // cudaStreamNonBlocking
-inline constexpr uint32_t kEventBlockingSync = 0x1;  // cudaEventBlockingSync
-inline constexpr uint32_t kEventDisableTiming = 0x2;  // cudaEventDisableTiming
-
-struct Dim3 {
-  uint32_t x = 1, y = 1, z = 1;
-  bool operator==(const Dim3&) const = default;
-};
-
-struct LaunchConfig {
-  Dim3 grid;
-  Dim3 block;
-  uint32_t dynamic_shared_bytes = 0;
-  StreamHandle stream = kDefaultStream;
-};
-
-// Function attributes, numbered as the driver's CUfunction_attribute (the runtime's
-// cudaFuncAttribute uses the same numbers for the settable ones, 8 and up).
-enum class FunctionAttribute : uint32_t {
-  kMaxThreadsPerBlock = 0,
-  kSharedSizeBytes = 1,
-  kConstSizeBytes = 2,
-  kLocalSizeBytes = 3,
-  kNumRegs = 4,
-  kPtxVersion = 5,
-  kBinaryVersion = 6,
-  kCacheModeCa = 7,
-  kMaxDynamicSharedSizeBytes = 8,
-  kPreferredSharedMemoryCarveout = 9,
-  kClusterSizeMustBeSet = 10,
-  kRequiredClusterWidth = 11,
-  kRequiredClusterHeight = 12,
-  kRequiredClusterDepth = 13,
-  kNonPortableClusterSizeAllowed = 14,
-  kClusterSchedulingPolicyPreference = 15,
-};
-inline constexpr uint32_t kFunctionAttributeCount = 16;
-
-// What identifies the device; the rest of its description is attributes (DeviceAttribute).
-struct DeviceIdentity {
-  std::string name;               // e.g. "NVIDIA H100 80GB HBM3"
-  std::array<uint8_t, 16> uuid{};  // as cudaDeviceProp::uuid
-  uint64_t total_memory_bytes = 0;
-  int32_t driver_version = 0;  // cuDriverGetVersion's number, e.g. 13000
-  bool simulated = false;
-};
-
-struct MemoryInfo {
-  uint64_t free_bytes = 0;
-  uint64_t total_bytes = 0;
-};
-
-struct GlobalSymbol {
-  DevicePtr ptr = 0;
-  uint64_t bytes = 0;
-};
 
 // Host memory the server copies device data into (device→host copies that complete later).
 // The driver backend returns page-locked memory so that the copy is truly asynchronous; the
@@ -183,8 +117,10 @@ class Session {
 
   virtual CudaStatus DeviceSynchronize() = 0;
   // cudaDeviceReset for this client: called after the server destroyed every object the client
-  // held; the backend drops and recreates its device state (a new context), clearing a sticky
-  // error. Other sessions are not affected.
+  // held; the backend drops and recreates its device state (a new context), which clears a sticky
+  // error only where the driver lets the process make a new context (after a fault an H100 does
+  // not: Reset then returns the sticky error, and with a process per client the server hands the
+  // connection to a fresh process). Other sessions' objects are not touched.
   virtual CudaStatus Reset() = 0;
 
   // ---- modules and launches -----------------------------------------------------------------

@@ -36,7 +36,7 @@ Connection::Connection(UniqueFd fd, const ClientOptions& options)
     : options_(options), fd_(std::move(fd)), reader_(fd_.get()) {}
 
 Connection::~Connection() {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   if (!broken_) (void)FlushLocked();
 }
 
@@ -95,27 +95,27 @@ CudaStatus Connection::BrokenStatus() const {
 }
 
 bool Connection::broken() const {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   return broken_.has_value();
 }
 
 bool Connection::HasUnacknowledgedPosts() const {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   return unacknowledged_ || !send_.empty();
 }
 
 size_t Connection::pending_downloads() const {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   return landings_.size();
 }
 
 std::optional<AsyncError> Connection::TakeAsyncError() {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   return std::exchange(async_error_, std::nullopt);
 }
 
 CudaStatus Connection::Flush() {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   if (broken_) return BrokenStatus();
   return FlushLocked();
 }
@@ -231,7 +231,7 @@ CudaStatus Connection::AwaitReplyLocked(CallId call, uint32_t seq, ReplyStatus& 
 template <typename Traits>
 CallReturn<Traits::kId> Connection::Invoke(const typename Traits::Request& request,
                                            DataArg<Traits::kId> data) {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   if (broken_) return BrokenStatus();
   // A request that would lie about its data is refused before anything is sent.
   if constexpr (Traits::kData == DataFlow::kIn) {

@@ -22,12 +22,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "common/unique_fd.h"
 #include "remote/cuda_status.h"
@@ -112,17 +112,18 @@ class Connection {
   CallReturn<Traits::kId> Invoke(const typename Traits::Request& request,
                                  DataArg<Traits::kId> data);
 
-  // All below need mu_ held.
-  uint32_t NextSeq() { return ++seq_ == 0 ? ++seq_ : seq_; }
-  CudaStatus SendDataLocked(CallId call, uint32_t seq, std::span<const std::byte> data);
-  CudaStatus FlushLocked();
+  uint32_t NextSeq() FLYT_REQUIRES(mu_) { return ++seq_ == 0 ? ++seq_ : seq_; }
+  CudaStatus SendDataLocked(CallId call, uint32_t seq, std::span<const std::byte> data)
+      FLYT_REQUIRES(mu_);
+  CudaStatus FlushLocked() FLYT_REQUIRES(mu_);
   // Reads frames until the reply to `seq`; lands data frames. Returns the reply payload after
   // the ReplyStatus, and the ReplyStatus.
-  CudaStatus AwaitReplyLocked(CallId call, uint32_t seq, ReplyStatus& status, Bytes& fields);
+  CudaStatus AwaitReplyLocked(CallId call, uint32_t seq, ReplyStatus& status, Bytes& fields)
+      FLYT_REQUIRES(mu_);
   // Reads a data frame's payload (after `header`) into the memory of the copy it belongs to.
-  Status LandData(const FrameHeader& header);
-  CudaStatus Broken(const Status& why);
-  CudaStatus BrokenStatus() const;
+  Status LandData(const FrameHeader& header) FLYT_REQUIRES(mu_);
+  CudaStatus Broken(const Status& why) FLYT_REQUIRES(mu_);
+  CudaStatus BrokenStatus() const FLYT_REQUIRES(mu_);
 
   struct Landing {
     std::span<std::byte> dst;
@@ -134,14 +135,14 @@ class Connection {
   SocketReader reader_;
   ServerInfo server_;
 
-  mutable std::mutex mu_;
-  Bytes send_;                               // guarded by mu_
-  uint32_t seq_ = 0;                         // guarded by mu_
-  bool unacknowledged_ = false;              // guarded by mu_
-  std::optional<Status> broken_;             // guarded by mu_
-  std::optional<AsyncError> async_error_;    // guarded by mu_
-  std::map<uint32_t, Landing> landings_;     // guarded by mu_
-  Bytes payload_;                            // guarded by mu_
+  mutable Mutex mu_;
+  Bytes send_ FLYT_GUARDED_BY(mu_);
+  uint32_t seq_ FLYT_GUARDED_BY(mu_) = 0;
+  bool unacknowledged_ FLYT_GUARDED_BY(mu_) = false;
+  std::optional<Status> broken_ FLYT_GUARDED_BY(mu_);
+  std::optional<AsyncError> async_error_ FLYT_GUARDED_BY(mu_);
+  std::map<uint32_t, Landing> landings_ FLYT_GUARDED_BY(mu_);
+  Bytes payload_ FLYT_GUARDED_BY(mu_);
 };
 
 }  // namespace flyt::remote

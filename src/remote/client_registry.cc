@@ -30,7 +30,6 @@ struct ClientSlot {
   // Bumped when the slot is acquired and when it departs; readers compare it before and after.
   std::atomic<uint64_t> generation{0};
   std::atomic<uint64_t> id{0};
-  std::atomic<int32_t> pid{0};
   std::atomic<uint64_t> departed_order{0};
   std::atomic<uint32_t> label_bytes{0};  // 0 until the label is published
   std::atomic<uint32_t> client_pid{0};
@@ -102,7 +101,6 @@ ClientSlot* ClientRegistry::Acquire(uint64_t id) {
   slot.generation.fetch_add(1);
   slot.label_bytes.store(0);
   slot.id.store(id);
-  slot.pid.store(0);
   slot.client_pid.store(0);
   slot.respawn.store(0);
   slot.departed_order.store(0);
@@ -124,10 +122,6 @@ uint64_t ClientRegistry::Depart(ClientSlot* slot) {
   slot->state.store(kDeparted);
   return held;
 }
-
-void ClientRegistry::SetServingPid(ClientSlot* slot, pid_t pid) { slot->pid.store(pid); }
-
-pid_t ClientRegistry::ServingPid(const ClientSlot* slot) { return slot->pid.load(); }
 
 ClientCounters& ClientRegistry::Counters(ClientSlot* slot) { return slot->counters; }
 

@@ -30,7 +30,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <sys/types.h>
 
 #include "common/status.h"
 #include "remote/protocol.h"
@@ -69,9 +68,6 @@ class ClientRegistry {
   // it still had reserved (a process that died without freeing) goes back to the account.
   // Returns those bytes.
   uint64_t Depart(ClientSlot* slot);
-  // The process serving the slot's client (0: a thread of the server process).
-  static void SetServingPid(ClientSlot* slot, pid_t pid);
-  static pid_t ServingPid(const ClientSlot* slot);
 
   // The slot's owner.
   static ClientCounters& Counters(ClientSlot* slot);

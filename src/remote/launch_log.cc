@@ -64,7 +64,7 @@ void LaunchLog::Append(const LaunchRecord& record) {
   text.push_back('\n');
   // One write(2) per line on an O_APPEND file: lines from the client processes of one server
   // (each appending through the same open file) never interleave.
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   const char* at = text.data();
   size_t left = text.size();
   while (left > 0) {

@@ -14,14 +14,15 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <mutex>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
-#include "remote/backend.h"
+#include "remote/types.h"
 
 namespace flyt::remote {
 
@@ -59,7 +60,7 @@ class LaunchLog {
 
  private:
   explicit LaunchLog(std::FILE* file) : file_(file) {}
-  std::mutex mu_;
+  Mutex mu_;  // one line written at a time
   std::FILE* file_;
 };
 

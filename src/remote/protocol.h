@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "remote/backend.h"
+#include "remote/types.h"
 #include "remote/wire.h"
 
 namespace flyt::remote {

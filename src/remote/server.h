@@ -24,16 +24,15 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "common/unique_fd.h"
 #include "remote/backend.h"
@@ -120,7 +119,7 @@ class Server {
   pid_t ClientProcess(uint64_t client_id) const;
 
  private:
-  friend class ClientSession;
+  friend class ClientConnection;
   struct ClientEntry {
     uint64_t id = 0;
     ClientSlot* slot = nullptr;
@@ -134,14 +133,15 @@ class Server {
   void AcceptLoop();
   // Adopts a connection (acceptor thread only in kProcess: every fork happens there).
   void StartClient(UniqueFd fd);
-  void StartClientThread(ClientEntry& entry);
+  void StartClientThread(ClientEntry& entry) FLYT_REQUIRES(mu_);
   // Forks the process that serves `entry` (again, after a respawn request); false if it cannot.
-  bool StartClientProcess(ClientEntry& entry);
-  [[noreturn]] void RunClientProcess(uint64_t id);
+  bool StartClientProcess(ClientEntry& entry) FLYT_REQUIRES(mu_);
+  // In the forked child, which inherited mu_ held by the thread that forked (its only thread).
+  [[noreturn]] void RunClientProcess(uint64_t id) FLYT_REQUIRES(mu_);
   void ReapFinished();
   // kProcess: collects ended client processes (WNOHANG), logging how each ended.
   void ReapProcesses();
-  void Depart(ClientEntry& entry);
+  void Depart(ClientEntry& entry) FLYT_REQUIRES(mu_);
   void StopProcesses();
   void Wake();
   uint64_t NextClientId() { return next_client_id_.fetch_add(1) + 1; }
@@ -159,10 +159,10 @@ class Server {
   std::atomic<uint64_t> next_client_id_{0};
   const pid_t server_pid_;
 
-  mutable std::mutex mu_;
-  std::map<uint64_t, ClientEntry> clients_;  // guarded by mu_
-  std::vector<uint64_t> finished_;           // guarded by mu_: kThread threads to join
-  std::vector<UniqueFd> handed_over_;        // guarded by mu_: kProcess, for the acceptor
+  mutable Mutex mu_;
+  std::map<uint64_t, ClientEntry> clients_ FLYT_GUARDED_BY(mu_);
+  std::vector<uint64_t> finished_ FLYT_GUARDED_BY(mu_);       // kThread: threads to join
+  std::vector<UniqueFd> handed_over_ FLYT_GUARDED_BY(mu_);    // kProcess: for the acceptor
 };
 
 }  // namespace flyt::remote

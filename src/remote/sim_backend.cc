@@ -8,10 +8,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <spdlog/spdlog.h>
 #include <unordered_map>
 
+#include "common/mutex.h"
 #include "cuda/fatbin.h"
 #include "remote/address_ranges.h"
 
@@ -306,20 +306,20 @@ class SimBackend final : public Backend {
   // A fault that corrupts the whole process's device state (fault_poisons_process).
   void Poison(const CudaStatus& fault) {
     if (!options_.fault_poisons_process) return;
-    std::scoped_lock lock(poison_mu_);
+    MutexLock lock(poison_mu_);
     if (!poisoned_.load()) poison_ = fault;
     poisoned_.store(true);
   }
   CudaStatus Poisoned() const {
     if (!poisoned_.load()) return CudaStatus::Ok();
-    std::scoped_lock lock(poison_mu_);
+    MutexLock lock(poison_mu_);
     return poison_;
   }
 
  private:
-  mutable std::mutex poison_mu_;
+  mutable Mutex poison_mu_;
   std::atomic<bool> poisoned_{false};
-  CudaStatus poison_;  // guarded by poison_mu_
+  CudaStatus poison_ FLYT_GUARDED_BY(poison_mu_);
   const SimOptions options_;
   std::map<uint32_t, int32_t> attributes_;
   std::atomic<uint64_t> used_{0};

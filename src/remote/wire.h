@@ -60,10 +60,6 @@ class Writer {
     Put(static_cast<uint32_t>(size));
     Append(data, size);
   }
-  void PutRaw(const void* data, size_t size) { Append(data, size); }
-
-  Bytes& bytes() { return *out_; }
-  size_t size() const { return out_->size(); }
 
  private:
   void Append(const void* data, size_t size) {

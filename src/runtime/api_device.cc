@@ -248,7 +248,7 @@ cudaError_t cudaDeviceGetLimit(size_t* pValue, enum cudaLimit limit) noexcept {
     if (index >= std::size(flyt::runtime::kDefaultLimits)) {
       return rt.Finish(CudaStatus(CudaError::kUnsupportedLimit, "unknown limit"));
     }
-    std::scoped_lock lock(rt.limits_mu);
+    flyt::MutexLock lock(rt.limits_mu);
     auto it = rt.limits.find(static_cast<int>(limit));
     *pValue = it != rt.limits.end() ? it->second : flyt::runtime::kDefaultLimits[index];
     return cudaSuccess;
@@ -265,7 +265,7 @@ cudaError_t cudaDeviceSetLimit(enum cudaLimit limit, size_t value) noexcept {
     rt.WarnOnce("limit-" + std::to_string(index),
                 "cudaDeviceSetLimit(" + std::to_string(index) + ", " + std::to_string(value) +
                     ") is remembered but not applied on the flyt GPU server");
-    std::scoped_lock lock(rt.limits_mu);
+    flyt::MutexLock lock(rt.limits_mu);
     rt.limits[static_cast<int>(limit)] = value;
     return cudaSuccess;
   });

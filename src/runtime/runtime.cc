@@ -86,7 +86,7 @@ Runtime::Runtime() {
 
 void Runtime::WarnOnce(const std::string& key, const std::string& message) {
   {
-    std::scoped_lock lock(mu_);
+    MutexLock lock(mu_);
     if (!warned_.insert(key).second) return;
   }
   log_->warn("{}", message);
@@ -149,7 +149,7 @@ CudaResult<remote::Connection*> Runtime::Connection() {
                  "cannot use its parent's connection (nor, with NVIDIA's runtime, its parent's "
                  "CUDA context)");
   }
-  std::scoped_lock lock(connect_mu_);
+  MutexLock lock(connect_mu_);
   if (connection_) return connection_.get();
   if (connect_error_) return *connect_error_;
   const char* server = std::getenv("FLYT_SERVER");
@@ -194,7 +194,7 @@ int Runtime::driver_version() {
 }
 
 CudaResult<const remote::GetDevicePropertiesReply*> Runtime::Properties() {
-  std::scoped_lock lock(device_mu_);
+  MutexLock lock(device_mu_);
   if (properties_) return &*properties_;
   FLYT_CUDA_ASSIGN_OR_RETURN(remote::Connection * conn, Connection());
   FLYT_CUDA_ASSIGN_OR_RETURN(remote::GetDevicePropertiesReply reply,
@@ -205,7 +205,7 @@ CudaResult<const remote::GetDevicePropertiesReply*> Runtime::Properties() {
 
 CudaResult<int32_t> Runtime::Attribute(uint32_t attr) {
   {
-    std::scoped_lock lock(device_mu_);
+    MutexLock lock(device_mu_);
     if (auto it = attributes_.find(attr); it != attributes_.end()) return it->second;
   }
   FLYT_CUDA_ASSIGN_OR_RETURN(const remote::GetDevicePropertiesReply* props, Properties());
@@ -222,14 +222,14 @@ CudaResult<int32_t> Runtime::Attribute(uint32_t attr) {
                                conn->DeviceGetAttribute({0, attr}));
     value = reply.value;
   }
-  std::scoped_lock lock(device_mu_);
+  MutexLock lock(device_mu_);
   attributes_[attr] = *value;
   return *value;
 }
 
 CudaResult<Runtime::LaunchLimits> Runtime::Limits() {
   {
-    std::scoped_lock lock(device_mu_);
+    MutexLock lock(device_mu_);
     if (limits_) return *limits_;
   }
   LaunchLimits found;
@@ -239,7 +239,7 @@ CudaResult<Runtime::LaunchLimits> Runtime::Limits() {
   }
   FLYT_CUDA_ASSIGN_OR_RETURN(found.threads, Attribute(1));
   FLYT_CUDA_ASSIGN_OR_RETURN(found.shared_optin, Attribute(97));
-  std::scoped_lock lock(device_mu_);
+  MutexLock lock(device_mu_);
   limits_ = found;
   return found;
 }
@@ -248,7 +248,7 @@ CudaStatus Runtime::Reset() {
   FLYT_CUDA_ASSIGN_OR_RETURN(remote::Connection * conn, Connection());
   CudaResult<remote::DeviceResetReply> reply = conn->DeviceReset({});
   if (!reply.ok()) return reply.status();
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   generation_.fetch_add(1);
   streams_.clear();
   events_.clear();
@@ -270,7 +270,7 @@ void** Runtime::RegisterFatbin(const void* wrapper) {
     record->error = containers.ok() ? "no fatbin container" : containers.status().message();
     log_->error("cannot read a fatbin the program registered: {}", record->error);
   }
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   fatbins_.push_back(std::move(record));
   return &fatbins_.back()->slot;
 }
@@ -285,7 +285,7 @@ FatbinRecord* FatbinOf(void** handle, std::vector<std::unique_ptr<FatbinRecord>>
 }  // namespace
 
 void Runtime::RegisterFunction(void** handle, const void* host_fun, const char* name) {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   FatbinRecord* fatbin = FatbinOf(handle, fatbins_);
   if (fatbin == nullptr || host_fun == nullptr || name == nullptr) {
     log_->error("__cudaRegisterFunction with an unknown fatbin handle or no name");
@@ -303,7 +303,7 @@ void Runtime::RegisterFunction(void** handle, const void* host_fun, const char* 
 
 void Runtime::RegisterVar(void** handle, const void* host_var, const char* name, size_t size,
                           bool constant) {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   FatbinRecord* fatbin = FatbinOf(handle, fatbins_);
   if (fatbin == nullptr || host_var == nullptr || name == nullptr) {
     log_->error("__cudaRegisterVar with an unknown fatbin handle or no name");
@@ -321,7 +321,7 @@ void Runtime::RegisterVar(void** handle, const void* host_var, const char* name,
 void Runtime::UnregisterFatbin(void** handle) {
   // A forked child's exit unregisters too: it must not unload its parent's modules.
   remote::Connection* conn = forked_child_.load() ? nullptr : conn_.load();
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   FatbinRecord* fatbin = FatbinOf(handle, fatbins_);
   if (fatbin == nullptr) return;
   // Its kernels and variables can no longer be named (the code may be unmapped after this, as
@@ -345,13 +345,13 @@ void Runtime::UnregisterFatbin(void** handle) {
 }
 
 FunctionRecord* Runtime::FindFunction(const void* host_fun) {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   auto it = functions_.find(host_fun);
   return it == functions_.end() ? nullptr : it->second.get();
 }
 
 FunctionRecord* Runtime::FromKernelHandle(const void* kernel) {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   if (!kernel_handles_.contains(kernel)) return nullptr;
   auto* record = static_cast<FunctionRecord*>(const_cast<void*>(kernel));
   return record->fatbin == nullptr ? nullptr : record;
@@ -395,7 +395,7 @@ CudaStatus Runtime::EnsureModuleLocked(FatbinRecord& fatbin) {
 }
 
 CudaResult<LaunchTarget> Runtime::PrepareLaunch(FunctionRecord& function) {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   if (function.fatbin == nullptr) {
     return Error(CudaError::kInvalidDeviceFunction, "the kernel's fatbin was unregistered");
   }
@@ -419,7 +419,7 @@ CudaResult<LaunchTarget> Runtime::PrepareLaunch(FunctionRecord& function) {
 }
 
 CudaResult<std::pair<uint64_t, size_t>> Runtime::Symbol(const void* host_var) {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   auto it = vars_.find(host_var);
   if (it == vars_.end()) {
     return Error(CudaError::kInvalidSymbol, "not a registered __device__ or __constant__ variable");
@@ -441,7 +441,7 @@ CudaResult<std::pair<uint64_t, size_t>> Runtime::Symbol(const void* host_var) {
 CudaResult<std::map<uint32_t, int32_t>> Runtime::FunctionAttributes(FunctionRecord& function) {
   FLYT_CUDA_ASSIGN_OR_RETURN(LaunchTarget target, PrepareLaunch(function));
   {
-    std::scoped_lock lock(mu_);
+    MutexLock lock(mu_);
     if (function.attributes_generation == generation_.load() && !function.attributes.empty()) {
       return function.attributes;
     }
@@ -451,14 +451,14 @@ CudaResult<std::map<uint32_t, int32_t>> Runtime::FunctionAttributes(FunctionReco
                              conn->FuncGetAttributes({target.function_id}));
   std::map<uint32_t, int32_t> values;
   for (const remote::AttributeValue& v : reply.values) values[v.attr] = v.value;
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   function.attributes = values;
   function.attributes_generation = generation_.load();
   return values;
 }
 
 void Runtime::ForgetFunctionAttributes(FunctionRecord& function) {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   function.attributes.clear();
   function.attributes_generation = 0;
 }
@@ -501,7 +501,7 @@ CudaResult<uint64_t> Runtime::ResolveStream(cudaStream_t stream, bool per_thread
 }
 
 CudaResult<StreamRecord> Runtime::FindStream(cudaStream_t stream) {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   auto it = streams_.find(stream);
   if (it == streams_.end() || it->second->generation != generation_.load()) {
     return Error(CudaError::kInvalidResourceHandle, "not a stream of this process");
@@ -512,13 +512,13 @@ CudaResult<StreamRecord> Runtime::FindStream(cudaStream_t stream) {
 cudaStream_t Runtime::AddStream(StreamRecord record) {
   auto owned = std::make_unique<StreamRecord>(record);
   auto handle = reinterpret_cast<cudaStream_t>(owned.get());
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   streams_.emplace(handle, std::move(owned));
   return handle;
 }
 
 std::optional<StreamRecord> Runtime::RemoveStream(cudaStream_t stream) {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   auto it = streams_.find(stream);
   if (it == streams_.end()) return std::nullopt;
   StreamRecord record = *it->second;
@@ -528,7 +528,7 @@ std::optional<StreamRecord> Runtime::RemoveStream(cudaStream_t stream) {
 }
 
 CudaResult<EventRecord> Runtime::FindEvent(cudaEvent_t event) {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   auto it = events_.find(event);
   if (it == events_.end() || it->second->generation != generation_.load()) {
     return Error(CudaError::kInvalidResourceHandle, "not an event of this process");
@@ -539,13 +539,13 @@ CudaResult<EventRecord> Runtime::FindEvent(cudaEvent_t event) {
 cudaEvent_t Runtime::AddEvent(EventRecord record) {
   auto owned = std::make_unique<EventRecord>(record);
   auto handle = reinterpret_cast<cudaEvent_t>(owned.get());
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   events_.emplace(handle, std::move(owned));
   return handle;
 }
 
 std::optional<EventRecord> Runtime::RemoveEvent(cudaEvent_t event) {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   auto it = events_.find(event);
   if (it == events_.end()) return std::nullopt;
   EventRecord record = *it->second;
@@ -557,12 +557,12 @@ std::optional<EventRecord> Runtime::RemoveEvent(cudaEvent_t event) {
 // ---- memory ------------------------------------------------------------------------------------
 
 void Runtime::AddDeviceAllocation(uint64_t ptr, uint64_t bytes) {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   device_memory_.Add(ptr, bytes, 0);
 }
 
 bool Runtime::RemoveDeviceAllocation(uint64_t ptr) {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   auto range = device_memory_.Find(ptr);
   if (!range || range->base != ptr || range->value != 0) return false;
   device_memory_.Remove(ptr);
@@ -570,20 +570,13 @@ bool Runtime::RemoveDeviceAllocation(uint64_t ptr) {
 }
 
 bool Runtime::IsDeviceRange(const void* ptr, size_t bytes) {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   return device_memory_.Contains(reinterpret_cast<uint64_t>(ptr), bytes);
 }
 
 bool Runtime::IsDevicePointer(const void* ptr) {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   return device_memory_.Find(reinterpret_cast<uint64_t>(ptr)).has_value();
-}
-
-std::optional<std::pair<uint64_t, uint64_t>> Runtime::DeviceAllocationOf(const void* ptr) {
-  std::scoped_lock lock(mu_);
-  auto range = device_memory_.Find(reinterpret_cast<uint64_t>(ptr));
-  if (!range) return std::nullopt;
-  return std::make_pair(range->base, range->size);
 }
 
 void* Runtime::AllocateHost(size_t bytes, unsigned flags) {
@@ -591,7 +584,7 @@ void* Runtime::AllocateHost(size_t bytes, unsigned flags) {
   size_t rounded = (std::max<size_t>(bytes, 1) + kPage - 1) / kPage * kPage;
   void* p = std::aligned_alloc(kPage, rounded);
   if (p == nullptr) return nullptr;
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   host_memory_.Add(reinterpret_cast<uint64_t>(p), rounded, flags);
   host_allocations_.insert(p);
   return p;
@@ -599,7 +592,7 @@ void* Runtime::AllocateHost(size_t bytes, unsigned flags) {
 
 bool Runtime::FreeHost(void* ptr) {
   {
-    std::scoped_lock lock(mu_);
+    MutexLock lock(mu_);
     if (host_allocations_.erase(ptr) == 0) return false;
     host_memory_.Remove(reinterpret_cast<uint64_t>(ptr));
   }
@@ -608,18 +601,18 @@ bool Runtime::FreeHost(void* ptr) {
 }
 
 bool Runtime::RegisterHost(void* ptr, size_t bytes, unsigned flags) {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   return host_memory_.Add(reinterpret_cast<uint64_t>(ptr), bytes, flags);
 }
 
 bool Runtime::UnregisterHost(void* ptr) {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   if (host_allocations_.contains(ptr)) return false;
   return host_memory_.Remove(reinterpret_cast<uint64_t>(ptr)).has_value();
 }
 
 std::optional<unsigned> Runtime::HostFlags(const void* ptr) {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   auto range = host_memory_.Find(reinterpret_cast<uint64_t>(ptr));
   if (!range) return std::nullopt;
   return range->value;

@@ -30,7 +30,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -38,6 +37,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/mutex.h"
 #include "cuda/fatbin.h"
 #include "remote/address_ranges.h"
 #include "remote/client.h"
@@ -191,7 +191,6 @@ class Runtime {
   // The device range [ptr, ptr + bytes) lies inside one allocation or variable of this process.
   bool IsDeviceRange(const void* ptr, size_t bytes);
   bool IsDevicePointer(const void* ptr);
-  std::optional<std::pair<uint64_t, uint64_t>> DeviceAllocationOf(const void* ptr);
   void* AllocateHost(size_t bytes, unsigned flags);
   bool FreeHost(void* ptr);
   bool RegisterHost(void* ptr, size_t bytes, unsigned flags);
@@ -203,45 +202,47 @@ class Runtime {
   std::atomic<unsigned> device_flags{0};
   std::atomic<int> cache_config{0};
   std::atomic<int> shared_mem_config{0};
-  std::mutex limits_mu;
-  std::map<int, size_t> limits;  // guarded by limits_mu
+  Mutex limits_mu;
+  std::map<int, size_t> limits FLYT_GUARDED_BY(limits_mu);
 
  private:
   Runtime();
-  CudaStatus EnsureModuleLocked(FatbinRecord& fatbin);
-  void ParseLocked(FatbinRecord& fatbin);
+  CudaStatus EnsureModuleLocked(FatbinRecord& fatbin) FLYT_REQUIRES(mu_);
+  void ParseLocked(FatbinRecord& fatbin) FLYT_REQUIRES(mu_);
   uint64_t PerThreadStream(CudaStatus& status);
 
   ErrorState errors_;
   std::shared_ptr<spdlog::logger> log_;
   bool strict_errors_ = false;
 
-  std::mutex connect_mu_;
-  std::unique_ptr<remote::Connection> connection_;  // guarded by connect_mu_ until set
-  std::optional<CudaStatus> connect_error_;         // guarded by connect_mu_
+  Mutex connect_mu_;
+  // Once set, read without the lock through conn_.
+  std::unique_ptr<remote::Connection> connection_ FLYT_GUARDED_BY(connect_mu_);
+  std::optional<CudaStatus> connect_error_ FLYT_GUARDED_BY(connect_mu_);
   std::atomic<remote::Connection*> conn_{nullptr};
   std::atomic<bool> loss_logged_{false};  // the lost connection has been reported once
   std::atomic<bool> forked_child_{false};  // this is a fork of the process that connected
 
-  std::mutex device_mu_;
-  std::optional<remote::GetDevicePropertiesReply> properties_;  // guarded by device_mu_
-  std::optional<LaunchLimits> limits_;                           // guarded by device_mu_
-  std::map<uint32_t, int32_t> attributes_;                       // guarded by device_mu_
+  Mutex device_mu_;
+  std::optional<remote::GetDevicePropertiesReply> properties_ FLYT_GUARDED_BY(device_mu_);
+  std::optional<LaunchLimits> limits_ FLYT_GUARDED_BY(device_mu_);
+  std::map<uint32_t, int32_t> attributes_ FLYT_GUARDED_BY(device_mu_);
 
   std::atomic<uint64_t> generation_{1};
   std::atomic<uint64_t> next_id_{0};
 
-  std::mutex mu_;
-  std::vector<std::unique_ptr<FatbinRecord>> fatbins_;                        // guarded by mu_
-  std::unordered_map<const void*, std::unique_ptr<FunctionRecord>> functions_;  // guarded by mu_
-  std::unordered_set<const void*> kernel_handles_;                             // guarded by mu_
-  std::unordered_map<const void*, std::unique_ptr<VarRecord>> vars_;          // guarded by mu_
-  std::unordered_map<const void*, std::unique_ptr<StreamRecord>> streams_;    // guarded by mu_
-  std::unordered_map<const void*, std::unique_ptr<EventRecord>> events_;      // guarded by mu_
-  remote::AddressRanges<uint8_t> device_memory_;                              // guarded by mu_
-  remote::AddressRanges<unsigned> host_memory_;  // guarded by mu_: pinned/registered, flags
-  std::unordered_set<void*> host_allocations_;   // guarded by mu_: ours to free
-  std::unordered_set<std::string> warned_;       // guarded by mu_
+  Mutex mu_;
+  std::vector<std::unique_ptr<FatbinRecord>> fatbins_ FLYT_GUARDED_BY(mu_);
+  std::unordered_map<const void*, std::unique_ptr<FunctionRecord>> functions_ FLYT_GUARDED_BY(mu_);
+  std::unordered_set<const void*> kernel_handles_ FLYT_GUARDED_BY(mu_);
+  std::unordered_map<const void*, std::unique_ptr<VarRecord>> vars_ FLYT_GUARDED_BY(mu_);
+  std::unordered_map<const void*, std::unique_ptr<StreamRecord>> streams_ FLYT_GUARDED_BY(mu_);
+  std::unordered_map<const void*, std::unique_ptr<EventRecord>> events_ FLYT_GUARDED_BY(mu_);
+  remote::AddressRanges<uint8_t> device_memory_ FLYT_GUARDED_BY(mu_);
+  // Pinned/registered host ranges and their flags.
+  remote::AddressRanges<unsigned> host_memory_ FLYT_GUARDED_BY(mu_);
+  std::unordered_set<void*> host_allocations_ FLYT_GUARDED_BY(mu_);  // ours to free
+  std::unordered_set<std::string> warned_ FLYT_GUARDED_BY(mu_);
 };
 
 // Converts between flyt's and CUDA's error types (the same numbers).

@@ -647,13 +647,6 @@ Status ParseFaults(const Parser& p, const toml::table& root, Scenario& s) {
 
 }  // namespace
 
-const char* FieldName(Field field) {
-  for (const auto& [f, name] : kFieldNames) {
-    if (f == field) return name;
-  }
-  return "?";
-}
-
 std::optional<Field> FieldFromName(std::string_view name) {
   for (const auto& [f, n] : kFieldNames) {
     if (name == n) return f;

@@ -42,7 +42,6 @@ enum class Field {
   kSerial,
   kEvents,
 };
-const char* FieldName(Field field);
 std::optional<Field> FieldFromName(std::string_view name);
 std::string AllFieldNames();
 

@@ -1,0 +1,374 @@
+// ClientConnection's connection half: hello, resume after a respawn, the serve loop and
+// dispatch, replies and data frames, deferred errors of posted calls, delivery of async
+// device-to-host copies, and the cleanup when the client goes away. See connection.h.
+#include "remote/connection.h"
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <spdlog/spdlog.h>
+
+namespace flyt::remote {
+
+std::string ClientConnection::Hex(uint64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+CudaStatus ClientConnection::InsertError(HandleInsert result, const char* what, uint64_t id) {
+  switch (result) {
+    case HandleInsert::kOk:
+      return CudaStatus::Ok();
+    case HandleInsert::kZero:
+      return Error(CudaError::kInvalidValue, std::string(what) + " handle 0 is reserved");
+    case HandleInsert::kTaken:
+      return Error(CudaError::kInvalidValue,
+                   std::string(what) + " handle " + std::to_string(id) + " is already in use");
+    case HandleInsert::kFull:
+      return Error(CudaError::kMemoryAllocation, std::string("too many ") + what + "s");
+  }
+  return CudaStatus::Ok();
+}
+
+void ClientConnection::Run() {
+  Status status = resume_reset_ ? Resume() : Hello();
+  if (status.ok()) {
+    if (resume_reset_) {
+      // Resume said so.
+    } else if (server_.isolation() == Isolation::kProcess) {
+      spdlog::info("{}: connected ({}, pid {}; served by process {})", Tag(), label_, pid_,
+                   ::getpid());
+    } else {
+      spdlog::info("{}: connected ({}, pid {})", Tag(), label_, pid_);
+    }
+    status = Serve();
+    if (status.code() == StatusCode::kUnavailable) {
+      spdlog::info("{}: disconnected ({})", Tag(), status.message());
+    } else if (!status.ok()) {
+      spdlog::warn("{}: closing the connection: {}", Tag(), status.message());
+    }
+  } else if (status.code() == StatusCode::kUnavailable) {
+    spdlog::info("{}: went away before the hello ({})", Tag(), status.message());
+  } else {
+    spdlog::warn("{}: refused: {}", Tag(), status.message());
+  }
+  ::shutdown(fd_, SHUT_RDWR);
+  if (session_) {
+    FreeEverything();
+    session_.reset();
+    spdlog::info("{}: released everything it held", Tag());
+  }
+}
+
+Status ClientConnection::Hello() {
+  // A peer that connects and says nothing must not hold a thread for ever.
+  timeval timeout{10, 0};
+  ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  std::byte raw[kFrameHeaderBytes];
+  Status read = reader_.Read(raw);
+  if (!read.ok()) {
+    if (read.code() == StatusCode::kTimeout) return InvalidArgument("no hello within 10 s");
+    return read;
+  }
+  FLYT_ASSIGN_OR_RETURN(FrameHeader header, DecodeFrameHeader(raw));
+  if (header.kind != FrameKind::kHello) return InvalidArgument("first frame is not a hello");
+  if (header.payload_bytes > kMaxHelloBytes) return InvalidArgument("oversized hello");
+  payload_.resize(header.payload_bytes);
+  FLYT_RETURN_IF_ERROR(reader_.Read(payload_));
+  timeout = {0, 0};
+  ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+
+  HelloRequest hello;
+  if (!DecodeExactly(payload_, hello) || hello.magic != kHelloMagic) {
+    return InvalidArgument("malformed hello");
+  }
+  label_ = hello.client_label.substr(0, 200);
+  pid_ = hello.pid;
+  ClientRegistry::SetClientPid(slot_, pid_);
+
+  HelloReply reply;
+  reply.magic = kHelloMagic;
+  reply.max_frame_payload = kMaxFramePayload;
+  reply.client_id = id_;
+  reply.server_label = server_.options_.label;
+  reply.device_count = 1;
+  Status refusal;
+  if (hello.max_version < kMinProtocolVersion || hello.min_version > kProtocolVersion ||
+      hello.min_version > hello.max_version) {
+    reply.error = "no common protocol version (client " + std::to_string(hello.min_version) +
+                  "-" + std::to_string(hello.max_version) + ", server " +
+                  std::to_string(kMinProtocolVersion) + "-" + std::to_string(kProtocolVersion) +
+                  ")";
+  } else if (server_.client_count() > server_.options_.max_clients) {
+    reply.error = "server busy: " + std::to_string(server_.options_.max_clients) +
+                  " clients connected";
+  } else if (!EnsureBackend()) {
+    reply.error = "cannot open the device: " + backend_error_;
+  } else {
+    reply.version = std::min(hello.max_version, kProtocolVersion);
+    reply.capabilities = hello.capabilities & kAllCapabilities;
+    CudaResult<std::unique_ptr<Session>> session =
+        backend_->OpenSession(label_ + " (client " + std::to_string(id_) + ")");
+    if (!session.ok()) {
+      reply.version = 0;
+      reply.error = "cannot open a device session: " + session.status().ToString();
+    } else {
+      session_ = std::move(session).value();
+    }
+  }
+  if (backend_ != nullptr) {
+    reply.backend = backend_->Name();
+    DeviceIdentity identity = backend_->Identity();
+    reply.simulated = identity.simulated;
+    reply.driver_version = identity.driver_version;
+  }
+  if (!reply.error.empty()) {
+    reply.version = 0;
+    refusal = Unavailable(reply.error);
+  }
+  Bytes out;
+  AppendFrame(out, FrameKind::kHelloReply, CallId::kNone, header.seq, reply);
+  FLYT_RETURN_IF_ERROR(WriteAll(fd_, out));
+  if (!refusal.ok()) return InvalidArgument(refusal.message());
+  ClientRegistry::SetLabel(slot_, label_);
+  return Status::Ok();
+}
+
+bool ClientConnection::EnsureBackend() {
+  if (backend_ != nullptr) return true;
+  if (make_backend_ == nullptr || !*make_backend_) {
+    backend_error_ = "no backend";
+    return false;
+  }
+  Result<std::unique_ptr<Backend>> made = (*make_backend_)();
+  if (!made.ok()) {
+    backend_error_ = made.status().message();
+    spdlog::error("{}: cannot open the device: {}", Tag(), backend_error_);
+    return false;
+  }
+  owned_backend_ = std::move(made).value();
+  backend_ = owned_backend_.get();
+  return true;
+}
+
+Status ClientConnection::Resume() {
+  label_ = ClientRegistry::Label(slot_);
+  pid_ = ClientRegistry::ClientPid(slot_);
+  if (!EnsureBackend()) return Unavailable("cannot open the device again: " + backend_error_);
+  CudaResult<std::unique_ptr<Session>> session =
+      backend_->OpenSession(label_ + " (client " + std::to_string(id_) + ")");
+  if (!session.ok()) {
+    return Unavailable("cannot open a device session again: " + session.status().ToString());
+  }
+  session_ = std::move(session).value();
+  spdlog::info("{}: goes on in a fresh process {} after its device reset", Tag(), ::getpid());
+  Bytes fields;
+  Writer w(fields);
+  Encode(w, DeviceResetReply{});
+  return SendReply({0, CallId::kDeviceReset, FrameKind::kCall, *resume_reset_}, CudaStatus::Ok(),
+                   fields);
+}
+
+void ClientConnection::Respawn(uint32_t reset_seq) {
+  spdlog::warn("{}: a fault corrupted the device state of its process {}; a fresh process takes "
+               "over for cudaDeviceReset",
+               Tag(), ::getpid());
+  ClientRegistry::RequestRespawn(slot_, reset_seq);
+  if (std::shared_ptr<spdlog::logger> logger = spdlog::default_logger()) logger->flush();
+  // No destructor runs: the driver's state is corrupt, and the process's exit releases it all.
+  ::_exit(kRespawnExitCode);
+}
+
+Status ClientConnection::Serve() {
+  std::byte raw[kFrameHeaderBytes];
+  while (true) {
+    FLYT_RETURN_IF_ERROR(reader_.Read(raw));
+    FLYT_ASSIGN_OR_RETURN(FrameHeader header, DecodeFrameHeader(raw));
+    if (header.kind != FrameKind::kCall && header.kind != FrameKind::kPost) {
+      return InvalidArgument("unexpected frame kind " +
+                             std::to_string(static_cast<int>(header.kind)) + " for call " +
+                             std::string(CallName(header.call)));
+    }
+    payload_.resize(header.payload_bytes);
+    FLYT_RETURN_IF_ERROR(reader_.Read(payload_));
+    FLYT_RETURN_IF_ERROR(Dispatch(header, payload_));
+  }
+}
+
+Status ClientConnection::Dispatch(const FrameHeader& header, std::span<const std::byte> payload) {
+  switch (header.call) {
+#define FLYT_CALL(id, name, mode, data, req, rep) \
+  case CallId::k##name:                           \
+    return Execute<CallTraits<CallId::k##name>>(header, payload);
+#include "remote/calls.def"
+#undef FLYT_CALL
+    case CallId::kNone:
+      break;
+  }
+  return InvalidArgument("unknown call " + std::to_string(static_cast<int>(header.call)));
+}
+
+template <typename Traits>
+Status ClientConnection::Execute(const FrameHeader& header, std::span<const std::byte> payload) {
+  constexpr FrameKind kExpected =
+      Traits::kMode == CallMode::kCall ? FrameKind::kCall : FrameKind::kPost;
+  if (header.kind != kExpected) {
+    return InvalidArgument(std::string(Traits::kName) + " sent as the wrong frame kind");
+  }
+  typename Traits::Request request;
+  if (!DecodeExactly(payload, request)) {
+    return InvalidArgument("malformed " + std::string(Traits::kName) + " request");
+  }
+  Io io{header, Status::Ok()};
+  CudaResult<typename Traits::Reply> result = Handle(request, io);
+  if (!io.protocol.ok()) return io.protocol;
+  if constexpr (Traits::kMode == CallMode::kPost) {
+    if (!result.ok()) NoteAsyncError(header, result.status());
+    return Status::Ok();
+  } else {
+    FLYT_RETURN_IF_ERROR(DeliverFinishedDownloads());
+    Bytes fields;
+    if (result.ok()) {
+      Writer w(fields);
+      Encode(w, *result);
+    }
+    return SendReply(header, result.status(), fields);
+  }
+}
+
+Status ClientConnection::SendReply(const FrameHeader& header, const CudaStatus& status,
+                                   const Bytes& reply_fields) {
+  ReplyStatus rs;
+  rs.code = static_cast<uint32_t>(status.code());
+  rs.message = status.message();
+  if (async_error_) {
+    rs.async_code = async_error_->async_code;
+    rs.async_call = async_error_->async_call;
+    rs.async_seq = async_error_->async_seq;
+    rs.async_message = async_error_->async_message;
+    async_error_.reset();
+  }
+  Bytes out;
+  AppendFrame(out, FrameKind::kReply, header.call, header.seq, rs);
+  out.insert(out.end(), reply_fields.begin(), reply_fields.end());
+  // Patch the payload length to cover the reply fields too.
+  FrameHeader full{static_cast<uint32_t>(out.size() - kFrameHeaderBytes), header.call,
+                   FrameKind::kReply, header.seq};
+  EncodeFrameHeader(full, out.data());
+  return WriteAll(fd_, out);
+}
+
+Status ClientConnection::SendData(uint32_t seq, CallId call, uint64_t offset,
+                                  std::span<const std::byte> bytes) {
+  std::byte head[kFrameHeaderBytes + 8];
+  EncodeFrameHeader({static_cast<uint32_t>(8 + bytes.size()), call, FrameKind::kData, seq}, head);
+  for (int i = 0; i < 8; ++i) {
+    head[kFrameHeaderBytes + i] = static_cast<std::byte>((offset >> (8 * i)) & 0xFF);
+  }
+  iovec iov[2] = {{head, sizeof head}, {const_cast<std::byte*>(bytes.data()), bytes.size()}};
+  counters_->bytes_from_device += bytes.size();
+  return WriteAll(fd_, std::span<const iovec>(iov, bytes.empty() ? 1 : 2));
+}
+
+void ClientConnection::NoteAsyncError(const FrameHeader& header, const CudaStatus& status) {
+  spdlog::debug("{}: posted {} (seq {}) failed: {}", Tag(), CallName(header.call), header.seq,
+                status.ToString());
+  if (async_error_) return;  // the first one is what the program sees, as with CUDA
+  ReplyStatus rs;
+  rs.async_code = static_cast<uint32_t>(status.code());
+  rs.async_call = static_cast<uint16_t>(header.call);
+  rs.async_seq = header.seq;
+  rs.async_message = status.message();
+  async_error_ = std::move(rs);
+}
+
+Status ClientConnection::DeliverFinishedDownloads() {
+  for (auto it = downloads_.begin(); it != downloads_.end();) {
+    Download& d = *it;
+    if (d.buffer) {
+      CudaStatus done = session_->EventQuery(*d.done);
+      if (done.code() == CudaError::kNotReady) {
+        ++it;
+        continue;
+      }
+      if (done.ok()) {
+        std::span<const std::byte> all(d.buffer->data(), d.bytes);
+        for (uint64_t off = 0; off < d.bytes; off += kDataChunkBytes) {
+          FLYT_RETURN_IF_ERROR(
+              SendData(d.seq, d.call, off, all.subspan(off, std::min<uint64_t>(kDataChunkBytes,
+                                                                               d.bytes - off))));
+        }
+      } else {
+        FLYT_RETURN_IF_ERROR(SendData(d.seq, d.call, kAbandonedOffset, {}));
+      }
+      (void)session_->EventDestroy(*d.done);
+      download_bytes_ -= d.bytes;
+    } else {
+      FLYT_RETURN_IF_ERROR(SendData(d.seq, d.call, kAbandonedOffset, {}));
+    }
+    it = downloads_.erase(it);
+  }
+  return Status::Ok();
+}
+
+
+CudaResult<StreamHandle> ClientConnection::ResolveStream(uint64_t stream) const {
+  if (stream == 0) return kDefaultStream;
+  const StreamHandle* handle = streams_.Find(stream);
+  if (!handle) {
+    return Error(CudaError::kInvalidResourceHandle, "no stream " + std::to_string(stream));
+  }
+  return *handle;
+}
+
+CudaResult<EventHandle> ClientConnection::ResolveEvent(uint64_t event) const {
+  const EventHandle* handle = events_.Find(event);
+  if (!handle) {
+    return Error(CudaError::kInvalidResourceHandle, "no event " + std::to_string(event));
+  }
+  return *handle;
+}
+
+CudaStatus ClientConnection::CheckRange(uint64_t ptr, uint64_t bytes, const char* what) const {
+  if (allocations_.Contains(ptr, bytes) || globals_.Contains(ptr, bytes)) return CudaStatus::Ok();
+  return Error(CudaError::kInvalidValue, std::string(what) + " range " + Hex(ptr) + "+" +
+                                             std::to_string(bytes) +
+                                             " is not inside one of this client's allocations");
+}
+
+void ClientConnection::FreeEverything() {
+  // Device work still queued may write into download buffers or read memory about to be freed.
+  (void)session_->DeviceSynchronize();
+  for (Download& d : downloads_) {
+    if (d.done) (void)session_->EventDestroy(*d.done);
+  }
+  downloads_.clear();
+  download_bytes_ = 0;
+  for (auto& [id, event] : events_.TakeAll()) (void)session_->EventDestroy(event);
+  for (auto& [id, stream] : streams_.TakeAll()) (void)session_->StreamDestroy(stream);
+  functions_.TakeAll();
+  for (auto& [id, module] : modules_.TakeAll()) (void)session_->ModuleUnload(module.handle);
+  globals_.Clear();
+  global_cache_.clear();
+  std::vector<std::pair<uint64_t, uint64_t>> allocations;
+  allocations_.ForEach([&](uint64_t base, uint64_t size, uint8_t) {
+    allocations.emplace_back(base, size);
+  });
+  for (auto [base, size] : allocations) {
+    CudaStatus s = session_->Free(base);
+    if (!s.ok()) spdlog::warn("{}: freeing {}: {}", Tag(), Hex(base), s.ToString());
+    memory_.Release(size);
+  }
+  allocations_.Clear();
+  counters_->allocations = 0;
+  counters_->allocated_bytes = 0;
+  counters_->streams = 0;
+  counters_->events = 0;
+  counters_->modules = 0;
+}
+
+}  // namespace flyt::remote

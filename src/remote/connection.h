@@ -1,0 +1,262 @@
+// ClientConnection: one client of flyt-gpu-server, from its hello to the release of everything
+// it held. Made and owned by what serves the client: a thread of the server process
+// (Isolation::kThread) or the client's own forked process (kProcess); server.cc makes it.
+//
+// The connection (connection.cc): the hello (protocol version, the server's capacity, opening the
+// device and a backend Session), then the serve loop: it reads each frame, decodes the request,
+// runs the call and answers a kCall (an error of a kPost is kept for the next reply). It reads the
+// data frames of host-to-device copies as they arrive, delivers the data of async device-to-host
+// copies (Downloads) just before a later reply, and when the client goes away (or resets the
+// device) frees everything it still held. A malformed or hostile message ends the connection.
+// The call handlers, one Handle overload per call of calls.def, check every handle and device
+// range against this client's own tables before the backend sees it; they are split by family as
+// the runtime's api_*.cc files are: handlers_device.cc, handlers_memory.cc, handlers_stream.cc,
+// handlers_launch.cc (cudaMalloc: runtime/api_memory.cc, then remote/handlers_memory.cc).
+//
+// Thread safety: a ClientConnection is used by the one thread that serves its client. It reaches
+// the Server only through parts that are thread-safe (the client registry, the launch log,
+// Stats(), the options). Internal to the server: included by server.cc and the handlers only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "remote/address_ranges.h"
+#include "remote/backend.h"
+#include "remote/client_registry.h"
+#include "remote/cuda_status.h"
+#include "remote/handle_table.h"
+#include "remote/launch_log.h"
+#include "remote/protocol.h"
+#include "remote/server.h"
+#include "remote/socket.h"
+
+namespace flyt::remote {
+
+class ClientConnection {
+ public:
+  // A client process's exit status that asks for a fresh process to take its connection over.
+  static constexpr int kRespawnExitCode = 75;
+
+  // `backend`: the server's (Isolation::kThread). Null: the client's process makes its own with
+  // `make_backend` once the hello has been accepted, so that a peer that never says hello
+  // costs no device initialisation.
+  ClientConnection(Server& server, Backend* backend, const BackendFactory* make_backend, int fd,
+                   uint64_t id, ClientSlot* slot,
+                   std::optional<uint32_t> resume_reset = std::nullopt)
+      : server_(server),
+        resume_reset_(resume_reset),
+        backend_(backend),
+        make_backend_(make_backend),
+        fd_(fd),
+        id_(id),
+        slot_(slot),
+        counters_(&ClientRegistry::Counters(slot)),
+        memory_(*server.registry_, slot),
+        reader_(fd) {}
+
+  // From the hello (or the resumed reset) to the release of everything the client held.
+  void Run();
+
+ private:
+  static constexpr size_t kMaxStreams = 1 << 16;
+  static constexpr size_t kMaxEvents = 1 << 20;
+  static constexpr size_t kMaxModules = 1 << 12;
+  static constexpr size_t kMaxFunctions = 1 << 20;
+  static constexpr uint64_t kMaxModuleBytes = 1ull << 30;
+  static constexpr size_t kMaxHelloBytes = 64 << 10;
+  // A Data frame with this offset and no bytes: "the download of this seq was abandoned".
+  static constexpr uint64_t kAbandonedOffset = ~uint64_t{0};
+
+  struct Io {
+    FrameHeader header;
+    Status protocol;  // a protocol violation found while handling (closes the connection)
+  };
+  struct Function {
+    FunctionHandle handle{};
+    uint64_t module = 0;
+    std::string name;
+  };
+  struct Module {
+    ModuleHandle handle{};
+    std::string label;
+    // Parameter layout per kernel, read from the image when a launch log is kept.
+    std::map<std::string, std::vector<LaunchRecord::Arg>> layouts;
+  };
+  struct Global {
+    uint64_t module = 0;
+  };
+  // A device-to-host copy whose data goes out before a later reply.
+  struct Download {
+    uint32_t seq = 0;
+    CallId call = CallId::kMemcpyDtoHAsync;
+    std::unique_ptr<HostBuffer> buffer;  // null: abandoned (the copy failed)
+    uint64_t bytes = 0;
+    std::optional<EventHandle> done;
+  };
+
+  Status Hello();
+  // Makes this process's backend if there is none yet; false (backend_error_ says why) if the
+  // device cannot be opened.
+  bool EnsureBackend();
+  // Takes the connection over (resume_reset_): opens a fresh session and answers the reset.
+  Status Resume();
+  // Isolation::kProcess, after a failed reset: hands the connection to a fresh process.
+  [[noreturn]] void Respawn(uint32_t reset_seq);
+  Status Serve();
+  Status Dispatch(const FrameHeader& header, std::span<const std::byte> payload);
+  template <typename Traits>
+  Status Execute(const FrameHeader& header, std::span<const std::byte> payload);
+  Status SendReply(const FrameHeader& header, const CudaStatus& status, const Bytes& reply_fields);
+  Status SendData(uint32_t seq, CallId call, uint64_t offset, std::span<const std::byte> bytes);
+  Status DeliverFinishedDownloads();
+  void NoteAsyncError(const FrameHeader& header, const CudaStatus& status);
+  void FreeEverything();
+
+  // Receives the data frames of a kIn request, handing each chunk to consume(offset, chunk)
+  // until it fails once; the rest is read and dropped. Returns consume's first error.
+  // With `direct` (a host view of the destination, HostView), each chunk is read straight into
+  // direct + its offset, and consume sees it there.
+  template <typename Consume>
+  CudaStatus ReceiveData(Io& io, uint64_t bytes, Consume&& consume, std::byte* direct = nullptr);
+  // cudaMemcpy / cudaMemcpyAsync host→device: the request, then its data frames.
+  template <typename Request>
+  CudaStatus ReceiveCopy(const Request& r, Io& io);
+  CudaStatus DrainData(Io& io, uint64_t bytes, CudaStatus status) {
+    CudaStatus s = ReceiveData(io, bytes, [](uint64_t, std::span<const std::byte>) {
+      return CudaStatus::Ok();
+    });
+    (void)s;
+    return status;
+  }
+
+  CudaResult<StreamHandle> ResolveStream(uint64_t stream) const;
+  CudaResult<EventHandle> ResolveEvent(uint64_t event) const;
+  CudaStatus CheckRange(uint64_t ptr, uint64_t bytes, const char* what) const;
+  std::string Tag() const { return "client " + std::to_string(id_); }
+
+  static CudaStatus Error(CudaError code, std::string message) {
+    return {code, std::move(message)};
+  }
+  static std::string Hex(uint64_t v);
+  // The error for a handle the client picked that cannot be taken (HandleTable::Insert).
+  static CudaStatus InsertError(HandleInsert result, const char* what, uint64_t id);
+
+  // The call handlers: handlers_{device,memory,stream,launch}.cc. `io` carries the request's
+  // frame header and receives a protocol violation found while handling.
+#define FLYT_CALL(id, name, mode, data, req, rep) \
+  CudaResult<name##Reply> Handle(const name##Request& request, Io& io);
+#include "remote/calls.def"
+#undef FLYT_CALL
+
+  // The server-wide device-memory account, as seen by one client.
+  class Memory {
+   public:
+    Memory(ClientRegistry& registry, ClientSlot* slot) : registry_(registry), slot_(slot) {}
+    bool TryReserve(uint64_t bytes) { return registry_.TryReserve(slot_, bytes); }
+    void Release(uint64_t bytes) { registry_.Release(slot_, bytes); }
+    uint64_t used_bytes() const { return registry_.used_bytes(); }
+    uint64_t limit_bytes() const { return registry_.limit_bytes(); }
+
+   private:
+    ClientRegistry& registry_;
+    ClientSlot* slot_;
+  };
+
+  Server& server_;
+  // Set in a process that takes a connection over after its previous process could not reset
+  // the device: the seq of the cudaDeviceReset to answer instead of a hello.
+  std::optional<uint32_t> resume_reset_;
+  Backend* backend_;
+  const BackendFactory* make_backend_;
+  std::unique_ptr<Backend> owned_backend_;  // made by make_backend_; outlives session_
+  std::string backend_error_;
+  int fd_;
+  uint64_t id_;
+  ClientSlot* slot_;
+  ClientCounters* counters_;
+  Memory memory_;
+  SocketReader reader_;
+  Bytes payload_;
+  Bytes data_;
+  std::string label_;
+  uint32_t pid_ = 0;
+
+  std::unique_ptr<Session> session_;
+  AddressRanges<uint8_t> allocations_;
+  AddressRanges<Global> globals_;
+  std::map<std::pair<uint64_t, std::string>, GlobalSymbol> global_cache_;
+  HandleTable<StreamHandle> streams_{kMaxStreams};
+  HandleTable<EventHandle> events_{kMaxEvents};
+  HandleTable<Module> modules_{kMaxModules};
+  HandleTable<Function> functions_{kMaxFunctions};
+  std::list<Download> downloads_;
+  uint64_t download_bytes_ = 0;
+
+  // The first error of posted work since the last reply.
+  std::optional<ReplyStatus> async_error_;
+};
+
+template <typename Consume>
+CudaStatus ClientConnection::ReceiveData(Io& io, uint64_t bytes, Consume&& consume,
+                                         std::byte* direct) {
+  CudaStatus first;
+  uint64_t offset = 0;
+  while (offset < bytes) {
+    std::byte raw[kFrameHeaderBytes + 8];
+    io.protocol = reader_.Read(std::span(raw, kFrameHeaderBytes));
+    if (!io.protocol.ok()) return Error(CudaError::kUnknown, "connection lost");
+    Result<FrameHeader> header = DecodeFrameHeader(raw);
+    if (!header.ok()) {
+      io.protocol = header.status();
+      return Error(CudaError::kUnknown, "protocol error");
+    }
+    if (header->kind != FrameKind::kData || header->seq != io.header.seq ||
+        header->call != io.header.call || header->payload_bytes < 8 ||
+        header->payload_bytes - 8 > bytes - offset) {
+      io.protocol = InvalidArgument("data of " + std::string(CallName(io.header.call)) +
+                                    " (seq " + std::to_string(io.header.seq) +
+                                    ") does not match its request");
+      return Error(CudaError::kUnknown, "protocol error");
+    }
+    io.protocol = reader_.Read(std::span(raw + kFrameHeaderBytes, 8));
+    if (!io.protocol.ok()) return Error(CudaError::kUnknown, "connection lost");
+    Reader r(std::span<const std::byte>(raw + kFrameHeaderBytes, 8));
+    uint64_t chunk_offset = 0;
+    const size_t n = header->payload_bytes - 8;
+    if (!r.Get(chunk_offset) || chunk_offset != offset) {
+      io.protocol = InvalidArgument("data chunk out of order for " +
+                                    std::string(CallName(io.header.call)));
+      return Error(CudaError::kUnknown, "protocol error");
+    }
+    if (n == 0) {
+      io.protocol = InvalidArgument("empty data chunk");
+      return Error(CudaError::kUnknown, "protocol error");
+    }
+    // The header check above keeps offset + n within the request's `bytes`, which the caller
+    // checked against the client's allocation before passing `direct`.
+    std::span<std::byte> chunk;
+    if (direct != nullptr && first.ok()) {
+      chunk = std::span(direct + offset, n);
+    } else {
+      data_.resize(n);
+      chunk = std::span(data_.data(), n);
+    }
+    io.protocol = reader_.Read(chunk);
+    if (!io.protocol.ok()) return Error(CudaError::kUnknown, "connection lost");
+    if (first.ok()) first = consume(offset, std::span<const std::byte>(chunk));
+    offset += n;
+  }
+  return first;
+}
+
+}  // namespace flyt::remote
