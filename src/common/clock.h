@@ -1,5 +1,5 @@
 // Clock: the one way flyt code reads time, injected wherever time matters so that tests can move
-// time by hand instead of sleeping (CONVENTIONS: "Clocks are injected").
+// time by hand instead of sleeping (docs/conventions.md: "Clocks are injected").
 //
 // SystemClock reads the real clocks. FakeClock starts at a fixed instant and moves only when told;
 // its methods are thread-safe (an atomic offset), so a test thread may advance it while a

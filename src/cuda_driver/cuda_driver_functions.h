@@ -1,4 +1,4 @@
-// The CUDA driver entry points flyt uses, written once (CONVENTIONS: "One list, many uses").
+// The CUDA driver entry points flyt uses, written once (docs/conventions.md: "One list, many uses").
 //
 // FLYT_CUDA_DRIVER_ENTRY_POINTS(X) calls X(member, requirement, (params), names...) for each entry
 // point; every entry returns CUresult. `names` lists the exported symbols newest first and the

@@ -1,4 +1,4 @@
-// The NVML entry points flyt uses, written once (CONVENTIONS: "One list, many uses").
+// The NVML entry points flyt uses, written once (docs/conventions.md: "One list, many uses").
 //
 // FLYT_NVML_ENTRY_POINTS(X) calls X(member, requirement, return, (params), (args), names...) for
 // each entry point. `names` lists the exported symbols newest first; the loader binds the first
