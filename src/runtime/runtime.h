@@ -250,7 +250,7 @@ inline cudaError_t ToCuda(remote::CudaError e) { return static_cast<cudaError_t>
 inline remote::CudaError FromCuda(cudaError_t e) { return static_cast<remote::CudaError>(e); }
 
 // Runs `body` (returning cudaError_t) and turns any exception into cudaErrorUnknown: an
-// exception must not cross into the C caller (docs/conventions.md, Errors: every extern "C" entry point is noexcept).
+// exception must not cross into the C caller (docs/conventions.md, Errors).
 template <typename Body>
 cudaError_t Guard(const char* name, Body&& body) noexcept {
   try {
