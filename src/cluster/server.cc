@@ -13,12 +13,7 @@ using nlohmann::json;
 
 namespace {
 
-// The manager's mapping: a request the cluster cannot meet now is a conflict with its state
-// (409), not a rate limit.
-void Send(httplib::Response& res, const Status& s) {
-  http::SendError(res, s.code() == StatusCode::kResourceExhausted ? 409 : http::HttpStatus(s),
-                  s.message());
-}
+void Send(httplib::Response& res, const Status& s) { http::SendError(res, HttpStatusOf(s), s); }
 
 void Reply(httplib::Response& res, const Result<json>& r, int ok_status = 200) {
   if (!r.ok()) return Send(res, r.status());
@@ -29,6 +24,17 @@ Result<json> Body(const httplib::Request& req) { return http::ParseBody(req); }
 
 }  // namespace
 
+int HttpStatusOf(const Status& s) {
+  const std::string& reason = s.reason();
+  if (reason == "insufficient_gpus" || reason == "never_fits" || reason == "already_ended") {
+    return 409;
+  }
+  if (reason == "too_many_queued") return 429;
+  if (reason == "payload_too_large") return 413;
+  if (reason == "store_unavailable") return 503;
+  return s.code() == StatusCode::kResourceExhausted ? 409 : http::HttpStatus(s);
+}
+
 ClusterServer::ClusterServer(Cluster& cluster, Auth auth, const ClusterConfig& config,
                              std::string version, std::optional<WebAssets> web)
     : cluster_(cluster),
@@ -36,20 +42,15 @@ ClusterServer::ClusterServer(Cluster& cluster, Auth auth, const ClusterConfig& c
       config_(config),
       version_(std::move(version)),
       web_(std::move(web)),
+      router_([this](const httplib::Request& req, const Access& access) {
+        return Identify(req, access);
+      }),
       server_(std::make_unique<httplib::Server>()) {
   // Each open live stream holds a thread: the pool has room for all of them besides the API's.
   http::Configure(*server_, {config_.max_body_bytes, 32 + config_.max_streams});
   AddRoutes();
   AddWebRoutes();
-  auto dispatch = [this](const httplib::Request& req, httplib::Response& res) {
-    Dispatch(req, res);
-  };
-  server_->Get(".*", dispatch);
-  server_->Post(".*", dispatch);
-  server_->Put(".*", dispatch);
-  server_->Patch(".*", dispatch);
-  server_->Delete(".*", dispatch);
-  server_->Options(".*", dispatch);
+  router_.Install(*server_);
 }
 
 ClusterServer::~ClusterServer() { Stop(); }
@@ -83,52 +84,25 @@ bool ClusterServer::Allowed(Access access, Role role) {
   return false;
 }
 
-void ClusterServer::Dispatch(const httplib::Request& req, httplib::Response& res) {
-  const std::string method = req.method == "HEAD" ? "GET" : req.method;
-  std::smatch match;
-  const Route* route = nullptr;
-  std::string allow;
-  for (const Route& r : routes_) {
-    std::smatch m;
-    if (!std::regex_match(req.path, m, r.pattern)) continue;
-    if (allow.find(r.method) == std::string::npos) allow += (allow.empty() ? "" : ", ") + r.method;
-    if (r.method == method && route == nullptr) {
-      route = &r;
-      match = m;
-    }
+Result<Caller> ClusterServer::Identify(const httplib::Request& req, const Access& access) const {
+  if (access == Access::kPublic) return Caller{"anonymous", Role::kViewer};
+  auto who = auth_.Identify(http::BearerToken(req));
+  if (!who) return http::Unauthenticated("missing or unknown bearer token");
+  if (!Allowed(access, who->role)) {
+    return PermissionDenied(std::string("a ") + RoleName(who->role) + " token may not " +
+                            req.method + " " + req.path);
   }
-  if (allow.empty()) {
-    return http::SendError(res, 404, "no such endpoint: " + req.path + " (see docs/api.md)");
-  }
-  if (route == nullptr) {
-    res.set_header("Allow", allow);
-    return http::SendError(res, 405, "method " + req.method + " is not allowed on " + req.path +
-                                         " (allowed: " + allow + ")");
-  }
-  Caller caller{"anonymous", Role::kViewer};
-  if (route->access != Access::kPublic) {
-    auto who = auth_.Identify(http::BearerToken(req));
-    if (!who) {
-      res.set_header("WWW-Authenticate", "Bearer");
-      return http::SendError(res, 401, "missing or unknown bearer token");
-    }
-    caller = *who;
-    if (!Allowed(route->access, caller.role)) {
-      return http::SendError(res, 403, std::string("a ") + RoleName(caller.role) +
-                                           " token may not " + req.method + " " + req.path);
-    }
-  }
-  route->handler(req, res, caller, match);
+  return *who;
 }
 
 void ClusterServer::AddRoutes() {
   auto add = [this](const char* pattern, const char* method, Access access, Handler h) {
-    routes_.push_back({std::regex(pattern), method, access, std::move(h)});
+    router_.Add(method, pattern, access, std::move(h));
   };
   using Req = const httplib::Request&;
   using Res = httplib::Response&;
   using Who = const Caller&;
-  using Match = const std::smatch&;
+  using Match = const http::PathParams&;
   // A route whose handler takes the parsed JSON body and answers with a Result.
   using BodyHandler = std::function<Result<json>(Who, const json&, Match)>;
   auto with_body = [&add](const char* pattern, Access access, int ok_status, BodyHandler h) {
@@ -186,9 +160,9 @@ void ClusterServer::AddRoutes() {
       [this](Req, Res res, Who, Match m) {
         json all = cluster_.Allocations();
         for (const json& l : all["allocations"]) {
-          if (l["id"] == m[1].str()) return http::SendJson(res, 200, l);
+          if (l["id"] == m[1]) return http::SendJson(res, 200, l);
         }
-        http::SendError(res, 404, "no lease " + m[1].str() + " (released, or expired)");
+        http::SendError(res, 404, "no lease " + m[1] + " (released, or expired)");
       });
   with_body("/api/v1/allocations/([A-Za-z0-9._-]+)/renew", Access::kClient, 200,
             [this](Who who, const json& body, Match m) { return cluster_.Renew(who, m[1], body); });
@@ -196,7 +170,7 @@ void ClusterServer::AddRoutes() {
       [this](Req, Res res, Who who, Match m) {
         Status s = cluster_.Release(who, m[1]);
         if (!s.ok()) return Send(res, s);
-        http::SendJson(res, 200, {{"released", m[1].str()}});
+        http::SendJson(res, 200, {{"released", m[1]}});
       });
 
   // Jobs.
@@ -343,10 +317,11 @@ void ClusterServer::ProxyHistory(const httplib::Request& req, httplib::Response&
   if (!history.ok()) {
     const Status& s = history.status();
     // The node did not answer (or answered garbage): the gateway's problem, not the request's.
-    const int code = s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kInternal
-                         ? 502
-                         : http::HttpStatus(s);
-    return http::SendError(res, code, s.message());
+    if (s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kInternal) {
+      return http::SendError(res, 502, s.message());  // "unavailable"
+    }
+    // The node refused the request (a GPU it lacks, a bad parameter): its code goes on.
+    return http::SendError(res, http::HttpStatus(s), s);
   }
   (*history)["node"] = node;
   http::SendJson(res, 200, *history);
@@ -357,9 +332,9 @@ void ClusterServer::ProxyHistory(const httplib::Request& req, httplib::Response&
 void ClusterServer::AddWebRoutes() {
   if (!config_.web_enabled) return;
   auto add = [this](const char* pattern) {
-    routes_.push_back({std::regex(pattern), "GET", Access::kPublic,
-                       [this](const httplib::Request& req, httplib::Response& res, const Caller&,
-                              const std::smatch& m) { ServeFile(req, res, m[1]); }});
+    router_.Add("GET", pattern, Access::kPublic,
+                [this](const httplib::Request& req, httplib::Response& res, const Caller&,
+                       const http::PathParams& m) { ServeFile(req, res, m[1]); });
   };
   add("/()");
   // Flat names only: nothing from the request reaches the file system.

@@ -3,6 +3,8 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <cctype>
+
 #include "common/json.h"
 #include "common/strings.h"
 
@@ -16,7 +18,41 @@ void SendJson(httplib::Response& res, int status, const json& body) {
 }
 
 void SendError(httplib::Response& res, int status, const std::string& message) {
-  SendJson(res, status, json{{"error", message}});
+  SendError(res, status, message, ErrorCodeForHttpStatus(status));
+}
+
+void SendError(httplib::Response& res, int status, const std::string& message,
+               std::string_view code) {
+  SendJson(res, status, json{{"error", message}, {"code", code}});
+}
+
+void SendError(httplib::Response& res, int http_status, const Status& status) {
+  SendError(res, http_status, status.message(), ErrorCode(status));
+}
+
+std::string ErrorCode(const Status& s) {
+  if (!s.reason().empty()) return s.reason();
+  std::string code(StatusCodeName(s.code()));
+  for (char& c : code) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return code;
+}
+
+std::string_view ErrorCodeForHttpStatus(int http_status) {
+  switch (http_status) {
+    case 400: return "invalid_argument";
+    case 401: return "unauthenticated";
+    case 403: return "permission_denied";
+    case 404: return "not_found";
+    case 405: return "method_not_allowed";
+    case 409: return "conflict";
+    case 413: return "payload_too_large";
+    case 429: return "resource_exhausted";
+    case 501: return "not_supported";
+    case 502:
+    case 503: return "unavailable";
+    case 504: return "timeout";
+    default: return http_status >= 400 && http_status < 500 ? "invalid_argument" : "internal";
+  }
 }
 
 int HttpStatus(const Status& s) {
@@ -33,10 +69,6 @@ int HttpStatus(const Status& s) {
     case StatusCode::kNotSupported: return 501;
     default: return 500;
   }
-}
-
-void SendStatus(httplib::Response& res, const Status& status) {
-  SendError(res, HttpStatus(status), status.message());
 }
 
 bool HasBody(const httplib::Request& req) {
@@ -171,7 +203,11 @@ Result<json> JsonClient::Finish(const std::string& path, int status, const std::
                       : status == 403                 ? StatusCode::kPermissionDenied
                       : status == 401                 ? StatusCode::kFailedPrecondition
                                                        : StatusCode::kUnavailable;
-    return Status(code, url_ + path + ": HTTP " + std::to_string(status) + ": " + message);
+    Status error(code, url_ + path + ": HTTP " + std::to_string(status) + ": " + message);
+    // The server's machine-readable code travels on as the reason (flytctl's exit code).
+    const bool has_code = parsed.ok() && parsed->is_object() && parsed->contains("code") &&
+                          (*parsed)["code"].is_string();
+    return has_code ? error.WithReason((*parsed)["code"].get<std::string>()) : error;
   }
   if (!parsed.ok()) return Internal(parsed.status().message());
   return std::move(*parsed);

@@ -2,6 +2,11 @@
 // start a server (JSON errors, body limits, no SO_REUSEPORT, a wait until it really listens), one
 // way to answer in JSON, constant-time bearer-token checks, and JsonClient — the client flytctl,
 // the node manager (heartbeats) and the cluster manager (node sessions) use to call a flyt API.
+// (Routing — path patterns, methods, access — is common/http_router.h.)
+//
+// Every error body is {"error": "<message for people>", "code": "<snake_case for programs>"}
+// (docs/api.md, "Errors"): the code is a Status's reason when it has one, else derived from its
+// StatusCode, or from the HTTP status where no Status is behind the error.
 //
 // Server helpers are free functions over an httplib::Server the caller owns. A JsonClient is one
 // connection's worth of state: use it from one thread at a time.
@@ -27,10 +32,24 @@ struct Response;
 namespace flyt::http {
 
 void SendJson(httplib::Response& res, int status, const nlohmann::json& body);
+// {"error": message, "code": code}; without a code, the one of the HTTP status.
 void SendError(httplib::Response& res, int status, const std::string& message);
-// The usual HTTP code for a Status: 400, 404, 409 (already exists / precondition), 429, 503, 500.
+void SendError(httplib::Response& res, int status, const std::string& message,
+               std::string_view code);
+// {"error": status.message(), "code": ErrorCode(status)} with the HTTP status the daemon chose.
+void SendError(httplib::Response& res, int http_status, const Status& status);
+
+// The "code" of an error body for a Status: its reason when set, else its StatusCode in
+// snake_case ("not_found", "invalid_argument", ...).
+std::string ErrorCode(const Status& status);
+// The "code" for an error that only has an HTTP status: 400 invalid_argument, 401
+// unauthenticated, 403 permission_denied, 404 not_found, 405 method_not_allowed, 409 conflict,
+// 413 payload_too_large, 429 resource_exhausted, 501 not_supported, 502/503 unavailable, 504
+// timeout; any other 4xx invalid_argument, anything else internal.
+std::string_view ErrorCodeForHttpStatus(int http_status);
+// The usual HTTP code for a Status by its StatusCode: 400, 403, 404, 409 (already exists /
+// precondition), 429, 501, 503, 500. A daemon with reasons of its own maps those first.
 int HttpStatus(const Status& status);
-void SendStatus(httplib::Response& res, const Status& status);
 
 // True when the request carries a body (it must be read before the request is answered).
 bool HasBody(const httplib::Request& req);

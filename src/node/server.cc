@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <regex>
 #include <vector>
 
 #include "common/http.h"
@@ -20,29 +19,6 @@ using nlohmann::json;
 using http::SendError;
 using http::SendJson;
 
-// The routes and the methods each allows; checked before routing so that a wrong method gets 405
-// and an unknown path 404, both as JSON.
-struct Route {
-  std::regex pattern;
-  std::vector<std::string> methods;
-};
-
-const std::vector<Route>& Routes() {
-  static const std::vector<Route> kRoutes = {
-      {std::regex("/healthz"), {"GET"}},
-      {std::regex("/metrics"), {"GET"}},
-      {std::regex("/api/v1/node"), {"GET"}},
-      {std::regex("/api/v1/gpus"), {"GET"}},
-      {std::regex("/api/v1/gpus/[^/]+"), {"GET"}},
-      {std::regex("/api/v1/gpus/[^/]+/history"), {"GET"}},
-      {std::regex("/api/v1/processes"), {"GET"}},
-      {std::regex("/api/v1/events"), {"GET"}},
-      {std::regex("/api/v1/monitoring/sessions"), {"GET", "POST"}},
-      {std::regex("/api/v1/monitoring/sessions/[^/]+"), {"GET", "DELETE"}},
-  };
-  return kRoutes;
-}
-
 // A GPU index from a path segment: digits only, and a GPU this node has.
 Result<uint32_t> GpuIndex(const std::string& segment, const gpu::GpuSnapshot& snap) {
   auto v = ParseUint(segment);
@@ -56,7 +32,10 @@ Result<uint32_t> GpuIndex(const std::string& segment, const gpu::GpuSnapshot& sn
                   std::to_string(snap.gpus.size()) + ")");
 }
 
-int HttpStatus(const Status& s) { return http::HttpStatus(s); }
+// An error from the Monitor, with its usual HTTP status.
+void SendStatus(httplib::Response& res, const Status& s) {
+  http::SendError(res, http::HttpStatus(s), s);
+}
 
 json CountsJson(const std::map<uint32_t, gpu::EventCounts>& counts) {
   json out = json::object();
@@ -81,6 +60,9 @@ NodeServer::NodeServer(gpu::Monitor& monitor, NodeConfig config, const Clock& cl
       clock_(clock),
       version_(std::move(version)),
       started_(clock.SteadyNow()),
+      router_([this](const httplib::Request& req,
+                     const Access& access) { return Identify(req, access); },
+              Access::kToken),
       server_(std::make_unique<httplib::Server>()) {
   SetUpRoutes();
 }
@@ -98,60 +80,36 @@ void NodeServer::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-bool NodeServer::Gate(const httplib::Request& req, httplib::Response& res) const {
-  if (!config_.bearer_token.empty() && req.path != "/healthz") {
-    // Constant-time comparison: the time taken says nothing about how much of a guess was right.
-    if (!http::TokenEquals(http::BearerToken(req).value_or(""), config_.bearer_token)) {
-      res.set_header("WWW-Authenticate", "Bearer");
-      SendError(res, 401, "missing or wrong bearer token");
-      return false;
-    }
+Result<std::monostate> NodeServer::Identify(const httplib::Request& req,
+                                            const Access& access) const {
+  if (access == Access::kPublic || config_.bearer_token.empty()) return std::monostate{};
+  // Constant-time comparison: the time taken says nothing about how much of a guess was right.
+  if (!http::TokenEquals(http::BearerToken(req).value_or(""), config_.bearer_token)) {
+    return http::Unauthenticated("missing or wrong bearer token");
   }
-  const Route* route = nullptr;
-  for (const Route& r : Routes()) {
-    if (std::regex_match(req.path, r.pattern)) route = &r;
-  }
-  if (route == nullptr) {
-    SendError(res, 404, "no such endpoint: " + req.path + " (see docs/api.md)");
-    return false;
-  }
-  bool allowed = false;
-  std::string allow;
-  for (const std::string& m : route->methods) {
-    allowed = allowed || m == req.method || (req.method == "HEAD" && m == "GET");
-    allow += (allow.empty() ? "" : ", ") + m;
-  }
-  if (!allowed) {
-    res.set_header("Allow", allow);
-    SendError(res, 405, "method " + req.method + " is not allowed on " + req.path +
-                            " (allowed: " + allow + ")");
-    return false;
-  }
-  return true;
+  return std::monostate{};
 }
 
 void NodeServer::SetUpRoutes() {
-  httplib::Server& s = *server_;
-  http::Configure(s, {config_.max_body_bytes, 16});
+  http::Configure(*server_, {config_.max_body_bytes, 16});
+  using Req = const httplib::Request&;
+  using Res = httplib::Response&;
+  using Params = const http::PathParams&;
+  auto get = [this](const char* pattern, Access access, Router::Handler h) {
+    router_.Add("GET", pattern, access, std::move(h));
+  };
 
-  // Requests with a body are never answered before the body is read: on a keep-alive connection
-  // an unread body would be parsed as the next request. They reach the catch-all handlers below
-  // (or their own handler, which calls Gate first).
-  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (http::HasBody(req)) return httplib::Server::HandlerResponse::Unhandled;
-    return Gate(req, res) ? httplib::Server::HandlerResponse::Unhandled
-                          : httplib::Server::HandlerResponse::Handled;
-  });
-  s.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
+  get("/healthz", Access::kPublic, [this](Req, Res res, const Caller&, Params) {
     auto snap = monitor_.LastSnapshot();
     if (!snap) {
-      SendJson(res, 503, {{"status", "starting"}, {"error", "no sample taken yet"}});
+      SendJson(res, 503,
+               {{"status", "starting"}, {"error", "no sample taken yet"}, {"code", "unavailable"}});
       return;
     }
     SendJson(res, 200, {{"status", "ok"}, {"source", gpu::SourceName(snap->source)}});
   });
 
-  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+  get("/metrics", Access::kToken, [this](Req, Res res, const Caller&, Params) {
     auto snap = monitor_.LastSnapshot();
     MetricsInput in;
     in.snapshot = snap ? &*snap : nullptr;
@@ -165,7 +123,7 @@ void NodeServer::SetUpRoutes() {
     res.set_content(RenderMetrics(in), "text/plain; version=0.0.4; charset=utf-8");
   });
 
-  s.Get("/api/v1/node", [this](const httplib::Request&, httplib::Response& res) {
+  get("/api/v1/node", Access::kToken, [this](Req, Res res, const Caller&, Params) {
     auto snap = monitor_.LastSnapshot();
     json labels = json::object();
     for (const auto& [k, v] : config_.labels) labels[k] = v;
@@ -195,7 +153,7 @@ void NodeServer::SetUpRoutes() {
     return snap;
   };
 
-  s.Get("/api/v1/gpus", [this, with_snapshot](const httplib::Request&, httplib::Response& res) {
+  get("/api/v1/gpus", Access::kToken, [this, with_snapshot](Req, Res res, const Caller&, Params) {
     auto snap = with_snapshot(res);
     if (!snap) return;
     std::shared_ptr<const std::string> body;
@@ -215,54 +173,56 @@ void NodeServer::SetUpRoutes() {
     res.set_content(*body, "application/json");
   });
 
-  s.Get(R"(/api/v1/gpus/([^/]+))",
-        [with_snapshot](const httplib::Request& req, httplib::Response& res) {
-          auto snap = with_snapshot(res);
-          if (!snap) return;
-          auto index = GpuIndex(req.matches[1], *snap);
-          if (!index.ok()) return SendError(res, HttpStatus(index.status()), index.status().message());
-          for (const gpu::GpuInfo& g : snap->gpus) {
-            if (g.index == *index) return SendJson(res, 200, gpu::ToJson(g));
+  get(R"(/api/v1/gpus/([^/]+))", Access::kToken,
+      [with_snapshot](Req, Res res, const Caller&, Params path) {
+        auto snap = with_snapshot(res);
+        if (!snap) return;
+        auto index = GpuIndex(path[1], *snap);
+        if (!index.ok()) return SendStatus(res, index.status());
+        for (const gpu::GpuInfo& g : snap->gpus) {
+          if (g.index == *index) return SendJson(res, 200, gpu::ToJson(g));
+        }
+      });
+
+  get(R"(/api/v1/gpus/([^/]+)/history)", Access::kToken,
+      [this, with_snapshot](Req req, Res res, const Caller&, Params path) {
+        auto snap = with_snapshot(res);
+        if (!snap) return;
+        auto index = GpuIndex(path[1], *snap);
+        if (!index.ok()) return SendStatus(res, index.status());
+        // since: Unix seconds, or seconds before now when negative (default -600). step: seconds.
+        double since_s = -600, step_s = 0;
+        if (req.has_param("since")) {
+          auto v = ParseDouble(req.get_param_value("since"));
+          if (!v || *v > 1e10 || *v < -1e10) {
+            return SendError(
+                res, 400, "since must be Unix seconds, or negative: seconds ago (|since| <= 1e10)");
           }
-        });
+          since_s = *v;
+        }
+        if (req.has_param("step")) {
+          auto v = ParseDouble(req.get_param_value("step"));
+          if (!v || *v < 0 || *v > 86400) {
+            return SendError(res, 400, "step must be 0-86400 seconds");
+          }
+          step_s = *v;
+        }
+        auto now = clock_.WallNow();
+        auto since = since_s < 0
+                         ? now + std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                                     std::chrono::duration<double>(since_s))
+                         : std::chrono::system_clock::time_point(
+                               std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                                   std::chrono::duration<double>(since_s)));
+        json points = json::array();
+        for (const auto& p : monitor_.GetHistory(
+                 *index, since, std::chrono::milliseconds(static_cast<int64_t>(step_s * 1000)))) {
+          points.push_back(gpu::ToJson(p));
+        }
+        SendJson(res, 200, {{"gpu", *index}, {"step_seconds", step_s}, {"points", points}});
+      });
 
-  s.Get(R"(/api/v1/gpus/([^/]+)/history)", [this, with_snapshot](const httplib::Request& req,
-                                                                  httplib::Response& res) {
-    auto snap = with_snapshot(res);
-    if (!snap) return;
-    auto index = GpuIndex(req.matches[1], *snap);
-    if (!index.ok()) return SendError(res, HttpStatus(index.status()), index.status().message());
-    // since: Unix seconds, or seconds before now when negative (default -600). step: seconds.
-    double since_s = -600, step_s = 0;
-    if (req.has_param("since")) {
-      auto v = ParseDouble(req.get_param_value("since"));
-      if (!v || *v > 1e10 || *v < -1e10) {
-        return SendError(res, 400,
-                         "since must be Unix seconds, or negative: seconds ago (|since| <= 1e10)");
-      }
-      since_s = *v;
-    }
-    if (req.has_param("step")) {
-      auto v = ParseDouble(req.get_param_value("step"));
-      if (!v || *v < 0 || *v > 86400) return SendError(res, 400, "step must be 0-86400 seconds");
-      step_s = *v;
-    }
-    auto now = clock_.WallNow();
-    auto since = since_s < 0 ? now + std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                                         std::chrono::duration<double>(since_s))
-                             : std::chrono::system_clock::time_point(
-                                   std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                                       std::chrono::duration<double>(since_s)));
-    json points = json::array();
-    for (const auto& p : monitor_.GetHistory(
-             *index, since,
-             std::chrono::milliseconds(static_cast<int64_t>(step_s * 1000)))) {
-      points.push_back(gpu::ToJson(p));
-    }
-    SendJson(res, 200, {{"gpu", *index}, {"step_seconds", step_s}, {"points", points}});
-  });
-
-  s.Get("/api/v1/processes", [with_snapshot](const httplib::Request&, httplib::Response& res) {
+  get("/api/v1/processes", Access::kToken, [with_snapshot](Req, Res res, const Caller&, Params) {
     auto snap = with_snapshot(res);
     if (!snap) return;
     json list = json::array();
@@ -277,99 +237,91 @@ void NodeServer::SetUpRoutes() {
     SendJson(res, 200, {{"processes", list}});
   });
 
-  s.Get("/api/v1/events", [this](const httplib::Request&, httplib::Response& res) {
+  get("/api/v1/events", Access::kToken, [this](Req, Res res, const Caller&, Params) {
     json events = json::array();
     for (const gpu::GpuEvent& e : monitor_.RecentEvents()) events.push_back(gpu::ToJson(e));
     SendJson(res, 200, {{"events", events}, {"counts", CountsJson(monitor_.EventCountsByGpu())}});
   });
 
-  s.Get("/api/v1/monitoring/sessions", [this](const httplib::Request&, httplib::Response& res) {
+  get("/api/v1/monitoring/sessions", Access::kToken, [this](Req, Res res, const Caller&, Params) {
     SendJson(res, 200, {{"sessions", monitor_.SessionIds()}});
   });
 
-  s.Post("/api/v1/monitoring/sessions", [this](const httplib::Request& req,
-                                               httplib::Response& res) {
-    if (!Gate(req, res)) return;
-    gpu::SessionOptions options;
-    if (!Trim(req.body).empty()) {
-      json body;
-      try {
-        body = json::parse(req.body);
-      } catch (const json::exception& e) {  // parse errors, and numbers beyond double's range
-        return SendError(res, 400, std::string("malformed JSON body: ") + e.what());
-      }
-      if (!body.is_object()) return SendError(res, 400, "the body must be a JSON object");
-      for (const auto& [key, value] : body.items()) {
-        if (key != "gpus" && key != "interval_seconds") {
-          return SendError(res, 400, "unknown field '" + key + "' (expected gpus, interval_seconds)");
-        }
-      }
-      auto snap = monitor_.LastSnapshot();
-      if (body.contains("gpus")) {
-        if (!snap) return SendError(res, 503, "no sample taken yet; try again in a moment");
-        const json& gpus = body["gpus"];
-        if (!gpus.is_array() || gpus.empty() || gpus.size() > snap->gpus.size()) {
-          return SendError(res, 400,
-                           "gpus must be a non-empty array of this node's GPU indexes (it has " +
-                               std::to_string(snap->gpus.size()) + ")");
-        }
-        std::vector<uint32_t> list;
-        for (const json& g : gpus) {
-          if (!g.is_number_unsigned()) {
-            return SendError(res, 400, "gpus must hold non-negative integers");
+  router_.Add(
+      "POST", "/api/v1/monitoring/sessions", Access::kToken,
+      [this](Req req, Res res, const Caller&, Params) {
+        gpu::SessionOptions options;
+        if (!Trim(req.body).empty()) {
+          json body;
+          try {
+            body = json::parse(req.body);
+          } catch (const json::exception& e) {  // parse errors, and numbers beyond double's range
+            return SendError(res, 400, std::string("malformed JSON body: ") + e.what());
           }
-          auto v = g.get<uint64_t>();
-          bool known = false;
-          for (const gpu::GpuInfo& info : snap->gpus) known = known || info.index == v;
-          if (!known) return SendError(res, 400, "no GPU " + std::to_string(v) + " on this node");
-          if (std::find(list.begin(), list.end(), v) != list.end()) {
-            return SendError(res, 400, "GPU " + std::to_string(v) + " is listed twice");
+          if (!body.is_object()) return SendError(res, 400, "the body must be a JSON object");
+          for (const auto& [key, value] : body.items()) {
+            if (key != "gpus" && key != "interval_seconds") {
+              return SendError(res, 400,
+                               "unknown field '" + key + "' (expected gpus, interval_seconds)");
+            }
           }
-          list.push_back(static_cast<uint32_t>(v));
+          auto snap = monitor_.LastSnapshot();
+          if (body.contains("gpus")) {
+            if (!snap) return SendError(res, 503, "no sample taken yet; try again in a moment");
+            const json& gpus = body["gpus"];
+            if (!gpus.is_array() || gpus.empty() || gpus.size() > snap->gpus.size()) {
+              return SendError(
+                  res, 400,
+                  "gpus must be a non-empty array of this node's GPU indexes (it has " +
+                      std::to_string(snap->gpus.size()) + ")");
+            }
+            std::vector<uint32_t> list;
+            for (const json& g : gpus) {
+              if (!g.is_number_unsigned()) {
+                return SendError(res, 400, "gpus must hold non-negative integers");
+              }
+              auto v = g.get<uint64_t>();
+              bool known = false;
+              for (const gpu::GpuInfo& info : snap->gpus) known = known || info.index == v;
+              if (!known)
+                return SendError(res, 400, "no GPU " + std::to_string(v) + " on this node");
+              if (std::find(list.begin(), list.end(), v) != list.end()) {
+                return SendError(res, 400, "GPU " + std::to_string(v) + " is listed twice");
+              }
+              list.push_back(static_cast<uint32_t>(v));
+            }
+            options.gpus = list;
+          }
+          if (body.contains("interval_seconds")) {
+            const json& iv = body["interval_seconds"];
+            if (!iv.is_number() || !(iv.get<double>() > 0) || iv.get<double>() > 86400) {
+              return SendError(res, 400, "interval_seconds must be a number in (0, 86400]");
+            }
+            options.interval =
+                std::chrono::milliseconds(static_cast<int64_t>(iv.get<double>() * 1000));
+          }
         }
-        options.gpus = list;
-      }
-      if (body.contains("interval_seconds")) {
-        const json& iv = body["interval_seconds"];
-        if (!iv.is_number() || !(iv.get<double>() > 0) || iv.get<double>() > 86400) {
-          return SendError(res, 400, "interval_seconds must be a number in (0, 86400]");
-        }
-        options.interval = std::chrono::milliseconds(static_cast<int64_t>(iv.get<double>() * 1000));
-      }
-    }
-    auto id = monitor_.StartSession(options);
-    if (!id.ok()) return SendError(res, HttpStatus(id.status()), id.status().message());
-    res.set_header("Location", "/api/v1/monitoring/sessions/" + *id);
-    SendJson(res, 201, {{"id", *id}});
-  });
+        auto id = monitor_.StartSession(options);
+        if (!id.ok()) return SendStatus(res, id.status());
+        res.set_header("Location", "/api/v1/monitoring/sessions/" + *id);
+        SendJson(res, 201, {{"id", *id}});
+      });
 
-  s.Get(R"(/api/v1/monitoring/sessions/([^/]+))",
-        [this](const httplib::Request& req, httplib::Response& res) {
-          auto stats = monitor_.GetSession(req.matches[1]);
-          if (!stats.ok()) return SendError(res, HttpStatus(stats.status()), stats.status().message());
-          SendJson(res, 200, gpu::ToJson(*stats));
-        });
+  get(R"(/api/v1/monitoring/sessions/([^/]+))", Access::kToken,
+      [this](Req, Res res, const Caller&, Params path) {
+        auto stats = monitor_.GetSession(path[1]);
+        if (!stats.ok()) return SendStatus(res, stats.status());
+        SendJson(res, 200, gpu::ToJson(*stats));
+      });
 
-  s.Delete(R"(/api/v1/monitoring/sessions/([^/]+))",
-           [this](const httplib::Request& req, httplib::Response& res) {
-             if (!Gate(req, res)) return;
-             auto stats = monitor_.StopSession(req.matches[1]);
-             if (!stats.ok()) {
-               return SendError(res, HttpStatus(stats.status()), stats.status().message());
-             }
-             SendJson(res, 200, gpu::ToJson(*stats));
-           });
+  router_.Add("DELETE", R"(/api/v1/monitoring/sessions/([^/]+))", Access::kToken,
+              [this](Req, Res res, const Caller&, Params path) {
+                auto stats = monitor_.StopSession(path[1]);
+                if (!stats.ok()) return SendStatus(res, stats.status());
+                SendJson(res, 200, gpu::ToJson(*stats));
+              });
 
-  // Every other method/path pair (after the body, if any, was read): 401, 404 or 405 as JSON.
-  auto rest = [this](const httplib::Request& req, httplib::Response& res) {
-    if (Gate(req, res)) SendError(res, 404, "no such endpoint: " + req.method + " " + req.path);
-  };
-  s.Get(".*", rest);
-  s.Post(".*", rest);
-  s.Put(".*", rest);
-  s.Patch(".*", rest);
-  s.Delete(".*", rest);
-  s.Options(".*", rest);
+  router_.Install(*server_);
 }
 
 }  // namespace flyt::node

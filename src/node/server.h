@@ -3,10 +3,11 @@
 //
 // Handlers only read what the Monitor already holds (its last snapshot, history, events) or
 // open/close its sessions, so a request never waits on NVML and a bad request never disturbs
-// sampling. Every error is JSON {"error": "..."} with a 4xx/5xx code: unknown route 404, wrong
-// method 405 (with Allow), malformed or invalid body 400, oversized body 413, missing or wrong
-// bearer token 401 (checked first, for every path but /healthz). The server runs its own thread pool; Start/Stop are not thread-safe with each
-// other, handlers are.
+// sampling. Requests are routed by one table (common/http_router.h). Every error is JSON
+// {"error", "code"} with a 4xx/5xx status: unknown route 404, wrong method 405 (with Allow),
+// malformed or invalid body 400, oversized body 413, missing or wrong bearer token 401 (checked
+// first, for every path but /healthz, so that without the token no path is revealed). The server
+// runs its own thread pool; Start/Stop are not thread-safe with each other, handlers are.
 #pragma once
 
 #include <atomic>
@@ -14,8 +15,10 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <variant>
 
 #include "common/clock.h"
+#include "common/http_router.h"
 #include "common/status.h"
 #include "gpu/monitor.h"
 #include "node/config.h"
@@ -41,15 +44,21 @@ class NodeServer {
   int port() const { return port_; }
 
  private:
+  // kToken: the bearer token, when one is configured.
+  enum class Access { kPublic, kToken };
+  using Caller = std::monostate;  // one token: nothing to tell callers apart
+  using Router = http::Router<Access, Caller>;
+
   void SetUpRoutes();
-  // Auth (401), route (404) and method (405) checks; false when it has answered.
-  bool Gate(const httplib::Request& req, httplib::Response& res) const;
+  // The router's access check.
+  Result<Caller> Identify(const httplib::Request& req, const Access& access) const;
 
   gpu::Monitor& monitor_;
   const NodeConfig config_;
   const Clock& clock_;
   const std::string version_;
   const std::chrono::steady_clock::time_point started_;
+  Router router_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   int port_ = 0;
