@@ -106,7 +106,14 @@ std::string ExitCodesHelp() {
 std::string ApiReason(const Status& status) {
   if (status.ok()) return "";
   if (auto http = ParseHttpError(status.message())) {
-    if (!status.reason().empty()) return status.reason();
+    const std::string& reason = status.reason();
+    // Codes without an exit status of their own share that of the code they stand in for
+    // (docs/api.md, Errors): a generic limit is "not now" at 409 and "too many" at 429.
+    if (reason == "resource_exhausted") {
+      return http->code == 429 ? "too_many_queued" : "insufficient_gpus";
+    }
+    if (reason == "timeout") return "unavailable";
+    if (!reason.empty()) return reason;
     return ReasonForHttpStatus(http->code);
   }
   if (Unreachable(status)) return "unreachable";

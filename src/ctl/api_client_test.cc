@@ -142,6 +142,10 @@ Status HttpFailure(int http, std::string_view code = "") {
 TEST(ExitCodeTest, TheErrorCodeDecidesWhereTheServerSentOne) {
   EXPECT_EQ(ExitCode(HttpFailure(409, "insufficient_gpus")), 6);
   EXPECT_EQ(ExitCode(HttpFailure(409, "already_ended")), 7);
+  EXPECT_EQ(ExitCode(HttpFailure(409, "resource_exhausted")), 6);
+  EXPECT_EQ(ExitCode(HttpFailure(429, "resource_exhausted")), 10);
+  EXPECT_EQ(ExitCode(HttpFailure(503, "timeout")), 9);
+  EXPECT_EQ(ExitCode(HttpFailure(405, "method_not_allowed")), 1);
   EXPECT_EQ(ExitCode(HttpFailure(409, "never_fits")), 8);
   EXPECT_EQ(ExitCode(HttpFailure(409, "already_exists")), 1);
   EXPECT_EQ(ExitCode(HttpFailure(409, "conflict")), 1);
