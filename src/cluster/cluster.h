@@ -11,15 +11,19 @@
 // A scheduler thread runs the queue and expiry. It sleeps until something may have changed
 // (a release, an expiry deadline, a submission, a heartbeat while jobs wait) or the next deadline,
 // never on a polling timer; replicas sharing a database also catch up every sync_interval. A
-// worker thread opens and closes monitoring sessions on node managers, so no lock is held across
-// a network call.
+// NodeWorker (node_worker.h) opens and closes monitoring sessions on node managers, so no lock is
+// held across a network call.
+//
+// The implementation is split by concern: replication.cc (write-through, catch-up, reload, the
+// live stream's marks), commands.cc (heartbeats, leases, jobs: everything that changes state on a
+// caller's request), scheduler.cc (the scheduler thread, expiry, starting jobs), views.cc (the
+// read-side JSON and /metrics), node_worker.cc (the node calls) and cluster.cc (lifecycle, ids).
 //
 // Thread-safety: every public method may be called from any thread (one mutex guards the state).
 #pragma once
 
 #include <array>
 #include <condition_variable>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -30,6 +34,7 @@
 #include <thread>
 
 #include "cluster/config.h"
+#include "cluster/node_worker.h"
 #include "cluster/records.h"
 #include "common/clock.h"
 #include "common/status.h"
@@ -65,10 +70,10 @@ struct ClusterCounters {
   double last_pass_seconds = 0;
 };
 
-class Cluster {
+class Cluster : private NodeWorkerHost {
  public:
   Cluster(std::unique_ptr<store::Store> store, ClusterConfig config, const Clock& clock);
-  ~Cluster();
+  ~Cluster() override;
   Cluster(const Cluster&) = delete;
   Cluster& operator=(const Cluster&) = delete;
 
@@ -156,11 +161,15 @@ class Cluster {
   std::optional<std::chrono::steady_clock::time_point> NextWakeLocked() const;
 
   void SchedulerLoop();
-  void WorkerLoop();
-  void Post(std::function<void()> task);
-  void OpenSession(const std::string& job_id);
-  void CloseSession(const std::string& job_id);
   void Wake(bool strong);
+
+  // NodeWorkerHost: what the node worker asks and tells (each takes mu_).
+  std::optional<SessionTarget> SessionToOpen(const std::string& job_id) override;
+  bool SessionOpened(const std::string& job_id, const std::string& lease_id,
+                     const std::string& session, const std::string& error) override;
+  std::optional<SessionTarget> SessionToClose(const std::string& job_id) override;
+  void SessionClosed(const std::string& job_id, const std::string& session,
+                     Result<nlohmann::json> stats) override;
 
   std::unique_ptr<store::Store> store_;
   const ClusterConfig config_;
@@ -198,11 +207,8 @@ class Cluster {
   std::chrono::steady_clock::time_point last_prune_;  // guarded by mu_: events kept to retention
   std::thread scheduler_;
 
-  std::mutex work_mu_;
-  std::condition_variable work_cv_;
-  std::deque<std::function<void()>> work_;  // guarded by work_mu_
-  bool work_stopping_ = false;              // guarded by work_mu_
-  std::thread worker_;
+  // Last: it calls back into the members above, so it is destroyed (and joined) first.
+  NodeWorker worker_;
 };
 
 }  // namespace flyt::cluster

@@ -291,6 +291,43 @@ TEST_F(ClusterTest, SubmissionsAreValidatedAndUnknownModelsFailClosed) {
   EXPECT_EQ((*cluster_->Jobs("", 100))["jobs"].size(), 0u);
 }
 
+TEST_F(ClusterTest, RequestFieldsAreCheckedByTypeAndNamedWithTheirPath) {
+  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 2)).ok());
+  // 2^64-1 is not -1 to a signed field: refused, not read as a priority in range.
+  json task = SmallTask();
+  task["scheduling"] = json::parse(R"({"priority": 18446744073709551615})");
+  auto r = cluster_->Submit(alice_, task);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().message(), "scheduling.priority must be an integer from -1000 to 1000");
+  task["scheduling"] = {{"colour", "red"}};
+  r = cluster_->Submit(alice_, task);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("unknown field 'scheduling.colour'"), std::string::npos)
+      << r.status().message();
+  task["scheduling"] = "soon";
+  EXPECT_EQ(cluster_->Submit(alice_, task).status().message(), "scheduling must be an object");
+  EXPECT_EQ((*cluster_->Jobs("", 100))["jobs"].size(), 0u);
+
+  for (const json& body : {json{{"gpus", 1.5}}, json{{"gpus", "1"}}, json{{"gpus", -1}},
+                           json::parse(R"({"gpus": 18446744073709551615})")}) {
+    auto a = cluster_->Allocate(alice_, body);
+    ASSERT_FALSE(a.ok()) << body;
+    EXPECT_EQ(a.status().message(), "gpus must be an integer from 1 to 64") << body;
+  }
+  EXPECT_EQ(cluster_->Allocate(alice_, {{"policy", "fifo"}}).status().message(),
+            "policy must be score, binpack or spread");
+  EXPECT_EQ(cluster_->Allocate(alice_, {{"same_node", 1}}).status().message(),
+            "same_node must be true or false");
+  EXPECT_EQ(cluster_->Allocate(alice_, {{"labels", {{"team", 7}}}}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_TRUE(cluster_->Allocate(alice_, {{"policy", ""}}).ok());  // empty: the default
+  EXPECT_EQ(cluster_->Heartbeat(node_, {{"name", "a"}, {"snapshot", Snapshot(1)}, {"events", 3}})
+                .status()
+                .message(),
+            "events must be an array");
+}
+
 TEST_F(ClusterTest, PriorityThenFifoAndRestartKeepsTheQueueAndLeases) {
   ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 1)).ok());
   auto blocker = cluster_->Allocate(admin_, {{"gpus", 1}, {"ttl_seconds", 600}});
