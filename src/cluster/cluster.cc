@@ -28,10 +28,10 @@ Cluster::Cluster(std::unique_ptr<store::Store> store, ClusterConfig config, cons
     : store_(std::move(store)),
       config_(std::move(config)),
       clock_(clock),
-      ledger_(std::make_unique<sched::Ledger>(clock, config_.ledger)),
-      queue_(config_.queue),
       shared_store_(config_.sync_interval.count() > 0 &&
                     StartsWith(store_->Describe(), "postgres")),
+      ledger_(std::make_unique<sched::Ledger>(clock, config_.ledger)),
+      queue_(config_.queue),
       worker_(*this, config_.node_api_token) {
   std::random_device rd;
   random_state_ = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
@@ -62,18 +62,21 @@ std::chrono::steady_clock::time_point Cluster::HeardAt(WallTime last_heartbeat) 
 // ---- lifecycle -------------------------------------------------------------------------------
 
 void Cluster::Start() {
-  last_pass_ = clock_.SteadyNow() - std::chrono::hours(1);
+  {
+    MutexLock lock(mu_);
+    last_pass_ = clock_.SteadyNow() - std::chrono::hours(1);
+  }
   scheduler_ = std::thread([this] { SchedulerLoop(); });
   worker_.Start();
 }
 
 void Cluster::Stop() {
   {
-    std::scoped_lock lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
     streams_closed_ = true;
-    wake_cv_.notify_all();
-    change_cv_.notify_all();
+    wake_cv_.NotifyAll();
+    change_cv_.NotifyAll();
   }
   if (scheduler_.joinable()) scheduler_.join();
   worker_.Stop();
@@ -82,7 +85,7 @@ void Cluster::Stop() {
 // ---- the node worker's host side -----------------------------------------------------------
 
 std::optional<SessionTarget> Cluster::SessionToOpen(const std::string& job_id) {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   auto it = jobs_.find(job_id);
   if (it == jobs_.end() || it->second.state != JobState::kRunning) return std::nullopt;
   SessionTarget target;
@@ -96,12 +99,12 @@ std::optional<SessionTarget> Cluster::SessionToOpen(const std::string& job_id) {
 
 bool Cluster::SessionOpened(const std::string& job_id, const std::string& lease_id,
                             const std::string& session, const std::string& error) {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   auto it = jobs_.find(job_id);
   const bool still_running = it != jobs_.end() && it->second.state == JobState::kRunning &&
                              it->second.lease_id == lease_id;
   if (!still_running) return false;
-  (void)WriteLocked(Durability::kDurable, [&](store::Txn& txn) -> Status {
+  (void)WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
     Job& job = jobs_.at(job_id);
     if (!session.empty()) {
       job.monitoring_session = session;
@@ -114,7 +117,7 @@ bool Cluster::SessionOpened(const std::string& job_id, const std::string& lease_
 }
 
 std::optional<SessionTarget> Cluster::SessionToClose(const std::string& job_id) {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   auto it = jobs_.find(job_id);
   if (it == jobs_.end() || it->second.monitoring_session.empty()) return std::nullopt;
   SessionTarget target;
@@ -126,10 +129,10 @@ std::optional<SessionTarget> Cluster::SessionToClose(const std::string& job_id) 
 
 void Cluster::SessionClosed(const std::string& job_id, const std::string& session,
                             Result<json> stats) {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   auto it = jobs_.find(job_id);
   if (it == jobs_.end() || it->second.monitoring_session != session) return;
-  (void)WriteLocked(Durability::kDurable, [&](store::Txn& txn) -> Status {
+  (void)WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
     Job& job = jobs_.at(job_id);
     if (stats.ok() && stats->is_object()) {
       stats->erase("id");

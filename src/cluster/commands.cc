@@ -113,9 +113,9 @@ Result<json> Cluster::Heartbeat(const Caller& caller, const json& body) {
     return InvalidArgument("api_url must be an http:// URL");
   }
 
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   const auto now = clock_.WallNow();
-  Status s = WriteLocked(Durability::kRelaxed, [&](store::Txn& txn) -> Status {
+  Status s = WriteLocked(Durability::kRelaxed, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
     auto it = nodes_.find(incoming.name);
     const bool is_new = it == nodes_.end();
     // A node is updated only by the token that registered it (or an admin): with a token per
@@ -195,27 +195,28 @@ Result<json> Cluster::ClientHeartbeat(const Caller& caller, const json& body) {
   }
   FLYT_RETURN_IF_ERROR(b.OptionalString("address", 256, incoming.address));
   FLYT_RETURN_IF_ERROR(LabelsField(b, "labels", incoming.labels));
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   const auto now = clock_.WallNow();
   json out;
-  FLYT_RETURN_IF_ERROR(WriteLocked(Durability::kRelaxed, [&](store::Txn& txn) -> Status {
-    auto it = clients_.find(incoming.name);
-    ClientRecord rec = it == clients_.end() ? ClientRecord{} : it->second;
-    if (it == clients_.end()) {
-      rec.registered_at = now;
-      FLYT_RETURN_IF_ERROR(Event(
-          txn, "client.registered",
-          {{"client", incoming.name}, {"message", "client " + incoming.name + " registered"}}));
-    }
-    rec.name = incoming.name;
-    rec.address = incoming.address;
-    rec.labels = incoming.labels;
-    rec.last_seen = now;
-    FLYT_RETURN_IF_ERROR(txn.Put(Table::kClients, rec.name, DumpJson(ToJson(rec))));
-    out = ToJson(rec);
-    clients_[rec.name] = std::move(rec);
-    return Status::Ok();
-  }));
+  FLYT_RETURN_IF_ERROR(
+      WriteLocked(Durability::kRelaxed, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
+        auto it = clients_.find(incoming.name);
+        ClientRecord rec = it == clients_.end() ? ClientRecord{} : it->second;
+        if (it == clients_.end()) {
+          rec.registered_at = now;
+          FLYT_RETURN_IF_ERROR(Event(
+              txn, "client.registered",
+              {{"client", incoming.name}, {"message", "client " + incoming.name + " registered"}}));
+        }
+        rec.name = incoming.name;
+        rec.address = incoming.address;
+        rec.labels = incoming.labels;
+        rec.last_seen = now;
+        FLYT_RETURN_IF_ERROR(txn.Put(Table::kClients, rec.name, DumpJson(ToJson(rec))));
+        out = ToJson(rec);
+        clients_[rec.name] = std::move(rec);
+        return Status::Ok();
+      }));
   return out;
 }
 
@@ -248,10 +249,10 @@ Result<json> Cluster::Allocate(const Caller& caller, const json& body) {
   req.min_free_memory_bytes = static_cast<uint64_t>(min_free_mb * kMiB);
   req.ttl = std::chrono::seconds(ttl);
 
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   req.id = NewId("lease");
   json out;
-  Status s = WriteLocked(Durability::kDurable, [&](store::Txn& txn) -> Status {
+  Status s = WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
     // A lease past its expiry no longer holds its GPUs in the ledger, but its claim is still in
     // the store until expiry runs: run it first, so those GPUs can be granted now.
     bool expired = false;
@@ -282,21 +283,22 @@ Result<json> Cluster::Renew(const Caller& caller, const std::string& id, const j
     FLYT_ASSIGN_OR_RETURN(int64_t v, b.RequiredInt<int64_t>("ttl_seconds", 1, kMaxTtlSeconds));
     ttl = std::chrono::seconds(v);
   }
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   json out;
-  FLYT_RETURN_IF_ERROR(WriteLocked(Durability::kDurable, [&](store::Txn& txn) -> Status {
-    auto existing = ledger_->Find(id);
-    if (!existing) return NotFound("no lease " + id + " (released, or expired)");
-    FLYT_RETURN_IF_ERROR(CheckOwner(caller, existing->owner, "lease " + id));
-    FLYT_ASSIGN_OR_RETURN(sched::Lease lease, ledger_->Renew(id, ttl));
-    out = ToJson(lease);
-    FLYT_RETURN_IF_ERROR(txn.Put(Table::kLeases, lease.id, DumpJson(out)));
-    return Event(
-        txn, "lease.renewed",
-        {{"lease_id", id},
-         {"expires_at", out["expires_at"]},
-         {"message", "lease " + id + " renewed until " + out["expires_at"].get<std::string>()}});
-  }));
+  FLYT_RETURN_IF_ERROR(
+      WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
+        auto existing = ledger_->Find(id);
+        if (!existing) return NotFound("no lease " + id + " (released, or expired)");
+        FLYT_RETURN_IF_ERROR(CheckOwner(caller, existing->owner, "lease " + id));
+        FLYT_ASSIGN_OR_RETURN(sched::Lease lease, ledger_->Renew(id, ttl));
+        out = ToJson(lease);
+        FLYT_RETURN_IF_ERROR(txn.Put(Table::kLeases, lease.id, DumpJson(out)));
+        return Event(txn, "lease.renewed",
+                     {{"lease_id", id},
+                      {"expires_at", out["expires_at"]},
+                      {"message",
+                       "lease " + id + " renewed until " + out["expires_at"].get<std::string>()}});
+      }));
   return out;
 }
 
@@ -321,20 +323,21 @@ Status Cluster::FinishJobOfLeaseLocked(store::Txn& txn, const std::string& lease
 }
 
 Status Cluster::Release(const Caller& caller, const std::string& id) {
-  std::scoped_lock lock(mu_);
-  FLYT_RETURN_IF_ERROR(WriteLocked(Durability::kDurable, [&](store::Txn& txn) -> Status {
-    auto existing = ledger_->Find(id);
-    if (!existing) return NotFound("no lease " + id + " (released, or expired)");
-    FLYT_RETURN_IF_ERROR(CheckOwner(caller, existing->owner, "lease " + id));
-    FLYT_RETURN_IF_ERROR(ledger_->Release(id));
-    FLYT_RETURN_IF_ERROR(txn.Delete(Table::kLeases, id));
-    FLYT_RETURN_IF_ERROR(txn.ReleaseGpus(id));
-    FLYT_RETURN_IF_ERROR(Event(txn, "lease.released",
-                               {{"lease_id", id},
-                                {"owner", existing->owner},
-                                {"message", "lease " + id + " released by " + caller.name}}));
-    return FinishJobOfLeaseLocked(txn, id, JobState::kCompleted, "its lease was released");
-  }));
+  MutexLock lock(mu_);
+  FLYT_RETURN_IF_ERROR(
+      WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
+        auto existing = ledger_->Find(id);
+        if (!existing) return NotFound("no lease " + id + " (released, or expired)");
+        FLYT_RETURN_IF_ERROR(CheckOwner(caller, existing->owner, "lease " + id));
+        FLYT_RETURN_IF_ERROR(ledger_->Release(id));
+        FLYT_RETURN_IF_ERROR(txn.Delete(Table::kLeases, id));
+        FLYT_RETURN_IF_ERROR(txn.ReleaseGpus(id));
+        FLYT_RETURN_IF_ERROR(Event(txn, "lease.released",
+                                   {{"lease_id", id},
+                                    {"owner", existing->owner},
+                                    {"message", "lease " + id + " released by " + caller.name}}));
+        return FinishJobOfLeaseLocked(txn, id, JobState::kCompleted, "its lease was released");
+      }));
   Wake(/*strong=*/true);
   return Status::Ok();
 }
@@ -406,7 +409,7 @@ Result<json> Cluster::Submit(const Caller& caller, const json& task) {
   FLYT_ASSIGN_OR_RETURN(sched::TaskEstimate estimate, sched::EstimateTask(spec, options));
   const json estimate_json = sched::ToJson(estimate);
 
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   const std::string submission = NewId("sub");
   const auto now = clock_.WallNow();
   json jobs = json::array();
@@ -442,46 +445,47 @@ Result<json> Cluster::Submit(const Caller& caller, const json& task) {
     job.message = "waiting for the scheduler";
     created.push_back(std::move(job));
   }
-  FLYT_RETURN_IF_ERROR(WriteLocked(Durability::kDurable, [&](store::Txn& txn) -> Status {
-    // An experiment no node of the cluster could ever hold fails now, not after its timeout.
-    for (Job& job : created) {
-      const std::string why = NeverFitsLocked(job.request);
-      if (why.empty()) continue;
-      job.state = JobState::kFailed;
-      job.finished_at = now;
-      job.message = "cannot run in this cluster: " + why;
-    }
-    // FIFO across replicas: the revision this transaction commits orders the submission.
-    const int64_t base = (txn.Revision() + 1) << 20;
-    for (Job& job : created) {
-      job.order = base + static_cast<int64_t>(job.experiment);
-      FLYT_RETURN_IF_ERROR(PutJob(txn, job));
-    }
-    FLYT_RETURN_IF_ERROR(
-        Event(txn, "job.submitted",
-              {{"submission", submission},
-               {"task_name", estimate.task_name},
-               {"jobs", created.size()},
-               {"message", "task " + estimate.task_name + " submitted by " + owner + ": " +
-                               std::to_string(created.size()) + " experiment(s)"}}));
-    for (Job& job : created) {
-      json entry = {{"id", job.id},
-                    {"experiment", job.experiment},
-                    {"parameters", job.parameters},
-                    {"gpus", job.request.gpus},
-                    {"min_free_memory_mb", job.request.min_free_memory_bytes / kMiB},
-                    {"status", JobStateName(job.state)}};
-      if (job.state == JobState::kFailed) {
-        entry["message"] = job.message;
+  FLYT_RETURN_IF_ERROR(
+      WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
+        // An experiment no node of the cluster could ever hold fails now, not after its timeout.
+        for (Job& job : created) {
+          const std::string why = NeverFitsLocked(job.request);
+          if (why.empty()) continue;
+          job.state = JobState::kFailed;
+          job.finished_at = now;
+          job.message = "cannot run in this cluster: " + why;
+        }
+        // FIFO across replicas: the revision this transaction commits orders the submission.
+        const int64_t base = (txn.Revision() + 1) << 20;
+        for (Job& job : created) {
+          job.order = base + static_cast<int64_t>(job.experiment);
+          FLYT_RETURN_IF_ERROR(PutJob(txn, job));
+        }
         FLYT_RETURN_IF_ERROR(
-            Event(txn, "job.failed",
-                  {{"job_id", job.id}, {"message", "job " + job.id + " " + job.message}}));
-      }
-      jobs.push_back(std::move(entry));
-      ApplyJobLocked(job);
-    }
-    return Status::Ok();
-  }));
+            Event(txn, "job.submitted",
+                  {{"submission", submission},
+                   {"task_name", estimate.task_name},
+                   {"jobs", created.size()},
+                   {"message", "task " + estimate.task_name + " submitted by " + owner + ": " +
+                                   std::to_string(created.size()) + " experiment(s)"}}));
+        for (Job& job : created) {
+          json entry = {{"id", job.id},
+                        {"experiment", job.experiment},
+                        {"parameters", job.parameters},
+                        {"gpus", job.request.gpus},
+                        {"min_free_memory_mb", job.request.min_free_memory_bytes / kMiB},
+                        {"status", JobStateName(job.state)}};
+          if (job.state == JobState::kFailed) {
+            entry["message"] = job.message;
+            FLYT_RETURN_IF_ERROR(
+                Event(txn, "job.failed",
+                      {{"job_id", job.id}, {"message", "job " + job.id + " " + job.message}}));
+          }
+          jobs.push_back(std::move(entry));
+          ApplyJobLocked(job);
+        }
+        return Status::Ok();
+      }));
   Wake(/*strong=*/true);
   return json{{"submission", submission},
               {"task_name", estimate.task_name},
@@ -490,37 +494,39 @@ Result<json> Cluster::Submit(const Caller& caller, const json& task) {
 }
 
 Result<json> Cluster::Cancel(const Caller& caller, const std::string& id) {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   json out;
-  FLYT_RETURN_IF_ERROR(WriteLocked(Durability::kDurable, [&](store::Txn& txn) -> Status {
-    auto it = jobs_.find(id);
-    if (it == jobs_.end()) return NotFound("no job " + id);
-    Job& job = it->second;
-    FLYT_RETURN_IF_ERROR(CheckOwner(caller, job.owner, "job " + id));
-    if (Finished(job.state)) {
-      return Status(StatusCode::kFailedPrecondition,
-                    "job " + id + " has already ended (" + JobStateName(job.state) + ")");
-    }
-    if (job.state == JobState::kQueued) {
-      queue_.Remove(id);
-      job.state = JobState::kCancelled;
-      job.message = "cancelled by " + caller.name + " while queued";
-      job.finished_at = clock_.WallNow();
-      FLYT_RETURN_IF_ERROR(PutJob(txn, job));
-      FLYT_RETURN_IF_ERROR(Event(txn, "job.cancelled",
-                                 {{"job_id", id}, {"message", "job " + id + " " + job.message}}));
-    } else {
-      const std::string lease = job.lease_id;
-      if (ledger_->Release(lease).ok()) {
-        FLYT_RETURN_IF_ERROR(txn.Delete(Table::kLeases, lease));
-        FLYT_RETURN_IF_ERROR(txn.ReleaseGpus(lease));
-      }
-      FLYT_RETURN_IF_ERROR(
-          FinishJobOfLeaseLocked(txn, lease, JobState::kCancelled, "cancelled by " + caller.name));
-    }
-    out = ToJson(job);
-    return Status::Ok();
-  }));
+  FLYT_RETURN_IF_ERROR(
+      WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
+        auto it = jobs_.find(id);
+        if (it == jobs_.end()) return NotFound("no job " + id);
+        Job& job = it->second;
+        FLYT_RETURN_IF_ERROR(CheckOwner(caller, job.owner, "job " + id));
+        if (Finished(job.state)) {
+          return Status(StatusCode::kFailedPrecondition,
+                        "job " + id + " has already ended (" + JobStateName(job.state) + ")");
+        }
+        if (job.state == JobState::kQueued) {
+          queue_.Remove(id);
+          job.state = JobState::kCancelled;
+          job.message = "cancelled by " + caller.name + " while queued";
+          job.finished_at = clock_.WallNow();
+          FLYT_RETURN_IF_ERROR(PutJob(txn, job));
+          FLYT_RETURN_IF_ERROR(
+              Event(txn, "job.cancelled",
+                    {{"job_id", id}, {"message", "job " + id + " " + job.message}}));
+        } else {
+          const std::string lease = job.lease_id;
+          if (ledger_->Release(lease).ok()) {
+            FLYT_RETURN_IF_ERROR(txn.Delete(Table::kLeases, lease));
+            FLYT_RETURN_IF_ERROR(txn.ReleaseGpus(lease));
+          }
+          FLYT_RETURN_IF_ERROR(FinishJobOfLeaseLocked(txn, lease, JobState::kCancelled,
+                                                      "cancelled by " + caller.name));
+        }
+        out = ToJson(job);
+        return Status::Ok();
+      }));
   Wake(/*strong=*/true);
   return out;
 }
@@ -541,7 +547,7 @@ Result<json> Cluster::Complete(const Caller& caller, const std::string& id, cons
   // Close the node's monitoring session first, without holding the lock across the call.
   std::string url, session;
   {
-    std::scoped_lock lock(mu_);
+    MutexLock lock(mu_);
     auto it = jobs_.find(id);
     if (it == jobs_.end()) return NotFound("no job " + id);
     FLYT_RETURN_IF_ERROR(CheckOwner(caller, it->second.owner, "job " + id));
@@ -563,38 +569,39 @@ Result<json> Cluster::Complete(const Caller& caller, const std::string& id, cons
       monitoring_error = stats.status().message();
     }
   }
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   json out;
-  FLYT_RETURN_IF_ERROR(WriteLocked(Durability::kDurable, [&](store::Txn& txn) -> Status {
-    auto it = jobs_.find(id);
-    if (it == jobs_.end()) return NotFound("no job " + id);
-    Job& job = it->second;
-    if (job.state != JobState::kRunning) {
-      return Status(StatusCode::kFailedPrecondition,
-                    "job " + id + " is " + JobStateName(job.state) + ", not running");
-    }
-    for (const auto& [k, v] : extra.items()) job.metrics[k] = v;
-    if (monitoring.is_object()) {
-      monitoring.erase("id");
-      job.metrics["gpu_monitoring"] = monitoring;
-    } else if (!monitoring.is_null()) {
-      job.metrics["gpu_monitoring_error"] =
-          "the node answered with something other than session stats";
-    }
-    if (!monitoring_error.empty()) job.metrics["gpu_monitoring_error"] = monitoring_error;
-    job.monitoring_session.clear();
-    const std::string lease = job.lease_id;
-    if (ledger_->Release(lease).ok()) {
-      FLYT_RETURN_IF_ERROR(txn.Delete(Table::kLeases, lease));
-      FLYT_RETURN_IF_ERROR(txn.ReleaseGpus(lease));
-    }
-    FLYT_RETURN_IF_ERROR(FinishJobOfLeaseLocked(
-        txn, lease, status == "completed" ? JobState::kCompleted : JobState::kFailed,
-        message.empty() ? "reported " + status + " by " + caller.name : message));
-    out = ToJson(job);
-    out.erase("lease_id_planned");
-    return Status::Ok();
-  }));
+  FLYT_RETURN_IF_ERROR(
+      WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
+        auto it = jobs_.find(id);
+        if (it == jobs_.end()) return NotFound("no job " + id);
+        Job& job = it->second;
+        if (job.state != JobState::kRunning) {
+          return Status(StatusCode::kFailedPrecondition,
+                        "job " + id + " is " + JobStateName(job.state) + ", not running");
+        }
+        for (const auto& [k, v] : extra.items()) job.metrics[k] = v;
+        if (monitoring.is_object()) {
+          monitoring.erase("id");
+          job.metrics["gpu_monitoring"] = monitoring;
+        } else if (!monitoring.is_null()) {
+          job.metrics["gpu_monitoring_error"] =
+              "the node answered with something other than session stats";
+        }
+        if (!monitoring_error.empty()) job.metrics["gpu_monitoring_error"] = monitoring_error;
+        job.monitoring_session.clear();
+        const std::string lease = job.lease_id;
+        if (ledger_->Release(lease).ok()) {
+          FLYT_RETURN_IF_ERROR(txn.Delete(Table::kLeases, lease));
+          FLYT_RETURN_IF_ERROR(txn.ReleaseGpus(lease));
+        }
+        FLYT_RETURN_IF_ERROR(FinishJobOfLeaseLocked(
+            txn, lease, status == "completed" ? JobState::kCompleted : JobState::kFailed,
+            message.empty() ? "reported " + status + " by " + caller.name : message));
+        out = ToJson(job);
+        out.erase("lease_id_planned");
+        return Status::Ok();
+      }));
   Wake(/*strong=*/true);
   return out;
 }

@@ -168,14 +168,15 @@ Status Cluster::ReloadLocked() {
   job_of_lease_.clear();
   revision_ = 0;
   // A read-only transaction catches up from revision 0: everything, consistently.
-  return store_->Update(Durability::kRelaxed, [&](store::Txn& txn) { return CatchUpLocked(txn); });
+  return store_->Update(Durability::kRelaxed,
+                        [&](store::Txn& txn) FLYT_REQUIRES(mu_) { return CatchUpLocked(txn); });
 }
 
 Status Cluster::WriteLocked(Durability durability, const std::function<Status(store::Txn&)>& fn) {
   int64_t committed = revision_;
   uint32_t txn_topics = 0;
   touched_ = 0;
-  Status s = store_->Update(durability, [&](store::Txn& inner) -> Status {
+  Status s = store_->Update(durability, [&](store::Txn& inner) FLYT_REQUIRES(mu_) -> Status {
     if (inner.Revision() != revision_) FLYT_RETURN_IF_ERROR(CatchUpLocked(inner));
     CountingTxn txn(inner);
     FLYT_RETURN_IF_ERROR(fn(txn));
@@ -204,7 +205,7 @@ Status Cluster::WriteLocked(Durability durability, const std::function<Status(st
 }
 
 Status Cluster::Load() {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   FLYT_RETURN_IF_ERROR(ReloadLocked());
   counters_.reloads = 0;
   // After a restart, a node heard from within unreachable_after is still reachable. One silent
@@ -239,7 +240,7 @@ void Cluster::PublishLocked(uint32_t txn_topics) {
   for (size_t t = 0; t < kTopicCount; ++t) {
     if (topics & (1u << t)) ++changes_.topics[t];
   }
-  change_cv_.notify_all();
+  change_cv_.NotifyAll();
 }
 
 }  // namespace flyt::cluster

@@ -154,11 +154,12 @@ Status Cluster::TickLocked(store::Txn& txn, bool& woke_others) {
 }
 
 Status Cluster::Tick() {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   const auto started = std::chrono::steady_clock::now();
   bool woke_others = false;
-  Status s = WriteLocked(Durability::kDurable,
-                         [&](store::Txn& txn) { return TickLocked(txn, woke_others); });
+  Status s = WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) {
+    return TickLocked(txn, woke_others);
+  });
   counters_.last_pass_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   last_pass_ = clock_.SteadyNow();
@@ -201,20 +202,19 @@ std::optional<std::chrono::steady_clock::time_point> Cluster::NextWakeLocked() c
 }
 
 void Cluster::Wake(bool strong) {
-  // The caller holds mu_.
   if (strong) {
     dirty_ = true;
   } else {
     soft_dirty_ = true;
   }
-  wake_cv_.notify_one();
+  wake_cv_.NotifyOne();
 }
 
 void Cluster::SchedulerLoop() {
   // Heartbeats while jobs wait may free capacity (a process ended), but a pass per heartbeat
   // would be wasteful on a large cluster: those wake the queue at most this often.
   constexpr auto kSoftGap = std::chrono::seconds(1);
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (!stopping_) {
     const auto now = clock_.SteadyNow();
     const bool due = dirty_ || (soft_dirty_ && now - last_pass_ >= kSoftGap) ||
@@ -224,7 +224,7 @@ void Cluster::SchedulerLoop() {
       if (soft_dirty_) until = std::min(until, last_pass_ + kSoftGap);
       if (until > now) {
         // +1 ms: wake just after the deadline, not just before it.
-        wake_cv_.wait_for(lock, until - now + std::chrono::milliseconds(1));
+        wake_cv_.WaitFor(mu_, until - now + std::chrono::milliseconds(1));
         continue;  // re-evaluate: woken early, by a change, or at the deadline
       }
     }
@@ -232,12 +232,12 @@ void Cluster::SchedulerLoop() {
     soft_dirty_ = false;
     // A replica sharing its store catches up at least this often (a Tick catches up first).
     if (shared_store_) next_sync_ = now + config_.sync_interval;
-    lock.unlock();
+    lock.Unlock();
     Status s = Tick();
-    lock.lock();
+    lock.Lock();
     if (!s.ok()) {
       // A store outage: try again shortly rather than spinning.
-      wake_cv_.wait_for(lock, std::chrono::seconds(1));
+      wake_cv_.WaitFor(mu_, std::chrono::seconds(1));
     }
   }
 }

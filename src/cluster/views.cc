@@ -67,7 +67,7 @@ json GpuJson(const sched::Ledger& ledger, const std::string& node, const gpu::Gp
 }  // namespace
 
 json Cluster::Nodes() const {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   std::map<std::string, int> leased;
   for (const sched::Lease& l : ledger_->Leases()) {
     for (const auto& g : l.gpus) ++leased[g.node];
@@ -99,7 +99,7 @@ json Cluster::Nodes() const {
 }
 
 Result<json> Cluster::Node(const std::string& name) const {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return NotFound("no node " + name);
   json j = ToJson(it->second);
@@ -110,7 +110,7 @@ Result<json> Cluster::Node(const std::string& name) const {
 }
 
 json Cluster::Gpus() const {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   const std::vector<sched::Lease> leases = ledger_->Leases();
   Holds holds = HoldsOf(leases, clock_.WallNow());
   json list = json::array();
@@ -126,7 +126,7 @@ json Cluster::Gpus() const {
 }
 
 Result<json> Cluster::Gpu(const std::string& node, unsigned index) const {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return NotFound("no node " + node);
   for (const gpu::GpuInfo& g : it->second.snapshot.gpus) {
@@ -141,7 +141,7 @@ Result<json> Cluster::Gpu(const std::string& node, unsigned index) const {
 }
 
 Result<std::string> Cluster::NodeApiUrl(const std::string& node) const {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return NotFound("no node " + node);
   if (it->second.api_url.empty()) {
@@ -156,17 +156,17 @@ std::shared_ptr<const std::string> Cluster::GpusBody() {
   const auto now = std::chrono::steady_clock::now();
   uint64_t version;
   {
-    std::scoped_lock lock(mu_);
+    MutexLock lock(mu_);
     version = state_version_;
   }
   {
-    std::scoped_lock lock(gpus_mu_);
+    MutexLock lock(gpus_mu_);
     if (gpus_body_ && (gpus_version_ == version || now - gpus_built_ < std::chrono::seconds(1))) {
       return gpus_body_;
     }
   }
   auto body = std::make_shared<const std::string>(DumpJson(Gpus()) + "\n");
-  std::scoped_lock lock(gpus_mu_);
+  MutexLock lock(gpus_mu_);
   gpus_body_ = body;
   gpus_version_ = version;
   gpus_built_ = now;
@@ -174,7 +174,7 @@ std::shared_ptr<const std::string> Cluster::GpusBody() {
 }
 
 json Cluster::Clients() const {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   std::map<std::string, int> leases;
   for (const sched::Lease& l : ledger_->Leases()) ++leases[l.owner];
   json list = json::array();
@@ -189,7 +189,7 @@ json Cluster::Clients() const {
 }
 
 json Cluster::Allocations() const {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   json list = json::array();
   const auto now = clock_.WallNow();
   for (const sched::Lease& l : ledger_->Leases()) {
@@ -211,7 +211,7 @@ Result<json> Cluster::Jobs(const std::string& status_filter, size_t limit) const
       return InvalidArgument("status must be queued, running, completed, failed or cancelled");
     }
   }
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   std::vector<const Job*> sorted;
   for (const auto& [id, job] : jobs_) {
     if (!want || job.state == *want) sorted.push_back(&job);
@@ -258,7 +258,7 @@ Result<json> Cluster::Jobs(const std::string& status_filter, size_t limit) const
 }
 
 Result<json> Cluster::GetJob(const std::string& id) const {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return NotFound("no job " + id);
   json j = ToJson(it->second);
@@ -277,7 +277,7 @@ Result<json> Cluster::GetJob(const std::string& id) const {
 }
 
 json Cluster::Queue() const {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   json list = json::array();
   const auto now = clock_.WallNow();
   size_t position = 0;
@@ -316,30 +316,32 @@ Result<json> Cluster::Events(int64_t after_id, size_t limit, bool latest) const 
 }
 
 ChangeMark Cluster::Changes() const {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   return changes_;
 }
 
 ChangeMark Cluster::WaitForChange(uint64_t seen_seq, std::chrono::milliseconds timeout) const {
-  std::unique_lock lock(mu_);
-  change_cv_.wait_for(lock, timeout,
-                      [&] { return streams_closed_ || changes_.seq != seen_seq; });
+  MutexLock lock(mu_);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!streams_closed_ && changes_.seq == seen_seq) {
+    if (!change_cv_.WaitUntil(mu_, deadline)) break;
+  }
   return changes_;
 }
 
 void Cluster::CloseStreams() {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   streams_closed_ = true;
-  change_cv_.notify_all();
+  change_cv_.NotifyAll();
 }
 
 bool Cluster::StreamsClosed() const {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   return streams_closed_;
 }
 
 std::string Cluster::Metrics() const {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   std::string out;
   auto family = [&](const char* name, const char* type, const char* help) {
     out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
