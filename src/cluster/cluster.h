@@ -25,11 +25,13 @@
 #pragma once
 
 #include <array>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -151,6 +153,8 @@ class Cluster : private NodeWorkerHost {
   void PublishLocked(uint32_t txn_topics) FLYT_REQUIRES(mu_);
   void ApplyNodeLocked(NodeRecord record) FLYT_REQUIRES(mu_);
   void ApplyJobLocked(Job job) FLYT_REQUIRES(mu_);
+  // Notes a lease whose row was deleted (released, expired, or its job ended).
+  void RememberEndedLeaseLocked(const std::string& id) FLYT_REQUIRES(mu_);
   // Row writers: they touch only the transaction.
   Status PutNode(store::Txn& txn, const NodeRecord& node);
   Status PutJob(store::Txn& txn, const Job& job);
@@ -162,6 +166,9 @@ class Cluster : private NodeWorkerHost {
                                 const std::string& message) FLYT_REQUIRES(mu_);
   // Why no node of the cluster could ever meet the request (empty: some could, or none known).
   std::string NeverFitsLocked(const sched::AllocationRequest& request) const FLYT_REQUIRES(mu_);
+  // The refusal for a lease the ledger does not hold: NotFound, with the reason already_ended
+  // when the lease is known to have existed and ended.
+  Status LeaseGoneLocked(const std::string& id) const FLYT_REQUIRES(mu_);
 
   // ---- scheduler.cc ----
   Status StartJobLocked(store::Txn& txn, Job& job, const sched::Lease& lease) FLYT_REQUIRES(mu_);
@@ -205,6 +212,10 @@ class Cluster : private NodeWorkerHost {
   std::map<std::string, ClientRecord> clients_ FLYT_GUARDED_BY(mu_);
   std::map<std::string, Job> jobs_ FLYT_GUARDED_BY(mu_);
   std::map<std::string, std::string> job_of_lease_ FLYT_GUARDED_BY(mu_);
+  // Leases known to have ended (from this manager's deletions and the store's tombstones), the
+  // newest kMaxEndedLeases of them: a second release is "already ended", not "never existed".
+  std::set<std::string> ended_leases_ FLYT_GUARDED_BY(mu_);
+  std::deque<std::string> ended_order_ FLYT_GUARDED_BY(mu_);  // oldest first
   int64_t revision_ FLYT_GUARDED_BY(mu_) = 0;  // the store revision we reflect
   ClusterCounters counters_ FLYT_GUARDED_BY(mu_);
   uint64_t random_state_ FLYT_GUARDED_BY(mu_) = 0;

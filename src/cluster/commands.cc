@@ -55,6 +55,16 @@ Status PolicyField(const JsonFields& f, std::string_view key, sched::Policy& out
   return Status::Ok();
 }
 
+// Why a job cannot complete: it has ended already, or it has not started.
+Status NotRunning(const Job& job) {
+  Status s(StatusCode::kFailedPrecondition,
+           "job " + job.id + " is " + JobStateName(job.state) + ", not running");
+  return Finished(job.state) ? s.WithReason("already_ended") : s;
+}
+
+// The message of a job that no node of the cluster could ever hold.
+constexpr const char* kCannotRun = "cannot run in this cluster: ";
+
 // What a caller may touch: admins everything, others only what they own.
 Status CheckOwner(const Caller& caller, const std::string& owner, const std::string& what) {
   if (caller.role == Role::kAdmin || caller.name == owner) return Status::Ok();
@@ -257,7 +267,18 @@ Result<json> Cluster::Allocate(const Caller& caller, const json& body) {
     // the store until expiry runs: run it first, so those GPUs can be granted now.
     bool expired = false;
     FLYT_RETURN_IF_ERROR(ExpireLocked(txn, expired));
-    FLYT_ASSIGN_OR_RETURN(sched::Lease lease, ledger_->Allocate(req));
+    Result<sched::Lease> granted = ledger_->Allocate(req);
+    if (!granted.ok()) {
+      const Status& refused = granted.status();
+      if (refused.code() != StatusCode::kResourceExhausted) return refused;
+      // Busy GPUs may be released; a request no node could ever hold waits in vain.
+      const std::string never = NeverFitsLocked(req);
+      if (never.empty()) return refused.WithReason("insufficient_gpus");
+      return Status(refused.code(),
+                    refused.message() + " (it can never be met in this cluster: " + never + ")")
+          .WithReason("never_fits");
+    }
+    sched::Lease& lease = *granted;
     FLYT_RETURN_IF_ERROR(txn.ClaimGpus(lease.id, GpuKeys(lease), lease.exclusive));
     out = ToJson(lease);
     FLYT_RETURN_IF_ERROR(txn.Put(Table::kLeases, lease.id, DumpJson(out)));
@@ -275,6 +296,17 @@ Result<json> Cluster::Allocate(const Caller& caller, const json& body) {
   return out;
 }
 
+Status Cluster::LeaseGoneLocked(const std::string& id) const {
+  Status gone = NotFound("no lease " + id + " (released, or expired)");
+  bool ended = ended_leases_.count(id) > 0;
+  // A job's lease ends with its job (kept for as long as the job is).
+  if (auto jl = job_of_lease_.find(id); !ended && jl != job_of_lease_.end()) {
+    auto job = jobs_.find(jl->second);
+    ended = job != jobs_.end() && Finished(job->second.state);
+  }
+  return ended ? gone.WithReason("already_ended") : gone;
+}
+
 Result<json> Cluster::Renew(const Caller& caller, const std::string& id, const json& body) {
   JsonFields b(body);
   FLYT_RETURN_IF_ERROR(b.Only({"ttl_seconds"}));
@@ -288,9 +320,15 @@ Result<json> Cluster::Renew(const Caller& caller, const std::string& id, const j
   FLYT_RETURN_IF_ERROR(
       WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
         auto existing = ledger_->Find(id);
-        if (!existing) return NotFound("no lease " + id + " (released, or expired)");
+        if (!existing) return LeaseGoneLocked(id);
         FLYT_RETURN_IF_ERROR(CheckOwner(caller, existing->owner, "lease " + id));
-        FLYT_ASSIGN_OR_RETURN(sched::Lease lease, ledger_->Renew(id, ttl));
+        Result<sched::Lease> renewed = ledger_->Renew(id, ttl);
+        if (!renewed.ok()) {
+          // The ledger still held it, so it existed: NotFound here means its TTL ran out.
+          const Status& s = renewed.status();
+          return s.code() == StatusCode::kNotFound ? s.WithReason("already_ended") : s;
+        }
+        const sched::Lease& lease = *renewed;
         out = ToJson(lease);
         FLYT_RETURN_IF_ERROR(txn.Put(Table::kLeases, lease.id, DumpJson(out)));
         return Event(txn, "lease.renewed",
@@ -327,7 +365,7 @@ Status Cluster::Release(const Caller& caller, const std::string& id) {
   FLYT_RETURN_IF_ERROR(
       WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
         auto existing = ledger_->Find(id);
-        if (!existing) return NotFound("no lease " + id + " (released, or expired)");
+        if (!existing) return LeaseGoneLocked(id);
         FLYT_RETURN_IF_ERROR(CheckOwner(caller, existing->owner, "lease " + id));
         FLYT_RETURN_IF_ERROR(ledger_->Release(id));
         FLYT_RETURN_IF_ERROR(txn.Delete(Table::kLeases, id));
@@ -453,7 +491,7 @@ Result<json> Cluster::Submit(const Caller& caller, const json& task) {
           if (why.empty()) continue;
           job.state = JobState::kFailed;
           job.finished_at = now;
-          job.message = "cannot run in this cluster: " + why;
+          job.message = std::string(kCannotRun) + why;
         }
         // FIFO across replicas: the revision this transaction commits orders the submission.
         const int64_t base = (txn.Revision() + 1) << 20;
@@ -477,6 +515,7 @@ Result<json> Cluster::Submit(const Caller& caller, const json& task) {
                         {"status", JobStateName(job.state)}};
           if (job.state == JobState::kFailed) {
             entry["message"] = job.message;
+            if (StartsWith(job.message, kCannotRun)) entry["code"] = "never_fits";
             FLYT_RETURN_IF_ERROR(
                 Event(txn, "job.failed",
                       {{"job_id", job.id}, {"message", "job " + job.id + " " + job.message}}));
@@ -504,7 +543,8 @@ Result<json> Cluster::Cancel(const Caller& caller, const std::string& id) {
         FLYT_RETURN_IF_ERROR(CheckOwner(caller, job.owner, "job " + id));
         if (Finished(job.state)) {
           return Status(StatusCode::kFailedPrecondition,
-                        "job " + id + " has already ended (" + JobStateName(job.state) + ")");
+                        "job " + id + " has already ended (" + JobStateName(job.state) + ")")
+              .WithReason("already_ended");
         }
         if (job.state == JobState::kQueued) {
           queue_.Remove(id);
@@ -551,10 +591,7 @@ Result<json> Cluster::Complete(const Caller& caller, const std::string& id, cons
     auto it = jobs_.find(id);
     if (it == jobs_.end()) return NotFound("no job " + id);
     FLYT_RETURN_IF_ERROR(CheckOwner(caller, it->second.owner, "job " + id));
-    if (it->second.state != JobState::kRunning) {
-      return Status(StatusCode::kFailedPrecondition,
-                    "job " + id + " is " + JobStateName(it->second.state) + ", not running");
-    }
+    if (it->second.state != JobState::kRunning) return NotRunning(it->second);
     session = it->second.monitoring_session;
     const std::string node = it->second.gpu_info.value("node", std::string());
     if (nodes_.count(node)) url = nodes_.at(node).api_url;
@@ -576,10 +613,7 @@ Result<json> Cluster::Complete(const Caller& caller, const std::string& id, cons
         auto it = jobs_.find(id);
         if (it == jobs_.end()) return NotFound("no job " + id);
         Job& job = it->second;
-        if (job.state != JobState::kRunning) {
-          return Status(StatusCode::kFailedPrecondition,
-                        "job " + id + " is " + JobStateName(job.state) + ", not running");
-        }
+        if (job.state != JobState::kRunning) return NotRunning(job);
         for (const auto& [k, v] : extra.items()) job.metrics[k] = v;
         if (monitoring.is_object()) {
           monitoring.erase("id");

@@ -44,6 +44,7 @@ class Cluster::CountingTxn final : public store::Txn {
   Status Delete(Table t, const std::string& id) override {
     Status s = inner_.Delete(t, id);
     Touch(s, TopicOf(t));
+    if (s.ok() && t == Table::kLeases) deleted_leases_.push_back(id);
     return s;
   }
   Result<std::optional<std::string>> Get(Table t, const std::string& id) override {
@@ -64,6 +65,7 @@ class Cluster::CountingTxn final : public store::Txn {
   }
   bool wrote() const { return wrote_; }
   uint32_t topics() const { return topics_; }
+  const std::vector<std::string>& deleted_leases() const { return deleted_leases_; }
 
  private:
   void Touch(const Status& s, Topic topic) {
@@ -75,6 +77,7 @@ class Cluster::CountingTxn final : public store::Txn {
   store::Txn& inner_;
   bool wrote_ = false;
   uint32_t topics_ = 0;
+  std::vector<std::string> deleted_leases_;
 };
 
 void Cluster::ApplyNodeLocked(NodeRecord record) {
@@ -106,6 +109,17 @@ void Cluster::ApplyJobLocked(Job job) {
   jobs_[id] = std::move(job);
 }
 
+void Cluster::RememberEndedLeaseLocked(const std::string& id) {
+  // Enough to answer a repeated release or renew; older ids read as never having existed.
+  constexpr size_t kMaxEndedLeases = 65536;
+  if (!ended_leases_.insert(id).second) return;
+  ended_order_.push_back(id);
+  if (ended_order_.size() > kMaxEndedLeases) {
+    ended_leases_.erase(ended_order_.front());
+    ended_order_.pop_front();
+  }
+}
+
 Status Cluster::CatchUpLocked(store::Txn& txn) {
   FLYT_ASSIGN_OR_RETURN(auto nodes, txn.ListSince(Table::kNodes, revision_));
   // Another replica's change (or a reload): its events come with it.
@@ -125,6 +139,7 @@ Status Cluster::CatchUpLocked(store::Txn& txn) {
   for (const store::Row& row : leases) {
     if (row.deleted) {
       (void)ledger_->Release(row.id);  // already gone here is fine
+      RememberEndedLeaseLocked(row.id);
       continue;
     }
     auto lease = LeaseFromJson(json::parse(row.body, nullptr, false));
@@ -166,6 +181,8 @@ Status Cluster::ReloadLocked() {
   clients_.clear();
   jobs_.clear();
   job_of_lease_.clear();
+  ended_leases_.clear();
+  ended_order_.clear();
   revision_ = 0;
   // A read-only transaction catches up from revision 0: everything, consistently.
   return store_->Update(Durability::kRelaxed,
@@ -175,6 +192,7 @@ Status Cluster::ReloadLocked() {
 Status Cluster::WriteLocked(Durability durability, const std::function<Status(store::Txn&)>& fn) {
   int64_t committed = revision_;
   uint32_t txn_topics = 0;
+  std::vector<std::string> deleted_leases;
   touched_ = 0;
   Status s = store_->Update(durability, [&](store::Txn& inner) FLYT_REQUIRES(mu_) -> Status {
     if (inner.Revision() != revision_) FLYT_RETURN_IF_ERROR(CatchUpLocked(inner));
@@ -182,9 +200,11 @@ Status Cluster::WriteLocked(Durability durability, const std::function<Status(st
     FLYT_RETURN_IF_ERROR(fn(txn));
     committed = inner.Revision() + (txn.wrote() ? 1 : 0);
     txn_topics = txn.topics();
+    deleted_leases = txn.deleted_leases();
     return Status::Ok();
   });
   if (s.ok()) {
+    for (const std::string& id : deleted_leases) RememberEndedLeaseLocked(id);
     revision_ = committed;
     ++state_version_;
     PublishLocked(txn_topics);
