@@ -11,27 +11,35 @@
 // A scheduler thread runs the queue and expiry. It sleeps until something may have changed
 // (a release, an expiry deadline, a submission, a heartbeat while jobs wait) or the next deadline,
 // never on a polling timer; replicas sharing a database also catch up every sync_interval. A
-// worker thread opens and closes monitoring sessions on node managers, so no lock is held across
-// a network call.
+// NodeWorker (node_worker.h) opens and closes monitoring sessions on node managers, so no lock is
+// held across a network call.
 //
-// Thread-safety: every public method may be called from any thread (one mutex guards the state).
+// The implementation is split by concern: replication.cc (write-through, catch-up, reload, the
+// live stream's marks), commands.cc (heartbeats, leases, jobs: everything that changes state on a
+// caller's request), scheduler.cc (the scheduler thread, expiry, starting jobs), views.cc (the
+// read-side JSON and /metrics), node_worker.cc (the node calls) and cluster.cc (lifecycle, ids).
+//
+// Thread-safety: every public method may be called from any thread. One mutex (mu_) guards the
+// state; clang's -Wthread-safety checks that every member annotated FLYT_GUARDED_BY(mu_) is touched
+// only with it held, and that every ...Locked function (FLYT_REQUIRES(mu_)) is called so.
 #pragma once
 
 #include <array>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 
 #include "cluster/config.h"
+#include "cluster/node_worker.h"
 #include "cluster/records.h"
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "sched/ledger.h"
 #include "sched/queue.h"
@@ -65,144 +73,174 @@ struct ClusterCounters {
   double last_pass_seconds = 0;
 };
 
-class Cluster {
+class Cluster : private NodeWorkerHost {
  public:
   Cluster(std::unique_ptr<store::Store> store, ClusterConfig config, const Clock& clock);
-  ~Cluster();
+  ~Cluster() override;
   Cluster(const Cluster&) = delete;
   Cluster& operator=(const Cluster&) = delete;
 
   // Loads everything from the store; then Start() runs the scheduler and worker threads.
-  Status Load();
-  void Start();
-  void Stop();
+  Status Load() FLYT_EXCLUDES(mu_);
+  void Start() FLYT_EXCLUDES(mu_);
+  void Stop() FLYT_EXCLUDES(mu_);
 
   // Node managers: registration is the first heartbeat. Returns what the node should know.
-  Result<nlohmann::json> Heartbeat(const Caller& caller, const nlohmann::json& body);
-  Result<nlohmann::json> ClientHeartbeat(const Caller& caller, const nlohmann::json& body);
+  Result<nlohmann::json> Heartbeat(const Caller& caller, const nlohmann::json& body)
+      FLYT_EXCLUDES(mu_);
+  Result<nlohmann::json> ClientHeartbeat(const Caller& caller, const nlohmann::json& body)
+      FLYT_EXCLUDES(mu_);
 
-  nlohmann::json Nodes() const;
-  Result<nlohmann::json> Node(const std::string& name) const;
-  nlohmann::json Gpus() const;
+  nlohmann::json Nodes() const FLYT_EXCLUDES(mu_);
+  Result<nlohmann::json> Node(const std::string& name) const FLYT_EXCLUDES(mu_);
+  nlohmann::json Gpus() const FLYT_EXCLUDES(mu_);
   // GET /api/v1/gpus's body, rebuilt at most once per change and once a second.
-  std::shared_ptr<const std::string> GpusBody();
-  nlohmann::json Clients() const;
+  std::shared_ptr<const std::string> GpusBody() FLYT_EXCLUDES(mu_, gpus_mu_);
+  nlohmann::json Clients() const FLYT_EXCLUDES(mu_);
 
   // The reservation ledger. A refusal is kResourceExhausted with the reasons per node.
-  Result<nlohmann::json> Allocate(const Caller& caller, const nlohmann::json& body);
+  Result<nlohmann::json> Allocate(const Caller& caller, const nlohmann::json& body)
+      FLYT_EXCLUDES(mu_);
   Result<nlohmann::json> Renew(const Caller& caller, const std::string& id,
-                               const nlohmann::json& body);
-  Status Release(const Caller& caller, const std::string& id);
-  nlohmann::json Allocations() const;
+                               const nlohmann::json& body) FLYT_EXCLUDES(mu_);
+  Status Release(const Caller& caller, const std::string& id) FLYT_EXCLUDES(mu_);
+  nlohmann::json Allocations() const FLYT_EXCLUDES(mu_);
 
   // Jobs: one per experiment of the submitted task.
-  Result<nlohmann::json> Submit(const Caller& caller, const nlohmann::json& task);
-  Result<nlohmann::json> Jobs(const std::string& status_filter, size_t limit) const;
-  Result<nlohmann::json> GetJob(const std::string& id) const;
-  Result<nlohmann::json> Cancel(const Caller& caller, const std::string& id);
+  Result<nlohmann::json> Submit(const Caller& caller, const nlohmann::json& task)
+      FLYT_EXCLUDES(mu_);
+  Result<nlohmann::json> Jobs(const std::string& status_filter, size_t limit) const
+      FLYT_EXCLUDES(mu_);
+  Result<nlohmann::json> GetJob(const std::string& id) const FLYT_EXCLUDES(mu_);
+  Result<nlohmann::json> Cancel(const Caller& caller, const std::string& id) FLYT_EXCLUDES(mu_);
   Result<nlohmann::json> Complete(const Caller& caller, const std::string& id,
-                                  const nlohmann::json& body);
-  nlohmann::json Queue() const;
+                                  const nlohmann::json& body) FLYT_EXCLUDES(mu_);
+  nlohmann::json Queue() const FLYT_EXCLUDES(mu_);
 
   // Events after `after_id`, oldest first; or, with `latest`, the newest `limit` ones.
   Result<nlohmann::json> Events(int64_t after_id, size_t limit, bool latest = false) const;
-  std::string Metrics() const;
+  std::string Metrics() const FLYT_EXCLUDES(mu_);
 
   // The live stream. WaitForChange blocks until a change after `seen_seq` is committed (here or,
   // with a shared store, by another replica), `timeout` passes, or CloseStreams is called; it
   // returns the current mark either way. CloseStreams wakes every waiter for good (shutdown).
-  ChangeMark Changes() const;
-  ChangeMark WaitForChange(uint64_t seen_seq, std::chrono::milliseconds timeout) const;
-  void CloseStreams();
-  bool StreamsClosed() const;
+  ChangeMark Changes() const FLYT_EXCLUDES(mu_);
+  ChangeMark WaitForChange(uint64_t seen_seq, std::chrono::milliseconds timeout) const
+      FLYT_EXCLUDES(mu_);
+  void CloseStreams() FLYT_EXCLUDES(mu_);
+  bool StreamsClosed() const FLYT_EXCLUDES(mu_);
 
   // One GPU as GET /api/v1/gpus lists it, plus its processes (from the node's last heartbeat).
-  Result<nlohmann::json> Gpu(const std::string& node, unsigned index) const;
+  Result<nlohmann::json> Gpu(const std::string& node, unsigned index) const FLYT_EXCLUDES(mu_);
   // The API URL a node manager advertised (for the GPU history proxy); NotFound when none.
-  Result<std::string> NodeApiUrl(const std::string& node) const;
+  Result<std::string> NodeApiUrl(const std::string& node) const FLYT_EXCLUDES(mu_);
   std::string StoreDescription() const { return store_->Describe(); }
 
   // One scheduler round now (tests and the benchmark drive it by hand with a FakeClock).
-  Status Tick();
+  Status Tick() FLYT_EXCLUDES(mu_);
 
  private:
   class CountingTxn;
 
-  // Runs `fn` in a store transaction after catching up. Holds mu_ (the caller has it).
-  Status WriteLocked(store::Durability durability,
-                     const std::function<Status(store::Txn&)>& fn);
-  Status CatchUpLocked(store::Txn& txn);
-  Status ReloadLocked();
+  // ---- replication.cc: the state and the store, kept in step (all with mu_ held) ----
+  // Runs `fn` in a store transaction after catching up; `fn` runs with mu_ held (annotate the
+  // lambda FLYT_REQUIRES(mu_)). A failure that may have left memory ahead of the store reloads.
+  Status WriteLocked(store::Durability durability, const std::function<Status(store::Txn&)>& fn)
+      FLYT_REQUIRES(mu_);
+  Status CatchUpLocked(store::Txn& txn) FLYT_REQUIRES(mu_);
+  Status ReloadLocked() FLYT_REQUIRES(mu_);
   // Tells stream waiters what a committed change (or catch-up) touched.
-  void PublishLocked(uint32_t txn_topics);
-  void ApplyNodeLocked(NodeRecord record);
-  void ApplyJobLocked(Job job);
-
+  void PublishLocked(uint32_t txn_topics) FLYT_REQUIRES(mu_);
+  void ApplyNodeLocked(NodeRecord record) FLYT_REQUIRES(mu_);
+  void ApplyJobLocked(Job job) FLYT_REQUIRES(mu_);
+  // Notes a lease whose row was deleted (released, expired, or its job ended).
+  void RememberEndedLeaseLocked(const std::string& id) FLYT_REQUIRES(mu_);
+  // Row writers: they touch only the transaction.
   Status PutNode(store::Txn& txn, const NodeRecord& node);
   Status PutJob(store::Txn& txn, const Job& job);
   Status Event(store::Txn& txn, const std::string& kind, nlohmann::json body);
+
+  // ---- commands.cc ----
   // Ends the lease's job (if any) after its lease went away; queues closing its monitoring.
   Status FinishJobOfLeaseLocked(store::Txn& txn, const std::string& lease_id, JobState state,
-                                const std::string& message);
-  Status StartJobLocked(store::Txn& txn, Job& job, const sched::Lease& lease);
-  Status TickLocked(store::Txn& txn, bool& woke_others);
-  Status ExpireLocked(store::Txn& txn, bool& expired_any);
-  nlohmann::json GpuInfoLocked(const sched::Lease& lease, const std::string& policy) const;
-  sched::QueuedJob QueuedFrom(const Job& job) const;
+                                const std::string& message) FLYT_REQUIRES(mu_);
   // Why no node of the cluster could ever meet the request (empty: some could, or none known).
-  std::string NeverFitsLocked(const sched::AllocationRequest& request) const;
-  std::string NewId(const std::string& prefix);
+  std::string NeverFitsLocked(const sched::AllocationRequest& request) const FLYT_REQUIRES(mu_);
+  // The refusal for a lease the ledger does not hold: NotFound, with the reason already_ended
+  // when the lease is known to have existed and ended.
+  Status LeaseGoneLocked(const std::string& id) const FLYT_REQUIRES(mu_);
+
+  // ---- scheduler.cc ----
+  Status StartJobLocked(store::Txn& txn, Job& job, const sched::Lease& lease) FLYT_REQUIRES(mu_);
+  Status TickLocked(store::Txn& txn, bool& woke_others) FLYT_REQUIRES(mu_);
+  Status ExpireLocked(store::Txn& txn, bool& expired_any) FLYT_REQUIRES(mu_);
+  nlohmann::json GpuInfoLocked(const sched::Lease& lease, const std::string& policy) const
+      FLYT_REQUIRES(mu_);
+  std::optional<std::chrono::steady_clock::time_point> NextWakeLocked() const FLYT_REQUIRES(mu_);
+  void SchedulerLoop() FLYT_EXCLUDES(mu_);
+  // Tells the scheduler a pass may place something (strong) or a heartbeat came while jobs wait.
+  void Wake(bool strong) FLYT_REQUIRES(mu_);
+
+  // ---- cluster.cc ----
+  sched::QueuedJob QueuedFrom(const Job& job) const;
+  std::string NewId(const std::string& prefix) FLYT_REQUIRES(mu_);
   std::chrono::steady_clock::time_point HeardAt(WallTime last_heartbeat) const;
-  std::optional<std::chrono::steady_clock::time_point> NextWakeLocked() const;
+  // NodeWorkerHost: what the node worker asks and tells (each takes mu_).
+  std::optional<SessionTarget> SessionToOpen(const std::string& job_id) override FLYT_EXCLUDES(mu_);
+  bool SessionOpened(const std::string& job_id, const std::string& lease_id,
+                     const std::string& session, const std::string& error) override
+      FLYT_EXCLUDES(mu_);
+  std::optional<SessionTarget> SessionToClose(const std::string& job_id) override
+      FLYT_EXCLUDES(mu_);
+  void SessionClosed(const std::string& job_id, const std::string& session,
+                     Result<nlohmann::json> stats) override FLYT_EXCLUDES(mu_);
 
-  void SchedulerLoop();
-  void WorkerLoop();
-  void Post(std::function<void()> task);
-  void OpenSession(const std::string& job_id);
-  void CloseSession(const std::string& job_id);
-  void Wake(bool strong);
-
-  std::unique_ptr<store::Store> store_;
+  // Set at construction, then only read: no lock.
+  std::unique_ptr<store::Store> store_;  // the Store is thread-safe itself
   const ClusterConfig config_;
   const Clock& clock_;
-
-  mutable std::mutex mu_;
-  std::unique_ptr<sched::Ledger> ledger_;  // guarded by mu_
-  sched::JobQueue queue_;                  // guarded by mu_
   // The store is shared with other replicas: catch up at least every sync_interval.
   const bool shared_store_;
-  std::chrono::steady_clock::time_point next_sync_;  // guarded by mu_
-  std::map<std::string, NodeRecord> nodes_;      // guarded by mu_
-  std::map<std::string, ClientRecord> clients_;  // guarded by mu_
-  std::map<std::string, Job> jobs_;              // guarded by mu_
-  std::map<std::string, std::string> job_of_lease_;  // guarded by mu_
-  int64_t revision_ = 0;                   // guarded by mu_: the store revision we reflect
-  ClusterCounters counters_;               // guarded by mu_
-  uint64_t random_state_ = 0;              // guarded by mu_
-  uint64_t state_version_ = 0;             // guarded by mu_: bumped by every committed change
-  uint32_t touched_ = 0;                   // guarded by mu_: topics caught up in this write
-  ChangeMark changes_;                     // guarded by mu_
-  bool streams_closed_ = false;            // guarded by mu_
-  mutable std::condition_variable change_cv_;
 
-  std::mutex gpus_mu_;
-  std::shared_ptr<const std::string> gpus_body_;   // guarded by gpus_mu_
-  uint64_t gpus_version_ = 0;                      // guarded by gpus_mu_
-  std::chrono::steady_clock::time_point gpus_built_;  // guarded by gpus_mu_
+  // The state lock. Order: mu_ before gpus_mu_ and before the worker's own lock; never held
+  // across a network call.
+  mutable Mutex mu_;
+  std::unique_ptr<sched::Ledger> ledger_ FLYT_GUARDED_BY(mu_) FLYT_PT_GUARDED_BY(mu_);
+  sched::JobQueue queue_ FLYT_GUARDED_BY(mu_);
+  std::chrono::steady_clock::time_point next_sync_ FLYT_GUARDED_BY(mu_);
+  std::map<std::string, NodeRecord> nodes_ FLYT_GUARDED_BY(mu_);
+  std::map<std::string, ClientRecord> clients_ FLYT_GUARDED_BY(mu_);
+  std::map<std::string, Job> jobs_ FLYT_GUARDED_BY(mu_);
+  std::map<std::string, std::string> job_of_lease_ FLYT_GUARDED_BY(mu_);
+  // Leases known to have ended (from this manager's deletions and the store's tombstones), the
+  // newest kMaxEndedLeases of them: a second release is "already ended", not "never existed".
+  std::set<std::string> ended_leases_ FLYT_GUARDED_BY(mu_);
+  std::deque<std::string> ended_order_ FLYT_GUARDED_BY(mu_);  // oldest first
+  int64_t revision_ FLYT_GUARDED_BY(mu_) = 0;  // the store revision we reflect
+  ClusterCounters counters_ FLYT_GUARDED_BY(mu_);
+  uint64_t random_state_ FLYT_GUARDED_BY(mu_) = 0;
+  uint64_t state_version_ FLYT_GUARDED_BY(mu_) = 0;  // bumped by every committed change
+  uint32_t touched_ FLYT_GUARDED_BY(mu_) = 0;        // topics caught up in this write
+  ChangeMark changes_ FLYT_GUARDED_BY(mu_);
+  bool streams_closed_ FLYT_GUARDED_BY(mu_) = false;
+  mutable CondVar change_cv_;  // waits on mu_ for changes_ / streams_closed_
 
-  std::condition_variable wake_cv_;
-  bool dirty_ = false;   // guarded by mu_: a pass may place something
-  bool soft_dirty_ = false;  // guarded by mu_: a heartbeat while jobs wait
-  bool stopping_ = false;    // guarded by mu_
-  std::chrono::steady_clock::time_point last_pass_;   // guarded by mu_
-  std::chrono::steady_clock::time_point last_prune_;  // guarded by mu_: events kept to retention
+  Mutex gpus_mu_;
+  std::shared_ptr<const std::string> gpus_body_ FLYT_GUARDED_BY(gpus_mu_);
+  uint64_t gpus_version_ FLYT_GUARDED_BY(gpus_mu_) = 0;
+  std::chrono::steady_clock::time_point gpus_built_ FLYT_GUARDED_BY(gpus_mu_);
+
+  CondVar wake_cv_;                               // waits on mu_ for the flags below
+  bool dirty_ FLYT_GUARDED_BY(mu_) = false;       // a pass may place something
+  bool soft_dirty_ FLYT_GUARDED_BY(mu_) = false;  // a heartbeat while jobs wait
+  bool stopping_ FLYT_GUARDED_BY(mu_) = false;
+  std::chrono::steady_clock::time_point last_pass_ FLYT_GUARDED_BY(mu_);
+  // When events were last pruned to their retention.
+  std::chrono::steady_clock::time_point last_prune_ FLYT_GUARDED_BY(mu_);
   std::thread scheduler_;
 
-  std::mutex work_mu_;
-  std::condition_variable work_cv_;
-  std::deque<std::function<void()>> work_;  // guarded by work_mu_
-  bool work_stopping_ = false;              // guarded by work_mu_
-  std::thread worker_;
+  // Last: it calls back into the members above, so it is destroyed (and joined) first.
+  NodeWorker worker_;
 };
 
 }  // namespace flyt::cluster

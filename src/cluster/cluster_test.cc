@@ -138,6 +138,14 @@ TEST_F(ClusterTest, AllocateRenewReleaseAndRefuseWithReasons) {
   EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
   EXPECT_NE(refused.status().message().find("a: 0 available, 2 leased"), std::string::npos)
       << refused.status().message();
+  EXPECT_EQ(refused.status().reason(), "insufficient_gpus");  // they may be released
+  auto never = cluster_->Allocate(bob_, {{"gpus", 4}});
+  ASSERT_FALSE(never.ok());
+  EXPECT_EQ(never.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(never.status().reason(), "never_fits");  // no node has 4 GPUs
+  EXPECT_NE(never.status().message().find("it can never be met in this cluster"),
+            std::string::npos)
+      << never.status().message();
   const std::string id = (*lease)["id"];
   // bob may not touch alice's lease; alice may.
   EXPECT_EQ(cluster_->Release(bob_, id).code(), StatusCode::kPermissionDenied);
@@ -149,7 +157,19 @@ TEST_F(ClusterTest, AllocateRenewReleaseAndRefuseWithReasons) {
   ASSERT_TRUE(renewed.ok()) << renewed.status().ToString();
   EXPECT_EQ((*renewed)["ttl_seconds"], 120);
   ASSERT_TRUE(cluster_->Release(alice_, id).ok());
-  EXPECT_EQ(cluster_->Release(alice_, id).code(), StatusCode::kNotFound);
+  Status again = cluster_->Release(alice_, id);
+  EXPECT_EQ(again.code(), StatusCode::kNotFound);
+  EXPECT_EQ(again.reason(), "already_ended");
+  EXPECT_EQ(cluster_->Renew(alice_, id, json::object()).status().reason(), "already_ended");
+  // An id that never was is plain not found.
+  Status unknown = cluster_->Release(alice_, "lease-000000000000");
+  EXPECT_EQ(unknown.code(), StatusCode::kNotFound);
+  EXPECT_EQ(unknown.reason(), "");
+  // A restarted manager knows it from the store's tombstone.
+  cluster_.reset();
+  cluster_ = Open();
+  EXPECT_EQ(cluster_->Release(alice_, id).reason(), "already_ended");
+  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 2)).ok());
   EXPECT_TRUE(cluster_->Allocate(bob_, {{"gpus", 1}}).ok());
   auto bad = cluster_->Allocate(bob_, {{"gpus", 0}});
   ASSERT_FALSE(bad.ok());
@@ -239,9 +259,16 @@ TEST_F(ClusterTest, JobsRunWithGpuInfoAndTimeOutWithTheReasons) {
       << (*third)["message"];
   EXPECT_NE((*third)["message"].get<std::string>().find("no 4 GPU(s) on one node"),
             std::string::npos);
-  // Ended jobs cannot be cancelled; another client cannot cancel alice's.
-  EXPECT_EQ(cluster_->Cancel(alice_, (*sub)["jobs"][2]["id"]).status().code(),
-            StatusCode::kFailedPrecondition);
+  // Ended jobs cannot be cancelled or completed; another client cannot cancel alice's.
+  auto ended = cluster_->Cancel(alice_, (*sub)["jobs"][2]["id"]);
+  EXPECT_EQ(ended.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ended.status().reason(), "already_ended");
+  ended = cluster_->Complete(alice_, (*sub)["jobs"][0]["id"], json::object());
+  EXPECT_EQ(ended.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ended.status().reason(), "already_ended");
+  // The lease of an ended job has ended too.
+  const std::string first_lease = (*first)["lease_id"];
+  EXPECT_EQ(cluster_->Release(alice_, first_lease).reason(), "already_ended");
   EXPECT_EQ(cluster_->Cancel(bob_, (*sub)["jobs"][1]["id"]).status().code(),
             StatusCode::kPermissionDenied);
   auto cancelled = cluster_->Cancel(alice_, (*sub)["jobs"][1]["id"]);
@@ -256,7 +283,13 @@ TEST_F(ClusterTest, AnExperimentNoNodeCouldHoldFailsAtOnce) {
   auto sub = cluster_->Submit(alice_, task);
   ASSERT_TRUE(sub.ok()) << sub.status().ToString();
   EXPECT_EQ((*sub)["jobs"][0]["status"], "queued");
+  EXPECT_FALSE((*sub)["jobs"][0].contains("code"));
   EXPECT_EQ((*sub)["jobs"][2]["status"], "failed");
+  EXPECT_EQ((*sub)["jobs"][2]["code"], "never_fits");
+  // A queued job has not started: completing it is refused, but it has not ended.
+  auto early = cluster_->Complete(alice_, (*sub)["jobs"][0]["id"], json::object());
+  EXPECT_EQ(early.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(early.status().reason(), "");
   EXPECT_NE((*sub)["jobs"][2]["message"].get<std::string>().find(
                 "cannot run in this cluster: needs 4 GPU(s) on one node that can hold it; the most "
                 "on any node is 2"),
@@ -289,6 +322,43 @@ TEST_F(ClusterTest, SubmissionsAreValidatedAndUnknownModelsFailClosed) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("priority"), std::string::npos);
   EXPECT_EQ((*cluster_->Jobs("", 100))["jobs"].size(), 0u);
+}
+
+TEST_F(ClusterTest, RequestFieldsAreCheckedByTypeAndNamedWithTheirPath) {
+  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 2)).ok());
+  // 2^64-1 is not -1 to a signed field: refused, not read as a priority in range.
+  json task = SmallTask();
+  task["scheduling"] = json::parse(R"({"priority": 18446744073709551615})");
+  auto r = cluster_->Submit(alice_, task);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().message(), "scheduling.priority must be an integer from -1000 to 1000");
+  task["scheduling"] = {{"colour", "red"}};
+  r = cluster_->Submit(alice_, task);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("unknown field 'scheduling.colour'"), std::string::npos)
+      << r.status().message();
+  task["scheduling"] = "soon";
+  EXPECT_EQ(cluster_->Submit(alice_, task).status().message(), "scheduling must be an object");
+  EXPECT_EQ((*cluster_->Jobs("", 100))["jobs"].size(), 0u);
+
+  for (const json& body : {json{{"gpus", 1.5}}, json{{"gpus", "1"}}, json{{"gpus", -1}},
+                           json::parse(R"({"gpus": 18446744073709551615})")}) {
+    auto a = cluster_->Allocate(alice_, body);
+    ASSERT_FALSE(a.ok()) << body;
+    EXPECT_EQ(a.status().message(), "gpus must be an integer from 1 to 64") << body;
+  }
+  EXPECT_EQ(cluster_->Allocate(alice_, {{"policy", "fifo"}}).status().message(),
+            "policy must be score, binpack or spread");
+  EXPECT_EQ(cluster_->Allocate(alice_, {{"same_node", 1}}).status().message(),
+            "same_node must be true or false");
+  EXPECT_EQ(cluster_->Allocate(alice_, {{"labels", {{"team", 7}}}}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_TRUE(cluster_->Allocate(alice_, {{"policy", ""}}).ok());  // empty: the default
+  EXPECT_EQ(cluster_->Heartbeat(node_, {{"name", "a"}, {"snapshot", Snapshot(1)}, {"events", 3}})
+                .status()
+                .message(),
+            "events must be an array");
 }
 
 TEST_F(ClusterTest, PriorityThenFifoAndRestartKeepsTheQueueAndLeases) {
@@ -347,11 +417,18 @@ TEST_F(ClusterTest, TwoManagersOnOneStoreNeverGrantAGpuTwice) {
     }
   }
   EXPECT_EQ(ok, 8);
+  EXPECT_EQ(cluster_->Allocate(alice_, {{"gpus", 1}}).status().reason(), "insufficient_gpus");
   // Each sees the other's leases.
   EXPECT_EQ(cluster_->Allocations()["allocations"].size(), 8u);
   ASSERT_TRUE(cluster_->Tick().ok());
   ASSERT_TRUE(other->Tick().ok());
   EXPECT_EQ(other->Allocations()["allocations"].size(), 8u);
+  // A lease one released is ended for the other too (the store's change feed).
+  const std::string id = cluster_->Allocations()["allocations"][0]["id"];
+  ASSERT_TRUE(cluster_->Release(admin_, id).ok());
+  Status again = other->Release(admin_, id);
+  EXPECT_EQ(again.code(), StatusCode::kNotFound);
+  EXPECT_EQ(again.reason(), "already_ended");
 }
 
 TEST_F(ClusterTest, ANodeIsUpdatedOnlyByTheTokenThatRegisteredIt) {
@@ -430,6 +507,20 @@ TEST_F(ClusterTest, TheLiveStreamLearnsWhichTopicsChanged) {
   closer.join();
   EXPECT_EQ(m.seq, quiet.seq);
   EXPECT_TRUE(cluster_->StreamsClosed());
+}
+
+TEST_F(ClusterTest, RenewingALeasePastItsTtlIsAlreadyEnded) {
+  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 1)).ok());
+  auto lease = cluster_->Allocate(alice_, {{"gpus", 1}, {"ttl_seconds", 10}});
+  ASSERT_TRUE(lease.ok());
+  clock_.Advance(std::chrono::seconds(11));  // expired, but no expiry pass ran yet
+  auto renewed = cluster_->Renew(alice_, (*lease)["id"], json::object());
+  ASSERT_FALSE(renewed.ok());
+  EXPECT_EQ(renewed.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(renewed.status().reason(), "already_ended");
+  ASSERT_TRUE(cluster_->Tick().ok());  // now expiry removes it
+  EXPECT_EQ(cluster_->Renew(alice_, (*lease)["id"], json::object()).status().reason(),
+            "already_ended");
 }
 
 TEST_F(ClusterTest, AnExpiredLeaseFreesItsGpusBeforeTheSchedulerRuns) {

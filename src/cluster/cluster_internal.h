@@ -1,0 +1,33 @@
+// Small helpers shared by the files that implement Cluster (replication.cc, commands.cc,
+// scheduler.cc, views.cc); not part of the cluster's interface. Pure functions and constants;
+// thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cluster/cluster.h"
+#include "sched/ledger.h"
+
+namespace flyt::cluster::internal {
+
+inline constexpr uint64_t kMiB = 1ULL << 20;
+
+// Which topics of the live stream a change touched, as bits.
+constexpr uint32_t TopicBit(Topic topic) { return 1u << static_cast<unsigned>(topic); }
+inline constexpr uint32_t kAllTopics = (1u << kTopicCount) - 1;
+
+// A leased GPU as the store's claims know it: "<node>/<uuid>".
+inline std::vector<std::string> GpuKeys(const sched::Lease& lease) {
+  std::vector<std::string> keys;
+  for (const auto& g : lease.gpus) keys.push_back(g.node + "/" + g.uuid);
+  return keys;
+}
+
+inline double Seconds(std::chrono::system_clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+}  // namespace flyt::cluster::internal

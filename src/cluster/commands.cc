@@ -1,0 +1,643 @@
+// The commands of Cluster: everything that changes the state on a caller's request — node and
+// client heartbeats, the lease ledger (allocate, renew, release) and jobs (submit, cancel,
+// complete). Each checks its request (common/json_fields.h) before it takes the state lock, then
+// changes memory and store together in one WriteLocked transaction. See cluster.h.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "cluster/cluster.h"
+#include "cluster/cluster_internal.h"
+#include "common/json.h"
+#include "common/json_fields.h"
+#include "common/strings.h"
+#include "gpu/json.h"
+#include "sched/estimate.h"
+
+namespace flyt::cluster {
+
+using internal::GpuKeys;
+using internal::kMiB;
+using nlohmann::json;
+using store::Durability;
+using store::Table;
+
+namespace {
+
+constexpr size_t kMaxGpusPerNode = 256;
+constexpr size_t kMaxEventsPerHeartbeat = 100;
+constexpr size_t kMaxExperimentsPerSubmission = 4096;
+constexpr int64_t kMaxTtlSeconds = 30 * 86400;  // leases and job timeouts: at most 30 days
+
+bool ValidName(const std::string& s) {
+  if (s.empty() || s.size() > 128) return false;
+  for (char c : s) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_' || c == '.';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// The labels of a node, client or lease.
+Status LabelsField(const JsonFields& f, std::string_view key,
+                   std::map<std::string, std::string>& out) {
+  return f.OptionalStringMap(key, 64, 128, 1024, out);
+}
+
+// A placement policy; an empty string leaves the default, as an absent field does.
+Status PolicyField(const JsonFields& f, std::string_view key, sched::Policy& out) {
+  std::string name;
+  if (f.Has(key) && f.OptionalString(key, 0, name).ok()) return Status::Ok();
+  FLYT_RETURN_IF_ERROR(f.OptionalEnum(key, {"score", "binpack", "spread"}, name));
+  if (auto p = ParsePolicy(name)) out = *p;
+  return Status::Ok();
+}
+
+// Why a job cannot complete: it has ended already, or it has not started.
+Status NotRunning(const Job& job) {
+  Status s(StatusCode::kFailedPrecondition,
+           "job " + job.id + " is " + JobStateName(job.state) + ", not running");
+  return Finished(job.state) ? s.WithReason("already_ended") : s;
+}
+
+// The message of a job that no node of the cluster could ever hold.
+constexpr const char* kCannotRun = "cannot run in this cluster: ";
+
+// What a caller may touch: admins everything, others only what they own.
+Status CheckOwner(const Caller& caller, const std::string& owner, const std::string& what) {
+  if (caller.role == Role::kAdmin || caller.name == owner) return Status::Ok();
+  return PermissionDenied(what + " belongs to " + (owner.empty() ? "nobody" : owner) + ", not to " +
+                          caller.name);
+}
+}  // namespace
+
+// ---- inventory -------------------------------------------------------------------------------
+
+Result<json> Cluster::Heartbeat(const Caller& caller, const json& body) {
+  JsonFields b(body);
+  FLYT_RETURN_IF_ERROR(b.Only({"name", "api_url", "labels", "version", "snapshot", "events"}));
+  NodeRecord incoming;
+  FLYT_RETURN_IF_ERROR(b.OptionalString("name", 128, incoming.name));
+  if (!ValidName(incoming.name)) {
+    return InvalidArgument("name must be 1-128 characters of [A-Za-z0-9._-]");
+  }
+  FLYT_RETURN_IF_ERROR(b.OptionalString("api_url", 256, incoming.api_url));
+  FLYT_RETURN_IF_ERROR(LabelsField(b, "labels", incoming.labels));
+  FLYT_RETURN_IF_ERROR(b.OptionalString("version", 64, incoming.version));
+  if (!b.Has("snapshot")) return InvalidArgument("snapshot is missing");
+  auto snap = gpu::SnapshotFromJson(body["snapshot"]);
+  if (!snap.ok()) return snap.status().WithContext("snapshot");
+  if (snap->gpus.size() > kMaxGpusPerNode) return InvalidArgument("more than 256 GPUs");
+  // Leases and the store's claims know a GPU by its UUID: each must be there, and unique.
+  std::set<uint32_t> seen;
+  std::set<std::string> uuids;
+  for (gpu::GpuInfo& g : snap->gpus) {
+    if (!seen.insert(g.index).second) {
+      return InvalidArgument("snapshot: GPU index " + std::to_string(g.index) + " appears twice");
+    }
+    // A GPU already lost when its node manager started cannot tell its UUID. It can never be
+    // leased, but it must be seen: it stands under a name of its own on this node.
+    if (g.uuid.empty() && g.lost) g.uuid = "GPU-lost-at-index-" + std::to_string(g.index);
+    if (g.uuid.empty() || g.uuid.size() > 128 || g.uuid.find('\0') != std::string::npos) {
+      return InvalidArgument("snapshot: GPU " + std::to_string(g.index) +
+                             " needs a UUID (1-128 characters, no NUL)");
+    }
+    if (!uuids.insert(g.uuid).second) {
+      return InvalidArgument("snapshot: GPU UUID " + g.uuid + " appears twice");
+    }
+  }
+  incoming.snapshot = std::move(*snap);
+  std::vector<json> node_events;
+  const json* events = nullptr;
+  // Events past the first kMaxEventsPerHeartbeat are dropped, not refused.
+  FLYT_RETURN_IF_ERROR(b.OptionalArray("events", std::numeric_limits<size_t>::max(), events));
+  if (events) {
+    for (const json& e : *events) {
+      if (node_events.size() >= kMaxEventsPerHeartbeat) break;
+      if (e.is_object()) node_events.push_back(e);
+    }
+  }
+  if (!incoming.api_url.empty() && !StartsWith(incoming.api_url, "http://")) {
+    return InvalidArgument("api_url must be an http:// URL");
+  }
+
+  MutexLock lock(mu_);
+  const auto now = clock_.WallNow();
+  Status s = WriteLocked(Durability::kRelaxed, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
+    auto it = nodes_.find(incoming.name);
+    const bool is_new = it == nodes_.end();
+    // A node is updated only by the token that registered it (or an admin): with a token per
+    // node, one node cannot overwrite another's record or redirect its api_url.
+    if (!is_new && caller.role != Role::kAdmin && !it->second.registered_by.empty() &&
+        it->second.registered_by != caller.name) {
+      return PermissionDenied("node " + incoming.name + " was registered by another token");
+    }
+    NodeRecord rec = is_new ? NodeRecord{} : it->second;
+    if (is_new || rec.registered_by.empty()) rec.registered_by = caller.name;
+    const gpu::GpuSnapshot previous = rec.snapshot;
+    rec.name = incoming.name;
+    rec.api_url = incoming.api_url;
+    rec.labels = incoming.labels;
+    rec.version = incoming.version;
+    rec.snapshot = std::move(incoming.snapshot);
+    if (is_new) rec.registered_at = now;
+    rec.last_heartbeat = now;
+    ++rec.heartbeats;
+    if (is_new) {
+      FLYT_RETURN_IF_ERROR(
+          Event(txn, "node.registered",
+                {{"node", rec.name},
+                 {"gpus", rec.snapshot.gpus.size()},
+                 {"message", "node " + rec.name + " registered with " +
+                                 std::to_string(rec.snapshot.gpus.size()) + " GPU(s)"}}));
+    } else if (!rec.reachable) {
+      FLYT_RETURN_IF_ERROR(
+          Event(txn, "node.reachable",
+                {{"node", rec.name}, {"message", "node " + rec.name + " sends heartbeats again"}}));
+    }
+    rec.reachable = true;
+    for (const gpu::GpuInfo& g : rec.snapshot.gpus) {
+      bool was_lost = false;
+      for (const gpu::GpuInfo& p : previous.gpus) {
+        if (p.uuid == g.uuid) was_lost = p.lost;
+      }
+      if (g.lost && !was_lost) {
+        FLYT_RETURN_IF_ERROR(Event(txn, "gpu.lost",
+                                   {{"node", rec.name},
+                                    {"gpu", g.index},
+                                    {"uuid", g.uuid},
+                                    {"message", "GPU " + std::to_string(g.index) + " on " +
+                                                    rec.name + " is lost (fell off the bus)"}}));
+      }
+    }
+    for (json& e : node_events) {
+      std::string type = e.value("type", std::string("event"));
+      if (type.size() > 32) type = "event";
+      e["node"] = rec.name;
+      if (!e.contains("message")) e["message"] = e.value("description", std::string());
+      FLYT_RETURN_IF_ERROR(Event(txn, "gpu." + type, e));
+    }
+    FLYT_RETURN_IF_ERROR(PutNode(txn, rec));
+    ApplyNodeLocked(std::move(rec));
+    ++counters_.heartbeats;
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  if (queue_.size() > 0) Wake(/*strong=*/false);
+  return json{{"ok", true},
+              {"heartbeat_interval_seconds",
+               std::max<int64_t>(1, config_.ledger.unreachable_after.count() / 3)}};
+}
+
+Result<json> Cluster::ClientHeartbeat(const Caller& caller, const json& body) {
+  JsonFields b(body);
+  FLYT_RETURN_IF_ERROR(b.Only({"name", "address", "labels"}));
+  ClientRecord incoming;
+  incoming.name = caller.role == Role::kAdmin ? "" : caller.name;
+  FLYT_RETURN_IF_ERROR(b.OptionalString("name", 128, incoming.name));
+  if (caller.role != Role::kAdmin && incoming.name != caller.name) {
+    return PermissionDenied("a client registers under its own name (" + caller.name + ")");
+  }
+  if (!ValidName(incoming.name)) {
+    return InvalidArgument("name must be 1-128 characters of [A-Za-z0-9._-]");
+  }
+  FLYT_RETURN_IF_ERROR(b.OptionalString("address", 256, incoming.address));
+  FLYT_RETURN_IF_ERROR(LabelsField(b, "labels", incoming.labels));
+  MutexLock lock(mu_);
+  const auto now = clock_.WallNow();
+  json out;
+  FLYT_RETURN_IF_ERROR(
+      WriteLocked(Durability::kRelaxed, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
+        auto it = clients_.find(incoming.name);
+        ClientRecord rec = it == clients_.end() ? ClientRecord{} : it->second;
+        if (it == clients_.end()) {
+          rec.registered_at = now;
+          FLYT_RETURN_IF_ERROR(Event(
+              txn, "client.registered",
+              {{"client", incoming.name}, {"message", "client " + incoming.name + " registered"}}));
+        }
+        rec.name = incoming.name;
+        rec.address = incoming.address;
+        rec.labels = incoming.labels;
+        rec.last_seen = now;
+        FLYT_RETURN_IF_ERROR(txn.Put(Table::kClients, rec.name, DumpJson(ToJson(rec))));
+        out = ToJson(rec);
+        clients_[rec.name] = std::move(rec);
+        return Status::Ok();
+      }));
+  return out;
+}
+
+// ---- the ledger ------------------------------------------------------------------------------
+
+Result<json> Cluster::Allocate(const Caller& caller, const json& body) {
+  JsonFields b(body);
+  FLYT_RETURN_IF_ERROR(
+      b.Only({"gpus", "min_free_memory_mb", "max_utilization", "same_node", "gpu_model", "policy",
+              "exclusive", "ttl_seconds", "owner", "labels"}));
+  sched::AllocationRequest req;
+  int64_t gpus = 1, ttl = config_.default_lease_ttl.count(), max_util = 100;
+  double min_free_mb = 0;
+  FLYT_RETURN_IF_ERROR(b.OptionalInt<int64_t>("gpus", 1, 64, gpus));
+  FLYT_RETURN_IF_ERROR(b.OptionalNumber("min_free_memory_mb", 0, 1e8, min_free_mb));
+  FLYT_RETURN_IF_ERROR(b.OptionalInt<int64_t>("max_utilization", 0, 100, max_util));
+  FLYT_RETURN_IF_ERROR(b.OptionalBool("same_node", req.same_node));
+  FLYT_RETURN_IF_ERROR(b.OptionalString("gpu_model", 64, req.gpu_model));
+  FLYT_RETURN_IF_ERROR(PolicyField(b, "policy", req.policy));
+  FLYT_RETURN_IF_ERROR(b.OptionalBool("exclusive", req.exclusive));
+  FLYT_RETURN_IF_ERROR(b.OptionalInt<int64_t>("ttl_seconds", 1, kMaxTtlSeconds, ttl));
+  FLYT_RETURN_IF_ERROR(LabelsField(b, "labels", req.labels));
+  req.owner = caller.name;
+  FLYT_RETURN_IF_ERROR(b.OptionalString("owner", 128, req.owner));
+  if (req.owner != caller.name && caller.role != Role::kAdmin) {
+    return PermissionDenied("only an admin may allocate for another owner");
+  }
+  req.gpus = static_cast<int>(gpus);
+  req.max_utilization_percent = static_cast<uint32_t>(max_util);
+  req.min_free_memory_bytes = static_cast<uint64_t>(min_free_mb * kMiB);
+  req.ttl = std::chrono::seconds(ttl);
+
+  MutexLock lock(mu_);
+  req.id = NewId("lease");
+  json out;
+  Status s = WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
+    // A lease past its expiry no longer holds its GPUs in the ledger, but its claim is still in
+    // the store until expiry runs: run it first, so those GPUs can be granted now.
+    bool expired = false;
+    FLYT_RETURN_IF_ERROR(ExpireLocked(txn, expired));
+    Result<sched::Lease> granted = ledger_->Allocate(req);
+    if (!granted.ok()) {
+      const Status& refused = granted.status();
+      if (refused.code() != StatusCode::kResourceExhausted) return refused;
+      // Busy GPUs may be released; a request no node could ever hold waits in vain.
+      const std::string never = NeverFitsLocked(req);
+      if (never.empty()) return refused.WithReason("insufficient_gpus");
+      return Status(refused.code(),
+                    refused.message() + " (it can never be met in this cluster: " + never + ")")
+          .WithReason("never_fits");
+    }
+    sched::Lease& lease = *granted;
+    FLYT_RETURN_IF_ERROR(txn.ClaimGpus(lease.id, GpuKeys(lease), lease.exclusive));
+    out = ToJson(lease);
+    FLYT_RETURN_IF_ERROR(txn.Put(Table::kLeases, lease.id, DumpJson(out)));
+    json event = out;
+    event["message"] = "lease " + lease.id + " granted to " + lease.owner + ": " +
+                       std::to_string(lease.gpus.size()) + " GPU(s) on " +
+                       out["node"].get<std::string>();
+    return Event(txn, "lease.granted", event);
+  });
+  if (!s.ok()) {
+    if (s.code() == StatusCode::kResourceExhausted) ++counters_.allocations_refused;
+    return s;
+  }
+  ++counters_.allocations_granted;
+  return out;
+}
+
+Status Cluster::LeaseGoneLocked(const std::string& id) const {
+  Status gone = NotFound("no lease " + id + " (released, or expired)");
+  bool ended = ended_leases_.count(id) > 0;
+  // A job's lease ends with its job (kept for as long as the job is).
+  if (auto jl = job_of_lease_.find(id); !ended && jl != job_of_lease_.end()) {
+    auto job = jobs_.find(jl->second);
+    ended = job != jobs_.end() && Finished(job->second.state);
+  }
+  return ended ? gone.WithReason("already_ended") : gone;
+}
+
+Result<json> Cluster::Renew(const Caller& caller, const std::string& id, const json& body) {
+  JsonFields b(body);
+  FLYT_RETURN_IF_ERROR(b.Only({"ttl_seconds"}));
+  std::optional<std::chrono::seconds> ttl;
+  if (b.Has("ttl_seconds")) {
+    FLYT_ASSIGN_OR_RETURN(int64_t v, b.RequiredInt<int64_t>("ttl_seconds", 1, kMaxTtlSeconds));
+    ttl = std::chrono::seconds(v);
+  }
+  MutexLock lock(mu_);
+  json out;
+  FLYT_RETURN_IF_ERROR(
+      WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
+        auto existing = ledger_->Find(id);
+        if (!existing) return LeaseGoneLocked(id);
+        FLYT_RETURN_IF_ERROR(CheckOwner(caller, existing->owner, "lease " + id));
+        Result<sched::Lease> renewed = ledger_->Renew(id, ttl);
+        if (!renewed.ok()) {
+          // The ledger still held it, so it existed: NotFound here means its TTL ran out.
+          const Status& s = renewed.status();
+          return s.code() == StatusCode::kNotFound ? s.WithReason("already_ended") : s;
+        }
+        const sched::Lease& lease = *renewed;
+        out = ToJson(lease);
+        FLYT_RETURN_IF_ERROR(txn.Put(Table::kLeases, lease.id, DumpJson(out)));
+        return Event(txn, "lease.renewed",
+                     {{"lease_id", id},
+                      {"expires_at", out["expires_at"]},
+                      {"message",
+                       "lease " + id + " renewed until " + out["expires_at"].get<std::string>()}});
+      }));
+  return out;
+}
+
+Status Cluster::FinishJobOfLeaseLocked(store::Txn& txn, const std::string& lease_id, JobState state,
+                                       const std::string& message) {
+  auto jl = job_of_lease_.find(lease_id);
+  if (jl == job_of_lease_.end()) return Status::Ok();
+  auto it = jobs_.find(jl->second);
+  if (it == jobs_.end() || it->second.state != JobState::kRunning) return Status::Ok();
+  Job& job = it->second;
+  job.state = state;
+  job.message = message;
+  job.finished_at = clock_.WallNow();
+  FLYT_RETURN_IF_ERROR(PutJob(txn, job));
+  FLYT_RETURN_IF_ERROR(
+      Event(txn, std::string("job.") + JobStateName(state),
+            {{"job_id", job.id},
+             {"task_name", job.task_name},
+             {"message", "job " + job.id + " " + JobStateName(state) + ": " + message}}));
+  if (!job.monitoring_session.empty()) worker_.CloseSession(job.id);
+  return Status::Ok();
+}
+
+Status Cluster::Release(const Caller& caller, const std::string& id) {
+  MutexLock lock(mu_);
+  FLYT_RETURN_IF_ERROR(
+      WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
+        auto existing = ledger_->Find(id);
+        if (!existing) return LeaseGoneLocked(id);
+        FLYT_RETURN_IF_ERROR(CheckOwner(caller, existing->owner, "lease " + id));
+        FLYT_RETURN_IF_ERROR(ledger_->Release(id));
+        FLYT_RETURN_IF_ERROR(txn.Delete(Table::kLeases, id));
+        FLYT_RETURN_IF_ERROR(txn.ReleaseGpus(id));
+        FLYT_RETURN_IF_ERROR(Event(txn, "lease.released",
+                                   {{"lease_id", id},
+                                    {"owner", existing->owner},
+                                    {"message", "lease " + id + " released by " + caller.name}}));
+        return FinishJobOfLeaseLocked(txn, id, JobState::kCompleted, "its lease was released");
+      }));
+  Wake(/*strong=*/true);
+  return Status::Ok();
+}
+
+// ---- jobs ------------------------------------------------------------------------------------
+
+std::string Cluster::NeverFitsLocked(const sched::AllocationRequest& r) const {
+  if (nodes_.empty()) return "";  // nothing known yet: the job waits for nodes to register
+  uint64_t largest_gpu = 0;
+  size_t most_on_node = 0, total = 0;
+  for (const auto& [name, node] : nodes_) {
+    size_t fitting = 0;
+    for (const gpu::GpuInfo& g : node.snapshot.gpus) {
+      if (!r.gpu_model.empty() && g.name.find(r.gpu_model) == std::string::npos) continue;
+      const uint64_t mem = g.memory_total_bytes.value_or(0);
+      const uint64_t need =
+          std::max<uint64_t>(r.min_free_memory_bytes,
+                             static_cast<uint64_t>(r.min_free_fraction * static_cast<double>(mem)));
+      largest_gpu = std::max(largest_gpu, mem);
+      if (mem >= need && mem > 0) ++fitting;
+    }
+    most_on_node = std::max(most_on_node, fitting);
+    total += fitting;
+  }
+  const size_t want = static_cast<size_t>(r.gpus);
+  const std::string model = r.gpu_model.empty() ? "" : " " + r.gpu_model;
+  if (total == 0) {
+    return "needs " + std::to_string(r.min_free_memory_bytes / kMiB) + " MiB free per GPU; the" +
+           " largest" + model + " GPU in the cluster has " + std::to_string(largest_gpu / kMiB) +
+           " MiB";
+  }
+  if (r.same_node && most_on_node < want) {
+    return "needs " + std::to_string(want) + model + " GPU(s) on one node that can hold it; the" +
+           " most on any node is " + std::to_string(most_on_node);
+  }
+  if (total < want) {
+    return "needs " + std::to_string(want) + model + " GPU(s) that can hold it; the cluster has " +
+           std::to_string(total);
+  }
+  return "";
+}
+
+Result<json> Cluster::Submit(const Caller& caller, const json& task) {
+  // The scheduling section is the manager's; the rest of the task is the estimator's.
+  FLYT_ASSIGN_OR_RETURN(const JsonFields b, JsonFields(task).OptionalFields("scheduling"));
+  json spec = task;
+  if (spec.is_object()) spec.erase("scheduling");
+  FLYT_RETURN_IF_ERROR(b.Only({"priority", "timeout_seconds", "gpu_model", "policy",
+                               "lease_ttl_seconds", "max_utilization", "owner"}));
+  int64_t priority = 0, timeout = config_.job_timeout.count(),
+          lease_ttl = config_.job_lease_ttl.count(), max_util = 100;
+  std::string gpu_model, owner = caller.name;
+  // Jobs pack by default: spreading them leaves no whole node free for the next 8-GPU experiment
+  // (docs/benchmarks.md measures the difference).
+  sched::Policy policy = sched::Policy::kBinpack;
+  FLYT_RETURN_IF_ERROR(b.OptionalInt<int64_t>("priority", -1000, 1000, priority));
+  FLYT_RETURN_IF_ERROR(b.OptionalInt<int64_t>("timeout_seconds", 1, kMaxTtlSeconds, timeout));
+  FLYT_RETURN_IF_ERROR(b.OptionalInt<int64_t>("lease_ttl_seconds", 1, kMaxTtlSeconds, lease_ttl));
+  FLYT_RETURN_IF_ERROR(b.OptionalInt<int64_t>("max_utilization", 0, 100, max_util));
+  FLYT_RETURN_IF_ERROR(b.OptionalString("gpu_model", 64, gpu_model));
+  FLYT_RETURN_IF_ERROR(PolicyField(b, "policy", policy));
+  FLYT_RETURN_IF_ERROR(b.OptionalString("owner", 128, owner));
+  if (owner != caller.name && caller.role != Role::kAdmin) {
+    return PermissionDenied("only an admin may submit for another owner");
+  }
+  sched::EstimateOptions options;
+  options.allow_local_files = false;
+  options.max_experiments = kMaxExperimentsPerSubmission;
+  FLYT_ASSIGN_OR_RETURN(sched::TaskEstimate estimate, sched::EstimateTask(spec, options));
+  const json estimate_json = sched::ToJson(estimate);
+
+  MutexLock lock(mu_);
+  const std::string submission = NewId("sub");
+  const auto now = clock_.WallNow();
+  json jobs = json::array();
+  std::vector<Job> created;
+  for (const sched::Experiment& e : estimate.experiments) {
+    Job job;
+    job.id = NewId("job");
+    job.submission = submission;
+    job.task_name = estimate.task_name;
+    job.model = estimate.model;
+    job.runtime = estimate.runtime;
+    job.experiment = e.index;
+    job.experiments = estimate.experiments.size();
+    job.parameters = e.parameters;
+    job.estimate = estimate_json["experiments"][e.index];
+    job.estimate["model_source"] = estimate.model_source;
+    job.owner = owner;
+    job.priority = static_cast<int>(priority);
+    job.timeout = std::chrono::seconds(timeout);
+    job.submitted_at = now;
+    job.request.gpus = e.gpus;
+    job.request.min_free_memory_bytes =
+        static_cast<uint64_t>(std::ceil(e.min_free_memory_mib)) * kMiB;
+    job.request.max_utilization_percent = static_cast<uint32_t>(max_util);
+    job.request.gpu_model = gpu_model;
+    job.request.policy = policy;
+    job.request.exclusive = true;
+    job.request.ttl = std::chrono::seconds(lease_ttl);
+    job.request.owner = owner;
+    job.request.id = NewId("lease");
+    if (estimate.runtime == "vllm") job.request.min_free_fraction = e.free_fraction;
+    if (estimate.runtime == "sglang") job.request.max_free_spread = 0.10;
+    job.message = "waiting for the scheduler";
+    created.push_back(std::move(job));
+  }
+  FLYT_RETURN_IF_ERROR(
+      WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
+        // An experiment no node of the cluster could ever hold fails now, not after its timeout.
+        for (Job& job : created) {
+          const std::string why = NeverFitsLocked(job.request);
+          if (why.empty()) continue;
+          job.state = JobState::kFailed;
+          job.finished_at = now;
+          job.message = std::string(kCannotRun) + why;
+        }
+        // FIFO across replicas: the revision this transaction commits orders the submission.
+        const int64_t base = (txn.Revision() + 1) << 20;
+        for (Job& job : created) {
+          job.order = base + static_cast<int64_t>(job.experiment);
+          FLYT_RETURN_IF_ERROR(PutJob(txn, job));
+        }
+        FLYT_RETURN_IF_ERROR(
+            Event(txn, "job.submitted",
+                  {{"submission", submission},
+                   {"task_name", estimate.task_name},
+                   {"jobs", created.size()},
+                   {"message", "task " + estimate.task_name + " submitted by " + owner + ": " +
+                                   std::to_string(created.size()) + " experiment(s)"}}));
+        for (Job& job : created) {
+          json entry = {{"id", job.id},
+                        {"experiment", job.experiment},
+                        {"parameters", job.parameters},
+                        {"gpus", job.request.gpus},
+                        {"min_free_memory_mb", job.request.min_free_memory_bytes / kMiB},
+                        {"status", JobStateName(job.state)}};
+          if (job.state == JobState::kFailed) {
+            entry["message"] = job.message;
+            if (StartsWith(job.message, kCannotRun)) entry["code"] = "never_fits";
+            FLYT_RETURN_IF_ERROR(
+                Event(txn, "job.failed",
+                      {{"job_id", job.id}, {"message", "job " + job.id + " " + job.message}}));
+          }
+          jobs.push_back(std::move(entry));
+          ApplyJobLocked(job);
+        }
+        return Status::Ok();
+      }));
+  Wake(/*strong=*/true);
+  return json{{"submission", submission},
+              {"task_name", estimate.task_name},
+              {"model_source", estimate.model_source},
+              {"jobs", jobs}};
+}
+
+Result<json> Cluster::Cancel(const Caller& caller, const std::string& id) {
+  MutexLock lock(mu_);
+  json out;
+  FLYT_RETURN_IF_ERROR(
+      WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
+        auto it = jobs_.find(id);
+        if (it == jobs_.end()) return NotFound("no job " + id);
+        Job& job = it->second;
+        FLYT_RETURN_IF_ERROR(CheckOwner(caller, job.owner, "job " + id));
+        if (Finished(job.state)) {
+          return Status(StatusCode::kFailedPrecondition,
+                        "job " + id + " has already ended (" + JobStateName(job.state) + ")")
+              .WithReason("already_ended");
+        }
+        if (job.state == JobState::kQueued) {
+          queue_.Remove(id);
+          job.state = JobState::kCancelled;
+          job.message = "cancelled by " + caller.name + " while queued";
+          job.finished_at = clock_.WallNow();
+          FLYT_RETURN_IF_ERROR(PutJob(txn, job));
+          FLYT_RETURN_IF_ERROR(
+              Event(txn, "job.cancelled",
+                    {{"job_id", id}, {"message", "job " + id + " " + job.message}}));
+        } else {
+          const std::string lease = job.lease_id;
+          if (ledger_->Release(lease).ok()) {
+            FLYT_RETURN_IF_ERROR(txn.Delete(Table::kLeases, lease));
+            FLYT_RETURN_IF_ERROR(txn.ReleaseGpus(lease));
+          }
+          FLYT_RETURN_IF_ERROR(FinishJobOfLeaseLocked(txn, lease, JobState::kCancelled,
+                                                      "cancelled by " + caller.name));
+        }
+        out = ToJson(job);
+        return Status::Ok();
+      }));
+  Wake(/*strong=*/true);
+  return out;
+}
+
+Result<json> Cluster::Complete(const Caller& caller, const std::string& id, const json& body) {
+  JsonFields b(body);
+  FLYT_RETURN_IF_ERROR(b.Only({"status", "message", "metrics"}));
+  std::string status = "completed", message;
+  FLYT_RETURN_IF_ERROR(b.OptionalEnum("status", {"completed", "failed"}, status));
+  FLYT_RETURN_IF_ERROR(b.OptionalString("message", 4096, message));
+  json extra = json::object();
+  const json* metrics = nullptr;
+  FLYT_RETURN_IF_ERROR(b.OptionalObject("metrics", metrics));
+  if (metrics) {
+    extra = *metrics;
+    extra.erase("gpu_monitoring");  // flyt's own measurement; not the caller's to set
+  }
+  // Close the node's monitoring session first, without holding the lock across the call.
+  std::string url, session;
+  {
+    MutexLock lock(mu_);
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) return NotFound("no job " + id);
+    FLYT_RETURN_IF_ERROR(CheckOwner(caller, it->second.owner, "job " + id));
+    if (it->second.state != JobState::kRunning) return NotRunning(it->second);
+    session = it->second.monitoring_session;
+    const std::string node = it->second.gpu_info.value("node", std::string());
+    if (nodes_.count(node)) url = nodes_.at(node).api_url;
+  }
+  json monitoring = nullptr;
+  std::string monitoring_error;
+  if (!session.empty() && !url.empty()) {
+    Result<json> stats = worker_.DeleteSession(url, session);
+    if (stats.ok()) {
+      monitoring = std::move(*stats);
+    } else {
+      monitoring_error = stats.status().message();
+    }
+  }
+  MutexLock lock(mu_);
+  json out;
+  FLYT_RETURN_IF_ERROR(
+      WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
+        auto it = jobs_.find(id);
+        if (it == jobs_.end()) return NotFound("no job " + id);
+        Job& job = it->second;
+        if (job.state != JobState::kRunning) return NotRunning(job);
+        for (const auto& [k, v] : extra.items()) job.metrics[k] = v;
+        if (monitoring.is_object()) {
+          monitoring.erase("id");
+          job.metrics["gpu_monitoring"] = monitoring;
+        } else if (!monitoring.is_null()) {
+          job.metrics["gpu_monitoring_error"] =
+              "the node answered with something other than session stats";
+        }
+        if (!monitoring_error.empty()) job.metrics["gpu_monitoring_error"] = monitoring_error;
+        job.monitoring_session.clear();
+        const std::string lease = job.lease_id;
+        if (ledger_->Release(lease).ok()) {
+          FLYT_RETURN_IF_ERROR(txn.Delete(Table::kLeases, lease));
+          FLYT_RETURN_IF_ERROR(txn.ReleaseGpus(lease));
+        }
+        FLYT_RETURN_IF_ERROR(FinishJobOfLeaseLocked(
+            txn, lease, status == "completed" ? JobState::kCompleted : JobState::kFailed,
+            message.empty() ? "reported " + status + " by " + caller.name : message));
+        out = ToJson(job);
+        out.erase("lease_id_planned");
+        return Status::Ok();
+      }));
+  Wake(/*strong=*/true);
+  return out;
+}
+
+}  // namespace flyt::cluster

@@ -1,0 +1,100 @@
+#include "cluster/node_worker.h"
+
+#include <spdlog/spdlog.h>
+
+#include "common/http.h"
+
+namespace flyt::cluster {
+
+using nlohmann::json;
+
+NodeWorker::NodeWorker(NodeWorkerHost& host, std::string node_api_token)
+    : host_(host), node_api_token_(std::move(node_api_token)) {}
+
+NodeWorker::~NodeWorker() { Stop(); }
+
+void NodeWorker::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void NodeWorker::Stop() {
+  {
+    MutexLock lock(mu_);
+    stopping_ = true;
+    work_.clear();  // node calls not yet made are dropped; a restart re-derives nothing from them
+    cv_.NotifyAll();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void NodeWorker::OpenSession(const std::string& job_id) {
+  Post([this, job_id] { DoOpen(job_id); });
+}
+
+void NodeWorker::CloseSession(const std::string& job_id) {
+  Post([this, job_id] { DoClose(job_id); });
+}
+
+void NodeWorker::Post(std::function<void()> task) {
+  MutexLock lock(mu_);
+  if (stopping_) return;
+  work_.push_back(std::move(task));
+  cv_.NotifyOne();
+}
+
+void NodeWorker::Loop() {
+  while (true) {
+    std::function<void()> task;
+    {
+      MutexLock lock(mu_);
+      while (!stopping_ && work_.empty()) cv_.Wait(mu_);
+      if (work_.empty()) return;  // stopping, and nothing left
+      task = std::move(work_.front());
+      work_.pop_front();
+    }
+    // A task talks to a node manager; nothing it meets may take the manager down.
+    try {
+      task();
+    } catch (const std::exception& e) {
+      spdlog::error("node call failed: {}", e.what());
+    } catch (...) {
+      spdlog::error("node call failed");
+    }
+  }
+}
+
+Result<json> NodeWorker::DeleteSession(const std::string& url, const std::string& session) const {
+  auto client = http::JsonClient::Connect(url, node_api_token_, "the node manager");
+  if (!client.ok()) return client.status();
+  return (*client)->Delete("/api/v1/monitoring/sessions/" + session);
+}
+
+void NodeWorker::DoOpen(const std::string& job_id) {
+  std::optional<SessionTarget> target = host_.SessionToOpen(job_id);
+  if (!target) return;
+  auto client = http::JsonClient::Connect(target->url, node_api_token_, "the node manager");
+  Result<json> answer =
+      client.ok() ? (*client)->Post("/api/v1/monitoring/sessions", {{"gpus", target->gpus}})
+                  : Result<json>(client.status());
+  std::string session, error;
+  if (answer.ok() && answer->is_object() && answer->contains("id") && (*answer)["id"].is_string()) {
+    session = (*answer)["id"].get<std::string>();
+  } else {
+    error = answer.ok() ? "the node answered without a session id" : answer.status().message();
+  }
+  if (!host_.SessionOpened(job_id, target->lease_id, session, error) && !session.empty()) {
+    // The job ended while the session was being opened: close it again.
+    Post([this, url = target->url, session] { (void)DeleteSession(url, session); });
+  }
+}
+
+void NodeWorker::DoClose(const std::string& job_id) {
+  std::optional<SessionTarget> target = host_.SessionToClose(job_id);
+  if (!target) return;
+  Result<json> stats = target->url.empty()
+                           ? Result<json>(Unavailable("the node has no API address"))
+                           : DeleteSession(target->url, target->session);
+  host_.SessionClosed(job_id, target->session, std::move(stats));
+}
+
+}  // namespace flyt::cluster
