@@ -1,3 +1,6 @@
+// Tests of the nvidia-smi fallback. Over ~900 lines on purpose: one case per field and fault of
+// nvidia-smi's CSV output (absent values, units, locales, timeouts, a lost GPU), each beside the
+// recorded output it parses (tests/data/nvidia-smi).
 #include "gpu/smi_backend.h"
 
 #include <gtest/gtest.h>

@@ -1,3 +1,7 @@
+// The driver backend: every Backend/Session call on a real GPU through libcuda (loaded by
+// cuda_driver::Library). Over ~900 lines on purpose: DriverSession is one class that implements the
+// whole Session interface call by call, in the order of sim_backend.cc, so a reader compares the
+// two backends side by side; the loader and declarations already live in src/cuda_driver.
 #include "remote/driver_backend.h"
 
 #include <spdlog/spdlog.h>
