@@ -207,7 +207,8 @@ class ClusterFixture : public ::testing::Test {
   }
   std::set<std::string> LeaseIds() {
     std::set<std::string> ids;
-    for (const nlohmann::json& l : cluster_->Allocations()["allocations"]) ids.insert(l["id"]);
+    const nlohmann::json all = cluster_->Allocations();
+    for (const nlohmann::json& l : all["allocations"]) ids.insert(l["id"].get<std::string>());
     return ids;
   }
   // The value of one series of /metrics ("" when absent).

@@ -217,5 +217,33 @@ TEST_F(RetentionTest, ASessionOpenedWhileItsJobEndedIsClosedAgain) {
   cluster_->Stop();
 }
 
+// The narrower window: the node worker records the session after Complete closed what it saw
+// (nothing) and before it ends the job. Ending the job must close that session too.
+TEST_F(RetentionTest, ASessionRecordedWhileItsJobIsBeingCompletedIsClosed) {
+  FakeNode node;
+  Open();
+  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 1, node.url())).ok());
+  auto job = cluster_->Submit(alice_, Task({1}));
+  ASSERT_TRUE(job.ok());
+  const std::string id = (*job)["jobs"][0]["id"];
+  bool recorded = false;
+  cluster_->SetCompleteHookForTest([&] {
+    node.ReleaseOpens();
+    for (int i = 0; i < 2000 && !recorded; ++i) {
+      auto j = cluster_->GetJob(id);
+      recorded = j.ok() && (*j)["monitoring_session"].is_string();
+      if (!recorded) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  });
+  cluster_->Start();
+  ASSERT_TRUE(cluster_->Tick().ok());
+  node.WaitForOpen();
+  auto completed = cluster_->Complete(alice_, id, {{"status", "completed"}});
+  ASSERT_TRUE(completed.ok()) << completed.status().ToString();
+  ASSERT_TRUE(recorded) << "the worker never recorded the session";
+  EXPECT_TRUE(node.AllClosed()) << "the session recorded during Complete is still open";
+  cluster_->Stop();
+}
+
 }  // namespace
 }  // namespace flyt::cluster
