@@ -104,16 +104,23 @@ bool Cluster::SessionOpened(const std::string& job_id, const std::string& lease_
   const bool still_running = it != jobs_.end() && it->second.state == JobState::kRunning &&
                              it->second.lease_id == lease_id;
   if (!still_running) return false;
-  (void)WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
-    Job& job = jobs_.at(job_id);
-    if (!session.empty()) {
-      job.monitoring_session = session;
-    } else {
-      job.metrics["gpu_monitoring_error"] = error;
-    }
-    return PutJob(txn, job);
-  });
-  return true;
+  Status recorded =
+      WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
+        Job& job = jobs_.at(job_id);
+        if (!session.empty()) {
+          job.monitoring_session = session;
+        } else {
+          job.metrics["gpu_monitoring_error"] = error;
+        }
+        return PutJob(txn, job);
+      });
+  // A session that could not be recorded (the store is out) would never be closed: close it now.
+  return recorded.ok();
+}
+
+void Cluster::SetCompleteHookForTest(std::function<void()> hook) {
+  MutexLock lock(mu_);
+  complete_hook_ = std::move(hook);
 }
 
 std::optional<SessionTarget> Cluster::SessionToClose(const std::string& job_id) {

@@ -6,7 +6,17 @@
 // (the store's change feed), then changes the in-memory state, then writes the rows it changed;
 // so two managers on one database decide one after the other on the same state and cannot grant
 // one GPU twice (the database's unique index on exclusive claims backs this up). If a write
-// fails, the in-memory state is reloaded from the store: memory never runs ahead of the disk.
+// fails, the in-memory state is reloaded from the store: memory never runs ahead of the disk. The
+// reload is built aside and swapped in only when complete, so a store that cannot be read leaves
+// the last good state in place.
+//
+// A store that cannot be written (store::IsStoreUnavailable: a full or read-only disk, a lost
+// database) is an outage, not a refusal: changes are refused with 503 store_unavailable before
+// they touch memory, reads answer from the last good state, nothing expires, and the scheduler
+// probes the store about once a second. When it is back the state is reloaded, each node's
+// silence and each lease's TTL are counted without the outage (heartbeats and renewals were
+// refused meanwhile), and work resumes. Finished jobs are kept to [jobs] keep_finished_for and
+// keep_finished_max; an owner may have at most [jobs] max_queued_per_owner experiments queued.
 //
 // A scheduler thread runs the queue and expiry. It sleeps until something may have changed
 // (a release, an expiry deadline, a submission, a heartbeat while jobs wait) or the next deadline,
@@ -70,6 +80,9 @@ struct ClusterCounters {
   uint64_t schedule_passes = 0;
   uint64_t store_errors = 0;
   uint64_t reloads = 0;
+  uint64_t store_outages = 0;        // times the store became unwritable
+  uint64_t writes_refused = 0;       // changes refused (503) while it was
+  uint64_t jobs_pruned = 0;          // finished jobs dropped by retention
   double last_pass_seconds = 0;
 };
 
@@ -136,8 +149,17 @@ class Cluster : private NodeWorkerHost {
   Result<std::string> NodeApiUrl(const std::string& node) const FLYT_EXCLUDES(mu_);
   std::string StoreDescription() const { return store_->Describe(); }
 
-  // One scheduler round now (tests and the benchmark drive it by hand with a FakeClock).
+  // One scheduler round now (tests and the benchmark drive it by hand with a FakeClock). While
+  // the store cannot be written, it only probes the store, and resumes once it can.
   Status Tick() FLYT_EXCLUDES(mu_);
+
+  // The store's health, for /healthz: {"state": "ok"} or {"state": "unavailable", "since",
+  // "seconds", "writes_refused"}.
+  nlohmann::json StoreHealth() const FLYT_EXCLUDES(mu_);
+
+  // Test seam: runs in Complete after the node's session was closed and before the job ends,
+  // without the lock (the window in which the node worker may still record a session).
+  void SetCompleteHookForTest(std::function<void()> hook) FLYT_EXCLUDES(mu_);
 
  private:
   class CountingTxn;
@@ -148,7 +170,20 @@ class Cluster : private NodeWorkerHost {
   Status WriteLocked(store::Durability durability, const std::function<Status(store::Txn&)>& fn)
       FLYT_REQUIRES(mu_);
   Status CatchUpLocked(store::Txn& txn) FLYT_REQUIRES(mu_);
+  // Reads the whole state from the store into fresh structures and swaps them in only when that
+  // succeeded: on failure the state stays as it was (the last good one).
   Status ReloadLocked() FLYT_REQUIRES(mu_);
+  // Store outages. A store that cannot be written (reason store_unavailable) puts the cluster in
+  // an outage: every change is refused with OutageStatusLocked, nothing expires, reads answer
+  // from the last good state. RecoverLocked probes the store and, once it can be written,
+  // reloads, forgives the nodes and leases the outage kept from being heard or renewed, and
+  // resumes.
+  void EnterOutageLocked(const Status& cause) FLYT_REQUIRES(mu_);
+  Status OutageStatusLocked() const FLYT_REQUIRES(mu_);
+  Status RecoverLocked() FLYT_REQUIRES(mu_);
+  // Retention: drops finished jobs past [jobs] keep_finished_for / keep_finished_max, from the
+  // store and from memory (at most every kJobPruneInterval).
+  Status PruneJobsLocked() FLYT_REQUIRES(mu_);
   // Tells stream waiters what a committed change (or catch-up) touched.
   void PublishLocked(uint32_t txn_topics) FLYT_REQUIRES(mu_);
   void ApplyNodeLocked(NodeRecord record) FLYT_REQUIRES(mu_);
@@ -237,6 +272,17 @@ class Cluster : private NodeWorkerHost {
   std::chrono::steady_clock::time_point last_pass_ FLYT_GUARDED_BY(mu_);
   // When events were last pruned to their retention.
   std::chrono::steady_clock::time_point last_prune_ FLYT_GUARDED_BY(mu_);
+  // When finished jobs were last pruned (none yet: the first Tick does).
+  std::optional<std::chrono::steady_clock::time_point> last_job_prune_ FLYT_GUARDED_BY(mu_);
+  // The store outage in progress, if any.
+  struct Outage {
+    std::chrono::steady_clock::time_point since;
+    WallTime since_wall;
+    std::string error;  // the store's last word
+    uint64_t writes_refused = 0;
+  };
+  std::optional<Outage> outage_ FLYT_GUARDED_BY(mu_);
+  std::function<void()> complete_hook_ FLYT_GUARDED_BY(mu_);
   std::thread scheduler_;
 
   // Last: it calls back into the members above, so it is destroyed (and joined) first.

@@ -125,6 +125,15 @@ Result<json> Cluster::Heartbeat(const Caller& caller, const json& body) {
 
   MutexLock lock(mu_);
   const auto now = clock_.WallNow();
+  if (outage_) {
+    // The heartbeat cannot be stored, but it says the node is alive: that much is kept (in
+    // memory), so the outage does not make it unreachable. Its snapshot and events are dropped.
+    auto it = nodes_.find(incoming.name);
+    if (it != nodes_.end() && (caller.role == Role::kAdmin || it->second.registered_by.empty() ||
+                               it->second.registered_by == caller.name)) {
+      ledger_->UpdateNode(it->first, LedgerGpus(it->second.snapshot), clock_.SteadyNow());
+    }
+  }
   Status s = WriteLocked(Durability::kRelaxed, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
     auto it = nodes_.find(incoming.name);
     const bool is_new = it == nodes_.end();
@@ -486,12 +495,33 @@ Result<json> Cluster::Submit(const Caller& caller, const json& task) {
   FLYT_RETURN_IF_ERROR(
       WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
         // An experiment no node of the cluster could ever hold fails now, not after its timeout.
+        size_t adding = 0;
         for (Job& job : created) {
           const std::string why = NeverFitsLocked(job.request);
-          if (why.empty()) continue;
+          if (why.empty()) {
+            ++adding;
+            continue;
+          }
           job.state = JobState::kFailed;
           job.finished_at = now;
           job.message = std::string(kCannotRun) + why;
+        }
+        // One owner may have only so many experiments waiting; the whole submission or nothing.
+        if (config_.max_queued_per_owner > 0 && adding > 0) {
+          size_t queued = 0;
+          for (const auto& [id, job] : jobs_) {
+            if (job.state == JobState::kQueued && job.owner == owner) ++queued;
+          }
+          if (queued + adding > config_.max_queued_per_owner) {
+            return Status(StatusCode::kResourceExhausted,
+                          owner + " has " + std::to_string(queued) +
+                              " experiment(s) queued and this submission adds " +
+                              std::to_string(adding) + ", over the limit of " +
+                              std::to_string(config_.max_queued_per_owner) +
+                              " per owner ([jobs] max_queued_per_owner); wait for some to "
+                              "start or cancel some")
+                .WithReason("too_many_queued");
+          }
         }
         // FIFO across replicas: the revision this transaction commits orders the submission.
         const int64_t base = (txn.Revision() + 1) << 20;
@@ -606,6 +636,12 @@ Result<json> Cluster::Complete(const Caller& caller, const std::string& id, cons
       monitoring_error = stats.status().message();
     }
   }
+  std::function<void()> hook;
+  {
+    MutexLock lock(mu_);
+    hook = complete_hook_;
+  }
+  if (hook) hook();
   MutexLock lock(mu_);
   json out;
   FLYT_RETURN_IF_ERROR(
@@ -623,7 +659,10 @@ Result<json> Cluster::Complete(const Caller& caller, const std::string& id, cons
               "the node answered with something other than session stats";
         }
         if (!monitoring_error.empty()) job.metrics["gpu_monitoring_error"] = monitoring_error;
-        job.monitoring_session.clear();
+        // A session the node worker recorded after the one closed above (it was being opened
+        // meanwhile) stays, so that ending the job closes it too; otherwise it would stay open
+        // on the node.
+        if (job.monitoring_session == session) job.monitoring_session.clear();
         const std::string lease = job.lease_id;
         if (ledger_->Release(lease).ok()) {
           FLYT_RETURN_IF_ERROR(txn.Delete(Table::kLeases, lease));

@@ -15,12 +15,39 @@ const char* RoleName(Role role) {
   return "viewer";
 }
 
+Result<std::chrono::seconds> ParseDuration(std::string_view text, std::chrono::seconds max) {
+  const std::string what = "\"" + std::string(text) + "\"";
+  const std::string expected = " (expected a number and a unit: s, m, h, d or w, like \"7d\")";
+  if (text == "0") return std::chrono::seconds(0);
+  if (text.size() < 2) return InvalidArgument(what + " is not a span of time" + expected);
+  int64_t unit = 0;
+  switch (text.back()) {
+    case 's': unit = 1; break;
+    case 'm': unit = 60; break;
+    case 'h': unit = 3600; break;
+    case 'd': unit = 86400; break;
+    case 'w': unit = 7 * 86400; break;
+    default: return InvalidArgument(what + " has no unit" + expected);
+  }
+  const std::string_view number = text.substr(0, text.size() - 1);
+  for (char c : number) {
+    if (c < '0' || c > '9') return InvalidArgument(what + " is not a span of time" + expected);
+  }
+  auto n = ParseInt(number);
+  if (!n || *n > max.count() / unit) {
+    return InvalidArgument(what + " is longer than the most allowed, " +
+                           std::to_string(max.count() / 86400) + "d");
+  }
+  return std::chrono::seconds(*n * unit);
+}
+
 Result<ClusterConfig> ParseClusterConfig(std::string_view text, const std::string& source) {
   TomlReader r(source);
   FLYT_ASSIGN_OR_RETURN(toml::table root, r.Parse(text));
   ClusterConfig c;
   FLYT_RETURN_IF_ERROR(
-      r.CheckKeys(root, "", {"manager", "ledger", "queue", "auth", "nodes", "events", "web", "log"}));
+      r.CheckKeys(root, "", {"manager", "ledger", "queue", "jobs", "auth", "nodes", "events", "web",
+                             "log"}));
   auto seconds = [&](const toml::table& t, const std::string& section, const char* key,
                      int64_t min, int64_t max, std::chrono::seconds& out) -> Status {
     int64_t v = out.count();
@@ -77,6 +104,25 @@ Result<ClusterConfig> ParseClusterConfig(std::string_view text, const std::strin
         seconds(*q, "queue", "job_lease_ttl_seconds", 1, 30 * 86400, c.job_lease_ttl));
     FLYT_RETURN_IF_ERROR(
         seconds(*q, "queue", "backfill_hold_seconds", 0, 30 * 86400, c.queue.backfill_hold));
+  }
+  FLYT_ASSIGN_OR_RETURN(const toml::table* jobs, r.Section(root, "jobs"));
+  if (jobs != nullptr) {
+    FLYT_RETURN_IF_ERROR(r.CheckKeys(
+        *jobs, "jobs", {"keep_finished_for", "keep_finished_max", "max_queued_per_owner"}));
+    if (const toml::node* k = jobs->get("keep_finished_for")) {
+      if (!k->is_string()) {
+        return r.Error(k, "jobs.keep_finished_for", "expected a string like \"7d\" (or \"0\")");
+      }
+      auto span = ParseDuration(*k->value<std::string>(), std::chrono::hours(24 * 3650));
+      if (!span.ok()) return r.Error(k, "jobs.keep_finished_for", span.status().message());
+      c.keep_finished_for = *span;
+    }
+    int64_t keep = static_cast<int64_t>(c.keep_finished_max);
+    FLYT_RETURN_IF_ERROR(r.GetInt(*jobs, "jobs", "keep_finished_max", 0, 10000000, keep));
+    c.keep_finished_max = static_cast<size_t>(keep);
+    int64_t cap = static_cast<int64_t>(c.max_queued_per_owner);
+    FLYT_RETURN_IF_ERROR(r.GetInt(*jobs, "jobs", "max_queued_per_owner", 0, 10000000, cap));
+    c.max_queued_per_owner = static_cast<size_t>(cap);
   }
   FLYT_ASSIGN_OR_RETURN(const toml::table* a, r.Section(root, "auth"));
   if (a != nullptr) {

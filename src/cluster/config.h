@@ -44,6 +44,14 @@ struct ClusterConfig {
   std::chrono::seconds job_timeout{300};
   std::chrono::seconds job_lease_ttl{6 * 3600};
   sched::QueueOptions queue;
+  // [jobs]
+  // Finished jobs (completed, failed, cancelled) are kept in memory and in the store for this
+  // long after they ended, and at most this many of them (the newest); 0: no limit of that kind.
+  std::chrono::seconds keep_finished_for{7 * 86400};
+  size_t keep_finished_max = 10000;
+  // Queued experiments one owner may have at once; a submission that would go past it is refused
+  // whole (429, too_many_queued). 0: no cap.
+  size_t max_queued_per_owner = 10000;
   // [auth]
   std::vector<TokenEntry> tokens;
   bool anonymous_read = false;  // requests without a token may read (role viewer)
@@ -65,6 +73,9 @@ struct ClusterConfig {
 };
 
 Result<ClusterConfig> ParseClusterConfig(std::string_view text, const std::string& source);
+// "<N><unit>" with unit s, m, h, d or w ("90s", "12h", "7d"), or "0": a span of time. Refuses
+// anything else, and spans over `max`.
+Result<std::chrono::seconds> ParseDuration(std::string_view text, std::chrono::seconds max);
 Result<ClusterConfig> LoadClusterConfig(const std::string& path);
 
 }  // namespace flyt::cluster

@@ -43,7 +43,8 @@ class NodeWorkerHost {
   // no API URL.
   virtual std::optional<SessionTarget> SessionToOpen(const std::string& job_id) = 0;
   // Records the session the node opened (`session`), or why none was (`error`). Returns false
-  // when the job no longer runs on that lease: the caller must close the session again.
+  // when the job no longer runs on that lease, or the session could not be recorded (the store is
+  // out): the caller must close the session again.
   virtual bool SessionOpened(const std::string& job_id, const std::string& lease_id,
                              const std::string& session, const std::string& error) = 0;
   // The session to close for a job; nullopt when it has none.

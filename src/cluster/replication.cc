@@ -1,12 +1,18 @@
 // Store replication for Cluster: every change is written through to the store inside one
 // transaction (WriteLocked), after catching up on what other replicas committed (CatchUpLocked);
-// a failed write reloads the whole state from the store (ReloadLocked), so that memory never runs
-// ahead of the disk. Also the live stream's change marks (PublishLocked). See cluster.h.
+// a failed write reloads the whole state from the store (ReloadLocked, built aside and swapped
+// in), so that memory never runs ahead of the disk. A store that cannot be written is an outage
+// (EnterOutageLocked, RecoverLocked). Also the live stream's change marks (PublishLocked) and
+// job retention (PruneJobsLocked). See cluster.h.
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <limits>
 
 #include "cluster/cluster.h"
 #include "cluster/cluster_internal.h"
 #include "common/json.h"
+#include "gpu/json.h"
 
 namespace flyt::cluster {
 
@@ -62,6 +68,18 @@ class Cluster::CountingTxn final : public store::Txn {
     Status s = inner_.AppendEvent(at_ms, kind, body);
     if (s.ok()) topics_ |= TopicBit(Topic::kEvents);
     return s;
+  }
+  Status PutJob(const std::string& id, const std::string& body,
+                std::optional<int64_t> finished_at_ms) override {
+    Status s = inner_.PutJob(id, body, finished_at_ms);
+    Touch(s, Topic::kJobs);
+    return s;
+  }
+  Result<std::vector<std::string>> PruneFinishedJobs(
+      const store::JobRetention& retention) override {
+    auto ids = inner_.PruneFinishedJobs(retention);
+    if (ids.ok() && !ids->empty()) Touch(Status::Ok(), Topic::kJobs);
+    return ids;
   }
   bool wrote() const { return wrote_; }
   uint32_t topics() const { return topics_; }
@@ -175,21 +193,47 @@ Status Cluster::CatchUpLocked(store::Txn& txn) {
 
 Status Cluster::ReloadLocked() {
   ++counters_.reloads;
-  ledger_ = std::make_unique<sched::Ledger>(clock_, config_.ledger);
-  queue_ = sched::JobQueue(config_.queue);
-  nodes_.clear();
-  clients_.clear();
-  jobs_.clear();
-  job_of_lease_.clear();
-  ended_leases_.clear();
-  ended_order_.clear();
-  revision_ = 0;
+  // The current state steps aside; the store's is read into fresh structures; the old one comes
+  // back if that fails. Readers wait on mu_ meanwhile and never see a half-built state.
+  auto ledger = std::make_unique<sched::Ledger>(clock_, config_.ledger);
+  sched::JobQueue queue(config_.queue);
+  std::map<std::string, NodeRecord> nodes;
+  std::map<std::string, ClientRecord> clients;
+  std::map<std::string, Job> jobs;
+  std::map<std::string, std::string> job_of_lease;
+  std::set<std::string> ended_leases;
+  std::deque<std::string> ended_order;
+  auto swap_state = [&]() FLYT_REQUIRES(mu_) {
+    std::swap(ledger_, ledger);
+    std::swap(queue_, queue);
+    std::swap(nodes_, nodes);
+    std::swap(clients_, clients);
+    std::swap(jobs_, jobs);
+    std::swap(job_of_lease_, job_of_lease);
+    std::swap(ended_leases_, ended_leases);
+    std::swap(ended_order_, ended_order);
+  };
+  swap_state();
+  const int64_t revision = std::exchange(revision_, 0);
+  const uint32_t touched = touched_;
   // A read-only transaction catches up from revision 0: everything, consistently.
-  return store_->Update(Durability::kRelaxed,
-                        [&](store::Txn& txn) FLYT_REQUIRES(mu_) { return CatchUpLocked(txn); });
+  Status s = store_->Update(Durability::kRelaxed,
+                            [&](store::Txn& txn) FLYT_REQUIRES(mu_) { return CatchUpLocked(txn); });
+  if (!s.ok()) {
+    swap_state();
+    revision_ = revision;
+    touched_ = touched;
+  }
+  return s;
 }
 
 Status Cluster::WriteLocked(Durability durability, const std::function<Status(store::Txn&)>& fn) {
+  // While the store cannot be written, a change is refused before it touches memory.
+  if (outage_) {
+    ++outage_->writes_refused;
+    ++counters_.writes_refused;
+    return OutageStatusLocked();
+  }
   int64_t committed = revision_;
   uint32_t txn_topics = 0;
   std::vector<std::string> deleted_leases;
@@ -211,17 +255,162 @@ Status Cluster::WriteLocked(Durability durability, const std::function<Status(st
     return s;
   }
   // The memory may have changed ahead of a transaction that did not commit: start again from
-  // what the store holds. Refusals that change nothing need no reload.
+  // what the store holds (if it cannot be read, the state stays as it was). Refusals that change
+  // nothing need no reload.
   // (An invalid argument may come from the store after memory changed: it reloads too.)
   const StatusCode code = s.code();
-  if (code != StatusCode::kNotFound && code != StatusCode::kResourceExhausted &&
-      code != StatusCode::kPermissionDenied && code != StatusCode::kFailedPrecondition) {
+  const bool outage = store::IsStoreUnavailable(s);
+  if (outage || (code != StatusCode::kNotFound && code != StatusCode::kResourceExhausted &&
+                 code != StatusCode::kPermissionDenied &&
+                 code != StatusCode::kFailedPrecondition)) {
     ++counters_.store_errors;
     Status reload = ReloadLocked();
-    if (!reload.ok()) s = s.WithContext("and reloading failed too (" + reload.message() + ")");
     PublishLocked(kAllTopics);
+    if (outage) {
+      EnterOutageLocked(s);
+      ++outage_->writes_refused;
+      ++counters_.writes_refused;
+      return OutageStatusLocked();
+    }
+    if (!reload.ok()) s = s.WithContext("and reloading failed too (" + reload.message() + ")");
   }
   return s;
+}
+
+void Cluster::EnterOutageLocked(const Status& cause) {
+  if (outage_) {
+    outage_->error = cause.message();
+    return;
+  }
+  outage_ = Outage{clock_.SteadyNow(), clock_.WallNow(), cause.message(), 0};
+  ++counters_.store_outages;
+  // Once per outage: the store's trouble repeats on every probe.
+  spdlog::error(
+      "store unavailable: {}; refusing changes (503 store_unavailable) and answering reads from "
+      "the last good state until it can be written again",
+      cause.message());
+}
+
+Status Cluster::OutageStatusLocked() const {
+  return Unavailable("the store cannot be written (" + outage_->error + "); since " +
+                     gpu::FormatTime(outage_->since_wall) +
+                     " changes are refused and reads answer from the last state it held; try "
+                     "again when it is back")
+      .WithReason(store::kStoreUnavailableReason);
+}
+
+Status Cluster::RecoverLocked() {
+  Status probe = store_->Probe();
+  if (!probe.ok()) {
+    outage_->error = probe.message();
+    return OutageStatusLocked();
+  }
+  // How recently each node was heard, as the ledger counts it (heartbeats refused during the
+  // outage still told that the node was alive): the reload below starts from the store's times.
+  std::map<std::string, std::chrono::steady_clock::time_point> heard;
+  for (const auto& [name, node] : nodes_) {
+    if (auto h = ledger_->HeardAt(name)) heard[name] = *h;
+  }
+  Status reload = ReloadLocked();
+  if (!reload.ok()) {
+    outage_->error = reload.message();
+    return OutageStatusLocked();
+  }
+  const auto now = clock_.SteadyNow();
+  const auto lasted = now - outage_->since;
+  const WallTime since_wall = outage_->since_wall;
+  const uint64_t refused = outage_->writes_refused;
+  // A node's silence is counted without the outage: it could not have been heard.
+  for (const auto& [name, node] : nodes_) {
+    auto base = ledger_->HeardAt(name).value_or(HeardAt(node.last_heartbeat));
+    if (auto it = heard.find(name); it != heard.end()) base = std::max(base, it->second);
+    ledger_->UpdateNode(name, LedgerGpus(node.snapshot), std::min(now, base + lasted));
+  }
+  // A lease whose TTL ran out during the outage could not be renewed: it gets as long as a node
+  // coming back gets, from now.
+  const WallTime until =
+      clock_.WallNow() + config_.ledger.unreachable_after + config_.ledger.lease_grace;
+  std::vector<sched::Lease> extend;
+  for (sched::Lease lease : ledger_->Leases()) {
+    if (lease.expires_at <= since_wall || lease.expires_at >= until) continue;
+    lease.expires_at = until;
+    extend.push_back(std::move(lease));
+  }
+  outage_.reset();
+  spdlog::warn("store is back after {:.1f} s; {} change(s) were refused meanwhile",
+               std::chrono::duration<double>(lasted).count(), refused);
+  PublishLocked(kAllTopics);
+  dirty_ = true;
+  if (extend.empty()) return Status::Ok();
+  return WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
+    for (const sched::Lease& lease : extend) {
+      const json j = ToJson(lease);
+      FLYT_RETURN_IF_ERROR(txn.Put(Table::kLeases, lease.id, DumpJson(j)));
+      FLYT_RETURN_IF_ERROR(Event(
+          txn, "lease.renewed",
+          {{"lease_id", lease.id},
+           {"expires_at", j["expires_at"]},
+           {"reason", "store_outage"},
+           {"message", "lease " + lease.id + " of " + lease.owner + " extended until " +
+                           j["expires_at"].get<std::string>() +
+                           ": its TTL ran out while the store could not be written"}}));
+      ledger_->Restore(lease);
+    }
+    return Status::Ok();
+  });
+}
+
+Status Cluster::PruneJobsLocked() {
+  constexpr auto kJobPruneInterval = std::chrono::seconds(10);
+  const bool by_age = config_.keep_finished_for.count() > 0;
+  const bool by_count = config_.keep_finished_max > 0;
+  if (!by_age && !by_count) return Status::Ok();
+  const auto steady = clock_.SteadyNow();
+  if (last_job_prune_ && steady - *last_job_prune_ < kJobPruneInterval) return Status::Ok();
+  last_job_prune_ = steady;
+  // What the rules select here, newest first; the store applies the same rules to its rows.
+  const WallTime now = clock_.WallNow();
+  const WallTime cutoff = now - config_.keep_finished_for;
+  std::vector<std::pair<WallTime, std::string>> finished;
+  for (const auto& [id, job] : jobs_) {
+    if (Finished(job.state)) finished.emplace_back(job.finished_at.value_or(WallTime{}), id);
+  }
+  std::sort(finished.begin(), finished.end(), std::greater<>());
+  std::vector<std::string> victims;
+  for (size_t i = 0; i < finished.size(); ++i) {
+    if ((by_count && i >= config_.keep_finished_max) || (by_age && finished[i].first < cutoff)) {
+      victims.push_back(finished[i].second);
+    }
+  }
+  if (victims.empty()) return Status::Ok();
+  store::JobRetention retention;
+  retention.finished_before_ms =
+      by_age ? ToMillis(cutoff) : std::numeric_limits<int64_t>::min();
+  retention.keep = by_count ? config_.keep_finished_max : std::numeric_limits<size_t>::max();
+  retention.max_jobs = 1000;
+  // Tombstones are kept a day longer than the jobs, for replicas catching up.
+  retention.purge_tombstones_before_ms =
+      ToMillis(now - std::max(config_.keep_finished_for, std::chrono::seconds(0)) -
+               std::chrono::hours(24));
+  auto drop = [&](const std::string& id) FLYT_REQUIRES(mu_) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) return;
+    auto jl = job_of_lease_.find(it->second.lease_id);
+    if (jl != job_of_lease_.end() && jl->second == id) job_of_lease_.erase(jl);
+    queue_.Remove(id);
+    jobs_.erase(it);
+    ++counters_.jobs_pruned;
+  };
+  return WriteLocked(Durability::kRelaxed, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
+    FLYT_ASSIGN_OR_RETURN(std::vector<std::string> pruned, txn.PruneFinishedJobs(retention));
+    for (const std::string& id : pruned) drop(id);
+    // The store has none left to prune (another replica did, or this is the last batch): what
+    // the rules select here is gone from the store too.
+    if (pruned.size() < retention.max_jobs) {
+      for (const std::string& id : victims) drop(id);
+    }
+    return Status::Ok();
+  });
 }
 
 Status Cluster::Load() {
@@ -246,7 +435,9 @@ Status Cluster::PutNode(store::Txn& txn, const NodeRecord& node) {
 }
 
 Status Cluster::PutJob(store::Txn& txn, const Job& job) {
-  return txn.Put(Table::kJobs, job.id, DumpJson(ToJson(job)));
+  std::optional<int64_t> finished_at_ms;
+  if (Finished(job.state)) finished_at_ms = ToMillis(job.finished_at.value_or(clock_.WallNow()));
+  return txn.PutJob(job.id, DumpJson(ToJson(job)), finished_at_ms);
 }
 
 Status Cluster::Event(store::Txn& txn, const std::string& kind, json body) {

@@ -156,6 +156,14 @@ Status Cluster::TickLocked(store::Txn& txn, bool& woke_others) {
 Status Cluster::Tick() {
   MutexLock lock(mu_);
   const auto started = std::chrono::steady_clock::now();
+  if (outage_) {
+    // Nothing expires and nothing is placed while the store cannot be written: only a probe.
+    Status back = RecoverLocked();
+    if (!back.ok()) {
+      last_pass_ = clock_.SteadyNow();
+      return back;
+    }
+  }
   bool woke_others = false;
   Status s = WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) {
     return TickLocked(txn, woke_others);
@@ -167,8 +175,12 @@ Status Cluster::Tick() {
   if (s.ok() && last_pass_ - last_prune_ >= std::chrono::minutes(1)) {
     last_prune_ = last_pass_;
     Status pruned = store_->PruneEvents(ToMillis(clock_.WallNow()), config_.event_retention);
-    if (!pruned.ok()) ++counters_.store_errors;
+    if (!pruned.ok()) {
+      ++counters_.store_errors;
+      if (store::IsStoreUnavailable(pruned)) EnterOutageLocked(pruned);
+    }
   }
+  if (s.ok()) s = PruneJobsLocked();
   return s;
 }
 
@@ -197,6 +209,8 @@ std::optional<std::chrono::steady_clock::time_point> Cluster::NextWakeLocked() c
   }
   if (auto deadline = queue_.NextDeadline()) consider(at_wall(*deadline));
   if (shared_store_) consider(next_sync_);
+  // In an outage, the store is probed about once a second.
+  if (outage_) consider(now + std::chrono::seconds(1));
   consider(last_prune_ + std::chrono::minutes(1));  // events are kept to their retention
   return next;
 }

@@ -114,7 +114,12 @@ void ClusterServer::AddRoutes() {
   };
 
   add("/healthz", "GET", Access::kPublic, [this](Req, Res res, Who, Match) {
-    http::SendJson(res, 200, {{"status", "ok"}, {"version", version_}});
+    // 200 either way: the manager serves reads during a store outage; "status" says whether it
+    // can also take changes.
+    json store = cluster_.StoreHealth();
+    const bool ok = store["state"] == "ok";
+    http::SendJson(res, 200,
+                   {{"status", ok ? "ok" : "degraded"}, {"version", version_}, {"store", store}});
   });
   add("/metrics", "GET", Access::kRead, [this](Req, Res res, Who, Match) {
     res.set_content(cluster_.Metrics(), "text/plain; version=0.0.4; charset=utf-8");

@@ -395,11 +395,33 @@ std::string Cluster::Metrics() const {
          "Wall time of the last scheduler pass, store transaction included.");
   sample("flyt_cluster_last_schedule_pass_seconds", counters_.last_pass_seconds);
   family("flyt_cluster_store_errors_total", "counter",
-         "Store transactions that failed and made the manager reload its state.");
+         "Store transactions that failed (the manager reloaded its state, or entered an outage).");
   sample("flyt_cluster_store_errors_total", static_cast<double>(counters_.store_errors));
   family("flyt_cluster_store_revision", "gauge", "The store revision this manager reflects.");
   sample("flyt_cluster_store_revision", static_cast<double>(revision_));
+  family("flyt_cluster_store_up", "gauge",
+         "1 while the store can be written; 0 during an outage (changes refused with 503).");
+  sample("flyt_cluster_store_up", outage_ ? 0 : 1);
+  family("flyt_cluster_store_outages_total", "counter",
+         "Times the store became unwritable (full or read-only disk, lost database).");
+  sample("flyt_cluster_store_outages_total", static_cast<double>(counters_.store_outages));
+  family("flyt_cluster_store_writes_refused_total", "counter",
+         "Changes refused with 503 store_unavailable because the store could not be written.");
+  sample("flyt_cluster_store_writes_refused_total", static_cast<double>(counters_.writes_refused));
+  family("flyt_cluster_jobs_pruned_total", "counter",
+         "Finished jobs dropped by retention ([jobs] keep_finished_for, keep_finished_max).");
+  sample("flyt_cluster_jobs_pruned_total", static_cast<double>(counters_.jobs_pruned));
   return out;
+}
+
+json Cluster::StoreHealth() const {
+  MutexLock lock(mu_);
+  // /healthz is public: where the store is and what it said stay in the log and the 503s.
+  if (!outage_) return {{"state", "ok"}};
+  return {{"state", "unavailable"},
+          {"since", gpu::FormatTime(outage_->since_wall)},
+          {"seconds", std::chrono::duration<double>(clock_.SteadyNow() - outage_->since).count()},
+          {"writes_refused", outage_->writes_refused}};
 }
 
 }  // namespace flyt::cluster

@@ -27,6 +27,11 @@ std::string TableSql(TableQuery query, const char* table) {
   return {};
 }
 
+// Finished jobs older than $1, or at or beyond the cut ($2, $3: the newest one past those kept).
+#define FLYT_JOBS_TO_PRUNE                                                              \
+  "finished_ms IS NOT NULL AND NOT deleted AND (finished_ms < $1 OR finished_ms < $2" \
+  " OR (finished_ms = $2 AND id <= $3))"
+
 const char* FixedSql(Query query) {
   switch (query) {
     case Query::kSchemaVersion:
@@ -56,11 +61,29 @@ const char* FixedSql(Query query) {
       // The (keep+1)-th newest event and everything older are outside the newest `keep`.
       return "DELETE FROM events WHERE at_ms < $1 AND id <= COALESCE("
              "(SELECT id FROM events ORDER BY id DESC LIMIT 1 OFFSET $2), 0)";
+    case Query::kPutFinishedJob:
+      return "INSERT INTO jobs (id, seq, deleted, body, finished_ms) VALUES ($1, $2, FALSE, $3, $4)"
+             " ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, deleted = FALSE,"
+             " body = excluded.body, finished_ms = excluded.finished_ms";
+    case Query::kFinishedJobsCut:
+      return "SELECT finished_ms, id FROM jobs WHERE finished_ms IS NOT NULL AND NOT deleted"
+             " ORDER BY finished_ms DESC, id DESC LIMIT 1 OFFSET $1";
+    case Query::kJobsToPrune:
+      return "SELECT id FROM jobs WHERE " FLYT_JOBS_TO_PRUNE " ORDER BY finished_ms, id LIMIT $4";
+    case Query::kPruneJobs:
+      return "UPDATE jobs SET seq = $5, deleted = TRUE, body = NULL WHERE id IN (SELECT id FROM"
+             " jobs WHERE " FLYT_JOBS_TO_PRUNE " ORDER BY finished_ms, id LIMIT $4)";
+    case Query::kPurgeJobTombstones:
+      return "DELETE FROM jobs WHERE deleted AND finished_ms IS NOT NULL AND finished_ms < $1";
+    case Query::kProbe:
+      return "UPDATE meta SET value = value + 1 WHERE key = 'probe'";
     case Query::kCount:
       break;
   }
   return "";
 }
+
+#undef FLYT_JOBS_TO_PRUNE
 
 std::array<std::string, kQueryCount> BuildCatalog() {
   std::array<std::string, kQueryCount> sql;

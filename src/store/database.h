@@ -39,6 +39,12 @@ enum class Query : int {
   kEvents,           // (after_id, limit) -> id, at_ms, kind, body
   kLatestEvents,     // (limit) -> id, at_ms, kind, body: the newest, oldest first
   kPruneEvents,      // (before_ms, keep)
+  kPutFinishedJob,   // (id, seq, body, finished_ms)
+  kFinishedJobsCut,  // (keep) -> finished_ms, id of the newest finished job beyond the newest keep
+  kJobsToPrune,      // (before_ms, cut_ms, cut_id, limit) -> id, oldest first
+  kPruneJobs,        // (before_ms, cut_ms, cut_id, limit, seq): tombstones of kJobsToPrune's rows
+  kPurgeJobTombstones,  // (before_ms)
+  kProbe,            // (): a real write that changes nothing else
   kCount,
 };
 

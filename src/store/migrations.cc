@@ -65,8 +65,28 @@ CREATE TABLE events (
 CREATE INDEX events_at ON events (at_ms);
 )sql";
 
-constexpr std::array<Migration, 1> kMigrations = {{
+// Version 2: when each job finished, beside its body, indexed for retention (PruneFinishedJobs);
+// and the row Probe writes. Jobs already finished get their time from the body the cluster
+// manager wrote (finished_at_ms): the one place the store reads a body, once.
+constexpr const char* kV2Sqlite = R"sql(
+ALTER TABLE jobs ADD COLUMN finished_ms BIGINT;
+UPDATE jobs SET finished_ms = CAST(json_extract(body, '$.finished_at_ms') AS INTEGER)
+  WHERE NOT deleted AND json_valid(body) AND json_type(body, '$.finished_at_ms') = 'integer';
+CREATE INDEX jobs_finished ON jobs (finished_ms) WHERE finished_ms IS NOT NULL;
+INSERT INTO meta (key, value) VALUES ('probe', 0);
+)sql";
+
+constexpr const char* kV2Postgres = R"sql(
+ALTER TABLE jobs ADD COLUMN finished_ms BIGINT;
+UPDATE jobs SET finished_ms = (body::jsonb ->> 'finished_at_ms')::bigint
+  WHERE NOT deleted AND jsonb_typeof(body::jsonb -> 'finished_at_ms') = 'number';
+CREATE INDEX jobs_finished ON jobs (finished_ms) WHERE finished_ms IS NOT NULL;
+INSERT INTO meta (key, value) VALUES ('probe', 0);
+)sql";
+
+constexpr std::array<Migration, 2> kMigrations = {{
     {1, "documents, revision, GPU claims, events", kV1Sqlite, kV1Postgres},
+    {2, "finished time of jobs, for retention; the probe row", kV2Sqlite, kV2Postgres},
 }};
 
 }  // namespace

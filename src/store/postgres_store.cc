@@ -52,10 +52,12 @@ StatusCode CodeForSqlState(std::string_view state) {
   if (state == "40001" || state == "40P01" || state == "55P03") {
     return StatusCode::kUnavailable;  // serialization_failure, deadlock, lock_not_available
   }
-  if (StartsWith(state, "08") || StartsWith(state, "57P")) {
-    return StatusCode::kUnavailable;  // connection exception, operator intervention (shutdown)
+  // Connection exception, operator intervention (shutdown), insufficient resources (disk full,
+  // out of memory, too many connections), a read-only server (a standby): cannot write now.
+  if (StartsWith(state, "08") || StartsWith(state, "57P") || StartsWith(state, "53") ||
+      state == "25006") {
+    return StatusCode::kUnavailable;
   }
-  if (StartsWith(state, "53")) return StatusCode::kResourceExhausted;  // disk full, out of memory
   if (StartsWith(state, "22")) return StatusCode::kInvalidArgument;    // data exception
   return StatusCode::kInternal;
 }
@@ -212,7 +214,10 @@ class PostgresDatabase final : public Database {
   // transaction is gone with it and the Update fails.
   Status UsableConnection() {
     if (PQstatus(conn_.get()) == CONNECTION_OK) return Status::Ok();
-    if (in_write_) return Unavailable(describe_ + ": connection lost during the transaction");
+    if (in_write_) {
+      return Unavailable(describe_ + ": connection lost during the transaction")
+          .WithReason(kStoreUnavailableReason);
+    }
     return EnsureConnected();
   }
 
@@ -221,7 +226,8 @@ class PostgresDatabase final : public Database {
     PQreset(conn_.get());
     prepared_.fill(false);  // a new session has none of the old one's statements
     if (PQstatus(conn_.get()) != CONNECTION_OK) {
-      return Unavailable(describe_ + ": reconnect: " + OneLine(PQerrorMessage(conn_.get())));
+      return Unavailable(describe_ + ": reconnect: " + OneLine(PQerrorMessage(conn_.get())))
+          .WithReason(kStoreUnavailableReason);
     }
     return Status::Ok();
   }
@@ -267,7 +273,7 @@ Status PostgresError(std::string_view context, const pg_conn* conn, const pg_res
   if (PQstatus(conn) != CONNECTION_OK) {
     message += "connection lost: ";
     message += OneLine(PQerrorMessage(conn));
-    return Unavailable(std::move(message));
+    return Unavailable(std::move(message)).WithReason(kStoreUnavailableReason);
   }
   if (primary == nullptr) {
     // No server error: libpq's own (out of memory, a protocol problem).
@@ -281,7 +287,9 @@ Status PostgresError(std::string_view context, const pg_conn* conn, const pg_res
     message += ")";
   }
   const char* state = PQresultErrorField(result, PG_DIAG_SQLSTATE);
-  return {CodeForSqlState(state != nullptr ? state : ""), std::move(message)};
+  Status status(CodeForSqlState(state != nullptr ? state : ""), std::move(message));
+  if (status.code() == StatusCode::kUnavailable) return status.WithReason(kStoreUnavailableReason);
+  return status;
 }
 
 Result<std::unique_ptr<Database>> OpenPostgresDatabase(const std::string& url) {
@@ -292,7 +300,8 @@ Result<std::unique_ptr<Database>> OpenPostgresDatabase(const std::string& url) {
   ConnPtr conn(PQconnectdbParams(keywords, values, /*expand_dbname=*/1));
   if (conn == nullptr) return Internal(describe + ": connect: out of memory");
   if (PQstatus(conn.get()) != CONNECTION_OK) {
-    return Unavailable(describe + ": connect: " + OneLine(PQerrorMessage(conn.get())));
+    return Unavailable(describe + ": connect: " + OneLine(PQerrorMessage(conn.get())))
+        .WithReason(kStoreUnavailableReason);
   }
   // ON CONFLICT and partial unique indexes as used here need 9.5.
   if (PQserverVersion(conn.get()) < 90500) {

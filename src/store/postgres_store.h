@@ -30,9 +30,11 @@ inline constexpr int64_t kAdvisoryLockKey = 0x666c79742d6d6772;
 Result<std::unique_ptr<Database>> OpenPostgresDatabase(const std::string& url);
 
 // The Status for a failed libpq call: "<context>: <the server's or libpq's message>". A lost
-// connection, a serialisation failure, a deadlock or a lock timeout is kUnavailable (try again), a
-// unique violation kAlreadyExists, bad data kInvalidArgument, anything else kInternal. `result` may
-// be null (the message is then the connection's).
+// connection, SQLSTATE class 08 (connection), 53 (disk full, out of memory, too many connections),
+// 57P0x (shutdown), 25006 (a read-only server), a serialisation failure, a deadlock or a lock
+// timeout is kUnavailable with reason "store_unavailable" (try again later), a unique violation
+// kAlreadyExists, bad data kInvalidArgument, anything else kInternal. `result` may be null (the
+// message is then the connection's).
 Status PostgresError(std::string_view context, const pg_conn* conn, const pg_result* result);
 
 }  // namespace flyt::store::internal

@@ -257,11 +257,14 @@ StatusCode CodeFor(int rc) {
         return StatusCode::kAlreadyExists;
       }
       return StatusCode::kInternal;
+    // The database cannot be written now; it may be again (space freed, the file made writable,
+    // the disk back). Nothing was written.
     case SQLITE_FULL:
-      return StatusCode::kResourceExhausted;
+    case SQLITE_IOERR:
     case SQLITE_CANTOPEN:
     case SQLITE_PERM:
     case SQLITE_READONLY:
+      return StatusCode::kUnavailable;
     case SQLITE_AUTH:
       return StatusCode::kFailedPrecondition;
     default:
@@ -301,10 +304,21 @@ Status SqliteError(std::string_view context, sqlite3* db, int rc) {
     case SQLITE_BUSY:
       message += " (another connection held the write lock for longer than the busy timeout)";
       break;
+    case SQLITE_FULL:
+      message += " (the disk is full)";
+      break;
+    case SQLITE_IOERR:
+    case SQLITE_CANTOPEN:
+    case SQLITE_PERM:
+    case SQLITE_READONLY:
+      message += " (the database file or its directory cannot be written)";
+      break;
     default:
       break;
   }
-  return {CodeFor(rc), std::move(message)};
+  Status status(CodeFor(rc), std::move(message));
+  if (status.code() == StatusCode::kUnavailable) return status.WithReason(kStoreUnavailableReason);
+  return status;
 }
 
 Result<std::unique_ptr<Database>> OpenSqliteDatabase(const std::string& path) {

@@ -22,9 +22,10 @@ namespace flyt::store::internal {
 // `path` is a file path (parent directories are created; a new file gets mode 0600) or ":memory:".
 Result<std::unique_ptr<Database>> OpenSqliteDatabase(const std::string& path);
 
-// The Status for a failed SQLite call: "<context>: <SQLite's message>". A busy database is
-// kUnavailable, a unique-constraint violation kAlreadyExists, a full disk kResourceExhausted, a
-// file that cannot be opened kFailedPrecondition, anything else kInternal. `db` may be null.
+// The Status for a failed SQLite call: "<context>: <SQLite's message>". A database that cannot be
+// written now — busy past the timeout, a full disk, an I/O error, a read-only or unopenable file —
+// is kUnavailable with reason "store_unavailable"; a unique-constraint violation kAlreadyExists,
+// anything else kInternal. `db` may be null.
 Status SqliteError(std::string_view context, sqlite3* db, int rc);
 
 }  // namespace flyt::store::internal

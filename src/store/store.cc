@@ -198,6 +198,49 @@ class SqlTxn final : public Txn {
     return Status::Ok();
   }
 
+  Status PutJob(const std::string& id, const std::string& body,
+                std::optional<int64_t> finished_at_ms) override {
+    if (!finished_at_ms) return Put(Table::kJobs, id, body);
+    FLYT_RETURN_IF_ERROR(Usable());
+    FLYT_RETURN_IF_ERROR(CheckKey("id", id));
+    FLYT_RETURN_IF_ERROR(CheckText("body", body));
+    auto run = db_.Change(Id(Query::kPutFinishedJob), {id, revision_ + 1, body, *finished_at_ms});
+    if (!run.ok()) return Fail(run.status().WithContext("put " + RowName(Table::kJobs, id)));
+    wrote_ = true;
+    return Status::Ok();
+  }
+
+  Result<std::vector<std::string>> PruneFinishedJobs(const JobRetention& retention) override {
+    FLYT_RETURN_IF_ERROR(Usable());
+    // The newest finished job past the `keep` newest: it and everything older go.
+    int64_t cut_ms = std::numeric_limits<int64_t>::min();
+    std::string cut_id;
+    auto cut = db_.Run(Id(Query::kFinishedJobsCut), {ClampToInt64(retention.keep)},
+                       [&](const SqlRow& row) {
+                         cut_ms = row.Int(0);
+                         cut_id = std::string(row.Text(1));
+                       });
+    if (!cut.ok()) return Fail(cut.status().WithContext("prune jobs"));
+    const int64_t limit = ClampToInt64(retention.max_jobs);
+    std::vector<std::string> ids;
+    if (limit > 0) {
+      auto run = db_.Run(Id(Query::kJobsToPrune),
+                         {retention.finished_before_ms, cut_ms, cut_id, limit},
+                         [&](const SqlRow& row) { ids.emplace_back(row.Text(0)); });
+      if (!run.ok()) return Fail(run.status().WithContext("prune jobs"));
+    }
+    if (!ids.empty()) {
+      // The same selection, in the same transaction under the write lock: the same rows.
+      auto run = db_.Change(Id(Query::kPruneJobs),
+                            {retention.finished_before_ms, cut_ms, cut_id, limit, revision_ + 1});
+      if (!run.ok()) return Fail(run.status().WithContext("prune jobs"));
+      wrote_ = true;
+    }
+    auto purge = db_.Change(Id(Query::kPurgeJobTombstones), {retention.purge_tombstones_before_ms});
+    if (!purge.ok()) return Fail(purge.status().WithContext("purge job tombstones"));
+    return ids;
+  }
+
   bool wrote() const { return wrote_; }
   const Status& failure() const { return failure_; }
 
@@ -206,8 +249,7 @@ class SqlTxn final : public Txn {
   // Both refuse here, so a transaction is either applied whole or not at all.
   Status Usable() const {
     if (failure_.ok()) return Status::Ok();
-    return {failure_.code(),
-            "an earlier statement of this transaction failed: " + failure_.message()};
+    return failure_.WithContext("an earlier statement of this transaction failed");
   }
 
   Status Fail(Status status) {
@@ -273,9 +315,7 @@ class SqlStore final : public Store {
       status = fn(txn);
     }
     if (!status.ok()) return status;
-    if (!txn.failure().ok()) {
-      return {txn.failure().code(), "not committed: " + txn.failure().message()};
-    }
+    if (!txn.failure().ok()) return txn.failure().WithContext("not committed");
     return scope.Commit(/*bump_revision=*/txn.wrote());
   }
 
@@ -320,6 +360,16 @@ class SqlStore final : public Store {
     auto run = db_->Change(Id(Query::kPruneEvents), {before_ms, ClampToInt64(keep)});
     if (!run.ok()) return run.status().WithContext("prune events");
     return scope.Commit(/*bump_revision=*/false);
+  }
+
+  Status Probe() override {
+    FLYT_RETURN_IF_ERROR(CheckNotInsideUpdate());
+    std::scoped_lock lock(mu_);
+    FLYT_RETURN_IF_ERROR(db_->BeginWrite(Durability::kDurable).WithContext("probe"));
+    WriteScope scope(*db_);
+    auto run = db_->Change(Id(Query::kProbe), {});
+    if (!run.ok()) return run.status().WithContext("probe");
+    return scope.Commit(/*bump_revision=*/false).WithContext("probe");
   }
 
   int SchemaVersion() const override { return schema_version_; }
@@ -375,6 +425,18 @@ std::string UrlForMessage(const std::string& url) {
 }
 
 }  // namespace
+
+bool IsStoreUnavailable(const Status& status) {
+  return !status.ok() && status.reason() == kStoreUnavailableReason;
+}
+
+Status Txn::PutJob(const std::string& id, const std::string& body, std::optional<int64_t>) {
+  return Put(Table::kJobs, id, body);
+}
+
+Result<std::vector<std::string>> Txn::PruneFinishedJobs(const JobRetention&) {
+  return NotSupported("this transaction cannot prune jobs");
+}
 
 const char* TableName(Table table) {
   switch (table) {

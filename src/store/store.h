@@ -18,6 +18,15 @@
 // The schema is versioned: Open() applies the missing migrations in order, under the same lock,
 // and refuses a database whose schema is newer than this build knows.
 //
+// Errors: a database that cannot be written now — SQLite's disk full, read-only file, I/O error or
+// file that cannot be opened; PostgreSQL's lost connection, class 08, 53 or 57P0x, a read-only
+// server — is kUnavailable with reason "store_unavailable" (IsStoreUnavailable): the transaction
+// did not commit and nothing changed, but trying again later may work. A refusal of the caller's
+// own (a claim collision, a callback's error) keeps its code and changed nothing either.
+//
+// Retention: a job row carries, beside its body, when the job finished (PutJob), so that
+// PruneFinishedJobs finds old finished jobs through an index without reading bodies.
+//
 // Thread-safety: a Store may be used from many threads; calls are serialised on one connection.
 // A Txn is valid only inside the Update callback that received it.
 #pragma once
@@ -45,6 +54,22 @@ struct Row {
   std::string body;      // JSON text, as Put stored it
 };
 
+// What PruneFinishedJobs removes: finished jobs that finished before `finished_before_ms`, and
+// those beyond the newest `keep` finished ones; at most `max_jobs` per call, oldest first (a large
+// backlog goes in several transactions, none holding the write lock for long). Tombstones of jobs
+// that finished before `purge_tombstones_before_ms` are then dropped for good: by then every
+// replica has long caught up on them.
+struct JobRetention {
+  int64_t finished_before_ms = 0;
+  size_t keep = 0;
+  size_t max_jobs = 1000;
+  int64_t purge_tombstones_before_ms = 0;
+};
+
+// The reason of a Status from a store that cannot be written now (see the file comment).
+inline constexpr const char* kStoreUnavailableReason = "store_unavailable";
+bool IsStoreUnavailable(const Status& status);
+
 struct EventRow {
   int64_t id = 0;     // increasing, assigned by the store
   int64_t at_ms = 0;  // Unix milliseconds, as given
@@ -71,6 +96,12 @@ class Txn {
   // Drops every claim of the lease (none is fine).
   virtual Status ReleaseGpus(const std::string& lease_id) = 0;
   virtual Status AppendEvent(int64_t at_ms, const std::string& kind, const std::string& body) = 0;
+  // Put of a job row, with when the job finished (Unix ms; nullopt while queued or running).
+  virtual Status PutJob(const std::string& id, const std::string& body,
+                        std::optional<int64_t> finished_at_ms);
+  // Leaves a tombstone of each job that `retention` selects (other replicas drop them through the
+  // change feed) and returns their ids, oldest first.
+  virtual Result<std::vector<std::string>> PruneFinishedJobs(const JobRetention& retention);
 };
 
 class Store {
@@ -96,6 +127,9 @@ class Store {
   virtual Result<std::vector<EventRow>> LatestEvents(size_t limit) = 0;
   // Drops events older than `before_ms`, keeping at least the newest `keep`.
   virtual Status PruneEvents(int64_t before_ms, size_t keep) = 0;
+  // Commits a transaction that really writes (a counter beside the revision, which it leaves
+  // alone): Ok when the store can be written again after an outage.
+  virtual Status Probe() = 0;
 
   virtual int SchemaVersion() const = 0;
   // For logs: "sqlite:/path/var/flyt.db" or "postgresql://host:port/db" (never a password).

@@ -2,8 +2,11 @@
 // file-backed store shows (file mode, reopening, damaged files, bad URLs).
 #include "store/store.h"
 
+#include <fcntl.h>
+#include <linux/fs.h>
 #include <sqlite3.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +17,8 @@
 #include <random>
 #include <set>
 
+#include "common/unique_fd.h"
+#include "store/sqlite_store.h"
 #include "store/store_test_suite.h"
 
 namespace flyt::store::test {
@@ -250,6 +255,89 @@ TEST_F(SqliteStoreTest, ManagerProcessesSharingAFileNeverGrantOneGpuTwice) {
   EXPECT_EQ(leases->size(), static_cast<size_t>(kGpus)) << "one lease per GPU";
   EXPECT_EQ(gpus.size(), static_cast<size_t>(kGpus)) << "no GPU granted twice";
   EXPECT_EQ((*store)->Revision().value(), kGpus);
+}
+
+// Sets or clears the immutable attribute (chattr +i): the one way to make an open file unwritable
+// that holds for root too. False where the file system or the caller's privileges do not allow it.
+bool SetImmutable(const std::string& path, bool on) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (!fd.valid()) return false;
+  int flags = 0;
+  if (ioctl(fd.get(), FS_IOC_GETFLAGS, &flags) != 0) return false;
+  flags = on ? (flags | FS_IMMUTABLE_FL) : (flags & ~FS_IMMUTABLE_FL);
+  return ioctl(fd.get(), FS_IOC_SETFLAGS, &flags) == 0;
+}
+
+TEST_F(SqliteStoreTest, ErrorsThatMeanTheStoreCannotBeWrittenAreStoreUnavailable) {
+  for (int rc : {SQLITE_FULL, SQLITE_READONLY, SQLITE_READONLY_DBMOVED, SQLITE_IOERR,
+                 SQLITE_IOERR_WRITE, SQLITE_IOERR_FSYNC, SQLITE_CANTOPEN, SQLITE_PERM, SQLITE_BUSY}) {
+    Status status = internal::SqliteError("sqlite:/x.db", nullptr, rc);
+    EXPECT_EQ(status.code(), StatusCode::kUnavailable) << rc;
+    EXPECT_TRUE(IsStoreUnavailable(status)) << rc;
+    EXPECT_EQ(status.reason(), "store_unavailable") << rc;
+    // The reason survives the context the store adds.
+    EXPECT_TRUE(IsStoreUnavailable(status.WithContext("not committed"))) << rc;
+  }
+  for (int rc : {SQLITE_CONSTRAINT_UNIQUE, SQLITE_CORRUPT, SQLITE_NOTADB, SQLITE_ERROR}) {
+    EXPECT_FALSE(IsStoreUnavailable(internal::SqliteError("sqlite:/x.db", nullptr, rc))) << rc;
+  }
+  EXPECT_NE(internal::SqliteError("sqlite:/x.db", nullptr, SQLITE_FULL).message().find("disk is full"),
+            std::string::npos);
+}
+
+// A file that cannot be written (here: immutable, which holds for root too): every write is
+// kUnavailable with reason store_unavailable and changes nothing; reads still answer; once the
+// file can be written again, so can the store, with nothing lost.
+TEST_F(SqliteStoreTest, AnUnwritableFileIsStoreUnavailableAndTheStoreRecovers) {
+  const std::string path = dir_.path() + "/flyt.db";
+  auto store = Store::Open("sqlite:" + path);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  FLYT_ASSERT_OK((*store)->Update(Durability::kDurable,
+                                  [](Txn& txn) { return txn.Put(Table::kLeases, "l1", "{}"); }));
+  // Not the -shm file: SQLite maps it into memory, and a write to the mapping of an immutable
+  // file is SIGBUS. The WAL and the database file are where the data goes.
+  const std::vector<std::string> files = {path, path + "-wal"};
+  // Whatever happens, the files are writable again at the end (or the directory stays behind).
+  struct Writable {
+    const std::vector<std::string>& files;
+    ~Writable() {
+      for (const std::string& f : files) SetImmutable(f, false);
+    }
+  } writable_at_exit{files};
+  bool immutable = true;
+  for (const std::string& f : files) immutable = immutable && SetImmutable(f, true);
+  if (!immutable) {
+    GTEST_SKIP() << "cannot make files immutable here (needs CAP_LINUX_IMMUTABLE and ext4-like)";
+  }
+  for (Durability durability : {Durability::kDurable, Durability::kRelaxed}) {
+    Status write = (*store)->Update(durability, [](Txn& txn) -> Status {
+      FLYT_RETURN_IF_ERROR(txn.Put(Table::kLeases, "l2", "{}"));
+      return txn.Delete(Table::kLeases, "l1");
+    });
+    EXPECT_EQ(write.code(), StatusCode::kUnavailable) << write.ToString();
+    EXPECT_TRUE(IsStoreUnavailable(write)) << write.ToString();
+    EXPECT_NE(write.message().find(path), std::string::npos) << write.message();
+  }
+  EXPECT_TRUE(IsStoreUnavailable((*store)->Probe())) << (*store)->Probe().ToString();
+  auto rows = (*store)->List(Table::kLeases);
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].id, "l1");
+  EXPECT_FALSE((*rows)[0].deleted);
+
+  for (const std::string& f : files) ASSERT_TRUE(SetImmutable(f, false));
+  FLYT_ASSERT_OK((*store)->Probe());
+  FLYT_ASSERT_OK((*store)->Update(Durability::kDurable,
+                                  [](Txn& txn) { return txn.Put(Table::kLeases, "l3", "{}"); }));
+  store->reset();
+  auto again = Store::Open("sqlite:" + path);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  auto leases = (*again)->List(Table::kLeases);
+  ASSERT_TRUE(leases.ok());
+  std::set<std::string> ids;
+  for (const Row& row : *leases) ids.insert(row.id);
+  EXPECT_EQ(ids, (std::set<std::string>{"l1", "l3"}));
+  EXPECT_EQ((*again)->Revision().value(), 2);
 }
 
 TEST_F(SqliteStoreTest, UrlsThatCannotWorkAreClearErrors) {

@@ -503,6 +503,132 @@ TEST_P(StoreContractTest, ManagersStartingTogetherMigrateOnce) {
   EXPECT_EQ(RevisionOf(*store), kManagers);
 }
 
+// Retention: finished jobs past the age, and past the newest `keep`, become tombstones (so other
+// replicas drop them too), oldest first and at most max_jobs per call; queued and running jobs
+// never do; old tombstones go for good.
+TEST_P(StoreContractTest, FinishedJobsArePrunedByAgeAndCountOldestFirst) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  auto other = OpenStore();  // another replica, following the change feed
+  ASSERT_NE(other, nullptr);
+  // f1..f6 finished at 100..600 ms; r1 and q1 still running or queued.
+  FLYT_ASSERT_OK(store->Update(Durability::kDurable, [](Txn& txn) -> Status {
+    for (int i = 6; i >= 1; --i) {
+      FLYT_RETURN_IF_ERROR(txn.PutJob("f" + std::to_string(i), R"({"done":true})", i * 100));
+    }
+    FLYT_RETURN_IF_ERROR(txn.PutJob("r1", R"({"done":false})", std::nullopt));
+    return txn.Put(Table::kJobs, "q1", R"({"done":false})");
+  }));
+  const int64_t before = RevisionOf(*store);
+  auto prune = [&](const JobRetention& retention) {
+    std::vector<std::string> ids;
+    Status status = store->Update(Durability::kDurable, [&](Txn& txn) -> Status {
+      FLYT_ASSIGN_OR_RETURN(ids, txn.PruneFinishedJobs(retention));
+      return Status::Ok();
+    });
+    EXPECT_TRUE(status.ok()) << status.ToString();
+    return ids;
+  };
+  auto live = [&](Store& s) {
+    std::set<std::string> ids;
+    auto rows = s.List(Table::kJobs);
+    EXPECT_TRUE(rows.ok()) << rows.status().ToString();
+    if (rows.ok()) {
+      for (const Row& row : *rows) {
+        if (!row.deleted) ids.insert(row.id);
+      }
+    }
+    return ids;
+  };
+
+  // Nothing is old and all fit: nothing goes, and the revision stays.
+  EXPECT_TRUE(prune({.finished_before_ms = 50, .keep = 10}).empty());
+  EXPECT_EQ(RevisionOf(*store), before);
+
+  // By age: finished before 250 ms.
+  EXPECT_EQ(prune({.finished_before_ms = 250, .keep = 10}),
+            (std::vector<std::string>{"f1", "f2"}));
+  EXPECT_EQ(RevisionOf(*store), before + 1);
+  EXPECT_EQ(live(*store), (std::set<std::string>{"f3", "f4", "f5", "f6", "q1", "r1"}));
+
+  // By count, at most one per call: the oldest beyond the newest two go, one at a time.
+  EXPECT_EQ(prune({.finished_before_ms = 0, .keep = 2, .max_jobs = 1}),
+            std::vector<std::string>{"f3"});
+  EXPECT_EQ(prune({.finished_before_ms = 0, .keep = 2, .max_jobs = 10}),
+            std::vector<std::string>{"f4"});
+  EXPECT_EQ(live(*store), (std::set<std::string>{"f5", "f6", "q1", "r1"}));
+  EXPECT_TRUE(prune({.finished_before_ms = 0, .keep = 2}).empty());
+
+  // The other replica learns of each through the change feed: tombstones.
+  auto feed = other->List(Table::kJobs, before);
+  ASSERT_TRUE(feed.ok()) << feed.status().ToString();
+  std::set<std::string> tombstones;
+  for (const Row& row : *feed) {
+    EXPECT_TRUE(row.deleted) << row.id;
+    tombstones.insert(row.id);
+  }
+  EXPECT_EQ(tombstones, (std::set<std::string>{"f1", "f2", "f3", "f4"}));
+  EXPECT_EQ(live(*other), live(*store));
+
+  // keep = 0 takes every finished job; old tombstones are dropped for good.
+  EXPECT_EQ(prune({.finished_before_ms = 0, .keep = 0, .purge_tombstones_before_ms = 350}),
+            (std::vector<std::string>{"f5", "f6"}));
+  auto rows = store->List(Table::kJobs);
+  ASSERT_TRUE(rows.ok());
+  std::set<std::string> all;
+  for (const Row& row : *rows) all.insert(row.id);
+  EXPECT_EQ(all, (std::set<std::string>{"f4", "f5", "f6", "q1", "r1"}));
+  EXPECT_EQ(live(*store), (std::set<std::string>{"q1", "r1"}));
+
+  // A job that finishes later is found by the time its last put gave.
+  FLYT_ASSERT_OK(store->Update(Durability::kDurable,
+                               [](Txn& txn) { return txn.PutJob("r1", "{}", 700); }));
+  EXPECT_EQ(prune({.finished_before_ms = 800, .keep = 10}), std::vector<std::string>{"r1"});
+  EXPECT_EQ(live(*store), (std::set<std::string>{"q1"}));
+}
+
+// A database written before version 2 gets each finished job's time from its body.
+TEST_P(StoreContractTest, TheRetentionMigrationFindsJobsThatFinishedBefore) {
+  {
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    FLYT_ASSERT_OK(store->Update(Durability::kDurable, [](Txn& txn) -> Status {
+      FLYT_RETURN_IF_ERROR(txn.Put(Table::kJobs, "old", R"({"id":"old","finished_at_ms":100})"));
+      FLYT_RETURN_IF_ERROR(
+          txn.Put(Table::kJobs, "running", R"({"id":"running","finished_at_ms":null})"));
+      return txn.Put(Table::kJobs, "queued", R"({"id":"queued"})");
+    }));
+  }
+  // Back to version 1, as an older flyt left it.
+  ASSERT_EQ(database_->ExecRaw(url_,
+                               "DROP INDEX jobs_finished; ALTER TABLE jobs DROP COLUMN finished_ms;"
+                               " DELETE FROM meta WHERE key = 'probe';"
+                               " DELETE FROM schema_migrations WHERE version >= 2"),
+            "");
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->SchemaVersion(), LatestSchemaVersion());
+  std::vector<std::string> pruned;
+  FLYT_ASSERT_OK(store->Update(Durability::kDurable, [&](Txn& txn) -> Status {
+    FLYT_ASSIGN_OR_RETURN(pruned, txn.PruneFinishedJobs({.finished_before_ms = 1000, .keep = 0}));
+    return Status::Ok();
+  }));
+  EXPECT_EQ(pruned, std::vector<std::string>{"old"});
+  FLYT_ASSERT_OK(store->Probe());
+}
+
+TEST_P(StoreContractTest, AProbeWritesButLeavesTheRevisionAlone) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  FLYT_ASSERT_OK(PutOne(*store, Table::kNodes, "n1", "{}"));
+  FLYT_ASSERT_OK(store->Probe());
+  FLYT_ASSERT_OK(store->Probe());
+  EXPECT_EQ(RevisionOf(*store), 1);
+  auto rows = store->List(Table::kNodes);
+  ASSERT_TRUE(rows.ok());
+  EXPECT_EQ(rows->size(), 1u);
+}
+
 // Two managers, several threads each, all granting GPUs from one pool with the usual
 // read-check-claim-write transaction. The write lock must serialise them: every grant gets its
 // own GPU, no grant collides in the database, and the pool ends exactly used up.
