@@ -109,7 +109,10 @@ check "alice renews it" test "$(field "$r" "d['ttl_seconds']")" = 900
 r=$(api "$viewer" GET /api/v1/gpus)
 check "its GPUs show as leased, with the holder" test "$(field "$r" "sum(1 for g in d['gpus'] if g['allocation_state']=='leased' and g['leases'][0]['owner']=='alice')")" = 8
 check "alice releases it" test "$(code_of "$(api "$alice" DELETE "/api/v1/allocations/$lease_a")")" = 200
-check "released twice: 404" test "$(code_of "$(api "$alice" DELETE "/api/v1/allocations/$lease_a")")" = 404
+r=$(api "$alice" DELETE "/api/v1/allocations/$lease_a")
+check "released twice: 409" test "$(code_of "$r")" = 409
+check "with the machine-readable code already_ended" test "$(field "$r" "d['code']")" = already_ended
+check "flytctl release of an ended lease exits 7" sh -c '"$1" release "$2" --server "$3" --token "$4" >/dev/null 2>&1; test $? -eq 7' _ "$build/bin/flytctl" "$lease_a" "$url" "$alice"
 r=$(ctl alloc --gpus 2 --model H100 --ttl 2 --token "$bob" --json)
 check "flytctl alloc grants a short lease" test "$(jq_py "print(len(d['gpus']))" <<<"$r")" = 2
 check "it expires on its own (auto-deallocate)" wait_for 10 lease_count_is 0
