@@ -202,14 +202,14 @@ void NodeServer::SetUpRoutes() {
     if (!snap) return;
     std::shared_ptr<const std::string> body;
     {
-      std::scoped_lock lock(gpus_mu_);
+      MutexLock lock(gpus_mu_);
       if (gpus_body_ && gpus_taken_at_ == snap->taken_at) body = gpus_body_;
     }
     if (!body) {
       json j = gpu::ToJson(*snap);
       j["node"] = config_.name;
       body = std::make_shared<const std::string>(gpu::DumpJson(j) + "\n");
-      std::scoped_lock lock(gpus_mu_);
+      MutexLock lock(gpus_mu_);
       gpus_taken_at_ = snap->taken_at;
       gpus_body_ = body;
     }
