@@ -63,9 +63,9 @@ Status ClusterServer::Start() {
 
 void ClusterServer::Stop() {
   {
-    std::scoped_lock lock(closing_mu_);
+    MutexLock lock(closing_mu_);
     closing_ = true;
-    closing_cv_.notify_all();
+    closing_cv_.NotifyAll();
   }
   cluster_.CloseStreams();  // open streams end, so their threads are free to join
   if (server_) server_->stop();
@@ -229,8 +229,10 @@ void ClusterServer::AddRoutes() {
 // ---- the live stream ---------------------------------------------------------------------
 
 bool ClusterServer::Pause(std::chrono::milliseconds d) {
-  std::unique_lock lock(closing_mu_);
-  closing_cv_.wait_for(lock, d, [this] { return closing_; });
+  const auto deadline = std::chrono::steady_clock::now() + d;
+  MutexLock lock(closing_mu_);
+  while (!closing_ && closing_cv_.WaitUntil(closing_mu_, deadline)) {
+  }
   return !closing_;
 }
 

@@ -13,9 +13,7 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -24,6 +22,7 @@
 #include "cluster/cluster.h"
 #include "cluster/web_assets.h"
 #include "common/http_router.h"
+#include "common/mutex.h"
 #include "common/status.h"
 
 namespace httplib {
@@ -75,9 +74,9 @@ class ClusterServer {
   const std::string version_;
   const std::optional<WebAssets> web_;
   std::atomic<int> streams_{0};
-  std::mutex closing_mu_;
-  std::condition_variable closing_cv_;
-  bool closing_ = false;  // guarded by closing_mu_
+  Mutex closing_mu_;
+  CondVar closing_cv_;
+  bool closing_ FLYT_GUARDED_BY(closing_mu_) = false;
   Router router_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;

@@ -50,7 +50,7 @@ Monitor::Monitor(std::unique_ptr<Backend> backend, Clock& clock, MonitorOptions 
 Monitor::~Monitor() { Stop(); }
 
 void Monitor::Start() {
-  std::scoped_lock lock(thread_mu_);
+  MutexLock lock(thread_mu_);
   if (sampler_.joinable()) return;
   stopping_ = false;
   sampler_ = std::thread([this] { SampleLoop(); });
@@ -59,48 +59,52 @@ void Monitor::Start() {
 
 void Monitor::Stop() {
   {
-    std::scoped_lock lock(thread_mu_);
+    MutexLock lock(thread_mu_);
     stopping_ = true;
   }
-  wake_.notify_all();
+  wake_.NotifyAll();
   if (sampler_.joinable()) sampler_.join();
   if (event_thread_.joinable()) event_thread_.join();
 }
 
 void Monitor::SampleLoop() {
-  std::unique_lock lock(thread_mu_);
+  MutexLock lock(thread_mu_);
   while (!stopping_) {
-    lock.unlock();
+    lock.Unlock();
     (void)SampleOnce();  // failures are counted in stats_ and visible in the snapshot reason
-    lock.lock();
-    wake_.wait_for(lock, options_.sample_interval, [this] { return stopping_; });
+    lock.Lock();
+    const auto deadline = std::chrono::steady_clock::now() + options_.sample_interval;
+    while (!stopping_ && wake_.WaitUntil(thread_mu_, deadline)) {
+    }
   }
 }
 
 void Monitor::EventLoop() {
   constexpr auto kWait = std::chrono::milliseconds(500);
-  std::unique_lock lock(thread_mu_);
+  MutexLock lock(thread_mu_);
   while (!stopping_) {
-    lock.unlock();
+    lock.Unlock();
     auto started = std::chrono::steady_clock::now();
     size_t got = PollEvents(kWait);
     bool returned_early = std::chrono::steady_clock::now() - started < kWait / 5;
-    lock.lock();
+    lock.Lock();
     // A backend that answers at once with nothing (its event set is gone after a failed
     // re-initialisation, or its only GPU is lost) must not make this loop spin.
     if (got == 0 && returned_early) {
-      wake_.wait_for(lock, kWait, [this] { return stopping_; });
+      const auto deadline = std::chrono::steady_clock::now() + kWait;
+      while (!stopping_ && wake_.WaitUntil(thread_mu_, deadline)) {
+      }
     }
   }
 }
 
 Result<GpuSnapshot> Monitor::ReadFresh(bool accumulate) {
-  std::scoped_lock backend_lock(backend_mu_);
+  MutexLock backend_lock(backend_mu_);
   auto started = std::chrono::steady_clock::now();
   Result<GpuSnapshot> snap = backend_->Snapshot();
   auto took = std::chrono::duration_cast<std::chrono::microseconds>(
       std::chrono::steady_clock::now() - started);
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   stats_.last_sample_duration = took;
   stats_.total_sample_duration += took;
   if (!snap.ok()) {
@@ -119,12 +123,12 @@ Status Monitor::SampleOnce() {
   bool any_lost =
       std::any_of(snap->gpus.begin(), snap->gpus.end(), [](const GpuInfo& g) { return g.lost; });
   if (!any_lost) return Status::Ok();
-  std::scoped_lock backend_lock(backend_mu_);
+  MutexLock backend_lock(backend_mu_);
   if (clock_.SteadyNow() - last_reinit_ < options_.reinit_interval) return Status::Ok();
   last_reinit_ = clock_.SteadyNow();
   Status reinit = backend_->Reinitialize();
   if (!reinit.ok()) {
-    std::scoped_lock lock(mu_);
+    MutexLock lock(mu_);
     ++stats_.reinit_failures;
     stats_.last_reinit_error = reinit.message();
   }
@@ -205,7 +209,7 @@ void Monitor::RecordEvent(GpuEvent event) {
 
 size_t Monitor::PollEvents(std::chrono::milliseconds timeout) {
   std::vector<GpuEvent> events = backend_->WaitEvents(timeout);
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   for (GpuEvent& e : events) {
     e.at = clock_.WallNow();
     RecordEvent(std::move(e));
@@ -215,7 +219,7 @@ size_t Monitor::PollEvents(std::chrono::milliseconds timeout) {
 
 Result<GpuSnapshot> Monitor::QueryGpus(bool use_cache) {
   if (use_cache) {
-    std::scoped_lock lock(mu_);
+    MutexLock lock(mu_);
     if (cache_ && clock_.SteadyNow() - cache_time_ < options_.cache_ttl) return *cache_;
   }
   return ReadFresh(/*accumulate=*/false);
@@ -231,7 +235,7 @@ Result<GpuInfo> Monitor::GetGpuInfo(uint32_t index, bool use_cache) {
 }
 
 std::optional<GpuSnapshot> Monitor::LastSnapshot() const {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   return cache_;
 }
 
@@ -243,7 +247,7 @@ Result<std::vector<ScoredGpu>> Monitor::GetAvailableGpus(uint64_t min_free_memor
 }
 
 Result<std::string> Monitor::StartSession(const SessionOptions& options) {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   ExpireSessions();
   if (sessions_.size() >= options_.max_sessions) {
     return Status(StatusCode::kResourceExhausted, "too many monitoring sessions (" +
@@ -297,7 +301,7 @@ void Monitor::ExpireSessions() {
 }
 
 Result<SessionStats> Monitor::GetSession(const std::string& id) {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   auto it = sessions_.find(id);
   if (it == sessions_.end()) return NotFound("no monitoring session " + id);
   it->second.last_access = clock_.SteadyNow();
@@ -305,7 +309,7 @@ Result<SessionStats> Monitor::GetSession(const std::string& id) {
 }
 
 Result<SessionStats> Monitor::StopSession(const std::string& id) {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   auto it = sessions_.find(id);
   if (it == sessions_.end()) return NotFound("no monitoring session " + id);
   SessionStats out = Summarise(it->second);
@@ -314,7 +318,7 @@ Result<SessionStats> Monitor::StopSession(const std::string& id) {
 }
 
 std::vector<std::string> Monitor::SessionIds() const {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   std::vector<std::string> ids;
   for (const auto& [id, s] : sessions_) ids.push_back(id);
   return ids;
@@ -323,7 +327,7 @@ std::vector<std::string> Monitor::SessionIds() const {
 std::vector<HistoryPoint> Monitor::GetHistory(uint32_t index,
                                               std::chrono::system_clock::time_point since,
                                               std::chrono::milliseconds step) const {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   return history_.Query(
       index,
       std::chrono::duration_cast<std::chrono::milliseconds>(since.time_since_epoch()).count(),
@@ -331,17 +335,17 @@ std::vector<HistoryPoint> Monitor::GetHistory(uint32_t index,
 }
 
 std::vector<GpuEvent> Monitor::RecentEvents() const {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   return {events_.begin(), events_.end()};
 }
 
 std::map<uint32_t, EventCounts> Monitor::EventCountsByGpu() const {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   return event_counts_;
 }
 
 MonitorStats Monitor::Stats() const {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   MonitorStats stats = stats_;
   stats.sessions = sessions_.size();
   return stats;

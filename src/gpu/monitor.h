@@ -9,12 +9,10 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -22,6 +20,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "gpu/backend.h"
 #include "gpu/history.h"
@@ -160,12 +159,12 @@ class Monitor {
 
   // Takes backend_mu_; updates the cache and lost-GPU events, and with `accumulate` also the
   // history and sessions.
-  Result<GpuSnapshot> ReadFresh(bool accumulate);
-  void UpdateCache(const GpuSnapshot& snap);       // requires mu_
-  void Accumulate(const GpuSnapshot& snap);        // requires mu_
-  void RecordEvent(GpuEvent event);                // requires mu_
-  SessionStats Summarise(const Session& s) const;  // requires mu_
-  void ExpireSessions();                           // requires mu_
+  Result<GpuSnapshot> ReadFresh(bool accumulate) FLYT_EXCLUDES(backend_mu_, mu_);
+  void UpdateCache(const GpuSnapshot& snap) FLYT_REQUIRES(mu_);
+  void Accumulate(const GpuSnapshot& snap) FLYT_REQUIRES(mu_);
+  void RecordEvent(GpuEvent event) FLYT_REQUIRES(mu_);
+  SessionStats Summarise(const Session& s) const FLYT_REQUIRES(mu_);
+  void ExpireSessions() FLYT_REQUIRES(mu_);
   void SampleLoop();
   void EventLoop();
 
@@ -173,22 +172,22 @@ class Monitor {
   Clock& clock_;
   const MonitorOptions options_;
 
-  std::mutex backend_mu_;  // serialises Snapshot/Reinitialize on the backend
-  mutable std::mutex mu_;  // guards everything below
-  std::optional<GpuSnapshot> cache_;
-  std::chrono::steady_clock::time_point cache_time_;
-  History history_;
-  std::map<std::string, Session> sessions_;
-  uint64_t next_session_ = 1;
-  std::deque<GpuEvent> events_;
-  std::map<uint32_t, EventCounts> event_counts_;
-  std::set<std::string> lost_uuids_;
-  std::chrono::steady_clock::time_point last_reinit_;  // guarded by backend_mu_
-  MonitorStats stats_;
+  Mutex backend_mu_;  // serialises Snapshot/Reinitialize on the backend; taken before mu_
+  std::chrono::steady_clock::time_point last_reinit_ FLYT_GUARDED_BY(backend_mu_);
+  mutable Mutex mu_;
+  std::optional<GpuSnapshot> cache_ FLYT_GUARDED_BY(mu_);
+  std::chrono::steady_clock::time_point cache_time_ FLYT_GUARDED_BY(mu_);
+  History history_ FLYT_GUARDED_BY(mu_);
+  std::map<std::string, Session> sessions_ FLYT_GUARDED_BY(mu_);
+  uint64_t next_session_ FLYT_GUARDED_BY(mu_) = 1;
+  std::deque<GpuEvent> events_ FLYT_GUARDED_BY(mu_);
+  std::map<uint32_t, EventCounts> event_counts_ FLYT_GUARDED_BY(mu_);
+  std::set<std::string> lost_uuids_ FLYT_GUARDED_BY(mu_);
+  MonitorStats stats_ FLYT_GUARDED_BY(mu_);
 
-  std::mutex thread_mu_;
-  std::condition_variable wake_;
-  bool stopping_ = false;  // guarded by thread_mu_
+  Mutex thread_mu_;
+  CondVar wake_;
+  bool stopping_ FLYT_GUARDED_BY(thread_mu_) = false;
   std::thread sampler_;
   std::thread event_thread_;
 };

@@ -49,7 +49,7 @@ std::optional<std::string> ProcReader::ContainerIdFromCgroup(std::string_view cg
 
 std::optional<std::string> ProcReader::UserName(uint32_t uid) const {
   {
-    std::scoped_lock lock(mu_);
+    MutexLock lock(mu_);
     auto it = users_.find(uid);
     if (it != users_.end()) return it->second;
   }
@@ -61,7 +61,7 @@ std::optional<std::string> ProcReader::UserName(uint32_t uid) const {
       found->pw_name != nullptr) {
     name = found->pw_name;
   }
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   users_.emplace(uid, name);
   return name;
 }
@@ -91,7 +91,7 @@ std::optional<ProcReader::Entry> ProcReader::Read(uint32_t pid) const {
 }
 
 void ProcReader::BeginSample() const {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   for (auto it = processes_.begin(); it != processes_.end();) {
     it = it->second.sample < sample_ ? processes_.erase(it) : std::next(it);
   }
@@ -103,7 +103,7 @@ void ProcReader::Fill(ProcessInfo& process) const {
   std::optional<Entry> entry;
   uint64_t sample = 0;
   {
-    std::scoped_lock lock(mu_);
+    MutexLock lock(mu_);
     sample = sample_;
     auto it = processes_.find(process.pid);
     // Reusable only if filled in this sample or the previous one (the PID stayed on a GPU).
@@ -118,7 +118,7 @@ void ProcReader::Fill(ProcessInfo& process) const {
     if (!entry) return;
     entry->read_at = now;
     entry->sample = sample;
-    std::scoped_lock lock(mu_);
+    MutexLock lock(mu_);
     processes_[process.pid] = *entry;
   }
   if (entry->name) process.name = entry->name;

@@ -16,12 +16,12 @@
 #pragma once
 
 #include <chrono>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
 
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "gpu/types.h"
 
 namespace flyt::gpu {
@@ -54,10 +54,10 @@ class ProcReader {
   std::string root_;
   std::chrono::seconds ttl_;
   const Clock& clock_;
-  mutable std::mutex mu_;
-  mutable std::unordered_map<uint32_t, std::string> users_;  // guarded by mu_
-  mutable std::unordered_map<uint32_t, Entry> processes_;    // guarded by mu_
-  mutable uint64_t sample_ = 0;                              // guarded by mu_
+  mutable Mutex mu_;
+  mutable std::unordered_map<uint32_t, std::string> users_ FLYT_GUARDED_BY(mu_);
+  mutable std::unordered_map<uint32_t, Entry> processes_ FLYT_GUARDED_BY(mu_);
+  mutable uint64_t sample_ FLYT_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace flyt::gpu

@@ -25,9 +25,9 @@ void HeartbeatSender::Start() {
 
 void HeartbeatSender::Stop() {
   {
-    std::scoped_lock lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
   if (thread_.joinable()) thread_.join();
 }
@@ -72,11 +72,11 @@ Status HeartbeatSender::SendOnce() {
 void HeartbeatSender::Loop() {
   bool failing = false;
   bool registered = false;
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (!stopping_) {
-    lock.unlock();
+    lock.Unlock();
     Status s = SendOnce();
-    lock.lock();
+    lock.Lock();
     if (s.ok() && (!registered || failing)) {
       spdlog::info("{} with the cluster manager at {}",
                    registered ? "heartbeats get through again" : "registered",
@@ -88,7 +88,9 @@ void HeartbeatSender::Loop() {
                    config_.heartbeat_interval.count(), s.message());
       failing = true;
     }
-    cv_.wait_for(lock, config_.heartbeat_interval, [&] { return stopping_; });
+    const auto deadline = std::chrono::steady_clock::now() + config_.heartbeat_interval;
+    while (!stopping_ && cv_.WaitUntil(mu_, deadline)) {
+    }
   }
 }
 

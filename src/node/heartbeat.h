@@ -9,11 +9,10 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <string>
 #include <thread>
 
+#include "common/mutex.h"
 #include "gpu/monitor.h"
 #include "node/config.h"
 
@@ -39,9 +38,9 @@ class HeartbeatSender {
   const std::string api_url_;
   const std::string version_;
   std::chrono::system_clock::time_point events_sent_until_{};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;  // guarded by mu_
+  Mutex mu_;
+  CondVar cv_;
+  bool stopping_ FLYT_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/http.h"
+#include "common/json_fields.h"
 #include "common/strings.h"
 #include "gpu/json.h"
 #include "node/metrics.h"
@@ -35,6 +36,49 @@ Result<uint32_t> GpuIndex(const std::string& segment, const gpu::GpuSnapshot& sn
 // An error from the Monitor, with its usual HTTP status.
 void SendStatus(httplib::Response& res, const Status& s) {
   http::SendError(res, http::HttpStatus(s), s);
+}
+
+// The fields of POST /api/v1/monitoring/sessions into `options`: gpus (distinct indexes of this
+// node's GPUs) and interval_seconds. Errors name the field; 503 before the first sample when gpus
+// are given (they cannot be checked yet).
+Status SessionFields(const JsonFields& f, gpu::Monitor& monitor, gpu::SessionOptions& options) {
+  FLYT_RETURN_IF_ERROR(f.Only({"gpus", "interval_seconds"}));
+  if (f.Has("gpus")) {
+    auto snap = monitor.LastSnapshot();
+    if (!snap) return Unavailable("no sample taken yet; try again in a moment");
+    const size_t count = snap->gpus.size();
+    const json* gpus = nullptr;
+    const Status s = f.OptionalArray("gpus", count, gpus);
+    if (!s.ok() || gpus->empty()) {
+      return InvalidArgument("gpus must be a non-empty array of this node's GPU indexes (it has " +
+                             std::to_string(count) + ")");
+    }
+    std::vector<uint32_t> list;
+    for (size_t i = 0; i < gpus->size(); ++i) {
+      const std::string name = "gpus[" + std::to_string(i) + "]";
+      const json one = {{name, (*gpus)[i]}};
+      FLYT_ASSIGN_OR_RETURN(
+          const uint32_t index,
+          JsonFields(one).RequiredInt<uint32_t>(name, 0, std::numeric_limits<uint32_t>::max()));
+      bool known = false;
+      for (const gpu::GpuInfo& info : snap->gpus) known = known || info.index == index;
+      if (!known) return InvalidArgument("no GPU " + std::to_string(index) + " on this node");
+      if (std::find(list.begin(), list.end(), index) != list.end()) {
+        return InvalidArgument("GPU " + std::to_string(index) + " is listed twice");
+      }
+      list.push_back(index);
+    }
+    options.gpus = list;
+  }
+  double interval_s = 0;
+  if (f.Has("interval_seconds")) {
+    const Status s = f.OptionalNumber("interval_seconds", 0, 86400, interval_s);
+    if (!s.ok() || !(interval_s > 0)) {
+      return InvalidArgument("interval_seconds must be a number in (0, 86400]");
+    }
+    options.interval = std::chrono::milliseconds(static_cast<int64_t>(interval_s * 1000));
+  }
+  return Status::Ok();
 }
 
 json CountsJson(const std::map<uint32_t, gpu::EventCounts>& counts) {
@@ -158,14 +202,14 @@ void NodeServer::SetUpRoutes() {
     if (!snap) return;
     std::shared_ptr<const std::string> body;
     {
-      std::scoped_lock lock(gpus_mu_);
+      MutexLock lock(gpus_mu_);
       if (gpus_body_ && gpus_taken_at_ == snap->taken_at) body = gpus_body_;
     }
     if (!body) {
       json j = gpu::ToJson(*snap);
       j["node"] = config_.name;
       body = std::make_shared<const std::string>(gpu::DumpJson(j) + "\n");
-      std::scoped_lock lock(gpus_mu_);
+      MutexLock lock(gpus_mu_);
       gpus_taken_at_ = snap->taken_at;
       gpus_body_ = body;
     }
@@ -258,48 +302,10 @@ void NodeServer::SetUpRoutes() {
           } catch (const json::exception& e) {  // parse errors, and numbers beyond double's range
             return SendError(res, 400, std::string("malformed JSON body: ") + e.what());
           }
-          if (!body.is_object()) return SendError(res, 400, "the body must be a JSON object");
-          for (const auto& [key, value] : body.items()) {
-            if (key != "gpus" && key != "interval_seconds") {
-              return SendError(res, 400,
-                               "unknown field '" + key + "' (expected gpus, interval_seconds)");
-            }
-          }
-          auto snap = monitor_.LastSnapshot();
-          if (body.contains("gpus")) {
-            if (!snap) return SendError(res, 503, "no sample taken yet; try again in a moment");
-            const json& gpus = body["gpus"];
-            if (!gpus.is_array() || gpus.empty() || gpus.size() > snap->gpus.size()) {
-              return SendError(
-                  res, 400,
-                  "gpus must be a non-empty array of this node's GPU indexes (it has " +
-                      std::to_string(snap->gpus.size()) + ")");
-            }
-            std::vector<uint32_t> list;
-            for (const json& g : gpus) {
-              if (!g.is_number_unsigned()) {
-                return SendError(res, 400, "gpus must hold non-negative integers");
-              }
-              auto v = g.get<uint64_t>();
-              bool known = false;
-              for (const gpu::GpuInfo& info : snap->gpus) known = known || info.index == v;
-              if (!known)
-                return SendError(res, 400, "no GPU " + std::to_string(v) + " on this node");
-              if (std::find(list.begin(), list.end(), v) != list.end()) {
-                return SendError(res, 400, "GPU " + std::to_string(v) + " is listed twice");
-              }
-              list.push_back(static_cast<uint32_t>(v));
-            }
-            options.gpus = list;
-          }
-          if (body.contains("interval_seconds")) {
-            const json& iv = body["interval_seconds"];
-            if (!iv.is_number() || !(iv.get<double>() > 0) || iv.get<double>() > 86400) {
-              return SendError(res, 400, "interval_seconds must be a number in (0, 86400]");
-            }
-            options.interval =
-                std::chrono::milliseconds(static_cast<int64_t>(iv.get<double>() * 1000));
-          }
+          auto fields = JsonFields::Of(body, "the body");
+          if (!fields.ok()) return SendStatus(res, fields.status());
+          auto parsed = SessionFields(*fields, monitor_, options);
+          if (!parsed.ok()) return SendStatus(res, parsed);
         }
         auto id = monitor_.StartSession(options);
         if (!id.ok()) return SendStatus(res, id.status());

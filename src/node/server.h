@@ -12,13 +12,13 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <variant>
 
 #include "common/clock.h"
 #include "common/http_router.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "gpu/monitor.h"
 #include "node/config.h"
@@ -64,9 +64,9 @@ class NodeServer {
   int port_ = 0;
   std::atomic<uint64_t> scrapes_{0};
   // GET /api/v1/gpus serialised once per snapshot, not once per request.
-  std::mutex gpus_mu_;
-  std::chrono::system_clock::time_point gpus_taken_at_;  // guarded by gpus_mu_
-  std::shared_ptr<const std::string> gpus_body_;          // guarded by gpus_mu_
+  Mutex gpus_mu_;
+  std::chrono::system_clock::time_point gpus_taken_at_ FLYT_GUARDED_BY(gpus_mu_);
+  std::shared_ptr<const std::string> gpus_body_ FLYT_GUARDED_BY(gpus_mu_);
 };
 
 }  // namespace flyt::node

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iterator>
 
+#include "common/json_fields.h"
 #include "common/strings.h"
 
 namespace flyt::sched {
@@ -85,16 +86,20 @@ std::string Normalise(std::string_view key) {
 }
 
 struct Dimension {
+  std::string section;    // "parameters" or "parallel_config"
   std::string key;        // as written in the task
   std::string canonical;  // empty for parameters that do not change the estimate
   std::vector<json> values;
 };
 
-Status AddDimensions(const json& obj, const char* where, std::vector<Dimension>& dims) {
-  if (obj.is_null()) return Status::Ok();
-  if (!obj.is_object()) return InvalidArgument(std::string(where) + " must be an object");
+Status AddDimensions(const JsonFields& task, const char* where, std::vector<Dimension>& dims) {
+  const json* found = nullptr;
+  FLYT_RETURN_IF_ERROR(task.OptionalObject(where, found));
+  if (found == nullptr) return Status::Ok();
+  const json& obj = *found;
   for (const auto& [key, value] : obj.items()) {
     Dimension d;
+    d.section = where;
     d.key = key;
     auto it = Canonical().find(Normalise(key));
     if (it != Canonical().end()) d.canonical = it->second;
@@ -116,27 +121,33 @@ Status AddDimensions(const json& obj, const char* where, std::vector<Dimension>&
   return Status::Ok();
 }
 
-// An integer in [lo, hi] (nlohmann keeps parsed non-negative integers unsigned, built ones signed).
-std::optional<int64_t> IntIn(const json& v, int64_t lo, int64_t hi) {
-  if (!v.is_number_integer()) return std::nullopt;
-  int64_t x = v.is_number_unsigned()
-                  ? static_cast<int64_t>(std::min<uint64_t>(v.get<uint64_t>(), uint64_t{1} << 62))
-                  : v.get<int64_t>();
-  if (x < lo || x > hi) return std::nullopt;
-  return x;
+// A fraction in (0, 1]: gpu-memory-utilization, mem-fraction-static.
+Status Fraction(const JsonFields& f, std::string_view key, double& out) {
+  const Status s = f.OptionalNumber(key, 0, 1, out);
+  if (!s.ok() || !(out > 0)) return InvalidArgument(f.Name(key) + " must be a number in (0, 1]");
+  return Status::Ok();
 }
 
-Result<int> PositiveInt(const json& v, const std::string& what) {
-  auto x = IntIn(v, 1, 4096);
-  if (!x) return InvalidArgument(what + " must be an integer from 1 to 4096, not " + v.dump());
-  return static_cast<int>(*x);
-}
-
-Result<double> Fraction(const json& v, const std::string& what) {
-  if (!v.is_number() || !(v.get<double>() > 0) || v.get<double>() > 1) {
-    return InvalidArgument(what + " must be a number in (0, 1], not " + v.dump());
+// The scheduling section is the cluster manager's (Cluster::Submit reads it, with these limits);
+// the estimator checks it too so that `flytctl estimate` refuses what a submission would.
+Status CheckScheduling(const JsonFields& task) {
+  FLYT_ASSIGN_OR_RETURN(const JsonFields s, task.OptionalFields("scheduling"));
+  FLYT_RETURN_IF_ERROR(s.Only({"priority", "timeout_seconds", "gpu_model", "policy",
+                               "lease_ttl_seconds", "max_utilization", "owner"}));
+  constexpr int64_t kMaxTtlSeconds = 30 * 86400;
+  int64_t priority = 0, timeout = 1, lease_ttl = 1, max_util = 0;
+  std::string text;
+  FLYT_RETURN_IF_ERROR(s.OptionalInt<int64_t>("priority", -1000, 1000, priority));
+  FLYT_RETURN_IF_ERROR(s.OptionalInt<int64_t>("timeout_seconds", 1, kMaxTtlSeconds, timeout));
+  FLYT_RETURN_IF_ERROR(s.OptionalInt<int64_t>("lease_ttl_seconds", 1, kMaxTtlSeconds, lease_ttl));
+  FLYT_RETURN_IF_ERROR(s.OptionalInt<int64_t>("max_utilization", 0, 100, max_util));
+  FLYT_RETURN_IF_ERROR(s.OptionalString("gpu_model", 64, text));
+  FLYT_RETURN_IF_ERROR(s.OptionalString("owner", 128, text));
+  // An empty policy leaves the default, as the manager reads it.
+  if (!(s.Has("policy") && s.OptionalString("policy", 0, text).ok())) {
+    FLYT_RETURN_IF_ERROR(s.OptionalEnum("policy", {"score", "binpack", "spread"}, text));
   }
-  return v.get<double>();
+  return Status::Ok();
 }
 
 std::string Describe(const json& params) {
@@ -161,51 +172,52 @@ std::optional<double> BytesPerElement(std::string_view dtype, std::string_view m
 
 Result<TaskEstimate> EstimateTask(const json& task, const EstimateOptions& options) {
   if (!task.is_object()) return InvalidArgument("the task must be a JSON object");
+  const JsonFields t(task);
   TaskEstimate out;
   out.gpu_memory_mib = options.gpu_memory_mib > 0 ? options.gpu_memory_mib : 0;
-  if (task.contains("task_name") && task["task_name"].is_string()) {
-    out.task_name = task["task_name"].get<std::string>();
-  }
-  if (!task.contains("model") || !task["model"].is_object() ||
-      !task["model"].contains("id_or_path") || !task["model"]["id_or_path"].is_string()) {
-    return InvalidArgument("model.id_or_path is missing or not a string");
-  }
-  out.model = task["model"]["id_or_path"].get<std::string>();
-  out.runtime = task.contains("base_runtime") && task["base_runtime"].is_string()
-                    ? ToLower(task["base_runtime"].get<std::string>())
-                    : "vllm";
+  FLYT_RETURN_IF_ERROR(t.OptionalString("task_name", 1024, out.task_name));
+  // A model that is not an object reads as one without id_or_path, which is what is missing.
+  const json no_model;
+  const JsonFields model_fields(task.contains("model") ? task["model"] : no_model, "model.");
+  FLYT_ASSIGN_OR_RETURN(out.model, model_fields.RequiredString("id_or_path", 4096));
+  std::string runtime = "vllm";
+  FLYT_RETURN_IF_ERROR(t.OptionalString("base_runtime", 64, runtime));
+  out.runtime = ToLower(runtime);
   if (out.runtime != "vllm" && out.runtime != "sglang") {
     return InvalidArgument("base_runtime '" + out.runtime + "' is not supported (vllm or sglang)");
   }
   std::optional<double> explicit_mib;
-  if (task.contains("min_free_memory_mb")) {
-    const json& v = task["min_free_memory_mb"];
-    if (!v.is_number() || !(v.get<double>() > 0) || v.get<double>() > 1e8) {
-      return InvalidArgument("min_free_memory_mb must be a positive number of MiB");
+  if (t.Has("min_free_memory_mb")) {
+    double mib = 0;
+    const Status s = t.OptionalNumber("min_free_memory_mb", 0, 1e8, mib);
+    if (!s.ok() || !(mib > 0)) {
+      return InvalidArgument("min_free_memory_mb must be a positive number of MiB (at most 1e8)");
     }
-    explicit_mib = v.get<double>();
+    explicit_mib = mib;
   }
+  FLYT_RETURN_IF_ERROR(CheckScheduling(t));
+  std::string config_json;
+  FLYT_RETURN_IF_ERROR(model_fields.OptionalString("config_json", 4096, config_json));
 
   // The model: a config.json given with the task, else the catalog, else only an explicit size.
   std::optional<ModelSpec> model;
-  if (task["model"].contains("config")) {
+  if (model_fields.Has("config")) {
     const std::string name = out.model.substr(out.model.find_last_of('/') + 1);
-    FLYT_ASSIGN_OR_RETURN(ModelSpec m,
+    FLYT_ASSIGN_OR_RETURN(ModelSpec spec,
                           ModelFromHfConfig(task["model"]["config"], name, "model.config"));
-    model = m;
+    model = spec;
     out.model_source = "config.json: inline";
-  } else if (task["model"].contains("config_json") && !options.allow_local_files) {
+  } else if (model_fields.Has("config_json") && !options.allow_local_files) {
     return InvalidArgument(
         "model.config_json names a file on the manager's machine, which it does not read; give "
         "the config.json's content inline as model.config");
-  } else if (task["model"].contains("config_json") && task["model"]["config_json"].is_string()) {
-    const std::string path = task["model"]["config_json"].get<std::string>();
-    FLYT_ASSIGN_OR_RETURN(ModelSpec m, LoadHfConfig(path));
-    model = m;
-    out.model_source = "config.json: " + path;
-  } else if (const ModelSpec* m = FindInCatalog(out.model)) {
-    model = *m;
-    out.model_source = "catalog: " + m->name;
+  } else if (model_fields.Has("config_json")) {
+    FLYT_ASSIGN_OR_RETURN(ModelSpec spec, LoadHfConfig(config_json));
+    model = spec;
+    out.model_source = "config.json: " + config_json;
+  } else if (const ModelSpec* found = FindInCatalog(out.model)) {
+    model = *found;
+    out.model_source = "catalog: " + found->name;
   } else if (options.allow_local_files && std::filesystem::exists(out.model + "/config.json")) {
     FLYT_ASSIGN_OR_RETURN(ModelSpec loaded, LoadHfConfig(out.model));
     model = loaded;
@@ -219,9 +231,8 @@ Result<TaskEstimate> EstimateTask(const json& task, const EstimateOptions& optio
   }
 
   std::vector<Dimension> dims;
-  FLYT_RETURN_IF_ERROR(AddDimensions(task.value("parameters", json()), "parameters", dims));
-  FLYT_RETURN_IF_ERROR(
-      AddDimensions(task.value("parallel_config", json()), "parallel_config", dims));
+  FLYT_RETURN_IF_ERROR(AddDimensions(t, "parameters", dims));
+  FLYT_RETURN_IF_ERROR(AddDimensions(t, "parallel_config", dims));
   size_t total = 1;
   for (const Dimension& d : dims) {
     total *= d.values.size();
@@ -236,20 +247,29 @@ Result<TaskEstimate> EstimateTask(const json& task, const EstimateOptions& optio
     e.index = n;
     e.parameters = json::object();
     size_t rest = n;
-    std::map<std::string, json> canon;
+    // Each canonical parameter of this experiment: its dimension (where it was written) and value.
+    std::map<std::string, std::pair<const Dimension*, const json*>> canon;
     for (auto it = dims.rbegin(); it != dims.rend(); ++it) {  // last dimension varies fastest
       const json& v = it->values[rest % it->values.size()];
       rest /= it->values.size();
       e.parameters[it->key] = v;
-      if (!it->canonical.empty()) canon[it->canonical] = v;
+      if (!it->canonical.empty()) canon[it->canonical] = {&*it, &v};
     }
     const std::string where =
         "experiment " + std::to_string(n) + " (" + Describe(e.parameters) + ")";
-    auto size_of = [&](const char* key, int& out_value) -> Status {
-      auto it = canon.find(key);
+    // Reads a canonical parameter with JsonFields, named "<where>: <section>.<key as written>";
+    // an absent one leaves the caller's default.
+    auto read = [&](const char* canonical, const auto& get) -> Status {
+      auto it = canon.find(canonical);
       if (it == canon.end()) return Status::Ok();
-      FLYT_ASSIGN_OR_RETURN(out_value, PositiveInt(it->second, where + ": " + key));
-      return Status::Ok();
+      const Dimension& d = *it->second.first;
+      const json one = {{d.key, *it->second.second}};
+      return get(JsonFields(one, where + ": " + d.section + "."), std::string_view(d.key));
+    };
+    auto size_of = [&](const char* key, int& out_value) {
+      return read(key, [&](const JsonFields& f, std::string_view k) {
+        return f.OptionalInt<int>(k, 1, 4096, out_value);
+      });
     };
     FLYT_RETURN_IF_ERROR(size_of("tp", e.tp));
     FLYT_RETURN_IF_ERROR(size_of("pp", e.pp));
@@ -261,24 +281,49 @@ Result<TaskEstimate> EstimateTask(const json& task, const EstimateOptions& optio
                              ") must divide tp (" + std::to_string(e.tp) + ")");
     }
     e.gpus = e.tp * e.pp * e.dp * e.cp;
+    // Checked whether or not there is a model to estimate with: a wrong type is never ignored.
+    std::string dtype = "auto", kv_dtype = "auto";
+    FLYT_RETURN_IF_ERROR(read("dtype", [&](const JsonFields& f, std::string_view k) {
+      return f.OptionalString(k, 64, dtype);
+    }));
+    FLYT_RETURN_IF_ERROR(read("kv-cache-dtype", [&](const JsonFields& f, std::string_view k) {
+      return f.OptionalString(k, 64, kv_dtype);
+    }));
+    std::optional<int> max_model_len;
+    FLYT_RETURN_IF_ERROR(read("max-model-len", [&](const JsonFields& f, std::string_view k) {
+      if (!f.Has(k)) return Status::Ok();
+      int v = 0;
+      FLYT_RETURN_IF_ERROR(f.OptionalInt<int>(k, 1, 1 << 24, v));
+      max_model_len = v;
+      return Status::Ok();
+    }));
+    std::optional<int64_t> concurrency;
+    FLYT_RETURN_IF_ERROR(read("concurrency", [&](const JsonFields& f, std::string_view k) {
+      if (!f.Has(k)) return Status::Ok();
+      int64_t v = 0;
+      FLYT_RETURN_IF_ERROR(f.OptionalInt<int64_t>(k, 1, 100000, v));
+      concurrency = v;
+      return Status::Ok();
+    }));
+    auto fraction = [&](const char* key) -> Status {
+      return read(key, [&](const JsonFields& f, std::string_view k) {
+        if (!f.Has(k)) return Status::Ok();
+        FLYT_RETURN_IF_ERROR(Fraction(f, k, e.free_fraction));
+        e.fraction_given = true;
+        return Status::Ok();
+      });
+    };
 
     e.runtime = out.runtime;
     if (out.runtime == "vllm") {
       e.free_fraction = kVllmDefaultUtilization;
-      if (canon.count("gpu-memory-utilization")) {
-        FLYT_ASSIGN_OR_RETURN(e.free_fraction, Fraction(canon["gpu-memory-utilization"],
-                                                        where + ": gpu-memory-utilization"));
-        e.fraction_given = true;
-      }
+      FLYT_RETURN_IF_ERROR(fraction("gpu-memory-utilization"));
       e.engine_rule =
           "vllm: " + std::to_string(static_cast<int>(std::lround(e.free_fraction * 100))) +
           "% of each GPU's memory free (gpu_memory_utilization)";
     } else {
-      if (canon.count("mem-fraction-static")) {
-        FLYT_ASSIGN_OR_RETURN(e.free_fraction, Fraction(canon["mem-fraction-static"],
-                                                        where + ": mem-fraction-static"));
-        e.fraction_given = true;
-      } else {
+      FLYT_RETURN_IF_ERROR(fraction("mem-fraction-static"));
+      if (!e.fraction_given) {
         // SGLang's own default depends on the GPU; without one it falls back to 0.88 as well.
         e.free_fraction = options.gpu_memory_mib > 0
                               ? SglangDefaultFraction(options.gpu_memory_mib, e.tp * e.pp)
@@ -297,28 +342,12 @@ Result<TaskEstimate> EstimateTask(const json& task, const EstimateOptions& optio
         return InvalidArgument(where + ": pp=" + std::to_string(e.pp) + " exceeds the " +
                                std::to_string(m.layers) + " layers of " + m.name);
       }
-      std::string dtype = canon.count("dtype") && canon["dtype"].is_string()
-                              ? canon["dtype"].get<std::string>()
-                              : "auto";
       auto weight_bytes = BytesPerElement(dtype, m.dtype);
       if (!weight_bytes) return InvalidArgument(where + ": unknown dtype '" + dtype + "'");
-      std::string kv_dtype = canon.count("kv-cache-dtype") && canon["kv-cache-dtype"].is_string()
-                                 ? canon["kv-cache-dtype"].get<std::string>()
-                                 : "auto";
       auto kv_bytes = BytesPerElement(kv_dtype, dtype == "auto" ? m.dtype : dtype);
       if (!kv_bytes) return InvalidArgument(where + ": unknown kv-cache-dtype '" + kv_dtype + "'");
-      e.max_model_len = m.max_position_embeddings;
-      if (canon.count("max-model-len")) {
-        auto v = IntIn(canon["max-model-len"], 1, 1 << 24);
-        if (!v)
-          return InvalidArgument(where + ": max-model-len must be an integer from 1 to 16777216");
-        e.max_model_len = static_cast<int>(*v);
-      }
-      if (canon.count("concurrency")) {
-        auto c = IntIn(canon["concurrency"], 1, 100000);
-        if (!c) return InvalidArgument(where + ": concurrency must be an integer from 1 to 100000");
-        e.concurrency = *c;
-      }
+      e.max_model_len = max_model_len.value_or(m.max_position_embeddings);
+      if (concurrency) e.concurrency = *concurrency;
       MemoryEstimate mem;
       mem.weights_mib = m.parameters * *weight_bytes / (e.tp * e.pp) / kMib;
       const double layers_per_rank = std::ceil(static_cast<double>(m.layers) / e.pp);

@@ -319,6 +319,75 @@ TEST(EstimateTest, BadTasksNameTheFieldAndTheExperiment) {
             std::string::npos);
 }
 
+// Every field of a wrong type or out of range is an InvalidArgument naming the field, never
+// silently the default (JsonFields reads them).
+TEST(EstimateTest, FieldsOfTheWrongTypeOrRangeAreRefusedByName) {
+  auto with = [](const char* key, json value) {
+    json task = Task("Llama-3.1-8B", json::object());
+    task[key] = std::move(value);
+    return task;
+  };
+  json scheduled = Task("Llama-3.1-8B", json::object());
+  scheduled["scheduling"] = {{"priority", json(18446744073709551615ull)}};
+  json model_not_string = Task("Llama-3.1-8B", json::object());
+  model_not_string["model"]["id_or_path"] = 8;
+  json config_json_not_string = Task("Llama-3.1-8B", json::object());
+  config_json_not_string["model"]["config_json"] = 1;
+  const std::pair<json, const char*> cases[] = {
+      {with("task_name", 7), "task_name must be a string"},
+      {with("base_runtime", true), "base_runtime must be a string"},
+      {with("min_free_memory_mb", "lots"), "min_free_memory_mb must be a positive number"},
+      {with("parameters", json::array({1})), "parameters must be an object"},
+      {with("parallel_config", "tp=2"), "parallel_config must be an object"},
+      {with("scheduling", 5), "scheduling must be an object"},
+      {scheduled, "scheduling.priority must be an integer from -1000 to 1000"},
+      {with("scheduling", {{"timeout_seconds", 1.5}}), "scheduling.timeout_seconds must be"},
+      {with("scheduling", {{"policy", "random"}}), "scheduling.policy must be"},
+      {with("scheduling", {{"gpu_model", 80}}), "scheduling.gpu_model must be a string"},
+      {with("scheduling", {{"prio", 1}}), "unknown field 'scheduling.prio'"},
+      {model_not_string, "model.id_or_path must be a string"},
+      {config_json_not_string, "model.config_json must be a string"},
+      {Task("Llama-3.1-8B", {{"dtype", 16}}), "parameters.dtype must be a string"},
+      {Task("Llama-3.1-8B", {{"kv_cache_dtype", false}}), "parameters.kv_cache_dtype must be"},
+      {Task("Llama-3.1-8B", {{"tp_size", "2"}}), "parameters.tp_size must be an integer"},
+      {Task("Llama-3.1-8B", {{"tp", 2.5}}), "parameters.tp must be an integer"},
+      {Task("Llama-3.1-8B", {{"max-num-seqs", json(18446744073709551615ull)}}),
+       "parameters.max-num-seqs must be an integer from 1 to 100000"},
+      {Task("Llama-3.1-8B", {{"max-model-len", "8k"}}), "parameters.max-model-len must be"},
+      {Task("Llama-3.1-8B", {{"gpu-memory-utilization", "0.9"}}), "must be a number in (0, 1]"},
+      {Task("Llama-3.1-8B", {{"mem_fraction_static", 0}}, "sglang"),
+       "parameters.mem_fraction_static must be a number in (0, 1]"},
+  };
+  for (const auto& [task, expected] : cases) {
+    auto e = EstimateTask(task);
+    ASSERT_FALSE(e.ok()) << task.dump();
+    EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument) << task.dump();
+    EXPECT_NE(e.status().message().find(expected), std::string::npos)
+        << e.status().message() << "\nexpected: " << expected;
+  }
+  // A parallel_config key is named in its own section, and a wrong type is refused even when the
+  // size is explicit and no model is known to estimate with.
+  json parallel = Task("Llama-3.1-8B", json::object());
+  parallel["parallel_config"] = {{"pp", -1}};
+  EXPECT_NE(EstimateTask(parallel).status().message().find("parallel_config.pp must be"),
+            std::string::npos);
+  json explicit_size = Task("acme/secret-model-13b", {{"dtype", json::array({json::array()})}});
+  explicit_size["min_free_memory_mb"] = 30000;
+  EXPECT_NE(EstimateTask(explicit_size).status().message().find("parameters.dtype must be"),
+            std::string::npos);
+}
+
+TEST(EstimateTest, ValidSchedulingAndNullFieldsAreAccepted) {
+  json task = Task("Llama-3.1-8B", {{"dtype", "bf16"}});
+  task["scheduling"] = {{"priority", -5},      {"timeout_seconds", 3600}, {"policy", ""},
+                        {"gpu_model", "H100"}, {"owner", "alice"},        {"max_utilization", 0}};
+  task["min_free_memory_mb"] = nullptr;
+  auto e = EstimateTask(task);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(e->task_name, "t");
+  EXPECT_EQ(e->runtime, "vllm");
+}
+
 TEST(ModelTest, CatalogMatchesIdsAndPaths) {
   EXPECT_EQ(FindInCatalog("meta-llama/Llama-3.2-1B-Instruct")->name, "Llama-3.2-1B");
   EXPECT_EQ(FindInCatalog("/models/qwen2.5-72b/")->name, "Qwen2.5-72B");

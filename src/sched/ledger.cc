@@ -69,14 +69,14 @@ bool Ledger::ReachableLocked(const Node& n) const {
 }
 
 bool Ledger::Reachable(const std::string& node) const {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   auto it = nodes_.find(node);
   return it != nodes_.end() && ReachableLocked(it->second);
 }
 
 std::optional<std::chrono::steady_clock::time_point> Ledger::HeardAt(
     const std::string& node) const {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return std::nullopt;
   return it->second.last_heartbeat;
@@ -84,19 +84,19 @@ std::optional<std::chrono::steady_clock::time_point> Ledger::HeardAt(
 
 void Ledger::UpdateNode(const std::string& node, std::vector<GpuState> gpus,
                         std::optional<std::chrono::steady_clock::time_point> heard_at) {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   Node& n = nodes_[node];
   n.gpus = std::move(gpus);
   n.last_heartbeat = heard_at ? *heard_at : clock_.SteadyNow();
 }
 
 void Ledger::RemoveNode(const std::string& node) {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   nodes_.erase(node);
 }
 
 void Ledger::Restore(const Lease& lease) {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   leases_[lease.id] = lease;
 }
 
@@ -113,7 +113,7 @@ double Ledger::Score(const GpuState& g, uint64_t leased_bytes) const {
 }
 
 std::optional<Lease> Ledger::Find(const std::string& id) const {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   auto it = leases_.find(id);
   if (it == leases_.end()) return std::nullopt;
   return it->second;
@@ -131,7 +131,7 @@ Result<Lease> Ledger::Allocate(const AllocationRequest& req) {
   if (!(req.max_free_spread >= 0 && req.max_free_spread <= 1)) {
     return InvalidArgument("max_free_spread must be 0-1");
   }
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   const auto now = clock_.WallNow();
   const size_t want = static_cast<size_t>(req.gpus);
 
@@ -336,7 +336,7 @@ Result<Lease> Ledger::Renew(const std::string& id, std::optional<std::chrono::se
   if (ttl && (ttl->count() < 1 || *ttl > std::chrono::hours(24 * 30))) {
     return InvalidArgument("ttl_seconds must be 1-2592000");
   }
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   auto it = leases_.find(id);
   const auto now = clock_.WallNow();
   if (it == leases_.end() || it->second.expires_at <= now) {
@@ -348,13 +348,13 @@ Result<Lease> Ledger::Renew(const std::string& id, std::optional<std::chrono::se
 }
 
 Status Ledger::Release(const std::string& id) {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   if (leases_.erase(id) == 0) return NotFound("no lease " + id);
   return Status::Ok();
 }
 
 std::vector<Lease> Ledger::Expire() {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   const auto now = clock_.WallNow();
   const auto steady = clock_.SteadyNow();
   std::vector<Lease> gone;
@@ -378,7 +378,7 @@ std::vector<Lease> Ledger::Expire() {
 }
 
 std::vector<Lease> Ledger::Leases() const {
-  std::scoped_lock lock(mu_);
+  MutexLock lock(mu_);
   std::vector<Lease> out;
   for (const auto& [id, l] : leases_) out.push_back(l);
   return out;

@@ -12,12 +12,12 @@
 
 #include <chrono>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "common/status.h"
 
 namespace flyt::sched {
@@ -118,10 +118,10 @@ class Ledger {
 
   const Clock& clock_;
   const LedgerOptions options_;
-  mutable std::mutex mu_;
-  std::map<std::string, Node> nodes_;    // guarded by mu_
-  std::map<std::string, Lease> leases_;  // guarded by mu_
-  uint64_t next_id_ = 1;                 // guarded by mu_
+  mutable Mutex mu_;
+  std::map<std::string, Node> nodes_ FLYT_GUARDED_BY(mu_);
+  std::map<std::string, Lease> leases_ FLYT_GUARDED_BY(mu_);
+  uint64_t next_id_ FLYT_GUARDED_BY(mu_) = 1;
 };
 
 }  // namespace flyt::sched
