@@ -48,7 +48,7 @@ class DynamicLibrary {
 // kRequired entries must resolve or the library is refused; kOptional ones may be absent.
 enum class SymbolRequirement { kRequired, kOptional };
 
-// What a loader bound for one entry point, for diagnostics (`flytctl gpus --verbose`) and tests.
+// What a loader bound for one entry point, for diagnostics and tests.
 struct SymbolBinding {
   std::string member;  // the loader's name for the entry point, e.g. "MemAlloc"
   SymbolRequirement requirement = SymbolRequirement::kOptional;

@@ -225,7 +225,7 @@ run_and_check() {
       ;;
     *"flytctl cuda inspect "*)
       check "$name: exit 0" test $rc -eq 0
-      check "$name: a kernel" contains "$out" "vector_add"
+      check "$name: its kernel" contains "$out" "kernel _Z9VectorAdd"
       ;;
     *)
       check "$name: exit 0 (got $rc: $err)" test $rc -eq 0
