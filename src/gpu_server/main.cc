@@ -1,7 +1,12 @@
 // flyt-gpu-server: runs remote clients' CUDA calls on one device. This file parses flags and wires
 // a backend (the simulated device, or the real GPU through the driver) to the server core; the
 // work is in src/remote (server, sim_backend, driver_backend) and src/cuda_driver.
+#include <sys/resource.h>
+
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <spdlog/spdlog.h>
@@ -19,6 +24,23 @@ namespace {
 int Fail(const std::string& message) {
   std::fprintf(stderr, "flyt-gpu-server: %s\n", message.c_str());
   return 1;
+}
+
+// Raises the soft limit on open descriptors to `needed` if it is lower (up to the hard limit).
+flyt::Status RaiseDescriptorLimit(size_t needed) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return flyt::ErrnoError("getrlimit", errno);
+  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur >= needed) return flyt::Status::Ok();
+  if (limit.rlim_cur == RLIM_INFINITY) return flyt::Status::Ok();
+  if (limit.rlim_max != RLIM_INFINITY && limit.rlim_max < needed) {
+    return flyt::InvalidArgument(
+        "--max-clients and --max-pending need about " + std::to_string(needed) +
+        " open descriptors, and the hard limit (ulimit -Hn) is " +
+        std::to_string(limit.rlim_max) + ": lower them or raise the limit");
+  }
+  limit.rlim_cur = needed;
+  if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) return flyt::ErrnoError("setrlimit", errno);
+  return flyt::Status::Ok();
 }
 
 }  // namespace
@@ -50,6 +72,36 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"process", "thread"}));
   app.add_option("--launch-log", launch_log, "append one JSON line per kernel launch to this file");
   app.add_option("--cuda-library", cuda_library, "driver library to load (driver backend)");
+  flyt::remote::ServerOptions defaults;
+  size_t max_clients = defaults.max_clients;
+  size_t max_pending = defaults.max_pending;
+  size_t max_pending_per_peer = defaults.max_pending_per_peer;
+  double hello_timeout_s = defaults.hello_timeout.count() / 1000.0;
+  double idle_timeout_s = defaults.idle_timeout.count() / 1000.0;
+  app.add_option("--max-clients", max_clients,
+                 "clients served at once; one more is refused at its hello with 'server busy' "
+                 "(the program sees cudaErrorDevicesUnavailable)")
+      ->check(CLI::Range(size_t{1}, size_t{4096}))
+      ->capture_default_str();
+  app.add_option("--idle-timeout", idle_timeout_s,
+                 "seconds: a client that makes no call for this long while it holds nothing on "
+                 "the device (no allocation, stream, event or module) is disconnected; 0: never")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
+  app.add_option("--hello-timeout", hello_timeout_s,
+                 "seconds from connecting within which the whole hello must have arrived; no "
+                 "process is started for a connection before its hello is complete")
+      ->check(CLI::Range(0.01, 3600.0))
+      ->capture_default_str();
+  app.add_option("--max-pending", max_pending,
+                 "connections still in their hello, in all; past it the oldest is closed")
+      ->check(CLI::Range(size_t{1}, size_t{4096}))
+      ->capture_default_str();
+  app.add_option("--max-pending-per-peer", max_pending_per_peer,
+                 "connections still in their hello from one address (Unix socket: one uid); "
+                 "past it that peer's oldest is closed")
+      ->check(CLI::Range(size_t{1}, size_t{4096}))
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
   std::string stats_server;
@@ -65,7 +117,7 @@ int main(int argc, char** argv) {
   if (stats->parsed()) {
     flyt::Result<flyt::remote::Endpoint> endpoint = flyt::remote::ParseEndpoint(stats_server);
     if (!endpoint.ok()) return Fail("--server: " + endpoint.status().message());
-    flyt::Result<flyt::remote::DebugStatsReply> reply = flyt::remote::FetchStats(*endpoint);
+    flyt::Result<flyt::remote::ServerStats> reply = flyt::remote::FetchStats(*endpoint);
     if (!reply.ok()) return Fail(reply.status().message());
     std::printf("%s\n", flyt::remote::StatsToJson(*reply).c_str());
     return 0;
@@ -80,6 +132,15 @@ int main(int argc, char** argv) {
   }
   options.memory_limit_bytes = memory_limit_mb << 20;
   options.launch_log_path = launch_log;
+  options.max_clients = max_clients;
+  options.max_pending = max_pending;
+  options.max_pending_per_peer = std::min(max_pending_per_peer, max_pending);
+  options.hello_timeout = std::chrono::milliseconds(static_cast<int64_t>(hello_timeout_s * 1000));
+  options.idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(idle_timeout_s * 1000));
+  // Descriptors: a socket and a pidfd per client, a socket per pending hello, and a few more.
+  if (flyt::Status s = RaiseDescriptorLimit(2 * max_clients + max_pending + 64); !s.ok()) {
+    return Fail(s.message());
+  }
 
   flyt::SetUpDaemon(log_level);
 
@@ -138,6 +199,13 @@ int main(int argc, char** argv) {
   if (options.memory_limit_bytes != 0) {
     spdlog::info("memory limit {} MiB for all clients together", memory_limit_mb);
   }
+  spdlog::info("at most {} clients; hello within {} s; {}; at most {} connections in their hello "
+               "({} per peer)",
+               options.max_clients, hello_timeout_s,
+               options.idle_timeout.count() == 0
+                   ? std::string("no idle timeout")
+                   : fmt::format("idle clients holding nothing closed after {} s", idle_timeout_s),
+               options.max_pending, options.max_pending_per_peer);
   flyt::WaitForTermination();
   server.Stop();
   spdlog::info("stopped");

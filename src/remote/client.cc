@@ -65,7 +65,12 @@ Status Connection::Hello() {
   if (!DecodeExactly(payload, reply) || reply.magic != kHelloMagic) {
     return Unavailable("malformed hello reply");
   }
-  if (reply.version == 0) return Unavailable("server refused the connection: " + reply.error);
+  if (reply.version == 0) {
+    std::string why = "server refused the connection: " + reply.error;
+    // Full for now, not broken: the caller may try again later.
+    if (reply.error.starts_with(kServerBusyPrefix)) return {StatusCode::kResourceExhausted, why};
+    return Unavailable(why);
+  }
   if (reply.version < kMinProtocolVersion || reply.version > kProtocolVersion) {
     return Unavailable("server chose protocol version " + std::to_string(reply.version) +
                        ", which this client does not speak");

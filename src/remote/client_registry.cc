@@ -43,7 +43,46 @@ struct ClientSlot {
 struct ClientRegistry::Header {
   std::atomic<uint64_t> used_bytes{0};
   std::atomic<uint64_t> departures{0};
+  std::atomic<uint64_t> counters[static_cast<size_t>(ServerCounter::kCount)] = {};
 };
+
+std::string_view ServerCounterName(ServerCounter counter) {
+  switch (counter) {
+    case ServerCounter::kAccepted: return "accepted";
+    case ServerCounter::kHelloTimeout: return "hello_timeout";
+    case ServerCounter::kHelloMalformed: return "hello_malformed";
+    case ServerCounter::kEvictedPending: return "evicted_max_pending";
+    case ServerCounter::kEvictedPeer: return "evicted_max_pending_per_peer";
+    case ServerCounter::kRefusedBusy: return "refused_max_clients";
+    case ServerCounter::kRefusedVersion: return "refused_version";
+    case ServerCounter::kIdleClosed: return "closed_idle";
+    case ServerCounter::kPending: return "pending_hellos";
+    case ServerCounter::kCount: break;
+  }
+  return "unknown";
+}
+
+void ClientRegistry::Count(ServerCounter counter, uint64_t n) {
+  header_->counters[static_cast<size_t>(counter)].fetch_add(n, std::memory_order_relaxed);
+}
+
+void ClientRegistry::SetGauge(ServerCounter counter, uint64_t value) {
+  header_->counters[static_cast<size_t>(counter)].store(value, std::memory_order_relaxed);
+}
+
+uint64_t ClientRegistry::Counter(ServerCounter counter) const {
+  return header_->counters[static_cast<size_t>(counter)].load(std::memory_order_relaxed);
+}
+
+std::vector<NamedValue> ClientRegistry::CounterValues() const {
+  std::vector<NamedValue> out;
+  for (uint32_t i = 0; i < static_cast<uint32_t>(ServerCounter::kCount); ++i) {
+    auto counter = static_cast<ServerCounter>(i);
+    out.push_back({std::string(ServerCounterName(counter)),
+                   static_cast<int64_t>(Counter(counter))});
+  }
+  return out;
+}
 
 Result<std::unique_ptr<ClientRegistry>> ClientRegistry::Create(size_t live_capacity,
                                                                size_t departed_kept,

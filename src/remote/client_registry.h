@@ -30,6 +30,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "remote/protocol.h"
@@ -49,6 +51,23 @@ struct ClientCounters {
 };
 
 struct ClientSlot;
+
+// What the server turned away or closed, by reason (hostile, broken or overloaded peers), and
+// what it accepted: kept in the shared table, so whichever process answers stats sees them.
+enum class ServerCounter : uint32_t {
+  kAccepted,        // connections accepted
+  kHelloTimeout,    // closed: no complete hello within ServerOptions::hello_timeout
+  kHelloMalformed,  // closed: the first bytes were not a valid hello
+  kEvictedPending,  // closed in their hello: ServerOptions::max_pending were pending
+  kEvictedPeer,     // closed in their hello: max_pending_per_peer were pending from that peer
+  kRefusedBusy,     // refused in the hello reply: max_clients were being served
+  kRefusedVersion,  // refused in the hello reply: no common protocol version
+  kIdleClosed,      // served, closed after idle_timeout with no call and nothing held
+  kPending,         // a gauge: connections in their hello now
+  kCount,
+};
+// "accepted", "hello_timeout", ... (snake_case, as the stats JSON names them).
+std::string_view ServerCounterName(ServerCounter counter);
 
 class ClientRegistry {
  public:
@@ -89,6 +108,13 @@ class ClientRegistry {
   void Release(ClientSlot* slot, uint64_t bytes);
   uint64_t used_bytes() const;
   uint64_t limit_bytes() const { return limit_bytes_; }
+
+  // Any process.
+  void Count(ServerCounter counter, uint64_t n = 1);
+  void SetGauge(ServerCounter counter, uint64_t value);
+  uint64_t Counter(ServerCounter counter) const;
+  // Every counter by name, in enum order.
+  std::vector<NamedValue> CounterValues() const;
 
   size_t LiveCount() const;
   // Departed clients, oldest first, then connected ones in id order; the memory totals.

@@ -3,11 +3,13 @@
 // device-to-host copies, and the cleanup when the client goes away. See connection.h.
 #include "remote/connection.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <spdlog/spdlog.h>
 
@@ -46,7 +48,9 @@ void ClientConnection::Run() {
       spdlog::info("{}: connected ({}, pid {})", Tag(), label_, pid_);
     }
     status = Serve();
-    if (status.code() == StatusCode::kUnavailable) {
+    if (idle_closed_) {
+      spdlog::info("{}: closing the connection: {}", Tag(), status.message());
+    } else if (status.code() == StatusCode::kUnavailable) {
       spdlog::info("{}: disconnected ({})", Tag(), status.message());
     } else if (!status.ok()) {
       spdlog::warn("{}: closing the connection: {}", Tag(), status.message());
@@ -64,28 +68,33 @@ void ClientConnection::Run() {
   }
 }
 
-Status ClientConnection::Hello() {
-  // A peer that connects and says nothing must not hold a thread for ever.
-  timeval timeout{10, 0};
-  ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  std::byte raw[kFrameHeaderBytes];
-  Status read = reader_.Read(raw);
-  if (!read.ok()) {
-    if (read.code() == StatusCode::kTimeout) return InvalidArgument("no hello within 10 s");
-    return read;
+std::string ClientConnection::VersionError(const HelloRequest& hello) {
+  if (hello.max_version < kMinProtocolVersion || hello.min_version > kProtocolVersion ||
+      hello.min_version > hello.max_version) {
+    return "no common protocol version (client " + std::to_string(hello.min_version) + "-" +
+           std::to_string(hello.max_version) + ", server " + std::to_string(kMinProtocolVersion) +
+           "-" + std::to_string(kProtocolVersion) + ")";
   }
-  FLYT_ASSIGN_OR_RETURN(FrameHeader header, DecodeFrameHeader(raw));
-  if (header.kind != FrameKind::kHello) return InvalidArgument("first frame is not a hello");
-  if (header.payload_bytes > kMaxHelloBytes) return InvalidArgument("oversized hello");
-  payload_.resize(header.payload_bytes);
-  FLYT_RETURN_IF_ERROR(reader_.Read(payload_));
-  timeout = {0, 0};
-  ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  return "";
+}
 
-  HelloRequest hello;
-  if (!DecodeExactly(payload_, hello) || hello.magic != kHelloMagic) {
-    return InvalidArgument("malformed hello");
-  }
+Bytes ClientConnection::RefusalFrame(uint32_t seq, const std::string& server_label,
+                                     const std::string& error) {
+  HelloReply reply;
+  reply.magic = kHelloMagic;
+  reply.version = 0;
+  reply.max_frame_payload = kMaxFramePayload;
+  reply.server_label = server_label;
+  reply.error = error;
+  Bytes out;
+  AppendFrame(out, FrameKind::kHelloReply, CallId::kNone, seq, reply);
+  return out;
+}
+
+Status ClientConnection::Hello() {
+  // The server's supervisor read the hello whole, within its deadline, and checked its framing,
+  // its magic, the protocol version and the client count.
+  const HelloRequest& hello = hello_.request;
   label_ = hello.client_label.substr(0, 200);
   pid_ = hello.pid;
   ClientRegistry::SetClientPid(slot_, pid_);
@@ -97,15 +106,8 @@ Status ClientConnection::Hello() {
   reply.server_label = server_.options_.label;
   reply.device_count = 1;
   Status refusal;
-  if (hello.max_version < kMinProtocolVersion || hello.min_version > kProtocolVersion ||
-      hello.min_version > hello.max_version) {
-    reply.error = "no common protocol version (client " + std::to_string(hello.min_version) +
-                  "-" + std::to_string(hello.max_version) + ", server " +
-                  std::to_string(kMinProtocolVersion) + "-" + std::to_string(kProtocolVersion) +
-                  ")";
-  } else if (server_.client_count() > server_.options_.max_clients) {
-    reply.error = "server busy: " + std::to_string(server_.options_.max_clients) +
-                  " clients connected";
+  if (std::string version = VersionError(hello); !version.empty()) {
+    reply.error = version;
   } else if (!EnsureBackend()) {
     reply.error = "cannot open the device: " + backend_error_;
   } else {
@@ -131,7 +133,7 @@ Status ClientConnection::Hello() {
     refusal = Unavailable(reply.error);
   }
   Bytes out;
-  AppendFrame(out, FrameKind::kHelloReply, CallId::kNone, header.seq, reply);
+  AppendFrame(out, FrameKind::kHelloReply, CallId::kNone, hello_.seq, reply);
   FLYT_RETURN_IF_ERROR(WriteAll(fd_, out));
   if (!refusal.ok()) return InvalidArgument(refusal.message());
   ClientRegistry::SetLabel(slot_, label_);
@@ -186,6 +188,7 @@ void ClientConnection::Respawn(uint32_t reset_seq) {
 Status ClientConnection::Serve() {
   std::byte raw[kFrameHeaderBytes];
   while (true) {
+    if (reader_.buffered() == 0) FLYT_RETURN_IF_ERROR(AwaitNextFrame());
     FLYT_RETURN_IF_ERROR(reader_.Read(raw));
     FLYT_ASSIGN_OR_RETURN(FrameHeader header, DecodeFrameHeader(raw));
     if (header.kind != FrameKind::kCall && header.kind != FrameKind::kPost) {
@@ -196,6 +199,33 @@ Status ClientConnection::Serve() {
     payload_.resize(header.payload_bytes);
     FLYT_RETURN_IF_ERROR(reader_.Read(payload_));
     FLYT_RETURN_IF_ERROR(Dispatch(header, payload_));
+  }
+}
+
+bool ClientConnection::HoldsAnything() const {
+  return !allocations_.empty() || streams_.size() != 0 || events_.size() != 0 ||
+         modules_.size() != 0 || !downloads_.empty();
+}
+
+Status ClientConnection::AwaitNextFrame() {
+  const std::chrono::milliseconds idle = server_.options_.idle_timeout;
+  // Nothing held can change while no call arrives: one check decides how long to wait.
+  if (idle.count() <= 0 || HoldsAnything()) return Status::Ok();
+  auto deadline = std::chrono::steady_clock::now() + idle;
+  while (true) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd p{fd_, POLLIN, 0};
+    int n = ::poll(&p, 1, static_cast<int>(std::clamp<int64_t>(left.count(), 0, 1 << 30)));
+    if (n > 0) return Status::Ok();  // data, or the end of the stream: Read says which
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoError("poll", errno);
+    if (left.count() > 0) continue;
+    idle_closed_ = true;
+    server_.registry_->Count(ServerCounter::kIdleClosed);
+    return Status(StatusCode::kTimeout,
+                  "no call for " + std::to_string(idle.count() / 1000.0).substr(0, 5) +
+                      " s while it holds nothing on the device (idle timeout)");
   }
 }
 

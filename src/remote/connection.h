@@ -2,8 +2,9 @@
 // it held. Made and owned by what serves the client: a thread of the server process
 // (Isolation::kThread) or the client's own forked process (kProcess); server.cc makes it.
 //
-// The connection (connection.cc): the hello (protocol version, the server's capacity, opening the
-// device and a backend Session), then the serve loop: it reads each frame, decodes the request,
+// The connection (connection.cc): the answer to the hello the supervisor has read (opening the
+// device and a backend Session), then the serve loop (closing a client idle past
+// ServerOptions::idle_timeout that holds nothing): it reads each frame, decodes the request,
 // runs the call and answers a kCall (an error of a kPost is kept for the next reply). It reads the
 // data frames of host-to-device copies as they arrive, delivers the data of async device-to-host
 // copies (Downloads) just before a later reply, and when the client goes away (or resets the
@@ -47,13 +48,18 @@ class ClientConnection {
   // A client process's exit status that asks for a fresh process to take its connection over.
   static constexpr int kRespawnExitCode = 75;
 
+  // The largest hello payload the server reads.
+  static constexpr size_t kMaxHelloBytes = 64 << 10;
+
   // `backend`: the server's (Isolation::kThread). Null: the client's process makes its own with
-  // `make_backend` once the hello has been accepted, so that a peer that never says hello
-  // costs no device initialisation.
+  // `make_backend` once the hello has been accepted. `hello`: the client's hello, which the
+  // server's supervisor has read whole (a peer that never completes one costs no thread,
+  // process or device initialisation); this connection answers it.
   ClientConnection(Server& server, Backend* backend, const BackendFactory* make_backend, int fd,
-                   uint64_t id, ClientSlot* slot,
+                   uint64_t id, ClientSlot* slot, ReceivedHello hello,
                    std::optional<uint32_t> resume_reset = std::nullopt)
       : server_(server),
+        hello_(std::move(hello)),
         resume_reset_(resume_reset),
         backend_(backend),
         make_backend_(make_backend),
@@ -67,13 +73,18 @@ class ClientConnection {
   // From the hello (or the resumed reset) to the release of everything the client held.
   void Run();
 
+  // Why the server and this hello have no protocol version in common; "" if they have one.
+  static std::string VersionError(const HelloRequest& hello);
+  // A hello reply that refuses the client with `error` (version 0).
+  static Bytes RefusalFrame(uint32_t seq, const std::string& server_label,
+                            const std::string& error);
+
  private:
   static constexpr size_t kMaxStreams = 1 << 16;
   static constexpr size_t kMaxEvents = 1 << 20;
   static constexpr size_t kMaxModules = 1 << 12;
   static constexpr size_t kMaxFunctions = 1 << 20;
   static constexpr uint64_t kMaxModuleBytes = 1ull << 30;
-  static constexpr size_t kMaxHelloBytes = 64 << 10;
   // A Data frame with this offset and no bytes: "the download of this seq was abandoned".
   static constexpr uint64_t kAbandonedOffset = ~uint64_t{0};
 
@@ -113,6 +124,11 @@ class ClientConnection {
   // Isolation::kProcess, after a failed reset: hands the connection to a fresh process.
   [[noreturn]] void Respawn(uint32_t reset_seq);
   Status Serve();
+  // Waits for the client's next frame; past ServerOptions::idle_timeout with nothing held on the
+  // device, a kTimeout that closes the connection (idle_closed_ set).
+  Status AwaitNextFrame();
+  // Anything on the device that the client would lose with its connection.
+  bool HoldsAnything() const;
   Status Dispatch(const FrameHeader& header, std::span<const std::byte> payload);
   template <typename Traits>
   Status Execute(const FrameHeader& header, std::span<const std::byte> payload);
@@ -173,6 +189,8 @@ class ClientConnection {
   };
 
   Server& server_;
+  ReceivedHello hello_;
+  bool idle_closed_ = false;
   // Set in a process that takes a connection over after its previous process could not reset
   // the device: the seq of the cudaDeviceReset to answer instead of a hello.
   std::optional<uint32_t> resume_reset_;

@@ -8,7 +8,7 @@
 
 namespace flyt::remote {
 
-Result<DebugStatsReply> FetchStats(const Endpoint& server) {
+Result<ServerStats> FetchStats(const Endpoint& server) {
   ClientOptions options;
   options.label = "flyt-gpu-server stats";
   options.pid = static_cast<uint32_t>(::getpid());
@@ -18,10 +18,18 @@ Result<DebugStatsReply> FetchStats(const Endpoint& server) {
   }
   CudaResult<DebugStatsReply> reply = conn->DebugStats({});
   if (!reply.ok()) return Internal(reply.status().ToString());
-  return std::move(reply).value();
+  ServerStats out;
+  out.clients = std::move(reply).value();
+  if ((conn->server().capabilities & kCapServerCounters) != 0) {
+    CudaResult<ServerCountersReply> counters = conn->ServerCounters({});
+    if (!counters.ok()) return Internal(counters.status().ToString());
+    out.counters = std::move(counters->counters);
+  }
+  return out;
 }
 
-std::string StatsToJson(const DebugStatsReply& stats) {
+std::string StatsToJson(const ServerStats& server) {
+  const DebugStatsReply& stats = server.clients;
   nlohmann::ordered_json out;
   out["allocated_bytes"] = stats.allocated_bytes;
   out["memory_limit_bytes"] = stats.memory_limit_bytes;
@@ -40,6 +48,10 @@ std::string StatsToJson(const DebugStatsReply& stats) {
     j["bytes_to_device"] = c.bytes_to_device;
     j["bytes_from_device"] = c.bytes_from_device;
     out["clients"].push_back(std::move(j));
+  }
+  if (!server.counters.empty()) {
+    out["connections"] = nlohmann::ordered_json::object();
+    for (const NamedValue& v : server.counters) out["connections"][v.name] = v.value;
   }
   return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }

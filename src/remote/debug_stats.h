@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "remote/protocol.h"
@@ -11,11 +12,19 @@
 
 namespace flyt::remote {
 
-// Connects as a client of its own, asks, disconnects.
-[[nodiscard]] Result<DebugStatsReply> FetchStats(const Endpoint& server);
+struct ServerStats {
+  DebugStatsReply clients;
+  // Connections accepted, turned away and closed, by reason (ServerCounterName); empty from a
+  // server without the ServerCounters call.
+  std::vector<NamedValue> counters;
+};
+
+// Connects as a client of its own (so it counts against --max-clients), asks, disconnects.
+[[nodiscard]] Result<ServerStats> FetchStats(const Endpoint& server);
 
 // {"allocated_bytes":N,"memory_limit_bytes":N,"clients":[{"client_id":1,"label":"...",
-//  "connected":true,"allocations":N,...}, ...]}
-std::string StatsToJson(const DebugStatsReply& stats);
+//  "connected":true,"allocations":N,...}, ...],"connections":{"accepted":N,"hello_timeout":N,
+//  ...}}
+std::string StatsToJson(const ServerStats& stats);
 
 }  // namespace flyt::remote

@@ -83,4 +83,8 @@ CudaResult<DebugStatsReply> ClientConnection::Handle(const DebugStatsRequest&, I
   return server_.Stats();
 }
 
+CudaResult<ServerCountersReply> ClientConnection::Handle(const ServerCountersRequest&, Io&) {
+  return ServerCountersReply{server_.registry_->CounterValues()};
+}
+
 }  // namespace flyt::remote

@@ -48,8 +48,14 @@ enum Capability : uint64_t {
   kCapPostedCalls = 1u << 0,   // kPost frames and deferred errors
   kCapAsyncDtoH = 1u << 1,     // MemcpyDtoHAsync data delivered before a later reply
   kCapDebugStats = 1u << 2,    // the DebugStats call
+  kCapServerCounters = 1u << 3,  // the ServerCounters call
 };
-inline constexpr uint64_t kAllCapabilities = kCapPostedCalls | kCapAsyncDtoH | kCapDebugStats;
+inline constexpr uint64_t kAllCapabilities =
+    kCapPostedCalls | kCapAsyncDtoH | kCapDebugStats | kCapServerCounters;
+
+// A hello reply's `error` that starts with this: the server serves as many clients as it may
+// (--max-clients); trying again later may succeed. Clients report it as kResourceExhausted.
+inline constexpr std::string_view kServerBusyPrefix = "server busy";
 
 enum class FrameKind : uint8_t {
   kHello = 1,

@@ -1,5 +1,6 @@
 // Server: the listener and the supervisor of client processes (see server.h). It binds the
-// listen endpoints, accepts connections, and serves each client with a ClientConnection
+// listen endpoints, accepts connections, reads each one's hello (non-blocking, one deadline for
+// the whole hello, bounded in number), answers refusals itself, and serves each client with a ClientConnection
 // (connection.h) on a thread of its own (Isolation::kThread) or in a process forked for it
 // (kProcess); it reaps ended client threads and processes (a pidfd per process wakes the
 // acceptor), hands a client whose process could not reset the device to a fresh process, keeps
@@ -7,7 +8,9 @@
 // client registry. ProbeBackend checks the device from a short-lived process.
 #include "remote/server.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -33,8 +36,6 @@ namespace flyt::remote {
 namespace {
 
 constexpr size_t kDepartedKept = 64;
-// Connections beyond max_clients that may be open at once, to be refused by their hello.
-constexpr size_t kConnectSlack = 16;
 constexpr int kRespawnExitCode = ClientConnection::kRespawnExitCode;
 
 // The console sinks' lock is spdlog's, process-wide: another thread (main, logging "SIGTERM
@@ -62,8 +63,15 @@ Server::Server(BackendFactory factory, ServerOptions options)
 Server::~Server() { Stop(); }
 
 Status Server::Start() {
-  FLYT_ASSIGN_OR_RETURN(registry_, ClientRegistry::Create(options_.max_clients + kConnectSlack,
-                                                          kDepartedKept,
+  if (options_.max_clients == 0) return InvalidArgument("max_clients must be at least 1");
+  if (options_.max_pending == 0 || options_.max_pending_per_peer == 0) {
+    return InvalidArgument("max_pending and max_pending_per_peer must be at least 1");
+  }
+  if (options_.hello_timeout.count() <= 0) {
+    return InvalidArgument("hello_timeout must be positive");
+  }
+  // A slot is taken only once a hello is accepted, and at most max_clients are served.
+  FLYT_ASSIGN_OR_RETURN(registry_, ClientRegistry::Create(options_.max_clients, kDepartedKept,
                                                           options_.memory_limit_bytes));
   if (!options_.launch_log_path.empty()) {
     FLYT_ASSIGN_OR_RETURN(launch_log_, LaunchLog::Open(options_.launch_log_path));
@@ -73,6 +81,11 @@ Status Server::Start() {
     Endpoint bound = endpoint;
     if (bound.kind == Endpoint::Kind::kTcp && bound.port == 0) {
       FLYT_ASSIGN_OR_RETURN(bound.port, BoundPort(fd.get()));
+    }
+    // The acceptor takes every connection waiting (up to kAcceptsPerTurn) until EAGAIN.
+    if (int flags = ::fcntl(fd.get(), F_GETFL); flags < 0 ||
+        ::fcntl(fd.get(), F_SETFL, flags | O_NONBLOCK) != 0) {
+      return ErrnoError("make the listening socket non-blocking", errno);
     }
     listeners_.push_back(std::move(fd));
     bound_.push_back(bound);
@@ -90,26 +103,108 @@ void Server::Wake() {
   (void)!::write(wake_write_.get(), &byte, 1);
 }
 
+namespace {
+
+// Connections accepted per listener per turn of the acceptor's loop: a flood of connects cannot
+// starve the reading of hellos already pending.
+constexpr int kAcceptsPerTurn = 32;
+
+// What max_pending_per_peer counts by: a TCP peer's address (without the port), a Unix-socket
+// peer's uid.
+std::string PeerOf(int fd) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "unknown peer";
+  char text[INET6_ADDRSTRLEN] = {};
+  if (addr.ss_family == AF_INET) {
+    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&addr)->sin_addr, text, sizeof text);
+    return text;
+  }
+  if (addr.ss_family == AF_INET6) {
+    ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&addr)->sin6_addr, text, sizeof text);
+    return text;
+  }
+  if (addr.ss_family == AF_UNIX) {
+    ucred cred{};
+    socklen_t cred_len = sizeof cred;
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) == 0) {
+      return "local uid " + std::to_string(cred.uid);
+    }
+    return "local peer";
+  }
+  return "unknown peer";
+}
+
+void SetBlocking(int fd, bool blocking) {
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0) return;
+  ::fcntl(fd, F_SETFL, blocking ? (flags & ~O_NONBLOCK) : (flags | O_NONBLOCK));
+}
+
+}  // namespace
+
 void Server::AcceptLoop() {
   std::vector<pollfd> fds;
   while (!stopping_.load()) {
     fds.clear();
     for (const UniqueFd& fd : listeners_) fds.push_back({fd.get(), POLLIN, 0});
+    const size_t wake_at = fds.size();
     fds.push_back({wake_read_.get(), POLLIN, 0});
+    const size_t pending_at = fds.size();
+    for (const PendingHello& p : pending_) fds.push_back({p.fd.get(), POLLIN, 0});
     {
       MutexLock lock(mu_);
       for (const auto& [id, entry] : clients_) {
         if (entry.pidfd.valid()) fds.push_back({entry.pidfd.get(), POLLIN, 0});
       }
     }
-    int n = ::poll(fds.data(), fds.size(), 500);
+    // Wake for the earliest hello deadline too (pending_ is in accept order, so it is the
+    // first's: every connection gets the same timeout).
+    int timeout_ms = 500;
+    if (!pending_.empty()) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          pending_.front().deadline - Clock::now());
+      timeout_ms = static_cast<int>(std::clamp<int64_t>(left.count() + 1, 0, timeout_ms));
+    }
+    int n = ::poll(fds.data(), fds.size(), timeout_ms);
     ReapFinished();
     ReapProcesses();
     if (n < 0 && errno != EINTR) {
       spdlog::error("poll: {}", std::strerror(errno));
       break;
     }
-    if (fds[listeners_.size()].revents & POLLIN) {
+    // Hellos first (before pending_ changes), then hellos past their deadline, then new
+    // connections.
+    if (n > 0) {
+      for (size_t i = 0; i < pending_.size(); ++i) {
+        if (fds[pending_at + i].revents == 0) continue;
+        PendingHello& p = pending_[i];
+        switch (ReadHello(p)) {
+          case HelloProgress::kMore:
+            break;
+          case HelloProgress::kClosed:
+            p.fd.Reset();
+            break;
+          case HelloProgress::kComplete:
+            StartClient(std::move(p.fd), p.peer, std::move(p.hello));
+            p.fd.Reset();
+            break;
+        }
+      }
+    }
+    Clock::time_point now = Clock::now();
+    for (PendingHello& p : pending_) {
+      if (p.fd.valid() && now >= p.deadline) {
+        NoteTurnedAway(ServerCounter::kHelloTimeout, p.peer,
+                       "no complete hello within " +
+                           std::to_string(options_.hello_timeout.count()) + " ms of connecting (" +
+                           std::to_string(p.header_bytes + p.payload_bytes) +
+                           " bytes arrived); closed");
+        p.fd.Reset();
+      }
+    }
+    std::erase_if(pending_, [](const PendingHello& p) { return !p.fd.valid(); });
+    if (fds[wake_at].revents & POLLIN) {
       char drain[64];
       while (::read(wake_read_.get(), drain, sizeof drain) > 0) {
       }
@@ -118,25 +213,30 @@ void Server::AcceptLoop() {
         MutexLock lock(mu_);
         handed.swap(handed_over_);
       }
-      for (UniqueFd& fd : handed) StartClient(std::move(fd));
+      for (UniqueFd& fd : handed) AdoptConnection(std::move(fd));
     }
-    if (n <= 0) continue;
-    for (size_t i = 0; i < listeners_.size(); ++i) {
+    for (size_t i = 0; n > 0 && i < listeners_.size(); ++i) {
       if ((fds[i].revents & POLLIN) == 0) continue;
-      int client = ::accept4(fds[i].fd, nullptr, nullptr, SOCK_CLOEXEC);
-      if (client < 0) {
-        if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) {
-          spdlog::warn("accept on {}: {}", bound_[i].ToString(), std::strerror(errno));
+      for (int k = 0; k < kAcceptsPerTurn; ++k) {
+        int client = ::accept4(fds[i].fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (client < 0) {
+          if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK &&
+              errno != ECONNABORTED) {
+            spdlog::warn("accept on {}: {}", bound_[i].ToString(), std::strerror(errno));
+          }
+          break;
         }
-        continue;
+        TuneStreamSocket(client);
+        AdoptConnection(UniqueFd(client));
       }
-      TuneStreamSocket(client);
-      StartClient(UniqueFd(client));
     }
+    registry_->SetGauge(ServerCounter::kPending, pending_.size());
   }
   // Stopping. Client processes die with this thread (PR_SET_PDEATHSIG follows the thread that
   // forked them), so it outlives them: it shuts their connections down and waits for each to
   // free what it holds and exit.
+  pending_.clear();
+  registry_->SetGauge(ServerCounter::kPending, 0);
   listeners_.clear();
   if (isolation() == Isolation::kProcess) {
     {
@@ -148,13 +248,110 @@ void Server::AcceptLoop() {
   }
 }
 
-void Server::ServeConnection(UniqueFd fd) {
-  if (isolation() == Isolation::kThread) {
-    StartClient(std::move(fd));
+void Server::AdoptConnection(UniqueFd fd) {
+  registry_->Count(ServerCounter::kAccepted);
+  SetBlocking(fd.get(), false);
+  std::string peer = PeerOf(fd.get());
+  // Over a bound, the OLDEST pending connection goes, not the new one. An honest client sends
+  // its hello as soon as it has connected, so it is pending for about a round trip; the oldest
+  // pending connection is the one most likely silent or dripping. Refusing the newcomer instead
+  // would let a peer that keeps the table full lock every new client out for a whole
+  // hello_timeout. The per-peer bound is applied first, so that one peer's flood evicts its own
+  // connections before anyone else's.
+  size_t from_peer = 0;
+  for (const PendingHello& p : pending_) from_peer += p.peer == peer ? 1 : 0;
+  if (from_peer >= options_.max_pending_per_peer) {
+    auto oldest = std::find_if(pending_.begin(), pending_.end(),
+                               [&](const PendingHello& p) { return p.peer == peer; });
+    NoteTurnedAway(ServerCounter::kEvictedPeer, peer,
+                   std::to_string(options_.max_pending_per_peer) +
+                       " connections from it were still in their hello (max_pending_per_peer); "
+                       "closed the oldest");
+    pending_.erase(oldest);
+  } else if (pending_.size() >= options_.max_pending) {
+    NoteTurnedAway(ServerCounter::kEvictedPending, pending_.front().peer,
+                   std::to_string(options_.max_pending) +
+                       " connections were still in their hello (max_pending); closed the oldest");
+    pending_.erase(pending_.begin());
+  }
+  PendingHello p;
+  p.fd = std::move(fd);
+  p.peer = std::move(peer);
+  p.deadline = Clock::now() + options_.hello_timeout;
+  pending_.push_back(std::move(p));
+}
+
+Server::HelloProgress Server::ReadHello(PendingHello& p) {
+  auto malformed = [&](const std::string& why) {
+    NoteTurnedAway(ServerCounter::kHelloMalformed, p.peer, why + "; closed");
+    return HelloProgress::kClosed;
+  };
+  // Reads exactly the hello and nothing after it: what follows is the serving side's to read.
+  while (true) {
+    std::byte* into;
+    size_t want;
+    if (p.header_bytes < kFrameHeaderBytes) {
+      into = p.header + p.header_bytes;
+      want = kFrameHeaderBytes - p.header_bytes;
+    } else if (p.payload_bytes < p.payload.size()) {
+      into = p.payload.data() + p.payload_bytes;
+      want = p.payload.size() - p.payload_bytes;
+    } else {
+      break;
+    }
+    ssize_t got = ::recv(p.fd.get(), into, want, MSG_DONTWAIT);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return HelloProgress::kMore;
+    if (got <= 0) {
+      spdlog::debug("connection from {}: went away before its hello ({})", p.peer,
+                    got == 0 ? "closed" : std::strerror(errno));
+      return HelloProgress::kClosed;
+    }
+    if (p.header_bytes < kFrameHeaderBytes) {
+      p.header_bytes += static_cast<size_t>(got);
+      if (p.header_bytes < kFrameHeaderBytes) continue;
+      Result<FrameHeader> header = DecodeFrameHeader(p.header);
+      if (!header.ok()) return malformed("not the flyt protocol: " + header.status().message());
+      if (header->kind != FrameKind::kHello) return malformed("first frame is not a hello");
+      if (header->payload_bytes > ClientConnection::kMaxHelloBytes) {
+        return malformed("oversized hello");
+      }
+      p.frame = *header;
+      p.payload.resize(header->payload_bytes);
+    } else {
+      p.payload_bytes += static_cast<size_t>(got);
+    }
+  }
+  if (!DecodeExactly(p.payload, p.hello.request) || p.hello.request.magic != kHelloMagic) {
+    return malformed("malformed hello");
+  }
+  p.hello.seq = p.frame.seq;
+  return HelloProgress::kComplete;
+}
+
+void Server::NoteTurnedAway(ServerCounter reason, const std::string& peer,
+                            const std::string& why) {
+  registry_->Count(reason);
+  TurnedAwayLog& log = turned_away_log_[static_cast<size_t>(reason)];
+  Clock::time_point now = Clock::now();
+  if (log.last != Clock::time_point{} && now - log.last < kTurnedAwayLogEvery) {
+    ++log.unlogged;
+    spdlog::debug("connection from {}: {}", peer, why);
     return;
   }
-  // Every fork happens on the acceptor thread, so no other thread of this process can be
-  // holding a lock (the logger's, this server's) that the child would inherit held.
+  std::string more;
+  if (log.unlogged != 0) {
+    more = " (and " + std::to_string(log.unlogged) + " more for this reason since the last line)";
+  }
+  spdlog::warn("connection from {}: {}{}", peer, why, more);
+  log.last = now;
+  log.unlogged = 0;
+}
+
+void Server::ServeConnection(UniqueFd fd) {
+  // The acceptor reads its hello; in kProcess every fork happens on the acceptor thread, so no
+  // other thread of this process can be holding a lock (the logger's, this server's) that the
+  // child would inherit held.
   {
     MutexLock lock(mu_);
     if (stopping_.load()) return;
@@ -163,22 +360,45 @@ void Server::ServeConnection(UniqueFd fd) {
   Wake();
 }
 
-void Server::StartClient(UniqueFd fd) {
+void Server::StartClient(UniqueFd fd, const std::string& peer, ReceivedHello hello) {
   ReapFinished();
   MutexLock lock(mu_);
   if (stopping_.load()) return;
-  uint64_t id = NextClientId();
-  ClientSlot* slot = registry_->Acquire(id);
-  if (slot == nullptr) {
-    // More connections than max_clients + kConnectSlack are open (most of them not yet past
-    // the hello, or the hello would have refused them): drop this one unheard.
-    spdlog::warn("client {}: refused: {} connections open", id, registry_->LiveCount());
+  // Refusals are answered here, without a thread or a process.
+  std::string refusal;
+  ServerCounter reason = ServerCounter::kRefusedVersion;
+  if (std::string version = ClientConnection::VersionError(hello.request); !version.empty()) {
+    refusal = version;
+  } else if (clients_.size() >= options_.max_clients) {
+    refusal = std::string(kServerBusyPrefix) + ": " + std::to_string(options_.max_clients) +
+              " clients connected, as many as it serves (--max-clients); try again later";
+    reason = ServerCounter::kRefusedBusy;
+  }
+  uint64_t id = 0;
+  ClientSlot* slot = nullptr;
+  if (refusal.empty()) {
+    id = NextClientId();
+    slot = registry_->Acquire(id);
+    if (slot == nullptr) {  // cannot happen: a slot per served client
+      refusal = std::string(kServerBusyPrefix) + ": no free client slot";
+      reason = ServerCounter::kRefusedBusy;
+    }
+  }
+  if (!refusal.empty()) {
+    NoteTurnedAway(reason, peer, "refused: " + refusal);
+    Bytes reply = ClientConnection::RefusalFrame(hello.seq, options_.label, refusal);
+    // A fresh socket's send buffer takes this small reply whole; if not, the peer is not
+    // reading and loses it. Only the hello was read, so the close sends a FIN after it.
+    (void)!::send(fd.get(), reply.data(), reply.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    ::shutdown(fd.get(), SHUT_WR);
     return;
   }
+  SetBlocking(fd.get(), true);
   ClientEntry& entry = clients_[id];
   entry.id = id;
   entry.slot = slot;
   entry.fd = fd.Release();
+  entry.hello = std::move(hello);
   if (isolation() == Isolation::kThread) {
     StartClientThread(entry);
   } else if (!StartClientProcess(entry)) {
@@ -191,9 +411,9 @@ void Server::StartClientThread(ClientEntry& entry) {
   uint64_t id = entry.id;
   int raw = entry.fd;
   ClientSlot* slot = entry.slot;
-  entry.thread = std::thread([this, raw, id, slot] {
+  entry.thread = std::thread([this, raw, id, slot, hello = entry.hello] {
     try {
-      ClientConnection session(*this, backend_, nullptr, raw, id, slot);
+      ClientConnection session(*this, backend_, nullptr, raw, id, slot, hello);
       session.Run();
     } catch (const std::exception& e) {
       // Out of host memory for this client's buffers, say: it alone loses its connection.
@@ -244,9 +464,11 @@ void Server::RunClientProcess(uint64_t id) {
   ::prctl(PR_SET_NAME, name.c_str());
   int fd = -1;
   ClientSlot* slot = nullptr;
+  ReceivedHello hello;
   if (auto it = clients_.find(id); it != clients_.end()) {
     fd = it->second.fd;
     slot = it->second.slot;
+    hello = it->second.hello;
   }
   // Everything else this process inherited (listeners, other clients' connections, whatever
   // the program embedding the server holds) is not this client's to keep open: a peer whose
@@ -258,8 +480,8 @@ void Server::RunClientProcess(uint64_t id) {
   // process by shutting its connection down (the process then frees everything and exits), or
   // with SIGKILL. The session opens the device once the client's hello is accepted.
   try {
-    ClientConnection session(*this, nullptr, &factory_, fd, id, slot,
-                          ClientRegistry::TakeRespawn(slot));
+    ClientConnection session(*this, nullptr, &factory_, fd, id, slot, std::move(hello),
+                             ClientRegistry::TakeRespawn(slot));
     session.Run();
   } catch (const std::exception& e) {
     spdlog::error("client {}: closing the connection: {}", id, e.what());
@@ -358,7 +580,6 @@ void Server::ReapProcesses() {
 }
 
 void Server::StopProcesses() {
-  using Clock = std::chrono::steady_clock;
   Clock::time_point deadline = Clock::now() + options_.stop_grace;
   while (true) {
     ReapProcesses();
@@ -416,6 +637,10 @@ pid_t Server::ClientProcess(uint64_t client_id) const {
   MutexLock lock(mu_);
   auto it = clients_.find(client_id);
   return it == clients_.end() ? 0 : it->second.pid;
+}
+
+uint64_t Server::Counter(ServerCounter counter) const {
+  return registry_ ? registry_->Counter(counter) : 0;
 }
 
 size_t Server::client_count() const { return registry_ ? registry_->LiveCount() : 0; }

@@ -14,6 +14,12 @@
 // (bad framing, an undecodable request, data that does not match its header) closes that client's
 // connection with a logged reason; nothing else is affected.
 //
+// A peer cannot hold a slot for ever: the acceptor reads each connection's hello itself,
+// non-blocking, and a connection gets a slot, a thread or a process only once its whole hello has
+// arrived within hello_timeout; connections still in their hello are bounded (max_pending, and
+// max_pending_per_peer per address); at most max_clients are served (one more is refused in its
+// hello reply); a served client idle past idle_timeout that holds nothing is closed.
+//
 // Thread safety: Start/Stop from one thread; Stats() and ServeConnection() from any thread.
 // Stop() (also run by the destructor) closes the listeners, disconnects every client and joins
 // every thread, or waits for every client process (killing those that outlive
@@ -66,13 +72,34 @@ struct ServerOptions {
   std::string launch_log_path;
   // Shown to clients in the hello reply.
   std::string label = "flyt-gpu-server";
+  // Clients served at once (past the hello); one more is refused in its hello reply with
+  // kServerBusyPrefix (the runtime turns it into cudaErrorDevicesUnavailable).
   size_t max_clients = 256;
+  // The whole hello (header and payload) must arrive within this time of the connection's
+  // accept, or the connection is closed. The supervisor reads hellos itself, non-blocking, so a
+  // connection costs no process or thread until its hello is complete and valid.
+  std::chrono::milliseconds hello_timeout{10'000};
+  // Connections still in their hello, in all and from one peer (a TCP source address; for a
+  // Unix socket, the peer's uid). Past either bound the oldest such connection is closed.
+  size_t max_pending = 64;
+  size_t max_pending_per_peer = 8;
+  // A served client that makes no call for this long while it holds nothing on the device (no
+  // allocation, stream, event, module or undelivered download) is closed and its process
+  // exits. 0: never. A client that holds anything is never closed for idleness.
+  std::chrono::milliseconds idle_timeout{600'000};
   // Device-to-host data a client may have in flight (copied, not yet delivered) before further
   // async copies fail with cudaErrorMemoryAllocation.
   uint64_t max_pending_download_bytes = 1ull << 30;
   // Isolation::kProcess: how long Stop() lets client processes free what they hold and exit
   // after their connections are shut down, before it kills them.
   std::chrono::milliseconds stop_grace{10'000};
+};
+
+// A client's hello as the supervisor received it, complete and decoded: handed to the thread or
+// process that serves the client, which answers it.
+struct ReceivedHello {
+  uint32_t seq = 0;
+  HelloRequest request;
 };
 
 // What a backend is, found out in a short-lived process (ProbeBackend).
@@ -106,10 +133,13 @@ class Server {
   // The endpoints as bound (a TCP port 0 replaced by the port chosen).
   const std::vector<Endpoint>& endpoints() const { return bound_; }
 
-  // Serves one already-connected stream socket as a new client (tests use socketpairs).
+  // Serves one already-connected stream socket as a new client (tests use socketpairs); its
+  // hello is read like an accepted connection's.
   void ServeConnection(UniqueFd fd);
 
   DebugStatsReply Stats() const;
+  // Connections accepted, turned away and closed, by reason (client_registry.h).
+  uint64_t Counter(ServerCounter counter) const;
 
   // Number of clients connected now.
   size_t client_count() const;
@@ -120,19 +150,45 @@ class Server {
 
  private:
   friend class ClientConnection;
+  using Clock = std::chrono::steady_clock;
   struct ClientEntry {
     uint64_t id = 0;
     ClientSlot* slot = nullptr;
     int fd = -1;  // shut down at Stop; closed when the client is reaped
+    ReceivedHello hello;
     bool finished = false;
     std::thread thread;  // kThread
     pid_t pid = 0;       // kProcess: the client's process
     UniqueFd pidfd;      // kProcess: readable when that process has ended
   };
 
+  // A connection whose hello has not fully arrived yet (acceptor thread only).
+  struct PendingHello {
+    UniqueFd fd;
+    std::string peer;  // what max_pending_per_peer counts by
+    Clock::time_point deadline;
+    std::byte header[kFrameHeaderBytes];
+    size_t header_bytes = 0;
+    FrameHeader frame;
+    Bytes payload;
+    size_t payload_bytes = 0;
+    ReceivedHello hello;
+  };
+  enum class HelloProgress { kMore, kComplete, kClosed };
+  // How often at most a line is logged per reason a connection is turned away.
+  static constexpr std::chrono::seconds kTurnedAwayLogEvery{10};
+
   void AcceptLoop();
-  // Adopts a connection (acceptor thread only in kProcess: every fork happens there).
-  void StartClient(UniqueFd fd);
+  // A new connection (accepted or handed over): its hello is read by the acceptor from now on.
+  void AdoptConnection(UniqueFd fd);
+  // Reads what has arrived of `p`'s hello without blocking.
+  HelloProgress ReadHello(PendingHello& p);
+  // Counts a connection turned away for `reason` and logs it (at most one line per reason per
+  // kTurnedAwayLogEvery; the rest at debug level, their number in the next line).
+  void NoteTurnedAway(ServerCounter reason, const std::string& peer, const std::string& why);
+  // Serves a client whose hello is complete (acceptor thread only: every fork happens there),
+  // or refuses it in a hello reply (no common version; max_clients served).
+  void StartClient(UniqueFd fd, const std::string& peer, ReceivedHello hello);
   void StartClientThread(ClientEntry& entry) FLYT_REQUIRES(mu_);
   // Forks the process that serves `entry` (again, after a respawn request); false if it cannot.
   bool StartClientProcess(ClientEntry& entry) FLYT_REQUIRES(mu_);
@@ -162,7 +218,15 @@ class Server {
   mutable Mutex mu_;
   std::map<uint64_t, ClientEntry> clients_ FLYT_GUARDED_BY(mu_);
   std::vector<uint64_t> finished_ FLYT_GUARDED_BY(mu_);       // kThread: threads to join
-  std::vector<UniqueFd> handed_over_ FLYT_GUARDED_BY(mu_);    // kProcess: for the acceptor
+  std::vector<UniqueFd> handed_over_ FLYT_GUARDED_BY(mu_);    // for the acceptor
+
+  // The acceptor thread's own.
+  std::vector<PendingHello> pending_;  // in accept order: the oldest first
+  struct TurnedAwayLog {
+    Clock::time_point last{};
+    uint64_t unlogged = 0;
+  };
+  TurnedAwayLog turned_away_log_[static_cast<size_t>(ServerCounter::kCount)];
 };
 
 }  // namespace flyt::remote

@@ -173,6 +173,15 @@ CudaResult<remote::Connection*> Runtime::Connection() {
   options.pid = static_cast<uint32_t>(::getpid());
   options.runtime_version = kRuntimeVersion;
   Result<std::unique_ptr<remote::Connection>> conn = remote::Connection::Open(*endpoint, options);
+  if (!conn.ok() && conn.status().code() == StatusCode::kResourceExhausted) {
+    // The server serves as many clients as it may (--max-clients). Not kept: a later call
+    // tries again, and may be served once another client has gone.
+    CudaStatus busy = Error(CudaError::kDevicesUnavailable,
+                            "the flyt GPU server at " + endpoint->ToString() +
+                                " serves no more clients now: " + conn.status().message());
+    log_->error("{}", busy.message());
+    return busy;
+  }
   if (!conn.ok()) {
     connect_error_ = Error(CudaError::kInitializationError,
                            "cannot use the flyt GPU server at " + endpoint->ToString() + ": " +

@@ -252,8 +252,12 @@ import socket, struct, sys, os
 port = int(sys.argv[1])
 def send(data):
     s = socket.create_connection(("127.0.0.1", port))
-    s.sendall(data)
-    s.shutdown(socket.SHUT_WR)
+    try:  # the server may close (and reset) before all of it is sent
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+    except OSError:
+        s.close()
+        return
     s.settimeout(15)
     try:
         while s.recv(65536):
@@ -287,6 +291,74 @@ check "limited server starts" wait_for 20 "$server_bin" stats --server "unix:$li
 run limited "unix:$limit_sock" "$build/tests/remote/crash_mid_stream"
 check "allocation past the memory limit fails with cudaErrorMemoryAllocation" \
   grep -q "cudaMalloc.*cudaErrorMemoryAllocation" "$tmp/limited.out"
+
+# ---- peers that hold slots: a full server, an idle client, a dripped hello ----
+full_sock=$tmp/full.sock
+"$server_bin" --backend sim --listen "unix:$full_sock" --max-clients 1 --idle-timeout 2 \
+  --hello-timeout 1 >>"$tmp/full.log" 2>&1 &
+full_pid=$!
+pids+=($full_pid)
+check "a server with --max-clients 1 starts" wait_for 20 "$server_bin" stats --server "unix:$full_sock"
+check "--help documents the limits" sh -c "'$server_bin' --help | grep -q -- --idle-timeout"
+# One client says hello, then does nothing: it holds the only slot until the idle timeout.
+python3 - "$full_sock" <<'PY' >"$tmp/idler.out" 2>&1 &
+import socket, struct, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+payload = struct.pack("<IHHQ", 0x54594C46, 1, 1, 7) + struct.pack("<I", 4) + b"idle" + struct.pack("<Ii", 1, 0)
+s.sendall(struct.pack("<IHBBI", len(payload), 0, 1, 0, 0) + payload)
+s.settimeout(30)
+start = time.time()
+if s.recv(65536):
+    print("hello answered", flush=True)
+while s.recv(65536):
+    pass
+print("closed after %.1f s" % (time.time() - start), flush=True)
+PY
+idler=$!
+check "the idle client is served" wait_for 10 grep -q "hello answered" "$tmp/idler.out"
+run busy "unix:$full_sock" "$build/tests/remote/api_semantics"
+check "a client over --max-clients gets cudaErrorDevicesUnavailable" \
+  grep -q "cudaErrorDevicesUnavailable" "$tmp/busy.out"
+check "and a line that says the server is full" \
+  grep -q "serves no more clients.*--max-clients" "$tmp/busy.out"
+check "the idle client is closed after --idle-timeout" wait_for 10 grep -q "closed after" "$tmp/idler.out"
+wait "$idler" 2>/dev/null
+check "the server logged why" grep -q "idle timeout" "$tmp/full.log"
+run after_idle "unix:$full_sock" "$build/tests/remote/launch_args"
+check "then a client is served" test "$(rc_of after_idle)" = 0
+# A hello dripped a byte every 200 ms: closed at the 1 s deadline, no process started for it.
+python3 - "$full_sock" "$full_pid" <<'PY' >"$tmp/drip.out" 2>&1
+import socket, subprocess, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.setblocking(False)
+start, children = time.time(), 0
+for i in range(40):
+    try:
+        s.send(b"\x30")
+        if s.recv(1) == b"":
+            break
+    except BlockingIOError:
+        pass
+    except OSError:
+        break
+    out = subprocess.run(["pgrep", "-P", sys.argv[2]], capture_output=True, text=True).stdout
+    children = max(children, len(out.split()))
+    time.sleep(0.2)
+print("closed after %.1f s, %d client processes meanwhile" % (time.time() - start, children))
+PY
+check "a dripped hello is closed at --hello-timeout" \
+  grep -Eq "closed after (0\.9|1\.[0-9]|2\.[0-4]) s" "$tmp/drip.out"
+check "and no process was started for it" grep -q ", 0 client processes" "$tmp/drip.out"
+check "the server logged it" grep -q "no complete hello within 1000 ms" "$tmp/full.log"
+turned_away_counted() {
+  "$server_bin" stats --server "unix:$full_sock" >"$tmp/full_stats.json" &&
+    jq_py "c=d['connections']; sys.exit(0 if c['hello_timeout'] == 1 and \
+c['refused_max_clients'] >= 1 and c['closed_idle'] == 1 else 1)" <"$tmp/full_stats.json" ||
+    { cat "$tmp/full_stats.json"; return 1; }
+}
+check "stats count what was turned away and why" turned_away_counted
 
 # ---- no server, unreachable server ----
 LD_LIBRARY_PATH=$runtime_dir "$build/tests/remote/api_semantics" >"$tmp/unset.out" 2>&1
