@@ -258,27 +258,53 @@ void Server::AdoptConnection(UniqueFd fd) {
   // would let a peer that keeps the table full lock every new client out for a whole
   // hello_timeout. The per-peer bound is applied first, so that one peer's flood evicts its own
   // connections before anyone else's.
-  size_t from_peer = 0;
-  for (const PendingHello& p : pending_) from_peer += p.peer == peer ? 1 : 0;
-  if (from_peer >= options_.max_pending_per_peer) {
-    auto oldest = std::find_if(pending_.begin(), pending_.end(),
-                               [&](const PendingHello& p) { return p.peer == peer; });
-    NoteTurnedAway(ServerCounter::kEvictedPeer, peer,
-                   std::to_string(options_.max_pending_per_peer) +
-                       " connections from it were still in their hello (max_pending_per_peer); "
-                       "closed the oldest");
-    pending_.erase(oldest);
-  } else if (pending_.size() >= options_.max_pending) {
-    NoteTurnedAway(ServerCounter::kEvictedPending, pending_.front().peer,
-                   std::to_string(options_.max_pending) +
-                       " connections were still in their hello (max_pending); closed the oldest");
-    pending_.erase(pending_.begin());
+  //
+  // Before a connection is closed for a bound, what has arrived of its hello is read: a burst of
+  // honest clients connecting at once from one host (the ranks of a job) has its hellos in the
+  // socket buffers already, and they are served rather than evicted.
+  auto settle = [this](std::vector<PendingHello>::iterator it) {
+    switch (ReadHello(*it)) {
+      case HelloProgress::kMore:
+        return false;
+      case HelloProgress::kComplete:
+        StartClient(std::move(it->fd), it->peer, std::move(it->hello));
+        break;
+      case HelloProgress::kClosed:
+        break;
+    }
+    pending_.erase(it);
+    return true;
+  };
+  while (true) {
+    auto oldest_of_peer = pending_.end();
+    size_t from_peer = 0;
+    for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+      if (it->peer != peer) continue;
+      if (from_peer++ == 0) oldest_of_peer = it;
+    }
+    if (from_peer >= options_.max_pending_per_peer) {
+      if (settle(oldest_of_peer)) continue;
+      NoteTurnedAway(ServerCounter::kEvictedPeer, peer,
+                     std::to_string(options_.max_pending_per_peer) +
+                         " connections from it were still in their hello "
+                         "(max_pending_per_peer); closed the oldest");
+      pending_.erase(oldest_of_peer);
+    } else if (pending_.size() >= options_.max_pending) {
+      if (settle(pending_.begin())) continue;
+      NoteTurnedAway(ServerCounter::kEvictedPending, pending_.front().peer,
+                     std::to_string(options_.max_pending) +
+                         " connections were still in their hello (max_pending); closed the "
+                         "oldest");
+      pending_.erase(pending_.begin());
+    }
+    break;
   }
   PendingHello p;
   p.fd = std::move(fd);
   p.peer = std::move(peer);
   p.deadline = Clock::now() + options_.hello_timeout;
   pending_.push_back(std::move(p));
+  (void)settle(std::prev(pending_.end()));  // its hello may be here already
 }
 
 Server::HelloProgress Server::ReadHello(PendingHello& p) {

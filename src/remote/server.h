@@ -82,7 +82,7 @@ struct ServerOptions {
   // Connections still in their hello, in all and from one peer (a TCP source address; for a
   // Unix socket, the peer's uid). Past either bound the oldest such connection is closed.
   size_t max_pending = 64;
-  size_t max_pending_per_peer = 8;
+  size_t max_pending_per_peer = 16;
   // A served client that makes no call for this long while it holds nothing on the device (no
   // allocation, stream, event, module or undelivered download) is closed and its process
   // exits. 0: never. A client that holds anything is never closed for idleness.

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -313,6 +314,26 @@ TEST_P(ServerAbuseTest, AClientOverMaxClientsIsRefusedClearlyAndServedOnceASlotF
   auto c = Open("c");
   ASSERT_TRUE(c);
   EXPECT_TRUE(c->MemGetInfo({}).ok());
+}
+
+// Honest clients connecting all at once from one host (the ranks of a job) are served, though
+// more of them are connecting than max_pending_per_peer.
+TEST_P(ServerAbuseTest, ABurstOfHonestClientsFromOneHostIsServed) {
+  ServerOptions options;  // the default bounds: 64 pending, 16 from one peer
+  StartServer(options);
+  std::vector<std::optional<Result<std::unique_ptr<Connection>>>> results(48);
+  {
+    std::vector<std::jthread> threads;
+    for (size_t i = 0; i < results.size(); ++i) {
+      threads.emplace_back([&, i] { results[i] = TryOpen("rank " + std::to_string(i)); });
+    }
+  }
+  for (size_t i = 0; i < results.size(); ++i) {
+    ASSERT_TRUE(results[i] && results[i]->ok()) << i;
+    EXPECT_TRUE((**results[i])->MemGetInfo({}).ok());
+  }
+  EXPECT_EQ(server_->Counter(ServerCounter::kEvictedPeer), 0u);
+  EXPECT_EQ(server_->Counter(ServerCounter::kEvictedPending), 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Isolation, ServerAbuseTest,
