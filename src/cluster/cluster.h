@@ -83,6 +83,10 @@ struct ClusterCounters {
   uint64_t store_outages = 0;        // times the store became unwritable
   uint64_t writes_refused = 0;       // changes refused (503) while it was
   uint64_t jobs_pruned = 0;          // finished jobs dropped by retention
+  uint64_t events_dropped = 0;       // node events past [events] max_per_heartbeat
+  uint64_t events_truncated = 0;     // node events over [events] max_event_bytes, cut short
+  uint64_t idempotent_replays = 0;   // requests answered again from their Idempotency-Key
+  uint64_t submissions_too_large = 0;  // submissions over [jobs] max_expanded_bytes
   double last_pass_seconds = 0;
 };
 
@@ -112,25 +116,44 @@ class Cluster : private NodeWorkerHost {
   nlohmann::json Clients() const FLYT_EXCLUDES(mu_);
 
   // The reservation ledger. A refusal is kResourceExhausted with the reasons per node.
-  Result<nlohmann::json> Allocate(const Caller& caller, const nlohmann::json& body)
-      FLYT_EXCLUDES(mu_);
+  //
+  // Allocate and Submit take an optional idempotency key (the Idempotency-Key header: 1-255
+  // printable ASCII characters, else 400). It is scoped to the caller's token name and the
+  // endpoint and stored in the same transaction as the lease or jobs, for
+  // [manager] idempotency_keep_for. The same key with the same body answers the first answer
+  // again, marked "replayed": true (and, for a lease since released or expired,
+  // "lease_ended": true) without granting anything; with a different body it is a 409
+  // (reason idempotency_key_reused). A request that failed stored no key.
+  Result<nlohmann::json> Allocate(const Caller& caller, const nlohmann::json& body,
+                                  const std::string& idempotency_key = "") FLYT_EXCLUDES(mu_);
   Result<nlohmann::json> Renew(const Caller& caller, const std::string& id,
                                const nlohmann::json& body) FLYT_EXCLUDES(mu_);
   Status Release(const Caller& caller, const std::string& id) FLYT_EXCLUDES(mu_);
   nlohmann::json Allocations() const FLYT_EXCLUDES(mu_);
 
-  // Jobs: one per experiment of the submitted task.
-  Result<nlohmann::json> Submit(const Caller& caller, const nlohmann::json& task)
-      FLYT_EXCLUDES(mu_);
-  Result<nlohmann::json> Jobs(const std::string& status_filter, size_t limit) const
-      FLYT_EXCLUDES(mu_);
+  // Jobs: one per experiment of the submitted task. The task's single-valued parameters are
+  // stored once (a TaskRecord); each job holds its own values. A submission whose expansion
+  // (shared bytes once + every experiment's own values) passes [jobs] max_expanded_bytes is
+  // refused with 413 payload_too_large before anything is written; otherwise it commits whole
+  // or not at all. The answer names each job with its own values, and the shared ones once.
+  Result<nlohmann::json> Submit(const Caller& caller, const nlohmann::json& task,
+                                const std::string& idempotency_key = "") FLYT_EXCLUDES(mu_);
+  // One page of jobs, newest first (submission time, then submission order, then id): at most
+  // `limit`, after the job the opaque `cursor` names ("" from the start). The answer has
+  // "jobs", "total" (matching jobs), "more" and "continue" (the next page's cursor, or null).
+  // Jobs submitted while a client pages are newer than its cursor: a walk sees every job that
+  // existed when it began exactly once. A malformed cursor is InvalidArgument.
+  Result<nlohmann::json> Jobs(const std::string& status_filter, size_t limit,
+                              const std::string& cursor = "") const FLYT_EXCLUDES(mu_);
   Result<nlohmann::json> GetJob(const std::string& id) const FLYT_EXCLUDES(mu_);
   Result<nlohmann::json> Cancel(const Caller& caller, const std::string& id) FLYT_EXCLUDES(mu_);
   Result<nlohmann::json> Complete(const Caller& caller, const std::string& id,
                                   const nlohmann::json& body) FLYT_EXCLUDES(mu_);
   nlohmann::json Queue() const FLYT_EXCLUDES(mu_);
 
-  // Events after `after_id`, oldest first; or, with `latest`, the newest `limit` ones.
+  // Events after `after_id`, oldest first; or, with `latest`, the newest `limit` ones. A page
+  // also stops at about kMaxEventsReplyBytes of event bodies. The answer has "events", "more"
+  // (more after these; with `latest`: older ones exist) and "next_after" (the last id given).
   Result<nlohmann::json> Events(int64_t after_id, size_t limit, bool latest = false) const;
   std::string Metrics() const FLYT_EXCLUDES(mu_);
 
@@ -188,6 +211,8 @@ class Cluster : private NodeWorkerHost {
   void PublishLocked(uint32_t txn_topics) FLYT_REQUIRES(mu_);
   void ApplyNodeLocked(NodeRecord record) FLYT_REQUIRES(mu_);
   void ApplyJobLocked(Job job) FLYT_REQUIRES(mu_);
+  // A job's parameters in full: its task's shared ones with its own over them.
+  nlohmann::json MergedParametersLocked(const Job& job) const FLYT_REQUIRES(mu_);
   // Notes a lease whose row was deleted (released, expired, or its job ended).
   void RememberEndedLeaseLocked(const std::string& id) FLYT_REQUIRES(mu_);
   // Row writers: they touch only the transaction.
@@ -246,6 +271,7 @@ class Cluster : private NodeWorkerHost {
   std::map<std::string, NodeRecord> nodes_ FLYT_GUARDED_BY(mu_);
   std::map<std::string, ClientRecord> clients_ FLYT_GUARDED_BY(mu_);
   std::map<std::string, Job> jobs_ FLYT_GUARDED_BY(mu_);
+  std::map<std::string, TaskRecord> tasks_ FLYT_GUARDED_BY(mu_);  // by id (the submission's)
   std::map<std::string, std::string> job_of_lease_ FLYT_GUARDED_BY(mu_);
   // Leases known to have ended (from this manager's deletions and the store's tombstones), the
   // newest kMaxEndedLeases of them: a second release is "already ended", not "never existed".

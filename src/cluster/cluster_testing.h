@@ -104,6 +104,10 @@ class FlakyStore final : public store::Store {
     if (mode_ != Mode::kOk) return Down();
     return inner_->PruneEvents(before_ms, keep);
   }
+  Status PruneEventBytes(uint64_t max_bytes) override {
+    if (mode_ != Mode::kOk) return Down();
+    return inner_->PruneEventBytes(max_bytes);
+  }
   Status Probe() override {
     if (mode_ != Mode::kOk) return Down();
     return inner_->Probe();
@@ -158,6 +162,18 @@ class FlakyStore final : public store::Store {
         const store::JobRetention& retention) override {
       wrote = true;
       return inner_.PruneFinishedJobs(retention);
+    }
+    Result<std::optional<store::IdempotencyRecord>> GetIdempotency(
+        const std::string& scope, const std::string& key) override {
+      return inner_.GetIdempotency(scope, key);
+    }
+    Status PutIdempotency(const std::string& scope, const std::string& key,
+                          const store::IdempotencyRecord& record) override {
+      wrote = true;
+      return inner_.PutIdempotency(scope, key, record);
+    }
+    Status PruneIdempotencyKeys(int64_t now_ms) override {
+      return inner_.PruneIdempotencyKeys(now_ms);
     }
     bool wrote = false;
 

@@ -26,8 +26,11 @@ using store::Table;
 namespace {
 
 constexpr size_t kMaxGpusPerNode = 256;
-constexpr size_t kMaxEventsPerHeartbeat = 100;
+// Events a heartbeat may carry at all (the body is refused beyond); [events] max_per_heartbeat
+// of them are kept.
+constexpr size_t kMaxEventsInBody = 10000;
 constexpr size_t kMaxExperimentsPerSubmission = 4096;
+constexpr size_t kMaxIdempotencyKeyChars = 255;
 constexpr int64_t kMaxTtlSeconds = 30 * 86400;  // leases and job timeouts: at most 30 days
 
 bool ValidName(const std::string& s) {
@@ -71,6 +74,90 @@ Status CheckOwner(const Caller& caller, const std::string& owner, const std::str
   return PermissionDenied(what + " belongs to " + (owner.empty() ? "nobody" : owner) + ", not to " +
                           caller.name);
 }
+// The Idempotency-Key of a request: "" for none; else 1-255 printable ASCII characters.
+Status CheckIdempotencyKey(const std::string& key) {
+  bool ok = key.size() <= kMaxIdempotencyKeyChars;
+  for (char c : key) ok = ok && c >= 0x20 && c <= 0x7e;
+  if (ok) return Status::Ok();
+  return InvalidArgument("Idempotency-Key must be 1-" + std::to_string(kMaxIdempotencyKeyChars) +
+                         " printable ASCII characters");
+}
+
+// What tells two requests with one key apart: FNV-1a (64 bits) of the body's canonical JSON
+// (nlohmann::json keeps object keys sorted), and its length.
+std::string RequestHash(const json& body) {
+  const std::string text = DumpJson(body);
+  uint64_t h = 14695981039346656037ULL;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return std::string(hex) + ":" + std::to_string(text.size());
+}
+
+// An idempotent request: the key's scope (the caller's token name and the endpoint), the key
+// and the body's hash. Empty key: not idempotent.
+struct Idempotency {
+  std::string scope;
+  std::string key;
+  std::string hash;
+};
+
+// Inside the request's transaction: a key seen before (and not expired) with the same body fills
+// `replay` with the first answer; with another body it is a 409.
+Status LookUpKey(store::Txn& txn, const Idempotency& idem, int64_t now_ms,
+                 std::optional<json>& replay) {
+  if (idem.key.empty()) return Status::Ok();
+  FLYT_ASSIGN_OR_RETURN(std::optional<store::IdempotencyRecord> rec,
+                        txn.GetIdempotency(idem.scope, idem.key));
+  if (!rec || rec->expires_ms < now_ms) return Status::Ok();
+  if (rec->request_hash != idem.hash) {
+    return Status(StatusCode::kAlreadyExists,
+                  "Idempotency-Key '" + idem.key +
+                      "' was used before with a different request; use a new key for a new "
+                      "request")
+        .WithReason("idempotency_key_reused");
+  }
+  json answer = json::parse(rec->response, nullptr, false);
+  if (!answer.is_object()) return Internal("the stored answer of Idempotency-Key is unreadable");
+  replay = std::move(answer);
+  return Status::Ok();
+}
+
+// The parameter sections of a task, as the estimator expands them.
+constexpr const char* kParameterSections[] = {"parameters", "parallel_config"};
+
+// How many bytes a task expands to: its single-valued parameters once, plus every experiment's
+// own values (a value of a list of n, among E experiments, is in E / n of them). nullopt when
+// the estimator will refuse the task anyway (too many experiments, not objects).
+std::optional<uint64_t> ExpandedBytes(const json& spec, uint64_t& shared, uint64_t& experiments) {
+  shared = 0;
+  experiments = 1;
+  if (!spec.is_object()) return std::nullopt;
+  std::vector<std::pair<uint64_t, uint64_t>> dims;  // (values, bytes of all values with key)
+  for (const char* section : kParameterSections) {
+    auto it = spec.find(section);
+    if (it == spec.end()) continue;
+    if (!it->is_object()) return std::nullopt;
+    for (const auto& [key, value] : it->items()) {
+      if (!value.is_array() || value.size() <= 1) {
+        shared += key.size() + 4 + value.dump().size();
+        continue;
+      }
+      uint64_t bytes = 0;
+      for (const json& v : value) bytes += key.size() + 4 + v.dump().size();
+      dims.emplace_back(value.size(), bytes);
+      experiments *= value.size();
+      if (experiments > kMaxExperimentsPerSubmission) return std::nullopt;
+    }
+  }
+  uint64_t total = shared;
+  for (const auto& [n, bytes] : dims) total += bytes * (experiments / n);
+  return total;
+}
+
 }  // namespace
 
 // ---- inventory -------------------------------------------------------------------------------
@@ -111,12 +198,44 @@ Result<json> Cluster::Heartbeat(const Caller& caller, const json& body) {
   incoming.snapshot = std::move(*snap);
   std::vector<json> node_events;
   const json* events = nullptr;
-  // Events past the first kMaxEventsPerHeartbeat are dropped, not refused.
-  FLYT_RETURN_IF_ERROR(b.OptionalArray("events", std::numeric_limits<size_t>::max(), events));
+  // Events past the first [events] max_per_heartbeat are dropped and counted, not refused; an
+  // event larger than max_event_bytes is kept cut short and marked "truncated".
+  FLYT_RETURN_IF_ERROR(b.OptionalArray("events", kMaxEventsInBody, events));
+  uint64_t dropped = 0, truncated = 0;
   if (events) {
     for (const json& e : *events) {
-      if (node_events.size() >= kMaxEventsPerHeartbeat) break;
-      if (e.is_object()) node_events.push_back(e);
+      if (!e.is_object()) continue;
+      if (node_events.size() >= config_.max_events_per_heartbeat) {
+        ++dropped;
+        continue;
+      }
+      const size_t bytes = e.dump().size();
+      if (bytes <= config_.max_event_bytes) {
+        node_events.push_back(e);
+        continue;
+      }
+      ++truncated;
+      json cut = json::object();
+      // The small scalar fields stay; the message is cut to a quarter of the bound.
+      for (const auto& [k, v] : e.items()) {
+        if (k.size() <= 32 && (v.is_number() || v.is_boolean() ||
+                               (v.is_string() && v.get_ref<const std::string&>().size() <= 128))) {
+          cut[k] = v;
+        }
+      }
+      std::string message = e.value("message", e.value("description", std::string()));
+      const size_t keep = config_.max_event_bytes / 4;
+      if (message.size() > keep) message = SanitizeUtf8(message.substr(0, keep)) + "...";
+      cut["message"] = message;
+      cut["truncated"] = true;
+      cut["original_bytes"] = bytes;
+      if (cut.dump().size() > config_.max_event_bytes) {
+        cut = {{"type", cut.value("type", std::string("event"))},
+               {"message", message},
+               {"truncated", true},
+               {"original_bytes", bytes}};
+      }
+      node_events.push_back(std::move(cut));
     }
   }
   if (!incoming.api_url.empty() && !StartsWith(incoming.api_url, "http://")) {
@@ -124,6 +243,8 @@ Result<json> Cluster::Heartbeat(const Caller& caller, const json& body) {
   }
 
   MutexLock lock(mu_);
+  counters_.events_dropped += dropped;
+  counters_.events_truncated += truncated;
   const auto now = clock_.WallNow();
   if (outage_) {
     // The heartbeat cannot be stored, but it says the node is alive: that much is kept (in
@@ -241,7 +362,11 @@ Result<json> Cluster::ClientHeartbeat(const Caller& caller, const json& body) {
 
 // ---- the ledger ------------------------------------------------------------------------------
 
-Result<json> Cluster::Allocate(const Caller& caller, const json& body) {
+Result<json> Cluster::Allocate(const Caller& caller, const json& body,
+                               const std::string& idempotency_key) {
+  FLYT_RETURN_IF_ERROR(CheckIdempotencyKey(idempotency_key));
+  const Idempotency idem{"allocations:" + caller.name, idempotency_key,
+                         idempotency_key.empty() ? "" : RequestHash(body)};
   JsonFields b(body);
   FLYT_RETURN_IF_ERROR(
       b.Only({"gpus", "min_free_memory_mb", "max_utilization", "same_node", "gpu_model", "policy",
@@ -271,7 +396,11 @@ Result<json> Cluster::Allocate(const Caller& caller, const json& body) {
   MutexLock lock(mu_);
   req.id = NewId("lease");
   json out;
+  std::optional<json> replay;
+  const auto now = clock_.WallNow();
   Status s = WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
+    FLYT_RETURN_IF_ERROR(LookUpKey(txn, idem, ToMillis(now), replay));
+    if (replay) return Status::Ok();
     // A lease past its expiry no longer holds its GPUs in the ledger, but its claim is still in
     // the store until expiry runs: run it first, so those GPUs can be granted now.
     bool expired = false;
@@ -295,11 +424,24 @@ Result<json> Cluster::Allocate(const Caller& caller, const json& body) {
     event["message"] = "lease " + lease.id + " granted to " + lease.owner + ": " +
                        std::to_string(lease.gpus.size()) + " GPU(s) on " +
                        out["node"].get<std::string>();
+    if (!idem.key.empty()) {
+      FLYT_RETURN_IF_ERROR(txn.PutIdempotency(
+          idem.scope, idem.key,
+          {idem.hash, DumpJson(out), ToMillis(now + config_.idempotency_keep_for)}));
+    }
     return Event(txn, "lease.granted", event);
   });
   if (!s.ok()) {
     if (s.code() == StatusCode::kResourceExhausted) ++counters_.allocations_refused;
     return s;
+  }
+  if (replay) {
+    ++counters_.idempotent_replays;
+    json again = std::move(*replay);
+    again["replayed"] = true;
+    const std::string id = again.value("id", std::string());
+    if (!ledger_->Find(id)) again["lease_ended"] = true;
+    return again;
   }
   ++counters_.allocations_granted;
   return out;
@@ -427,7 +569,11 @@ std::string Cluster::NeverFitsLocked(const sched::AllocationRequest& r) const {
   return "";
 }
 
-Result<json> Cluster::Submit(const Caller& caller, const json& task) {
+Result<json> Cluster::Submit(const Caller& caller, const json& task,
+                             const std::string& idempotency_key) {
+  FLYT_RETURN_IF_ERROR(CheckIdempotencyKey(idempotency_key));
+  const Idempotency idem{"jobs:" + caller.name, idempotency_key,
+                         idempotency_key.empty() ? "" : RequestHash(task)};
   // The scheduling section is the manager's; the rest of the task is the estimator's.
   FLYT_ASSIGN_OR_RETURN(const JsonFields b, JsonFields(task).OptionalFields("scheduling"));
   json spec = task;
@@ -450,28 +596,58 @@ Result<json> Cluster::Submit(const Caller& caller, const json& task) {
   if (owner != caller.name && caller.role != Role::kAdmin) {
     return PermissionDenied("only an admin may submit for another owner");
   }
+  // The expansion is bounded before it is made: experiments × their own bytes, shared once.
+  uint64_t shared_bytes = 0, experiments = 1;
+  if (auto expanded = ExpandedBytes(spec, shared_bytes, experiments);
+      expanded && *expanded > config_.max_expanded_bytes) {
+    {
+      MutexLock lock(mu_);
+      ++counters_.submissions_too_large;
+    }
+    return Status(StatusCode::kInvalidArgument,
+                  "the task expands to " + std::to_string(experiments) + " experiment(s) and " +
+                      std::to_string(*expanded) + " bytes of parameters (" +
+                      std::to_string(shared_bytes) + " shared, " +
+                      std::to_string(*expanded - shared_bytes) +
+                      " of the experiments' own values), over the limit of " +
+                      std::to_string(config_.max_expanded_bytes) +
+                      " bytes ([jobs] max_expanded_bytes); make the lists shorter or their "
+                      "values smaller")
+        .WithReason("payload_too_large");
+  }
   sched::EstimateOptions options;
   options.allow_local_files = false;
   options.max_experiments = kMaxExperimentsPerSubmission;
+  options.experiments_hold_shared = false;
   FLYT_ASSIGN_OR_RETURN(sched::TaskEstimate estimate, sched::EstimateTask(spec, options));
-  const json estimate_json = sched::ToJson(estimate);
+  json estimate_json = sched::ToJson(estimate);
 
   MutexLock lock(mu_);
   const std::string submission = NewId("sub");
   const auto now = clock_.WallNow();
-  json jobs = json::array();
+  TaskRecord task_record;
+  task_record.id = submission;
+  task_record.task_name = estimate.task_name;
+  task_record.owner = owner;
+  task_record.experiments = estimate.experiments.size();
+  task_record.shared_parameters = estimate.shared_parameters;
+  task_record.submitted_at = now;
+  task_record.shared_bytes = task_record.shared_parameters.dump().size();
   std::vector<Job> created;
-  for (const sched::Experiment& e : estimate.experiments) {
+  created.reserve(estimate.experiments.size());
+  for (sched::Experiment& e : estimate.experiments) {
     Job job;
     job.id = NewId("job");
     job.submission = submission;
+    job.task_id = submission;
     job.task_name = estimate.task_name;
     job.model = estimate.model;
     job.runtime = estimate.runtime;
     job.experiment = e.index;
     job.experiments = estimate.experiments.size();
-    job.parameters = e.parameters;
-    job.estimate = estimate_json["experiments"][e.index];
+    job.parameters = std::move(e.parameters);
+    job.estimate = std::move(estimate_json["experiments"][e.index]);
+    job.estimate.erase("parameters");  // the job's own (and its task's): not a third copy
     job.estimate["model_source"] = estimate.model_source;
     job.owner = owner;
     job.priority = static_cast<int>(priority);
@@ -492,8 +668,12 @@ Result<json> Cluster::Submit(const Caller& caller, const json& task) {
     job.message = "waiting for the scheduler";
     created.push_back(std::move(job));
   }
+  json out;
+  std::optional<json> replay;
   FLYT_RETURN_IF_ERROR(
       WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
+        FLYT_RETURN_IF_ERROR(LookUpKey(txn, idem, ToMillis(now), replay));
+        if (replay) return Status::Ok();
         // An experiment no node of the cluster could ever hold fails now, not after its timeout.
         size_t adding = 0;
         for (Job& job : created) {
@@ -523,6 +703,9 @@ Result<json> Cluster::Submit(const Caller& caller, const json& task) {
                 .WithReason("too_many_queued");
           }
         }
+        // Every row first, memory after: a write that fails leaves memory as it was (and
+        // WriteLocked reloads it should anything have run ahead).
+        FLYT_RETURN_IF_ERROR(txn.Put(Table::kTasks, submission, DumpJson(ToJson(task_record))));
         // FIFO across replicas: the revision this transaction commits orders the submission.
         const int64_t base = (txn.Revision() + 1) << 20;
         for (Job& job : created) {
@@ -536,7 +719,9 @@ Result<json> Cluster::Submit(const Caller& caller, const json& task) {
                    {"jobs", created.size()},
                    {"message", "task " + estimate.task_name + " submitted by " + owner + ": " +
                                    std::to_string(created.size()) + " experiment(s)"}}));
-        for (Job& job : created) {
+        json jobs = json::array();
+        size_t failed = 0;
+        for (const Job& job : created) {
           json entry = {{"id", job.id},
                         {"experiment", job.experiment},
                         {"parameters", job.parameters},
@@ -544,6 +729,7 @@ Result<json> Cluster::Submit(const Caller& caller, const json& task) {
                         {"min_free_memory_mb", job.request.min_free_memory_bytes / kMiB},
                         {"status", JobStateName(job.state)}};
           if (job.state == JobState::kFailed) {
+            ++failed;
             entry["message"] = job.message;
             if (StartsWith(job.message, kCannotRun)) entry["code"] = "never_fits";
             FLYT_RETURN_IF_ERROR(
@@ -551,15 +737,32 @@ Result<json> Cluster::Submit(const Caller& caller, const json& task) {
                       {{"job_id", job.id}, {"message", "job " + job.id + " " + job.message}}));
           }
           jobs.push_back(std::move(entry));
-          ApplyJobLocked(job);
         }
+        out = {{"submission", submission},
+               {"task_id", submission},
+               {"task_name", estimate.task_name},
+               {"model_source", estimate.model_source},
+               {"experiments", created.size()},
+               {"queued", created.size() - failed},
+               {"failed", failed},
+               {"parameters", task_record.shared_parameters},
+               {"jobs", std::move(jobs)}};
+        if (!idem.key.empty()) {
+          FLYT_RETURN_IF_ERROR(txn.PutIdempotency(
+              idem.scope, idem.key,
+              {idem.hash, DumpJson(out), ToMillis(now + config_.idempotency_keep_for)}));
+        }
+        tasks_[submission] = task_record;
+        for (Job& job : created) ApplyJobLocked(std::move(job));
         return Status::Ok();
       }));
+  if (replay) {
+    ++counters_.idempotent_replays;
+    (*replay)["replayed"] = true;
+    return std::move(*replay);
+  }
   Wake(/*strong=*/true);
-  return json{{"submission", submission},
-              {"task_name", estimate.task_name},
-              {"model_source", estimate.model_source},
-              {"jobs", jobs}};
+  return out;
 }
 
 Result<json> Cluster::Cancel(const Caller& caller, const std::string& id) {

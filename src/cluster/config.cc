@@ -59,7 +59,8 @@ Result<ClusterConfig> ParseClusterConfig(std::string_view text, const std::strin
   FLYT_ASSIGN_OR_RETURN(const toml::table* m, r.Section(root, "manager"));
   if (m != nullptr) {
     FLYT_RETURN_IF_ERROR(r.CheckKeys(
-        *m, "manager", {"listen", "store", "var_dir", "max_body_bytes", "sync_interval_ms"}));
+        *m, "manager", {"listen", "store", "var_dir", "max_body_bytes", "sync_interval_ms",
+                    "idempotency_keep_for"}));
     if (const toml::node* l = m->get("listen")) {
       if (!l->is_string()) return r.Error(l, "manager.listen", "expected a string HOST:PORT");
       auto address = ParseHostPort(*l->value<std::string>());
@@ -75,6 +76,17 @@ Result<ClusterConfig> ParseClusterConfig(std::string_view text, const std::strin
     int64_t sync = c.sync_interval.count();
     FLYT_RETURN_IF_ERROR(r.GetInt(*m, "manager", "sync_interval_ms", 0, 3600000, sync));
     c.sync_interval = std::chrono::milliseconds(sync);
+    if (const toml::node* k = m->get("idempotency_keep_for")) {
+      if (!k->is_string()) {
+        return r.Error(k, "manager.idempotency_keep_for", "expected a string like \"24h\"");
+      }
+      auto span = ParseDuration(*k->value<std::string>(), std::chrono::hours(24 * 30));
+      if (!span.ok()) return r.Error(k, "manager.idempotency_keep_for", span.status().message());
+      if (span->count() <= 0) {
+        return r.Error(k, "manager.idempotency_keep_for", "must be longer than 0");
+      }
+      c.idempotency_keep_for = *span;
+    }
   }
   FLYT_ASSIGN_OR_RETURN(const toml::table* l, r.Section(root, "ledger"));
   if (l != nullptr) {
@@ -108,7 +120,8 @@ Result<ClusterConfig> ParseClusterConfig(std::string_view text, const std::strin
   FLYT_ASSIGN_OR_RETURN(const toml::table* jobs, r.Section(root, "jobs"));
   if (jobs != nullptr) {
     FLYT_RETURN_IF_ERROR(r.CheckKeys(
-        *jobs, "jobs", {"keep_finished_for", "keep_finished_max", "max_queued_per_owner"}));
+        *jobs, "jobs", {"keep_finished_for", "keep_finished_max", "max_queued_per_owner",
+                             "max_expanded_bytes"}));
     if (const toml::node* k = jobs->get("keep_finished_for")) {
       if (!k->is_string()) {
         return r.Error(k, "jobs.keep_finished_for", "expected a string like \"7d\" (or \"0\")");
@@ -123,6 +136,10 @@ Result<ClusterConfig> ParseClusterConfig(std::string_view text, const std::strin
     int64_t cap = static_cast<int64_t>(c.max_queued_per_owner);
     FLYT_RETURN_IF_ERROR(r.GetInt(*jobs, "jobs", "max_queued_per_owner", 0, 10000000, cap));
     c.max_queued_per_owner = static_cast<size_t>(cap);
+    int64_t expanded = static_cast<int64_t>(c.max_expanded_bytes);
+    FLYT_RETURN_IF_ERROR(
+        r.GetInt(*jobs, "jobs", "max_expanded_bytes", 4096, int64_t{1} << 32, expanded));
+    c.max_expanded_bytes = static_cast<size_t>(expanded);
   }
   FLYT_ASSIGN_OR_RETURN(const toml::table* a, r.Section(root, "auth"));
   if (a != nullptr) {
@@ -175,10 +192,21 @@ Result<ClusterConfig> ParseClusterConfig(std::string_view text, const std::strin
   }
   FLYT_ASSIGN_OR_RETURN(const toml::table* ev, r.Section(root, "events"));
   if (ev != nullptr) {
-    FLYT_RETURN_IF_ERROR(r.CheckKeys(*ev, "events", {"retention"}));
+    FLYT_RETURN_IF_ERROR(r.CheckKeys(
+        *ev, "events", {"retention", "max_bytes", "max_per_heartbeat", "max_event_bytes"}));
     int64_t keep = static_cast<int64_t>(c.event_retention);
     FLYT_RETURN_IF_ERROR(r.GetInt(*ev, "events", "retention", 100, 100000000, keep));
     c.event_retention = static_cast<size_t>(keep);
+    int64_t bytes = static_cast<int64_t>(c.event_max_bytes);
+    FLYT_RETURN_IF_ERROR(
+        r.GetInt(*ev, "events", "max_bytes", 1 << 20, int64_t{1} << 40, bytes));
+    c.event_max_bytes = static_cast<uint64_t>(bytes);
+    int64_t per = static_cast<int64_t>(c.max_events_per_heartbeat);
+    FLYT_RETURN_IF_ERROR(r.GetInt(*ev, "events", "max_per_heartbeat", 0, 100, per));
+    c.max_events_per_heartbeat = static_cast<size_t>(per);
+    int64_t size = static_cast<int64_t>(c.max_event_bytes);
+    FLYT_RETURN_IF_ERROR(r.GetInt(*ev, "events", "max_event_bytes", 256, 1 << 20, size));
+    c.max_event_bytes = static_cast<size_t>(size);
   }
   FLYT_ASSIGN_OR_RETURN(const toml::table* w, r.Section(root, "web"));
   if (w != nullptr) {

@@ -37,6 +37,9 @@ struct ClusterConfig {
   // How often a replica that shares its database re-reads what others changed (it also does so
   // before every write). 0: never between writes (one manager on its own store).
   std::chrono::milliseconds sync_interval{1000};
+  // How long an Idempotency-Key of POST /allocations or POST /jobs is remembered (with the answer
+  // it got): a retry within it gets that answer again. "idempotency_keep_for", e.g. "24h".
+  std::chrono::seconds idempotency_keep_for{24 * 3600};
   // [ledger]
   sched::LedgerOptions ledger;
   std::chrono::seconds default_lease_ttl{3600};
@@ -52,13 +55,20 @@ struct ClusterConfig {
   // Queued experiments one owner may have at once; a submission that would go past it is refused
   // whole (429, too_many_queued). 0: no cap.
   size_t max_queued_per_owner = 10000;
+  // The most bytes one submission may expand to: its shared parameters once plus every
+  // experiment's own values (experiments × their bytes); more is refused whole, before anything
+  // is written (413, payload_too_large).
+  size_t max_expanded_bytes = 16 << 20;
   // [auth]
   std::vector<TokenEntry> tokens;
   bool anonymous_read = false;  // requests without a token may read (role viewer)
   // [nodes]
   std::string node_api_token;  // sent to node managers' APIs (monitoring sessions)
   // [events]
-  size_t event_retention = 100000;
+  size_t event_retention = 100000;  // "retention": events kept, by count
+  uint64_t event_max_bytes = 64ULL << 20;  // "max_bytes": and by their total size (body and kind)
+  size_t max_events_per_heartbeat = 20;   // further events of one heartbeat are dropped (counted)
+  size_t max_event_bytes = 4096;  // a node event larger than this (as JSON) is truncated, marked so
   // [web]
   bool web_enabled = true;  // serve the dashboard at /
   // Where the built dashboard is (index.html, app.js, app.css); "" finds it next to the program:

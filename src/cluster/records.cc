@@ -229,6 +229,27 @@ Result<sched::AllocationRequest> RequestFromJson(const json& j) {
 
 }  // namespace
 
+json ToJson(const TaskRecord& task) {
+  return {{"id", task.id},
+          {"task_name", task.task_name},
+          {"owner", task.owner},
+          {"experiments", task.experiments},
+          {"parameters", task.shared_parameters},
+          {"submitted_at_ms", ToMillis(task.submitted_at)}};
+}
+
+Result<TaskRecord> TaskFromJson(const json& j) {
+  TaskRecord task;
+  FLYT_ASSIGN_OR_RETURN(task.id, Field<std::string>(j, "id", "task"));
+  task.task_name = Optional<std::string>(j, "task_name", "");
+  task.owner = Optional<std::string>(j, "owner", "");
+  task.experiments = Optional<size_t>(j, "experiments", 1);
+  task.shared_parameters = j.value("parameters", json::object());
+  task.submitted_at = FromMillis(Optional<int64_t>(j, "submitted_at_ms", 0));
+  task.shared_bytes = task.shared_parameters.dump().size();
+  return task;
+}
+
 json ToJson(const Job& job) {
   auto time_or_null = [](const std::optional<WallTime>& t) {
     return t ? json(gpu::FormatTime(*t)) : json(nullptr);
@@ -243,6 +264,7 @@ json ToJson(const Job& job) {
           {"runtime", job.runtime},
           {"experiment", job.experiment},
           {"experiments", job.experiments},
+          {"task_id", job.task_id.empty() ? json(nullptr) : json(job.task_id)},
           {"parameters", job.parameters},
           {"estimate", job.estimate},
           {"owner", job.owner},
@@ -276,6 +298,7 @@ Result<Job> JobFromJson(const json& j) {
   job.runtime = Optional<std::string>(j, "runtime", "");
   job.experiment = Optional<size_t>(j, "experiment", 0);
   job.experiments = Optional<size_t>(j, "experiments", 1);
+  job.task_id = Optional<std::string>(j, "task_id", "");
   job.parameters = j.value("parameters", json::object());
   job.estimate = j.value("estimate", json(nullptr));
   job.owner = Optional<std::string>(j, "owner", "");

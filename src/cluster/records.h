@@ -43,15 +43,30 @@ const char* JobStateName(JobState state);
 std::optional<JobState> ParseJobState(std::string_view name);
 inline bool Finished(JobState s) { return s != JobState::kQueued && s != JobState::kRunning; }
 
+// What the experiments of one submission share, stored once (the tasks table, keyed by the
+// submission's id): the parameters with a single value. Each Job holds only its own values.
+struct TaskRecord {
+  std::string id;  // the submission's id
+  std::string task_name;
+  std::string owner;
+  size_t experiments = 1;
+  nlohmann::json shared_parameters = nlohmann::json::object();
+  WallTime submitted_at;
+  size_t shared_bytes = 0;  // of shared_parameters as JSON; not stored (computed on load)
+};
+
 struct Job {
   std::string id;
   std::string submission;  // one POST /api/v1/jobs: every experiment of one task
+  // The TaskRecord holding the shared parameters (the submission's id); empty for a job stored
+  // before schema v3, whose parameters are complete.
   std::string task_name;
   std::string model;
   std::string runtime;
   size_t experiment = 0;
   size_t experiments = 1;
-  nlohmann::json parameters;  // this experiment's combination
+  std::string task_id;
+  nlohmann::json parameters;  // this experiment's own values (all of them when task_id is empty)
   nlohmann::json estimate;    // sched::ToJson of the experiment: GPUs, memory breakdown, rule
   std::string owner;
   int priority = 0;
@@ -78,6 +93,8 @@ nlohmann::json ToJson(const ClientRecord& client);
 Result<ClientRecord> ClientFromJson(const nlohmann::json& j);
 nlohmann::json ToJson(const sched::Lease& lease);
 Result<sched::Lease> LeaseFromJson(const nlohmann::json& j);
+nlohmann::json ToJson(const TaskRecord& task);
+Result<TaskRecord> TaskFromJson(const nlohmann::json& j);
 nlohmann::json ToJson(const Job& job);
 Result<Job> JobFromJson(const nlohmann::json& j);
 

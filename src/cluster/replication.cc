@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <set>
 
 #include "cluster/cluster.h"
 #include "cluster/cluster_internal.h"
@@ -29,7 +30,8 @@ Topic TopicOf(Table table) {
     case Table::kNodes: return Topic::kNodes;
     case Table::kClients: return Topic::kClients;
     case Table::kLeases: return Topic::kLeases;
-    case Table::kJobs: return Topic::kJobs;
+    case Table::kJobs:
+    case Table::kTasks: return Topic::kJobs;
   }
   return Topic::kNodes;
 }
@@ -81,6 +83,17 @@ class Cluster::CountingTxn final : public store::Txn {
     if (ids.ok() && !ids->empty()) Touch(Status::Ok(), Topic::kJobs);
     return ids;
   }
+  Result<std::optional<store::IdempotencyRecord>> GetIdempotency(
+      const std::string& scope, const std::string& key) override {
+    return inner_.GetIdempotency(scope, key);
+  }
+  Status PutIdempotency(const std::string& scope, const std::string& key,
+                        const store::IdempotencyRecord& record) override {
+    return inner_.PutIdempotency(scope, key, record);
+  }
+  Status PruneIdempotencyKeys(int64_t now_ms) override {
+    return inner_.PruneIdempotencyKeys(now_ms);
+  }
   bool wrote() const { return wrote_; }
   uint32_t topics() const { return topics_; }
   const std::vector<std::string>& deleted_leases() const { return deleted_leases_; }
@@ -125,6 +138,17 @@ void Cluster::ApplyJobLocked(Job job) {
   if (!job.lease_id.empty()) job_of_lease_[job.lease_id] = job.id;
   std::string id = job.id;
   jobs_[id] = std::move(job);
+}
+
+json Cluster::MergedParametersLocked(const Job& job) const {
+  auto it = job.task_id.empty() ? tasks_.end() : tasks_.find(job.task_id);
+  if (it == tasks_.end()) return job.parameters;
+  json merged = it->second.shared_parameters;
+  if (!merged.is_object()) merged = json::object();
+  if (job.parameters.is_object()) {
+    for (const auto& [k, v] : job.parameters.items()) merged[k] = v;
+  }
+  return merged;
 }
 
 void Cluster::RememberEndedLeaseLocked(const std::string& id) {
@@ -175,6 +199,18 @@ Status Cluster::CatchUpLocked(store::Txn& txn) {
     if (!c.ok()) return c.status().WithContext("stored client " + row.id);
     clients_[c->name] = std::move(*c);
   }
+  // Tasks before their jobs: a job's full parameters need its task.
+  FLYT_ASSIGN_OR_RETURN(auto tasks, txn.ListSince(Table::kTasks, revision_));
+  if (!tasks.empty()) touched_ |= TopicBit(Topic::kJobs);
+  for (const store::Row& row : tasks) {
+    if (row.deleted) {
+      tasks_.erase(row.id);
+      continue;
+    }
+    auto task = TaskFromJson(json::parse(row.body, nullptr, false));
+    if (!task.ok()) return task.status().WithContext("stored task " + row.id);
+    tasks_[task->id] = std::move(*task);
+  }
   FLYT_ASSIGN_OR_RETURN(auto jobs, txn.ListSince(Table::kJobs, revision_));
   if (!jobs.empty()) touched_ |= TopicBit(Topic::kJobs) | TopicBit(Topic::kEvents);
   for (const store::Row& row : jobs) {
@@ -200,6 +236,7 @@ Status Cluster::ReloadLocked() {
   std::map<std::string, NodeRecord> nodes;
   std::map<std::string, ClientRecord> clients;
   std::map<std::string, Job> jobs;
+  std::map<std::string, TaskRecord> tasks;
   std::map<std::string, std::string> job_of_lease;
   std::set<std::string> ended_leases;
   std::deque<std::string> ended_order;
@@ -209,6 +246,7 @@ Status Cluster::ReloadLocked() {
     std::swap(nodes_, nodes);
     std::swap(clients_, clients);
     std::swap(jobs_, jobs);
+    std::swap(tasks_, tasks);
     std::swap(job_of_lease_, job_of_lease);
     std::swap(ended_leases_, ended_leases);
     std::swap(ended_order_, ended_order);
@@ -364,12 +402,16 @@ Status Cluster::PruneJobsLocked() {
   constexpr auto kJobPruneInterval = std::chrono::seconds(10);
   const bool by_age = config_.keep_finished_for.count() > 0;
   const bool by_count = config_.keep_finished_max > 0;
-  if (!by_age && !by_count) return Status::Ok();
   const auto steady = clock_.SteadyNow();
   if (last_job_prune_ && steady - *last_job_prune_ < kJobPruneInterval) return Status::Ok();
   last_job_prune_ = steady;
-  // What the rules select here, newest first; the store applies the same rules to its rows.
   const WallTime now = clock_.WallNow();
+  // Idempotency keys past their time go with the same rhythm.
+  FLYT_RETURN_IF_ERROR(WriteLocked(Durability::kRelaxed, [&](store::Txn& txn) {
+    return txn.PruneIdempotencyKeys(ToMillis(now));
+  }));
+  if (!by_age && !by_count) return Status::Ok();
+  // What the rules select here, newest first; the store applies the same rules to its rows.
   const WallTime cutoff = now - config_.keep_finished_for;
   std::vector<std::pair<WallTime, std::string>> finished;
   for (const auto& [id, job] : jobs_) {
@@ -408,6 +450,20 @@ Status Cluster::PruneJobsLocked() {
     // the rules select here is gone from the store too.
     if (pruned.size() < retention.max_jobs) {
       for (const std::string& id : victims) drop(id);
+    }
+    // A task goes with its last job.
+    std::set<std::string> in_use;
+    for (const auto& [id, job] : jobs_) {
+      if (!job.task_id.empty()) in_use.insert(job.task_id);
+    }
+    for (auto it = tasks_.begin(); it != tasks_.end();) {
+      if (in_use.count(it->first)) {
+        ++it;
+        continue;
+      }
+      Status deleted = txn.Delete(Table::kTasks, it->first);
+      if (!deleted.ok() && deleted.code() != StatusCode::kNotFound) return deleted;
+      it = tasks_.erase(it);
     }
     return Status::Ok();
   });

@@ -175,6 +175,7 @@ Status Cluster::Tick() {
   if (s.ok() && last_pass_ - last_prune_ >= std::chrono::minutes(1)) {
     last_prune_ = last_pass_;
     Status pruned = store_->PruneEvents(ToMillis(clock_.WallNow()), config_.event_retention);
+    if (pruned.ok()) pruned = store_->PruneEventBytes(config_.event_max_bytes);
     if (!pruned.ok()) {
       ++counters_.store_errors;
       if (store::IsStoreUnavailable(pruned)) EnterOutageLocked(pruned);

@@ -22,6 +22,15 @@ void Reply(httplib::Response& res, const Result<json>& r, int ok_status = 200) {
 
 Result<json> Body(const httplib::Request& req) { return http::ParseBody(req); }
 
+// The Idempotency-Key header: "" when absent; an empty one is refused (as is a malformed one, by
+// the Cluster).
+Result<std::string> IdempotencyKey(const httplib::Request& req) {
+  if (!req.has_header("Idempotency-Key")) return std::string();
+  std::string key = req.get_header_value("Idempotency-Key");
+  if (key.empty()) return InvalidArgument("Idempotency-Key is empty");
+  return key;
+}
+
 }  // namespace
 
 int HttpStatusOf(const Status& s) {
@@ -29,6 +38,7 @@ int HttpStatusOf(const Status& s) {
   if (reason == "insufficient_gpus" || reason == "never_fits" || reason == "already_ended") {
     return 409;
   }
+  if (reason == "idempotency_key_reused") return 409;
   if (reason == "too_many_queued") return 429;
   if (reason == "payload_too_large") return 413;
   if (reason == "store_unavailable") return 503;
@@ -157,7 +167,9 @@ void ClusterServer::AddRoutes() {
   add("/api/v1/allocations", "POST", Access::kClient, [this](Req req, Res res, Who who, Match) {
     auto body = Body(req);
     if (!body.ok()) return Send(res, body.status());
-    auto lease = cluster_.Allocate(who, *body);
+    auto key = IdempotencyKey(req);
+    if (!key.ok()) return Send(res, key.status());
+    auto lease = cluster_.Allocate(who, *body, *key);
     if (lease.ok()) res.set_header("Location", "/api/v1/allocations/" + (*lease)["id"].get<std::string>());
     Reply(res, lease, 201);
   });
@@ -179,16 +191,23 @@ void ClusterServer::AddRoutes() {
       });
 
   // Jobs.
-  with_body("/api/v1/jobs", Access::kClient, 201,
-            [this](Who who, const json& body, Match) { return cluster_.Submit(who, body); });
+  add("/api/v1/jobs", "POST", Access::kClient, [this](Req req, Res res, Who who, Match) {
+    auto body = Body(req);
+    if (!body.ok()) return Send(res, body.status());
+    auto key = IdempotencyKey(req);
+    if (!key.ok()) return Send(res, key.status());
+    Reply(res, cluster_.Submit(who, *body, *key), 201);
+  });
+  // One page of jobs: ?limit (1-1000, default 500) and ?continue (the previous page's cursor).
   add("/api/v1/jobs", "GET", Access::kRead, [this](Req req, Res res, Who, Match) {
-    size_t limit = 1000;
+    size_t limit = 500;
     if (req.has_param("limit")) {
       auto v = ParseUint(req.get_param_value("limit"));
-      if (!v || *v < 1 || *v > 100000) return http::SendError(res, 400, "limit must be 1-100000");
+      if (!v || *v < 1 || *v > 1000) return http::SendError(res, 400, "limit must be 1-1000");
       limit = static_cast<size_t>(*v);
     }
-    Reply(res, cluster_.Jobs(req.get_param_value("status"), limit));
+    Reply(res, cluster_.Jobs(req.get_param_value("status"), limit,
+                             req.get_param_value("continue")));
   });
   add("/api/v1/jobs/([A-Za-z0-9._-]+)", "GET", Access::kRead,
       [this](Req, Res res, Who, Match m) { Reply(res, cluster_.GetJob(m[1])); });
@@ -202,7 +221,7 @@ void ClusterServer::AddRoutes() {
       [this](Req, Res res, Who, Match) { http::SendJson(res, 200, cluster_.Queue()); });
   add("/api/v1/events", "GET", Access::kRead, [this](Req req, Res res, Who, Match) {
     int64_t after = 0;
-    size_t limit = 1000;
+    size_t limit = 200;  // at most 1000 (and about 4 MiB) per page; "more" says whether more wait
     if (req.has_param("after")) {
       auto v = ParseInt(req.get_param_value("after"));
       if (!v || *v < 0) return http::SendError(res, 400, "after must be an event id (>= 0)");
@@ -210,14 +229,14 @@ void ClusterServer::AddRoutes() {
     }
     if (req.has_param("limit")) {
       auto v = ParseUint(req.get_param_value("limit"));
-      if (!v || *v < 1 || *v > 10000) return http::SendError(res, 400, "limit must be 1-10000");
+      if (!v || *v < 1 || *v > 1000) return http::SendError(res, 400, "limit must be 1-1000");
       limit = static_cast<size_t>(*v);
     }
     bool latest = false;
     if (req.has_param("latest")) {
       if (req.has_param("after")) return http::SendError(res, 400, "give after or latest, not both");
       auto v = ParseUint(req.get_param_value("latest"));
-      if (!v || *v < 1 || *v > 10000) return http::SendError(res, 400, "latest must be 1-10000");
+      if (!v || *v < 1 || *v > 1000) return http::SendError(res, 400, "latest must be 1-1000");
       limit = static_cast<size_t>(*v);
       latest = true;
     }

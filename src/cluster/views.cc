@@ -24,6 +24,65 @@ struct Hold {
 };
 using Holds = std::map<std::pair<std::string, std::string>, std::vector<Hold>>;
 
+// Where a job stands in the jobs listing: newest first, by submission time, then submission order,
+// then id. A cursor names the last job of a page.
+struct JobKey {
+  int64_t submitted_ms = 0;
+  int64_t order = 0;
+  std::string id;
+  bool operator<(const JobKey& o) const {
+    return std::tie(submitted_ms, order, id) < std::tie(o.submitted_ms, o.order, o.id);
+  }
+};
+
+JobKey KeyOf(const Job& job) { return {ToMillis(job.submitted_at), job.order, job.id}; }
+
+// A cursor is opaque to clients: "j1" and the key's text in hex.
+std::string JobCursor(const JobKey& key) {
+  const std::string text =
+      std::to_string(key.submitted_ms) + ":" + std::to_string(key.order) + ":" + key.id;
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "j1";
+  for (unsigned char c : text) {
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  return out;
+}
+
+std::optional<JobKey> ParseJobCursor(const std::string& cursor) {
+  if (cursor.size() < 2 || cursor.size() > 1024 || cursor.compare(0, 2, "j1") != 0 ||
+      cursor.size() % 2 != 0) {
+    return std::nullopt;
+  }
+  std::string text;
+  for (size_t i = 2; i < cursor.size(); i += 2) {
+    auto nibble = [](char c) -> int {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      return -1;
+    };
+    const int hi = nibble(cursor[i]), lo = nibble(cursor[i + 1]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    text += static_cast<char>(hi * 16 + lo);
+  }
+  const size_t first = text.find(':');
+  const size_t second = first == std::string::npos ? first : text.find(':', first + 1);
+  if (second == std::string::npos) return std::nullopt;
+  JobKey key;
+  try {
+    size_t used = 0;
+    key.submitted_ms = std::stoll(text.substr(0, first), &used);
+    if (used != first) return std::nullopt;
+    key.order = std::stoll(text.substr(first + 1, second - first - 1), &used);
+    if (used != second - first - 1) return std::nullopt;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  key.id = text.substr(second + 1);
+  return key;
+}
+
 Holds HoldsOf(const std::vector<sched::Lease>& leases, WallTime now) {
   Holds holds;
   for (const sched::Lease& l : leases) {
@@ -203,7 +262,8 @@ json Cluster::Allocations() const {
   return {{"allocations", list}};
 }
 
-Result<json> Cluster::Jobs(const std::string& status_filter, size_t limit) const {
+Result<json> Cluster::Jobs(const std::string& status_filter, size_t limit,
+                           const std::string& cursor) const {
   std::optional<JobState> want;
   if (!status_filter.empty()) {
     want = ParseJobState(status_filter);
@@ -211,20 +271,40 @@ Result<json> Cluster::Jobs(const std::string& status_filter, size_t limit) const
       return InvalidArgument("status must be queued, running, completed, failed or cancelled");
     }
   }
-  MutexLock lock(mu_);
-  std::vector<const Job*> sorted;
-  for (const auto& [id, job] : jobs_) {
-    if (!want || job.state == *want) sorted.push_back(&job);
+  std::optional<JobKey> after;
+  if (!cursor.empty()) {
+    after = ParseJobCursor(cursor);
+    if (!after) return InvalidArgument("continue is not a cursor this manager gave");
   }
-  std::sort(sorted.begin(), sorted.end(), [](const Job* a, const Job* b) {
-    return a->submitted_at != b->submitted_at ? a->submitted_at > b->submitted_at
-                                              : a->order > b->order;
-  });
-  const size_t matching = sorted.size();
-  if (sorted.size() > limit) sorted.resize(limit);
+  MutexLock lock(mu_);
+  // Newest first: a page is the `limit` greatest keys below the cursor (a partial sort).
+  std::vector<std::pair<JobKey, const Job*>> sorted;
+  size_t matching = 0;
+  for (const auto& [id, job] : jobs_) {
+    if (want && job.state != *want) continue;
+    ++matching;
+    JobKey key = KeyOf(job);
+    if (after && !(key < *after)) continue;
+    sorted.emplace_back(std::move(key), &job);
+  }
+  const bool more = sorted.size() > limit;
+  const size_t page = std::min(limit, sorted.size());
+  std::partial_sort(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(page),
+                    sorted.end(), [](const auto& a, const auto& b) { return b.first < a.first; });
+  sorted.resize(page);
+  // A listing shows a job's own values and, when they are small (kListedSharedBytes), its task's
+  // shared ones: a page of a thousand jobs must not repeat a large shared value a thousand times
+  // (GET /api/v1/jobs/{id} shows them all).
+  constexpr size_t kListedSharedBytes = 1024;
+  auto listed = [&](const Job& job) FLYT_REQUIRES(mu_) -> std::pair<json, bool> {
+    auto task = job.task_id.empty() ? tasks_.end() : tasks_.find(job.task_id);
+    if (task == tasks_.end()) return {job.parameters, false};
+    if (task->second.shared_bytes > kListedSharedBytes) return {job.parameters, true};
+    return {MergedParametersLocked(job), false};
+  };
   const auto now = clock_.WallNow();
   json list = json::array();
-  for (const Job* job : sorted) {
+  for (const auto& [key, job] : sorted) {
     const WallTime started = job->started_at.value_or(job->finished_at.value_or(now));
     json gpu_model = nullptr;
     if (job->gpu_info.is_object() && job->gpu_info.contains("model")) {
@@ -236,7 +316,9 @@ Result<json> Cluster::Jobs(const std::string& status_filter, size_t limit) const
          {"task_name", job->task_name},
          {"experiment", job->experiment},
          {"experiments", job->experiments},
-         {"parameters", job->parameters},
+         {"parameters", listed(*job).first},
+         {"parameters_omitted", listed(*job).second},
+         {"task_id", job->task_id.empty() ? json(nullptr) : json(job->task_id)},
          {"model", job->model},
          {"runtime", job->runtime},
          {"owner", job->owner},
@@ -254,7 +336,9 @@ Result<json> Cluster::Jobs(const std::string& status_filter, size_t limit) const
                                  ? json(Seconds(job->finished_at.value_or(now) - *job->started_at))
                                  : json(nullptr)}});
   }
-  return json{{"jobs", list}, {"total", matching}};
+  json next = nullptr;
+  if (more && !sorted.empty()) next = JobCursor(sorted.back().first);
+  return json{{"jobs", list}, {"total", matching}, {"more", more}, {"continue", next}};
 }
 
 Result<json> Cluster::GetJob(const std::string& id) const {
@@ -263,6 +347,7 @@ Result<json> Cluster::GetJob(const std::string& id) const {
   if (it == jobs_.end()) return NotFound("no job " + id);
   json j = ToJson(it->second);
   j.erase("lease_id_planned");
+  j["parameters"] = MergedParametersLocked(it->second);
   if (it->second.state == JobState::kQueued) {
     size_t position = 0;
     for (const sched::QueuedJob& q : queue_.Ordered()) {
@@ -301,18 +386,53 @@ json Cluster::Queue() const {
 }
 
 Result<json> Cluster::Events(int64_t after_id, size_t limit, bool latest) const {
-  FLYT_ASSIGN_OR_RETURN(auto rows,
-                        latest ? store_->LatestEvents(limit) : store_->Events(after_id, limit));
+  // A page stops at about this many bytes of events too (events stored before [events]
+  // max_event_bytes existed may be large): at least one event, then no more past it.
+  constexpr size_t kMaxEventsReplyBytes = 4 << 20;
+  FLYT_ASSIGN_OR_RETURN(auto rows, latest ? store_->LatestEvents(limit + 1)
+                                          : store_->Events(after_id, limit + 1));
+  bool more = rows.size() > limit;
+  if (more) {
+    // Oldest first: `latest` drops the oldest, a page after an id its last.
+    if (latest) {
+      rows.erase(rows.begin());
+    } else {
+      rows.pop_back();
+    }
+  }
+  size_t bytes = 0, first = 0, last = rows.size();
+  if (latest) {
+    for (size_t i = rows.size(); i-- > 0;) {
+      bytes += rows[i].body.size();
+      if (bytes > kMaxEventsReplyBytes && i + 1 < rows.size()) {
+        first = i + 1;
+        more = true;
+        break;
+      }
+    }
+  } else {
+    for (size_t i = 0; i < rows.size(); ++i) {
+      bytes += rows[i].body.size();
+      if (bytes > kMaxEventsReplyBytes && i > 0) {
+        last = i;
+        more = true;
+        break;
+      }
+    }
+  }
   json list = json::array();
-  for (const store::EventRow& r : rows) {
+  int64_t next_after = after_id;
+  for (size_t i = first; i < last; ++i) {
+    const store::EventRow& r = rows[i];
     json body = json::parse(r.body, nullptr, false);
     if (!body.is_object()) body = json::object();
     body["id"] = r.id;
     body["kind"] = r.kind;
     body["at"] = gpu::FormatTime(FromMillis(r.at_ms));
     list.push_back(std::move(body));
+    next_after = std::max(next_after, r.id);
   }
-  return json{{"events", list}};
+  return json{{"events", list}, {"more", more}, {"next_after", next_after}};
 }
 
 ChangeMark Cluster::Changes() const {
@@ -411,6 +531,21 @@ std::string Cluster::Metrics() const {
   family("flyt_cluster_jobs_pruned_total", "counter",
          "Finished jobs dropped by retention ([jobs] keep_finished_for, keep_finished_max).");
   sample("flyt_cluster_jobs_pruned_total", static_cast<double>(counters_.jobs_pruned));
+  family("flyt_cluster_node_events_dropped_total", "counter",
+         "Node events dropped: past [events] max_per_heartbeat in one heartbeat.");
+  sample("flyt_cluster_node_events_dropped_total", static_cast<double>(counters_.events_dropped));
+  family("flyt_cluster_node_events_truncated_total", "counter",
+         "Node events cut short (marked truncated): larger than [events] max_event_bytes.");
+  sample("flyt_cluster_node_events_truncated_total",
+         static_cast<double>(counters_.events_truncated));
+  family("flyt_cluster_idempotent_replays_total", "counter",
+         "POST /allocations and /jobs answered again from their Idempotency-Key.");
+  sample("flyt_cluster_idempotent_replays_total",
+         static_cast<double>(counters_.idempotent_replays));
+  family("flyt_cluster_submissions_too_large_total", "counter",
+         "Submissions refused (413) for expanding past [jobs] max_expanded_bytes.");
+  sample("flyt_cluster_submissions_too_large_total",
+         static_cast<double>(counters_.submissions_too_large));
   return out;
 }
 

@@ -225,6 +225,15 @@ Result<json> JsonClient::Post(const std::string& path, const json& body) {
                 httplib::to_string(res.error()));
 }
 
+Result<json> JsonClient::Post(const std::string& path, const json& body,
+                              const std::vector<std::pair<std::string, std::string>>& headers) {
+  httplib::Headers h;
+  for (const auto& [name, value] : headers) h.emplace(name, value);
+  auto res = client_->Post(path, h, DumpJson(body), "application/json");
+  return Finish(path, res ? res->status : 0, res ? res->body : "", static_cast<bool>(res),
+                httplib::to_string(res.error()));
+}
+
 Result<json> JsonClient::Delete(const std::string& path) {
   auto res = client_->Delete(path);
   return Finish(path, res ? res->status : 0, res ? res->body : "", static_cast<bool>(res),

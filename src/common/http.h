@@ -17,6 +17,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 #include <string_view>
 #include <thread>
 
@@ -85,6 +87,9 @@ class JsonClient {
   void SetTimeouts(std::chrono::milliseconds connect, std::chrono::milliseconds read);
   Result<nlohmann::json> Get(const std::string& path);
   Result<nlohmann::json> Post(const std::string& path, const nlohmann::json& body);
+  // Post with extra request headers (e.g. Idempotency-Key).
+  Result<nlohmann::json> Post(const std::string& path, const nlohmann::json& body,
+                              const std::vector<std::pair<std::string, std::string>>& headers);
   Result<nlohmann::json> Delete(const std::string& path);
   const std::string& url() const { return url_; }
 

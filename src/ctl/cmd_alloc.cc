@@ -11,7 +11,7 @@ int RunAlloc(const GlobalFlags& g, const AllocationFlags& flags, bool quiet) {
   auto body = AllocationBody(flags);
   if (!body.ok()) return Fail(body.status().message(), kExitUsage);
   return WithManager(g, [&](Manager& m) {
-    auto lease = m.client().Post("/api/v1/allocations", *body);
+    auto lease = PostIdempotent(m, "/api/v1/allocations", *body);
     const std::string doing = "cannot allocate " + std::to_string(flags.gpus) + " GPU(s)";
     if (quiet && lease.ok() && !g.json) {
       if (!lease->is_object() || !(*lease)["id"].is_string()) {

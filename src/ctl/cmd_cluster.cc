@@ -1,6 +1,8 @@
 // `flytctl nodes`, `events` and `whoami`: the cluster manager's inventory and log.
 #include <string>
 
+#include <cstdio>
+
 #include "ctl/commands.h"
 #include "ctl/render.h"
 
@@ -24,8 +26,14 @@ int RunEvents(const GlobalFlags& g, std::optional<int64_t> after, std::optional<
                                   (limit ? "&limit=" + std::to_string(*limit) : std::string())
                             : "latest=" + std::to_string(limit.value_or(50));
   return WithManager(g, [&](Manager& m) {
-    return m.Print(m.client().Get("/api/v1/events?" + query), "cannot list the events", "events",
-                   RenderEvents);
+    auto answer = m.client().Get("/api/v1/events?" + query);
+    const int code = m.Print(answer, "cannot list the events", "events", RenderEvents);
+    // A page: the manager says when more follow, and where the next one starts.
+    if (after && answer.ok() && answer->is_object() && answer->value("more", false) && !g.json) {
+      std::fprintf(stderr, "(more events follow: --after %lld)\n",
+                   static_cast<long long>(answer->value("next_after", int64_t{0})));
+    }
+    return code;
   });
 }
 

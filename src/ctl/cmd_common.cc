@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <random>
 #include <cstdio>
 #include <thread>
 
@@ -75,6 +76,26 @@ int Manager::Print(const Result<nlohmann::json>& answer, std::string_view doing,
   }
   std::fputs(render(*answer).c_str(), stdout);
   return kExitOk;
+}
+
+Result<nlohmann::json> PostIdempotent(Manager& m, const std::string& path,
+                                      const nlohmann::json& body) {
+  std::random_device random;
+  std::string key = "flytctl-";
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (int i = 0; i < 8; ++i) {
+    const unsigned v = random();
+    for (int k = 0; k < 4; ++k) key += kHex[(v >> (k * 4)) & 15];
+  }
+  const std::vector<std::pair<std::string, std::string>> headers = {{"Idempotency-Key", key}};
+  auto answer = m.client().Post(path, body, headers);
+  // No answer at all (not an HTTP error): the request may have been done; ask again, same key.
+  if (!answer.ok() && answer.status().code() == StatusCode::kUnavailable &&
+      answer.status().reason().empty() &&
+      answer.status().message().find("cannot reach") != std::string::npos) {
+    answer = m.client().Post(path, body, headers);
+  }
+  return answer;
 }
 
 int WithManager(const GlobalFlags& g, const std::function<int(Manager&)>& run) {

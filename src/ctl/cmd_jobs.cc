@@ -12,6 +12,8 @@
 #include "common/clock.h"
 #include "common/json.h"
 #include "common/strings.h"
+#include <limits>
+
 #include "ctl/commands.h"
 #include "ctl/render.h"
 
@@ -26,7 +28,7 @@ int RunSubmit(const GlobalFlags& g, const SubmitArgs& s) {
   if (!body.ok()) return Fail(s.file + ": " + body.status().message(), kExitUsage);
   return WithManager(g, [&](Manager& m) {
     const std::string doing = "cannot submit " + s.file;
-    auto submitted = m.client().Post("/api/v1/jobs", *body);
+    auto submitted = PostIdempotent(m, "/api/v1/jobs", *body);
     if (!s.wait || !submitted.ok()) {
       return m.Print(submitted, doing, "jobs", RenderSubmission);
     }
@@ -109,15 +111,46 @@ int RunSubmit(const GlobalFlags& g, const SubmitArgs& s) {
   });
 }
 
-int RunJobs(const GlobalFlags& g, const std::string& status, std::optional<int64_t> limit) {
-  std::string path = "/api/v1/jobs";
-  std::string query;
-  if (!status.empty()) query += "status=" + status;
-  if (limit) query += (query.empty() ? "" : "&") + std::string("limit=") + std::to_string(*limit);
-  if (!query.empty()) path += "?" + query;
+int RunJobs(const GlobalFlags& g, const std::string& status, std::optional<int64_t> limit,
+            bool all) {
+  // The manager answers pages of at most 1000 jobs; this fetches as many as asked for (--limit,
+  // default 500) or every page (--all), and says so when more remain.
+  constexpr int64_t kPage = 1000;
+  const int64_t want = all ? std::numeric_limits<int64_t>::max() : limit.value_or(500);
   return WithManager(g, [&](Manager& m) {
-    return m.Print(m.client().Get(path), "cannot list the jobs", "jobs",
-                   [&](const nlohmann::json& j) { return RenderJobs(j, status); });
+    nlohmann::json merged;
+    std::string cursor;
+    int64_t have = 0;
+    bool more = false;
+    for (;;) {
+      std::string query = "limit=" + std::to_string(std::min(kPage, want - have));
+      if (!status.empty()) query += "&status=" + status;
+      if (!cursor.empty()) query += "&continue=" + cursor;
+      auto page = m.client().Get("/api/v1/jobs?" + query);
+      if (!page.ok() || !page->is_object() || !(*page)["jobs"].is_array()) {
+        return m.Print(page, "cannot list the jobs", "jobs",
+                       [&](const nlohmann::json& j) { return RenderJobs(j, status); });
+      }
+      if (merged.is_null()) {
+        merged = *page;
+      } else {
+        for (nlohmann::json& j : (*page)["jobs"]) merged["jobs"].push_back(std::move(j));
+      }
+      have = static_cast<int64_t>(merged["jobs"].size());
+      more = page->value("more", false);
+      const nlohmann::json next = page->value("continue", nlohmann::json());
+      if (!more || !next.is_string() || have >= want) break;
+      cursor = next.get<std::string>();
+    }
+    merged["more"] = more;
+    if (!more) merged["continue"] = nullptr;
+    const int code = m.Print(Result<nlohmann::json>(merged), "cannot list the jobs", "jobs",
+                             [&](const nlohmann::json& j) { return RenderJobs(j, status); });
+    if (more && !g.json) {
+      std::fprintf(stderr, "(the newest %lld of %lld jobs; --limit N or --all for more)\n",
+                   static_cast<long long>(have), merged.value("total", 0LL));
+    }
+    return code;
   });
 }
 

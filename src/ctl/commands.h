@@ -73,6 +73,12 @@ class Manager {
 // `run` does the rest.
 int WithManager(const GlobalFlags& g, const std::function<int(Manager&)>& run);
 
+// POST with an Idempotency-Key of this invocation's own (random): when the connection is lost
+// (no answer at all), the request is sent once more with the same key, so a lease or jobs the
+// manager granted before the answer was lost come back instead of being granted twice.
+Result<nlohmann::json> PostIdempotent(Manager& m, const std::string& path,
+                                      const nlohmann::json& body);
+
 // Ids go into URL paths: a malformed one is a usage error, caught before any request. Prints it
 // and returns true when `id` is not one.
 bool BadId(const std::string& id, std::string_view what);
@@ -96,7 +102,8 @@ struct SubmitArgs {
   std::optional<double> wait_timeout_s;
 };
 int RunSubmit(const GlobalFlags& g, const SubmitArgs& s);
-int RunJobs(const GlobalFlags& g, const std::string& status, std::optional<int64_t> limit);
+int RunJobs(const GlobalFlags& g, const std::string& status, std::optional<int64_t> limit,
+            bool all);
 int RunJob(const GlobalFlags& g, const std::string& id);
 int RunCancel(const GlobalFlags& g, const std::string& id);
 int RunComplete(const GlobalFlags& g, const std::string& id, bool failed,

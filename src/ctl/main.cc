@@ -203,8 +203,10 @@ int main(int argc, char** argv) {
   auto* jobs = add_cluster("jobs", "List jobs, newest first");
   jobs->add_option("--status", jobs_status, "queued, running, completed, failed or cancelled")
       ->check(CLI::IsMember({"queued", "running", "completed", "failed", "cancelled"}));
-  jobs->add_option("--limit", jobs_limit, "At most N jobs (default 1000)")
+  bool jobs_all = false;
+  jobs->add_option("--limit", jobs_limit, "At most N jobs (default 500; fetched in pages)")
       ->check(CLI::Range(int64_t{1}, int64_t{100000}));
+  jobs->add_flag("--all", jobs_all, "Every job (all pages)");
 
   std::string job_id;
   auto* job =
@@ -227,8 +229,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
   events
       ->add_option("--limit", events_limit,
-                   "At most N events (default: 50 newest; 1000 with --after)")
-      ->check(CLI::Range(int64_t{1}, int64_t{10000}));
+                   "At most N events, 1-1000 (default: 50 newest; 200 with --after)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000}));
   auto* whoami = add_cluster("whoami", "The name and role of your token");
 
   app.footer(RootFooter());
@@ -278,7 +280,7 @@ int main(int argc, char** argv) {
     if (renew->parsed()) return ctl::RunRenew(global, lease_id, renew_ttl);
     if (allocations->parsed()) return ctl::RunAllocations(global);
     if (submit->parsed()) return ctl::RunSubmit(global, submit_args);
-    if (jobs->parsed()) return ctl::RunJobs(global, jobs_status, jobs_limit);
+    if (jobs->parsed()) return ctl::RunJobs(global, jobs_status, jobs_limit, jobs_all);
     if (job->parsed()) return ctl::RunJob(global, job_id);
     if (cancel->parsed()) return ctl::RunCancel(global, job_id);
     if (complete->parsed()) {

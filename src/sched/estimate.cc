@@ -242,6 +242,9 @@ Result<TaskEstimate> EstimateTask(const json& task, const EstimateOptions& optio
     }
   }
 
+  for (const Dimension& d : dims) {
+    if (d.values.size() == 1) out.shared_parameters[d.key] = d.values.front();
+  }
   for (size_t n = 0; n < total; ++n) {
     Experiment e;
     e.index = n;
@@ -252,7 +255,7 @@ Result<TaskEstimate> EstimateTask(const json& task, const EstimateOptions& optio
     for (auto it = dims.rbegin(); it != dims.rend(); ++it) {  // last dimension varies fastest
       const json& v = it->values[rest % it->values.size()];
       rest /= it->values.size();
-      e.parameters[it->key] = v;
+      if (options.experiments_hold_shared || it->values.size() > 1) e.parameters[it->key] = v;
       if (!it->canonical.empty()) canon[it->canonical] = {&*it, &v};
     }
     const std::string where =

@@ -55,6 +55,10 @@ struct EstimateOptions {
   // cluster manager turns it off: a remote caller must not make it read its files; such a caller
   // gives the config.json inline as model.config.
   bool allow_local_files = true;
+  // Whether each experiment's parameters also hold the task's single-valued ones. The cluster
+  // manager turns it off: those are the task's shared parts (TaskEstimate::shared_parameters),
+  // kept once rather than copied into every experiment.
+  bool experiments_hold_shared = true;
 };
 
 struct MemoryEstimate {
@@ -112,6 +116,9 @@ struct TaskEstimate {
   std::string runtime;        // vllm | sglang
   double gpu_memory_mib = 0;  // the GPU the experiments' capacities are for (0: none)
   std::vector<Experiment> experiments;
+  // The parameters with one value (parameters and parallel_config alike, keyed as written): the
+  // same in every experiment.
+  nlohmann::json shared_parameters = nlohmann::json::object();
 };
 
 // `task` is the autotuner's task JSON. Errors name the field and the experiment.

@@ -51,7 +51,7 @@ const char* FixedSql(Query query) {
     case Query::kRelease:
       return "DELETE FROM gpu_claims WHERE lease_id = $1";
     case Query::kAppendEvent:
-      return "INSERT INTO events (at_ms, kind, body) VALUES ($1, $2, $3)";
+      return "INSERT INTO events (at_ms, kind, body, bytes) VALUES ($1, $2, $3, $4)";
     case Query::kEvents:
       return "SELECT id, at_ms, kind, body FROM events WHERE id > $1 ORDER BY id LIMIT $2";
     case Query::kLatestEvents:
@@ -77,6 +77,21 @@ const char* FixedSql(Query query) {
       return "DELETE FROM jobs WHERE deleted AND finished_ms IS NOT NULL AND finished_ms < $1";
     case Query::kProbe:
       return "UPDATE meta SET value = value + 1 WHERE key = 'probe'";
+    case Query::kPruneEventBytes:
+      // The newest event at which the running total (newest first) passes $1, and all older.
+      return "DELETE FROM events WHERE id <= COALESCE((SELECT id FROM (SELECT id, SUM(bytes)"
+             " OVER (ORDER BY id DESC) AS total FROM events) AS running WHERE total > $1"
+             " ORDER BY id DESC LIMIT 1), 0)";
+    case Query::kGetIdempotency:
+      return "SELECT request_hash, response, expires_ms FROM idempotency_keys"
+             " WHERE scope = $1 AND key = $2";
+    case Query::kPutIdempotency:
+      return "INSERT INTO idempotency_keys (scope, key, request_hash, response, expires_ms)"
+             " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (scope, key) DO UPDATE SET"
+             " request_hash = excluded.request_hash, response = excluded.response,"
+             " expires_ms = excluded.expires_ms";
+    case Query::kPruneIdempotency:
+      return "DELETE FROM idempotency_keys WHERE expires_ms < $1";
     case Query::kCount:
       break;
   }

@@ -24,7 +24,7 @@ namespace flyt::store::internal {
 
 enum class Dialect { kSqlite, kPostgres };
 
-inline constexpr int kTableCount = 4;  // Table::kNodes .. Table::kJobs
+inline constexpr int kTableCount = 5;  // Table::kNodes .. Table::kTasks
 
 // Statements that do not depend on the table.
 enum class Query : int {
@@ -35,7 +35,7 @@ enum class Query : int {
   kClaimConflict,    // (gpu, lease_id) -> another lease's exclusive claim on gpu
   kClaim,            // (gpu, lease_id, exclusive)
   kRelease,          // (lease_id)
-  kAppendEvent,      // (at_ms, kind, body)
+  kAppendEvent,      // (at_ms, kind, body, bytes)
   kEvents,           // (after_id, limit) -> id, at_ms, kind, body
   kLatestEvents,     // (limit) -> id, at_ms, kind, body: the newest, oldest first
   kPruneEvents,      // (before_ms, keep)
@@ -45,6 +45,10 @@ enum class Query : int {
   kPruneJobs,        // (before_ms, cut_ms, cut_id, limit, seq): tombstones of kJobsToPrune's rows
   kPurgeJobTombstones,  // (before_ms)
   kProbe,            // (): a real write that changes nothing else
+  kPruneEventBytes,  // (max_bytes): drops the oldest events beyond the newest max_bytes
+  kGetIdempotency,   // (scope, key) -> request_hash, response, expires_ms
+  kPutIdempotency,   // (scope, key, request_hash, response, expires_ms)
+  kPruneIdempotency, // (now_ms): drops expired keys
   kCount,
 };
 

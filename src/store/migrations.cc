@@ -84,9 +84,43 @@ CREATE INDEX jobs_finished ON jobs (finished_ms) WHERE finished_ms IS NOT NULL;
 INSERT INTO meta (key, value) VALUES ('probe', 0);
 )sql";
 
-constexpr std::array<Migration, 2> kMigrations = {{
+// Version 3 (issue 13): a task's shared parts once (tasks: one document per submission, its jobs
+// hold only their own values); idempotency keys of POST /allocations and POST /jobs, with the
+// answer they got and when they expire; and each event's size, for retention by bytes.
+constexpr const char* kV3Sqlite = R"sql(
+CREATE TABLE tasks (id TEXT PRIMARY KEY, seq BIGINT NOT NULL, deleted BOOLEAN NOT NULL, body TEXT);
+CREATE INDEX tasks_seq ON tasks (seq);
+CREATE TABLE idempotency_keys (
+  scope TEXT NOT NULL,
+  key TEXT NOT NULL,
+  request_hash TEXT NOT NULL,
+  response TEXT NOT NULL,
+  expires_ms BIGINT NOT NULL,
+  PRIMARY KEY (scope, key));
+CREATE INDEX idempotency_keys_expires ON idempotency_keys (expires_ms);
+ALTER TABLE events ADD COLUMN bytes BIGINT NOT NULL DEFAULT 0;
+UPDATE events SET bytes = LENGTH(CAST(body AS BLOB)) + LENGTH(CAST(kind AS BLOB));
+)sql";
+
+constexpr const char* kV3Postgres = R"sql(
+CREATE TABLE tasks (id TEXT PRIMARY KEY, seq BIGINT NOT NULL, deleted BOOLEAN NOT NULL, body TEXT);
+CREATE INDEX tasks_seq ON tasks (seq);
+CREATE TABLE idempotency_keys (
+  scope TEXT NOT NULL,
+  key TEXT NOT NULL,
+  request_hash TEXT NOT NULL,
+  response TEXT NOT NULL,
+  expires_ms BIGINT NOT NULL,
+  PRIMARY KEY (scope, key));
+CREATE INDEX idempotency_keys_expires ON idempotency_keys (expires_ms);
+ALTER TABLE events ADD COLUMN bytes BIGINT NOT NULL DEFAULT 0;
+UPDATE events SET bytes = octet_length(body) + octet_length(kind);
+)sql";
+
+constexpr std::array<Migration, 3> kMigrations = {{
     {1, "documents, revision, GPU claims, events", kV1Sqlite, kV1Postgres},
     {2, "finished time of jobs, for retention; the probe row", kV2Sqlite, kV2Postgres},
+    {3, "tasks' shared parts, idempotency keys, event sizes", kV3Sqlite, kV3Postgres},
 }};
 
 }  // namespace

@@ -193,7 +193,8 @@ class SqlTxn final : public Txn {
     FLYT_RETURN_IF_ERROR(Usable());
     FLYT_RETURN_IF_ERROR(CheckKey("event kind", kind));
     FLYT_RETURN_IF_ERROR(CheckText("event body", body));
-    auto run = db_.Change(Id(Query::kAppendEvent), {at_ms, kind, body});
+    auto run = db_.Change(Id(Query::kAppendEvent),
+                          {at_ms, kind, body, ClampToInt64(kind.size() + body.size())});
     if (!run.ok()) return Fail(run.status().WithContext("append event " + kind));
     return Status::Ok();
   }
@@ -207,6 +208,36 @@ class SqlTxn final : public Txn {
     auto run = db_.Change(Id(Query::kPutFinishedJob), {id, revision_ + 1, body, *finished_at_ms});
     if (!run.ok()) return Fail(run.status().WithContext("put " + RowName(Table::kJobs, id)));
     wrote_ = true;
+    return Status::Ok();
+  }
+
+  Result<std::optional<IdempotencyRecord>> GetIdempotency(const std::string& scope,
+                                                          const std::string& key) override {
+    FLYT_RETURN_IF_ERROR(Usable());
+    std::optional<IdempotencyRecord> found;
+    auto run = db_.Run(Id(Query::kGetIdempotency), {scope, key}, [&](const SqlRow& r) {
+      found = IdempotencyRecord{std::string(r.Text(0)), std::string(r.Text(1)), r.Int(2)};
+    });
+    if (!run.ok()) return Fail(run.status().WithContext("read idempotency key"));
+    return found;
+  }
+
+  Status PutIdempotency(const std::string& scope, const std::string& key,
+                        const IdempotencyRecord& record) override {
+    FLYT_RETURN_IF_ERROR(Usable());
+    FLYT_RETURN_IF_ERROR(CheckKey("idempotency scope", scope));
+    FLYT_RETURN_IF_ERROR(CheckKey("idempotency key", key));
+    FLYT_RETURN_IF_ERROR(CheckText("idempotent response", record.response));
+    auto run = db_.Change(Id(Query::kPutIdempotency),
+                          {scope, key, record.request_hash, record.response, record.expires_ms});
+    if (!run.ok()) return Fail(run.status().WithContext("store idempotency key"));
+    return Status::Ok();
+  }
+
+  Status PruneIdempotencyKeys(int64_t now_ms) override {
+    FLYT_RETURN_IF_ERROR(Usable());
+    auto run = db_.Change(Id(Query::kPruneIdempotency), {now_ms});
+    if (!run.ok()) return Fail(run.status().WithContext("prune idempotency keys"));
     return Status::Ok();
   }
 
@@ -362,6 +393,16 @@ class SqlStore final : public Store {
     return scope.Commit(/*bump_revision=*/false);
   }
 
+  Status PruneEventBytes(uint64_t max_bytes) override {
+    FLYT_RETURN_IF_ERROR(CheckNotInsideUpdate());
+    std::scoped_lock lock(mu_);
+    FLYT_RETURN_IF_ERROR(db_->BeginWrite(Durability::kRelaxed));
+    WriteScope scope(*db_);
+    auto run = db_->Change(Id(Query::kPruneEventBytes), {ClampToInt64(max_bytes)});
+    if (!run.ok()) return run.status().WithContext("prune events by size");
+    return scope.Commit(/*bump_revision=*/false);
+  }
+
   Status Probe() override {
     FLYT_RETURN_IF_ERROR(CheckNotInsideUpdate());
     std::scoped_lock lock(mu_);
@@ -438,6 +479,19 @@ Result<std::vector<std::string>> Txn::PruneFinishedJobs(const JobRetention&) {
   return NotSupported("this transaction cannot prune jobs");
 }
 
+Result<std::optional<IdempotencyRecord>> Txn::GetIdempotency(const std::string&,
+                                                             const std::string&) {
+  return NotSupported("this transaction keeps no idempotency keys");
+}
+
+Status Txn::PutIdempotency(const std::string&, const std::string&, const IdempotencyRecord&) {
+  return NotSupported("this transaction keeps no idempotency keys");
+}
+
+Status Txn::PruneIdempotencyKeys(int64_t) { return Status::Ok(); }
+
+Status Store::PruneEventBytes(uint64_t) { return Status::Ok(); }
+
 const char* TableName(Table table) {
   switch (table) {
     case Table::kNodes:
@@ -448,6 +502,8 @@ const char* TableName(Table table) {
       return "leases";
     case Table::kJobs:
       return "jobs";
+    case Table::kTasks:
+      return "tasks";
   }
   return "unknown";
 }

@@ -42,8 +42,9 @@
 
 namespace flyt::store {
 
-enum class Table { kNodes, kClients, kLeases, kJobs };
-const char* TableName(Table table);  // "nodes", "clients", "leases", "jobs"
+// kTasks (schema v3): the parts a submission's jobs share, once per submission.
+enum class Table { kNodes, kClients, kLeases, kJobs, kTasks };
+const char* TableName(Table table);  // "nodes", "clients", "leases", "jobs", "tasks"
 
 enum class Durability { kDurable, kRelaxed };
 
@@ -77,6 +78,14 @@ struct EventRow {
   std::string body;   // JSON text
 };
 
+// An idempotency key's record (schema v3): what the first request with it looked like (a hash of
+// its body) and the answer it got, kept until expires_ms.
+struct IdempotencyRecord {
+  std::string request_hash;
+  std::string response;  // JSON text
+  int64_t expires_ms = 0;
+};
+
 class Txn {
  public:
   virtual ~Txn() = default;
@@ -102,6 +111,14 @@ class Txn {
   // Leaves a tombstone of each job that `retention` selects (other replicas drop them through the
   // change feed) and returns their ids, oldest first.
   virtual Result<std::vector<std::string>> PruneFinishedJobs(const JobRetention& retention);
+  // Idempotency keys, by (scope, key): scope names the caller and the endpoint. A record past its
+  // expiry still reads until PruneIdempotencyKeys drops it (the caller checks expires_ms).
+  virtual Result<std::optional<IdempotencyRecord>> GetIdempotency(const std::string& scope,
+                                                                  const std::string& key);
+  virtual Status PutIdempotency(const std::string& scope, const std::string& key,
+                                const IdempotencyRecord& record);
+  // Drops the records that expired before now_ms.
+  virtual Status PruneIdempotencyKeys(int64_t now_ms);
 };
 
 class Store {
@@ -127,6 +144,8 @@ class Store {
   virtual Result<std::vector<EventRow>> LatestEvents(size_t limit) = 0;
   // Drops events older than `before_ms`, keeping at least the newest `keep`.
   virtual Status PruneEvents(int64_t before_ms, size_t keep) = 0;
+  // Drops the oldest events until the rest (body and kind) total at most `max_bytes`.
+  virtual Status PruneEventBytes(uint64_t max_bytes);
   // Commits a transaction that really writes (a counter beside the revision, which it leaves
   // alone): Ok when the store can be written again after an outage.
   virtual Status Probe() = 0;

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# End to end (issue 13, point 10): a lease or jobs the client never saw. A real cluster manager
+# grants an allocation (and a submission) with an Idempotency-Key and is killed with -9 at once,
+# before the client reads the answer; after a restart the retry with the same key gets the same
+# lease (and the same jobs) back, marked "replayed", and nothing is granted twice. The same key
+# with another body is 409 idempotency_key_reused; a malformed key is 400; after a release the
+# retry still answers the original lease, marked lease_ended. flytctl sends a key of its own per
+# invocation, and pages through the jobs.
+# Usage: idempotency_test.sh <build dir> <source dir>
+set -uo pipefail
+build=$1
+src=$2
+tmp=$(mktemp -d)
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+trap 'stop_children; rm -rf "$tmp"' EXIT
+unset FLYT_NVML_LIBRARY FLYT_SIM_TIME FLYT_SIM_REASON FLYT_TOKEN FLYT_ADMIN_TOKEN FLYT_CLUSTER_MANAGER
+
+admin=admin-token-000000000000
+node_token=node-token-0000000000000
+alice=alice-token-000000000000
+port=$(free_port)
+url="http://127.0.0.1:$port"
+cat >"$tmp/cm.toml" <<EOF
+[manager]
+listen = "127.0.0.1:$port"
+store = "sqlite:$tmp/var/flyt.db"
+var_dir = "$tmp/var"
+[auth]
+tokens = [
+  { name = "admin", token = "$admin", role = "admin" },
+  { name = "nodes", token = "$node_token", role = "node" },
+  { name = "alice", token = "$alice", role = "client" },
+]
+EOF
+cat >"$tmp/node.toml" <<EOF
+[monitor]
+interval_ms = 200
+[cluster-manager]
+heartbeat_interval_s = 1
+EOF
+manager() { start_manager "127.0.0.1:$port" "$tmp/cm.log" --config "$tmp/cm.toml"; }
+ctl() { "$build/bin/flytctl" "$@" --server "$url"; }
+# keyed <key> <method> <path> <body>: like api, as alice, with an Idempotency-Key.
+keyed() {
+  curl -s -m 30 -X "$2" -w '\n%{http_code}' "$url$3" -H "Authorization: Bearer $alice" \
+    -H "Idempotency-Key: $1" -H 'Content-Type: application/json' --data-binary "$4"
+}
+lease_count_is() { test "$(get_field /api/v1/allocations "len(d['allocations'])")" = "$1"; }
+kill9_and_restart() {
+  kill -9 "$manager_pid"
+  wait "$manager_pid" 2>/dev/null
+  manager || return 1
+  wait_for 20 nodes_reachable 1
+}
+
+echo "== 1. a cluster with one node"
+check "manager starts" manager
+start_node a h100x8-idle "$url" "$node_token" --config "$tmp/node.toml"
+check "the node registers" wait_for 20 nodes_reachable 1
+
+echo "== 2. an allocation whose answer is lost: kill -9 right after the grant"
+body='{"gpus":2,"ttl_seconds":3600}'
+keyed alloc-key-1 POST /api/v1/allocations "$body" >"$tmp/lost" &
+curl_pid=$!
+# The lease is committed before the answer is written: as soon as it is in the store, kill.
+wait_for 20 lease_count_is 1
+kill -9 "$manager_pid"
+wait "$curl_pid" 2>/dev/null
+wait "$manager_pid" 2>/dev/null
+granted=$(sqlite3 "$tmp/var/flyt.db" "SELECT id FROM leases WHERE NOT deleted" 2>/dev/null ||
+  python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT id FROM leases WHERE NOT deleted').fetchone()[0])" "$tmp/var/flyt.db")
+check "the store holds the granted lease" test -n "$granted"
+check "manager restarts" manager
+check "the node is back" wait_for 20 nodes_reachable 1
+r=$(keyed alloc-key-1 POST /api/v1/allocations "$body")
+check "the retry with the same key: 201" test "$(code_of "$r")" = 201
+check "... the same lease" test "$(field "$r" "d['id']")" = "$granted"
+check "... marked replayed" test "$(field "$r" "d.get('replayed')")" = True
+check "nothing was granted twice" lease_count_is 1
+r=$(keyed alloc-key-1 POST /api/v1/allocations '{"gpus":1,"ttl_seconds":3600}')
+check "the same key, another body: 409" test "$(code_of "$r")" = 409
+check "... idempotency_key_reused" test "$(field "$r" "d['code']")" = idempotency_key_reused
+long=$(printf 'k%.0s' $(seq 300))
+check "a key of 300 characters: 400" test "$(code_of "$(keyed "$long" POST /api/v1/allocations "$body")")" = 400
+check "release the lease" test "$(code_of "$(api "$alice" DELETE "/api/v1/allocations/$granted")")" = 200
+r=$(keyed alloc-key-1 POST /api/v1/allocations "$body")
+check "after the release the retry answers the original lease" test "$(field "$r" "d['id']")" = "$granted"
+check "... marked lease_ended" test "$(field "$r" "d.get('lease_ended')")" = True
+check "... and grants nothing" lease_count_is 0
+
+echo "== 3. a submission whose answer is lost"
+task='{"task_name":"idem","model":{"id_or_path":"meta-llama/Llama-3.1-8B-Instruct"},"parameters":{"max-model-len":[4096],"seed":[1,2,3]},"scheduling":{"timeout_seconds":600}}'
+r=$(keyed submit-key-1 POST /api/v1/jobs "$task")
+check "submitted: 201" test "$(code_of "$r")" = 201
+first=$(field "$r" "' '.join(j['id'] for j in d['jobs'])")
+check "manager killed -9 and restarted" kill9_and_restart
+r=$(keyed submit-key-1 POST /api/v1/jobs "$task")
+check "the retry: 201" test "$(code_of "$r")" = 201
+check "... the same jobs" test "$(field "$r" "' '.join(j['id'] for j in d['jobs'])")" = "$first"
+check "... and no more jobs than one submission made" test "$(get_field /api/v1/jobs "d['total']")" = 3
+
+echo "== 4. flytctl: a key per invocation, pages of jobs"
+out1=$(FLYT_TOKEN=$alice ctl alloc --gpus 1 --quiet 2>&1)
+out2=$(FLYT_TOKEN=$alice ctl alloc --gpus 1 --quiet 2>&1)
+check "two flytctl alloc are two leases" test -n "$out1" -a -n "$out2" -a "$out1" != "$out2"
+out=$(FLYT_TOKEN=$alice ctl jobs --limit 2 2>&1)
+check "flytctl jobs --limit 2 says more remain" contains "$out" "--all"
+out=$(FLYT_TOKEN=$alice ctl jobs --all --json 2>&1)
+check "flytctl jobs --all fetches every job" test "$(jq_py "print(len(d['jobs']))" <<<"$out")" = 3
+
+finish
