@@ -284,6 +284,8 @@ void Cluster::EnterOutageLocked(const Status& cause) {
   }
   outage_ = Outage{clock_.SteadyNow(), clock_.WallNow(), cause.message(), 0};
   ++counters_.store_outages;
+  // The scheduler may be asleep until a deadline far off: it probes the store from now on.
+  wake_cv_.NotifyOne();
   // Once per outage: the store's trouble repeats on every probe.
   spdlog::error(
       "store unavailable: {}; refusing changes (503 store_unavailable) and answering reads from "

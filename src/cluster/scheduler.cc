@@ -209,8 +209,9 @@ std::optional<std::chrono::steady_clock::time_point> Cluster::NextWakeLocked() c
   }
   if (auto deadline = queue_.NextDeadline()) consider(at_wall(*deadline));
   if (shared_store_) consider(next_sync_);
-  // In an outage, the store is probed about once a second.
-  if (outage_) consider(now + std::chrono::seconds(1));
+  // In an outage, the store is probed about once a second (a second after the last pass: "now
+  // plus a second" would never come due).
+  if (outage_) consider(last_pass_ + std::chrono::seconds(1));
   consider(last_prune_ + std::chrono::minutes(1));  // events are kept to their retention
   return next;
 }
