@@ -271,6 +271,7 @@ Result<json> Cluster::Allocate(const Caller& caller, const json& body) {
   MutexLock lock(mu_);
   req.id = NewId("lease");
   json out;
+  Status refusal;  // a refusal that still commits the expiry run before it
   Status s = WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
     // A lease past its expiry no longer holds its GPUs in the ledger, but its claim is still in
     // the store until expiry runs: run it first, so those GPUs can be granted now.
@@ -282,10 +283,14 @@ Result<json> Cluster::Allocate(const Caller& caller, const json& body) {
       if (refused.code() != StatusCode::kResourceExhausted) return refused;
       // Busy GPUs may be released; a request no node could ever hold waits in vain.
       const std::string never = NeverFitsLocked(req);
-      if (never.empty()) return refused.WithReason("insufficient_gpus");
-      return Status(refused.code(),
-                    refused.message() + " (it can never be met in this cluster: " + never + ")")
-          .WithReason("never_fits");
+      refusal = never.empty()
+                    ? refused.WithReason("insufficient_gpus")
+                    : Status(refused.code(), refused.message() +
+                                                 " (it can never be met in this cluster: " +
+                                                 never + ")")
+                          .WithReason("never_fits");
+      // Leases the expiry above dropped from memory are dropped from the store too.
+      return expired ? Status::Ok() : refusal;
     }
     sched::Lease& lease = *granted;
     FLYT_RETURN_IF_ERROR(txn.ClaimGpus(lease.id, GpuKeys(lease), lease.exclusive));
@@ -297,6 +302,7 @@ Result<json> Cluster::Allocate(const Caller& caller, const json& body) {
                        out["node"].get<std::string>();
     return Event(txn, "lease.granted", event);
   });
+  if (s.ok() && !refusal.ok()) s = refusal;
   if (!s.ok()) {
     if (s.code() == StatusCode::kResourceExhausted) ++counters_.allocations_refused;
     return s;

@@ -43,11 +43,13 @@ class Cluster::CountingTxn final : public store::Txn {
   explicit CountingTxn(store::Txn& inner) : inner_(inner) {}
   int64_t Revision() const override { return inner_.Revision(); }
   Status Put(Table t, const std::string& id, const std::string& body) override {
+    attempted_ = true;
     Status s = inner_.Put(t, id, body);
     Touch(s, TopicOf(t));
     return s;
   }
   Status Delete(Table t, const std::string& id) override {
+    attempted_ = true;
     Status s = inner_.Delete(t, id);
     Touch(s, TopicOf(t));
     if (s.ok() && t == Table::kLeases) deleted_leases_.push_back(id);
@@ -61,27 +63,37 @@ class Cluster::CountingTxn final : public store::Txn {
   }
   Status ClaimGpus(const std::string& lease, const std::vector<std::string>& keys,
                    bool exclusive) override {
+    attempted_ = true;
     return inner_.ClaimGpus(lease, keys, exclusive);
   }
-  Status ReleaseGpus(const std::string& lease) override { return inner_.ReleaseGpus(lease); }
+  Status ReleaseGpus(const std::string& lease) override {
+    attempted_ = true;
+    return inner_.ReleaseGpus(lease);
+  }
   Status AppendEvent(int64_t at_ms, const std::string& kind, const std::string& body) override {
+    attempted_ = true;
     Status s = inner_.AppendEvent(at_ms, kind, body);
     if (s.ok()) topics_ |= TopicBit(Topic::kEvents);
     return s;
   }
   Status PutJob(const std::string& id, const std::string& body,
                 std::optional<int64_t> finished_at_ms) override {
+    attempted_ = true;
     Status s = inner_.PutJob(id, body, finished_at_ms);
     Touch(s, Topic::kJobs);
     return s;
   }
   Result<std::vector<std::string>> PruneFinishedJobs(
       const store::JobRetention& retention) override {
+    attempted_ = true;
     auto ids = inner_.PruneFinishedJobs(retention);
     if (ids.ok() && !ids->empty()) Touch(Status::Ok(), Topic::kJobs);
     return ids;
   }
   bool wrote() const { return wrote_; }
+  // Whether the callback tried to change the store at all (failed attempts included): the
+  // callbacks change memory and store together, so after one the memory may be ahead.
+  bool attempted() const { return attempted_; }
   uint32_t topics() const { return topics_; }
   const std::vector<std::string>& deleted_leases() const { return deleted_leases_; }
 
@@ -94,6 +106,7 @@ class Cluster::CountingTxn final : public store::Txn {
 
   store::Txn& inner_;
   bool wrote_ = false;
+  bool attempted_ = false;
   uint32_t topics_ = 0;
   std::vector<std::string> deleted_leases_;
 };
@@ -237,11 +250,14 @@ Status Cluster::WriteLocked(Durability durability, const std::function<Status(st
   int64_t committed = revision_;
   uint32_t txn_topics = 0;
   std::vector<std::string> deleted_leases;
+  bool attempted = false;
   touched_ = 0;
   Status s = store_->Update(durability, [&](store::Txn& inner) FLYT_REQUIRES(mu_) -> Status {
     if (inner.Revision() != revision_) FLYT_RETURN_IF_ERROR(CatchUpLocked(inner));
     CountingTxn txn(inner);
-    FLYT_RETURN_IF_ERROR(fn(txn));
+    Status done = fn(txn);
+    attempted = txn.attempted();
+    FLYT_RETURN_IF_ERROR(done);
     committed = inner.Revision() + (txn.wrote() ? 1 : 0);
     txn_topics = txn.topics();
     deleted_leases = txn.deleted_leases();
@@ -255,14 +271,16 @@ Status Cluster::WriteLocked(Durability durability, const std::function<Status(st
     return s;
   }
   // The memory may have changed ahead of a transaction that did not commit: start again from
-  // what the store holds (if it cannot be read, the state stays as it was). Refusals that change
-  // nothing need no reload.
+  // what the store holds (if it cannot be read, the state stays as it was). A refusal that came
+  // before the callback wrote anything changed nothing and needs no reload; one that came after
+  // a write (an expiry run before the request was refused, say) may have changed memory.
   // (An invalid argument may come from the store after memory changed: it reloads too.)
   const StatusCode code = s.code();
   const bool outage = store::IsStoreUnavailable(s);
-  if (outage || (code != StatusCode::kNotFound && code != StatusCode::kResourceExhausted &&
-                 code != StatusCode::kPermissionDenied &&
-                 code != StatusCode::kFailedPrecondition)) {
+  const bool refusal = code == StatusCode::kNotFound || code == StatusCode::kResourceExhausted ||
+                       code == StatusCode::kPermissionDenied ||
+                       code == StatusCode::kFailedPrecondition;
+  if (outage || !refusal || attempted) {
     ++counters_.store_errors;
     Status reload = ReloadLocked();
     PublishLocked(kAllTopics);

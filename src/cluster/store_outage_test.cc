@@ -150,5 +150,28 @@ TEST_F(StoreOutageTest, TheStoreComingBackBringsWhatOthersWroteMeanwhile) {
   EXPECT_EQ((*cluster_->GetJob(job_))["status"], "running");
 }
 
+// A refused allocation first runs expiry (so that GPUs past their TTL can be granted): the leases
+// it dropped from memory are dropped from the store in the same commit, with their events, not
+// left behind in a rolled-back transaction (memory without the lease, the store with it).
+TEST_F(StoreOutageTest, ARefusedAllocationCommitsTheExpiryItRan) {
+  auto short_lease = cluster_->Allocate(bob_, {{"gpus", 1}, {"ttl_seconds", 30}});
+  ASSERT_TRUE(short_lease.ok()) << short_lease.status().ToString();
+  const std::string short_id = (*short_lease)["id"];
+  clock_.Advance(std::chrono::seconds(31));
+  // Two GPUs: alice holds one, bob's lease has run out; two are asked for.
+  auto refused = cluster_->Allocate(bob_, {{"gpus", 2}});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().reason(), "insufficient_gpus") << refused.status().ToString();
+  EXPECT_EQ(LeaseIds(), std::set<std::string>{lease_});
+  auto kinds = EventKinds();
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), "lease.expired"), 1);
+  // The store agrees: a restarted manager has the same leases, and bob's GPU is free.
+  Open();
+  EXPECT_EQ(LeaseIds(), std::set<std::string>{lease_});
+  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 2)).ok());
+  auto granted = cluster_->Allocate(bob_, {{"gpus", 1}});
+  EXPECT_TRUE(granted.ok()) << granted.status().ToString();
+}
+
 }  // namespace
 }  // namespace flyt::cluster
