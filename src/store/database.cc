@@ -77,6 +77,10 @@ const char* FixedSql(Query query) {
       return "DELETE FROM jobs WHERE deleted AND finished_ms IS NOT NULL AND finished_ms < $1";
     case Query::kProbe:
       return "UPDATE meta SET value = value + 1 WHERE key = 'probe'";
+    case Query::kRecordCreation:
+      return "INSERT INTO meta (key, value) VALUES ('created_ms', $1) ON CONFLICT (key) DO NOTHING";
+    case Query::kCreatedMs:
+      return "SELECT value FROM meta WHERE key = 'created_ms'";
     case Query::kCount:
       break;
   }

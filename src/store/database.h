@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "common/status.h"
 #include "store/store.h"
@@ -45,6 +46,8 @@ enum class Query : int {
   kPruneJobs,        // (before_ms, cut_ms, cut_id, limit, seq): tombstones of kJobsToPrune's rows
   kPurgeJobTombstones,  // (before_ms)
   kProbe,            // (): a real write that changes nothing else
+  kRecordCreation,   // (created_ms): meta's 'created_ms' row, unless it has one
+  kCreatedMs,        // () -> created_ms
   kCount,
 };
 
@@ -104,6 +107,12 @@ class Database {
 
   // Runs a script of several statements without parameters or results (migrations).
   virtual Status ExecScript(const std::string& sql) = 0;
+  // Whether the database has a table of that name (a constant of flyt's: not quoted).
+  virtual Result<bool> HasTable(const std::string& name) = 0;
+  // The database's own consistency check, cheap enough to run at start and now and then:
+  // SQLite's PRAGMA quick_check (its first `max_lines` complaints; none when the file is sound);
+  // PostgreSQL checks its pages itself, so there a read of the revision stands in for it.
+  virtual Result<std::vector<std::string>> QuickCheck(size_t max_lines) = 0;
   // Runs one catalogued statement, calling `on_row` for each result row; returns the number of
   // rows an INSERT, UPDATE or DELETE changed. Outside a transaction it is a statement of its own.
   virtual Result<int64_t> Run(QueryId id, std::initializer_list<SqlParam> params,

@@ -163,6 +163,23 @@ class PostgresDatabase final : public Database {
     return Status::Ok();
   }
 
+  Result<bool> HasTable(const std::string& name) override {
+    FLYT_RETURN_IF_ERROR(UsableConnection());
+    const std::string sql = "SELECT to_regclass('" + name + "') IS NOT NULL";
+    ResultPtr result(PQexec(conn_.get(), sql.c_str()));
+    if (PQresultStatus(result.get()) != PGRES_TUPLES_OK || PQntuples(result.get()) != 1) {
+      return PostgresError(describe_, conn_.get(), result.get());
+    }
+    return PostgresRow(result.get(), 0).Bool(0);
+  }
+
+  Result<std::vector<std::string>> QuickCheck(size_t) override {
+    std::vector<std::string> problems;
+    auto read = Run(Id(Query::kGetRevision), {}, nullptr);
+    if (!read.ok()) return read.status();
+    return problems;
+  }
+
   Result<int64_t> Run(QueryId id, std::initializer_list<SqlParam> params,
                       const RowCallback& on_row) override {
     FLYT_RETURN_IF_ERROR(UsableConnection());

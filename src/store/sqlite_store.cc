@@ -167,6 +167,28 @@ class SqliteDatabase final : public Database {
     return Status::Ok();
   }
 
+  Result<bool> HasTable(const std::string& name) override {
+    std::string count;
+    FLYT_RETURN_IF_ERROR(StepText(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '" + name + "'",
+        &count));
+    return count != "0" && !count.empty();
+  }
+
+  Result<std::vector<std::string>> QuickCheck(size_t max_lines) override {
+    FLYT_ASSIGN_OR_RETURN(StmtPtr stmt,
+                          Prepare("PRAGMA quick_check(" + std::to_string(max_lines) + ")"));
+    std::vector<std::string> problems;
+    for (;;) {
+      int rc = sqlite3_step(stmt.get());
+      if (rc == SQLITE_DONE) break;
+      if (rc != SQLITE_ROW) return SqliteError(describe_ + ": quick_check", db_.get(), rc);
+      std::string line(SqliteRow(stmt.get()).Text(0));
+      if (line != "ok") problems.push_back(std::move(line));
+    }
+    return problems;
+  }
+
   Result<int64_t> Run(QueryId id, std::initializer_list<SqlParam> params,
                       const RowCallback& on_row) override {
     StmtPtr& slot = statements_[static_cast<size_t>(id)];
@@ -321,7 +343,7 @@ Status SqliteError(std::string_view context, sqlite3* db, int rc) {
   return status;
 }
 
-Result<std::unique_ptr<Database>> OpenSqliteDatabase(const std::string& path) {
+Result<std::unique_ptr<Database>> OpenSqliteDatabase(const std::string& path, bool must_exist) {
   const bool in_memory = path == kMemory;
   std::string file = path;
   std::string describe = "sqlite::memory:";
@@ -331,6 +353,20 @@ Result<std::unique_ptr<Database>> OpenSqliteDatabase(const std::string& path) {
     if (ec) return ErrnoError("sqlite:" + path, ec.value());
     file = absolute.lexically_normal().string();
     describe = "sqlite:" + file;
+    if (must_exist) {
+      // Looked at before SQLite opens it: SQLite takes an empty file for a new database.
+      std::error_code size_ec;
+      const auto size = std::filesystem::file_size(file, size_ec);
+      if (size_ec == std::errc::no_such_file_or_directory) {
+        return Status(StatusCode::kFailedPrecondition, describe + ": no such file")
+            .WithReason(kStoreMissingReason);
+      }
+      if (size_ec) return ErrnoError(describe, size_ec.value());
+      if (size == 0) {
+        return Status(StatusCode::kFailedPrecondition, describe + " is an empty file (0 bytes)")
+            .WithReason(kStoreUninitializedReason);
+      }
+    }
     FLYT_RETURN_IF_ERROR(CreateDatabaseFile(file, describe));
   }
   sqlite3* raw = nullptr;
