@@ -111,7 +111,7 @@ class Database {
   virtual Result<bool> HasTable(const std::string& name) = 0;
   // The database's own consistency check, cheap enough to run at start and now and then:
   // SQLite's PRAGMA quick_check (its first `max_lines` complaints; none when the file is sound);
-  // PostgreSQL checks its pages itself, so there a read of the revision stands in for it.
+  // PostgreSQL checks its pages itself, so there a round trip stands in for it.
   virtual Result<std::vector<std::string>> QuickCheck(size_t max_lines) = 0;
   // Runs one catalogued statement, calling `on_row` for each result row; returns the number of
   // rows an INSERT, UPDATE or DELETE changed. Outside a transaction it is a statement of its own.

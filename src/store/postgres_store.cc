@@ -174,10 +174,9 @@ class PostgresDatabase final : public Database {
   }
 
   Result<std::vector<std::string>> QuickCheck(size_t) override {
-    std::vector<std::string> problems;
-    auto read = Run(Id(Query::kGetRevision), {}, nullptr);
-    if (!read.ok()) return read.status();
-    return problems;
+    // The server checks its own pages; a round trip shows it is there.
+    FLYT_RETURN_IF_ERROR(ExecScript("SELECT 1"));
+    return std::vector<std::string>();
   }
 
   Result<int64_t> Run(QueryId id, std::initializer_list<SqlParam> params,
