@@ -281,6 +281,8 @@ Result<std::string> DescribeUrl(const std::string& url) {
 
 }  // namespace
 
+Result<std::string> DescribePostgresUrl(const std::string& url) { return DescribeUrl(url); }
+
 Status PostgresError(std::string_view context, const pg_conn* conn, const pg_result* result) {
   std::string message(context);
   message += ": ";

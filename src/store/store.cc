@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <limits>
 #include <mutex>
 #include <thread>
@@ -516,6 +517,21 @@ const char* TableName(Table table) {
 }
 
 int LatestSchemaVersion() { return internal::Migrations().back().version; }
+
+Result<std::string> Store::DescribeUrl(const std::string& url) {
+  if (StartsWith(url, kSqlitePrefix)) {
+    const std::string path = url.substr(kSqlitePrefix.size());
+    if (path == ":memory:") return std::string("sqlite::memory:");
+    std::error_code ec;
+    std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+    if (ec) return ErrnoError(url, ec.value());
+    return "sqlite:" + absolute.lexically_normal().string();
+  }
+  if (StartsWith(url, "postgresql://") || StartsWith(url, "postgres://")) {
+    return internal::DescribePostgresUrl(url);
+  }
+  return InvalidArgument("unsupported store URL " + UrlForMessage(url) + "; " + kAcceptedUrls);
+}
 
 Result<std::unique_ptr<Store>> Store::Open(const std::string& url, OpenMode mode) {
   std::unique_ptr<Database> db;

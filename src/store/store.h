@@ -135,6 +135,8 @@ class Store {
   // or a PostgreSQL URL "postgresql://user@host:port/db?..." / "postgres://...". Applies migrations.
   static Result<std::unique_ptr<Store>> Open(const std::string& url,
                                              OpenMode mode = OpenMode::kCreate);
+  // What Describe() of the store at `url` will say, without opening it.
+  static Result<std::string> DescribeUrl(const std::string& url);
 
   // Runs `fn` in one transaction holding the cluster-wide write lock. Commits when fn returns Ok
   // (bumping the revision when it wrote anything), rolls back and returns fn's error otherwise.
