@@ -37,6 +37,9 @@ struct ClusterConfig {
   // How often a replica that shares its database re-reads what others changed (it also does so
   // before every write). 0: never between writes (one manager on its own store).
   std::chrono::milliseconds sync_interval{1000};
+  // How often the store's consistency check (SQLite's quick_check, on a connection of its own)
+  // runs while the manager does; it also runs at every start. 0: only at start.
+  std::chrono::seconds store_check_interval{300};
   // [ledger]
   sched::LedgerOptions ledger;
   std::chrono::seconds default_lease_ttl{3600};

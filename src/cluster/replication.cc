@@ -282,7 +282,10 @@ Status Cluster::WriteLocked(Durability durability, const std::function<Status(st
                        code == StatusCode::kFailedPrecondition;
   if (outage || !refusal || attempted) {
     ++counters_.store_errors;
+    // Every store error is logged with the database's message (an outage by its own line).
+    if (!refusal) NoteStoreErrorLocked(s, /*log=*/!outage);
     Status reload = ReloadLocked();
+    if (!reload.ok()) NoteStoreErrorLocked(reload, /*log=*/!outage);
     PublishLocked(kAllTopics);
     if (outage) {
       EnterOutageLocked(s);
@@ -295,6 +298,50 @@ Status Cluster::WriteLocked(Durability durability, const std::function<Status(st
   return s;
 }
 
+void Cluster::NoteStoreErrorLocked(const Status& error, bool log) {
+  if (error.ok()) return;
+  const std::string kind = store::StoreErrorKind(error);
+  ++store_errors_by_kind_[kind];
+  if (kind == "damaged" && !damage_) damage_ = Damage{clock_.WallNow(), error.message()};
+  if (!log) return;
+  constexpr auto kLogEvery = std::chrono::minutes(1);
+  const auto now = clock_.SteadyNow();
+  // Forget messages not seen for a while, so that a stream of distinct ones stays bounded.
+  constexpr size_t kMaxRemembered = 256;
+  if (store_error_logged_.size() >= kMaxRemembered) {
+    std::erase_if(store_error_logged_,
+                  [&](const auto& entry) { return now - entry.second >= kLogEvery; });
+    if (store_error_logged_.size() >= kMaxRemembered) store_error_logged_.clear();
+  }
+  auto [it, inserted] = store_error_logged_.try_emplace(error.message(), now);
+  if (!inserted && now - it->second < kLogEvery) return;
+  it->second = now;
+  spdlog::error("store error ({}): {}", kind, error.message());
+}
+
+void Cluster::CheckStoreIfDue() {
+  {
+    MutexLock lock(mu_);
+    if (config_.store_check_interval.count() <= 0 || store_checking_) return;
+    const auto now = clock_.SteadyNow();
+    if (now < next_store_check_) return;
+    next_store_check_ = now + config_.store_check_interval;
+    store_checking_ = true;
+  }
+  // Without the state lock: the check reads the whole file on a connection of its own.
+  Status checked = store_->Check();
+  MutexLock lock(mu_);
+  store_checking_ = false;
+  if (checked.ok()) {
+    if (damage_) {
+      spdlog::warn("store check: {} is sound again", store_->Describe());
+      damage_.reset();
+    }
+    return;
+  }
+  NoteStoreErrorLocked(checked);
+}
+
 void Cluster::EnterOutageLocked(const Status& cause) {
   if (outage_) {
     outage_->error = cause.message();
@@ -302,6 +349,7 @@ void Cluster::EnterOutageLocked(const Status& cause) {
   }
   outage_ = Outage{clock_.SteadyNow(), clock_.WallNow(), cause.message(), 0};
   ++counters_.store_outages;
+  NoteStoreErrorLocked(cause, /*log=*/false);  // logged below, once for the whole outage
   // The scheduler may be asleep until a deadline far off: it probes the store from now on.
   wake_cv_.NotifyOne();
   // Once per outage: the store's trouble repeats on every probe.
@@ -322,6 +370,7 @@ Status Cluster::OutageStatusLocked() const {
 Status Cluster::RecoverLocked() {
   Status probe = store_->Probe();
   if (!probe.ok()) {
+    NoteStoreErrorLocked(probe, /*log=*/false);
     outage_->error = probe.message();
     return OutageStatusLocked();
   }
@@ -437,6 +486,7 @@ Status Cluster::Load() {
   MutexLock lock(mu_);
   FLYT_RETURN_IF_ERROR(ReloadLocked());
   counters_.reloads = 0;
+  next_store_check_ = clock_.SteadyNow() + config_.store_check_interval;  // Open checked it
   // After a restart, a node heard from within unreachable_after is still reachable. One silent
   // for longer offers nothing until it sends a heartbeat, but its leases get the whole grace
   // from now: the manager being down is not the node being down.

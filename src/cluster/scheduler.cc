@@ -154,6 +154,7 @@ Status Cluster::TickLocked(store::Txn& txn, bool& woke_others) {
 }
 
 Status Cluster::Tick() {
+  CheckStoreIfDue();
   MutexLock lock(mu_);
   const auto started = std::chrono::steady_clock::now();
   if (outage_) {
@@ -177,6 +178,7 @@ Status Cluster::Tick() {
     Status pruned = store_->PruneEvents(ToMillis(clock_.WallNow()), config_.event_retention);
     if (!pruned.ok()) {
       ++counters_.store_errors;
+      NoteStoreErrorLocked(pruned, /*log=*/!store::IsStoreUnavailable(pruned));
       if (store::IsStoreUnavailable(pruned)) EnterOutageLocked(pruned);
     }
   }
@@ -213,6 +215,7 @@ std::optional<std::chrono::steady_clock::time_point> Cluster::NextWakeLocked() c
   // plus a second" would never come due).
   if (outage_) consider(last_pass_ + std::chrono::seconds(1));
   consider(last_prune_ + std::chrono::minutes(1));  // events are kept to their retention
+  if (config_.store_check_interval.count() > 0) consider(next_store_check_);
   return next;
 }
 

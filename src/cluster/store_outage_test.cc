@@ -173,5 +173,39 @@ TEST_F(StoreOutageTest, ARefusedAllocationCommitsTheExpiryItRan) {
   EXPECT_TRUE(granted.ok()) << granted.status().ToString();
 }
 
+// Issue 13: garbage over the GPU claims left /healthz at 200 while every allocation failed,
+// unlogged. Damage found by a transaction or by the periodic check is in /healthz and /metrics
+// (the message without where the store is), and clears when a check finds the file sound.
+TEST_F(StoreOutageTest, DamageIsReportedInHealthAndMetrics) {
+  EXPECT_EQ(cluster_->StoreHealth()["state"], "ok");
+  EXPECT_EQ(Metric("flyt_cluster_store_healthy"), "1");
+  const std::string before = View();
+  mode_ = FlakyStore::Mode::kDamaged;
+  auto refused = cluster_->Allocate(bob_, {{"gpus", 1}});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(View(), before);
+  json health = cluster_->StoreHealth();
+  EXPECT_EQ(health["state"], "damaged") << health.dump();
+  const std::string message = health.value("message", "");
+  EXPECT_NE(message.find("malformed"), std::string::npos) << message;
+  EXPECT_EQ(message.find(dir_.string()), std::string::npos) << message;
+  EXPECT_EQ(Metric("flyt_cluster_store_healthy"), "0");
+  EXPECT_EQ(Metric("flyt_cluster_store_error_kinds_total{kind=\"damaged\"}"), "1");
+
+  // The periodic check finds the file sound again...
+  mode_ = FlakyStore::Mode::kOk;
+  clock_.Advance(config_.store_check_interval + std::chrono::seconds(1));
+  ASSERT_TRUE(cluster_->Tick().ok());
+  EXPECT_EQ(cluster_->StoreHealth()["state"], "ok");
+  EXPECT_EQ(Metric("flyt_cluster_store_healthy"), "1");
+  // ... or damaged, with what it found, before any transaction trips over it.
+  mode_ = FlakyStore::Mode::kDamaged;
+  clock_.Advance(config_.store_check_interval + std::chrono::seconds(1));
+  (void)cluster_->Tick();
+  health = cluster_->StoreHealth();
+  EXPECT_EQ(health["state"], "damaged") << health.dump();
+  EXPECT_NE(health.value("message", "").find("quick_check"), std::string::npos) << health.dump();
+}
+
 }  // namespace
 }  // namespace flyt::cluster

@@ -97,8 +97,9 @@ class ResetOnExit {
 
 class SqliteDatabase final : public Database {
  public:
-  SqliteDatabase(DbPtr db, std::string describe)
-      : db_(std::move(db)), describe_(std::move(describe)) {}
+  // `file`: the database's path; empty for a private in-memory database.
+  SqliteDatabase(DbPtr db, std::string describe, std::string file)
+      : db_(std::move(db)), describe_(std::move(describe)), file_(std::move(file)) {}
 
   Dialect dialect() const override { return Dialect::kSqlite; }
   std::string Describe() const override { return describe_; }
@@ -176,13 +177,25 @@ class SqliteDatabase final : public Database {
   }
 
   Result<std::vector<std::string>> QuickCheck(size_t max_lines) override {
-    FLYT_ASSIGN_OR_RETURN(StmtPtr stmt,
-                          Prepare("PRAGMA quick_check(" + std::to_string(max_lines) + ")"));
+    // A private in-memory database has only the one connection, and no disk to damage.
+    if (file_.empty()) return std::vector<std::string>();
+    sqlite3* raw = nullptr;
+    int rc = sqlite3_open_v2(file_.c_str(), &raw, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX,
+                             nullptr);
+    DbPtr db(raw);
+    if (rc != SQLITE_OK) return SqliteError(describe_ + ": quick_check: open", db.get(), rc);
+    sqlite3_extended_result_codes(db.get(), 1);
+    sqlite3_busy_timeout(db.get(), kBusyTimeoutMs);
+    const std::string sql = "PRAGMA quick_check(" + std::to_string(max_lines) + ")";
+    sqlite3_stmt* raw_stmt = nullptr;
+    rc = sqlite3_prepare_v2(db.get(), sql.c_str(), -1, &raw_stmt, nullptr);
+    StmtPtr stmt(raw_stmt);
+    if (rc != SQLITE_OK) return SqliteError(describe_ + ": quick_check", db.get(), rc);
     std::vector<std::string> problems;
     for (;;) {
-      int rc = sqlite3_step(stmt.get());
+      rc = sqlite3_step(stmt.get());
       if (rc == SQLITE_DONE) break;
-      if (rc != SQLITE_ROW) return SqliteError(describe_ + ": quick_check", db_.get(), rc);
+      if (rc != SQLITE_ROW) return SqliteError(describe_ + ": quick_check", db.get(), rc);
       std::string line(SqliteRow(stmt.get()).Text(0));
       if (line != "ok") problems.push_back(std::move(line));
     }
@@ -263,7 +276,8 @@ class SqliteDatabase final : public Database {
 
   // Declared first: destroyed after the statements that belong to it.
   DbPtr db_;
-  std::string describe_;
+  const std::string describe_;
+  const std::string file_;
   std::array<StmtPtr, kQueryCount> statements_;
   std::array<StmtPtr, static_cast<size_t>(Control::kCount)> control_;
   std::optional<Durability> synchronous_;  // the level set on the connection, once one is
@@ -376,7 +390,8 @@ Result<std::unique_ptr<Database>> OpenSqliteDatabase(const std::string& path, bo
                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   DbPtr db(raw);  // set even when the open failed, and must be closed then too
   if (rc != SQLITE_OK) return SqliteError(describe + ": open", db.get(), rc);
-  auto database = std::make_unique<SqliteDatabase>(std::move(db), describe);
+  auto database =
+      std::make_unique<SqliteDatabase>(std::move(db), describe, in_memory ? "" : file);
   FLYT_RETURN_IF_ERROR(database->Configure(in_memory));
   return std::unique_ptr<Database>(std::move(database));
 }

@@ -1,5 +1,6 @@
 #include "store/store.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -270,10 +271,9 @@ class SqlStore final : public Store {
   explicit SqlStore(std::unique_ptr<Database> db)
       : db_(std::move(db)), describe_(db_->Describe()) {}
 
-  // The consistency check, before anything writes to the file.
+  // The consistency check: not under mu_ (QuickCheck has a connection of its own), so a long
+  // check holds up no transaction.
   Status Check() override {
-    FLYT_RETURN_IF_ERROR(CheckNotInsideUpdate());
-    std::scoped_lock lock(mu_);
     constexpr size_t kMaxLines = 5;
     auto problems = db_->QuickCheck(kMaxLines);
     if (!problems.ok()) {
@@ -286,7 +286,9 @@ class SqlStore final : public Store {
     std::string message = describe_ + " is damaged (quick_check: ";
     for (size_t i = 0; i < problems->size(); ++i) {
       if (i > 0) message += "; ";
-      message += (*problems)[i];
+      std::string line = (*problems)[i];
+      std::replace(line.begin(), line.end(), '\n', ' ');  // one line in a log
+      message += line;
     }
     message += problems->size() >= kMaxLines ? "; ...)" : ")";
     return Status(StatusCode::kInternal, std::move(message)).WithReason(kStoreDamagedReason);

@@ -160,8 +160,9 @@ class Store {
   // When the store's schema was created (Unix ms, meta 'created_ms'; for a store made before
   // flyt recorded it, when this was first noticed); 0 when unknown.
   virtual int64_t CreatedMs() const { return 0; }
-  // The database's consistency check (SQLite: PRAGMA quick_check; it reads the whole file, so
-  // it takes about as long as reading it): Ok, or kInternal with reason store_damaged and its
+  // The database's consistency check (SQLite: PRAGMA quick_check on a read-only connection of
+  // its own, so it blocks no transaction; it reads the whole file, so it takes about as long as
+  // reading it; PostgreSQL: nothing to do): Ok, or kInternal with reason store_damaged and its
   // first complaints; a check that could not run returns that error.
   virtual Status Check() { return Status::Ok(); }
 

@@ -11,7 +11,7 @@ src=$2
 tmp=$(mktemp -d)
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
-trap 'stop_children; rm -rf "$tmp"' EXIT
+trap 'stop_children; [ -n "${FLYT_KEEP_TMP:-}" ] && cp -r "$tmp" "$FLYT_KEEP_TMP"; rm -rf "$tmp"' EXIT
 unset FLYT_TOKEN FLYT_ADMIN_TOKEN
 
 admin=admin-token-000000000000
@@ -106,13 +106,24 @@ echo "== garbage over the GPU claims and their unique index"
 damaged=$tmp/damaged/flyt.db
 mkdir -p "$tmp/damaged"
 cp "$tmp/other/flyt.db" "$damaged"
-python3 - "$damaged" <<'EOF'
-import os, sqlite3, sys
-path = sys.argv[1]
-c = sqlite3.connect(path)
+# add_claims <db>: 300 GPU claims, so that the claims and their indexes have pages of their own.
+add_claims() {
+  python3 - "$1" <<'EOF'
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1], timeout=10)
 c.executemany("INSERT INTO gpu_claims (gpu, lease_id, exclusive) VALUES (?, ?, 1)",
               [("node-%d/GPU-%032d" % (i, i), "lease-%d" % i) for i in range(300)])
 c.commit()
+EOF
+}
+# damage_claims <db>: garbage over the pages of the GPU claims table and its indexes (first moving
+# what the WAL holds into the file).
+damage_claims() {
+  python3 - "$1" <<'EOF'
+import os, sqlite3, sys
+path = sys.argv[1]
+c = sqlite3.connect(path, timeout=10)
+c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 pages = [r[0] for r in c.execute("SELECT rootpage FROM sqlite_master WHERE tbl_name = 'gpu_claims'")]
 page_size = c.execute("PRAGMA page_size").fetchone()[0]
 c.close()
@@ -122,8 +133,33 @@ with open(path, "r+b") as f:
             f.seek((p - 1) * page_size)
             f.write(os.urandom(page_size))
 EOF
+}
+add_claims "$damaged"
+damage_claims "$damaged"
 config damaged "$damaged" "$tmp/var-damaged"
 check "the manager refuses to start on the damaged copy" refused damaged --config "$tmp/damaged.toml"
 check "… naming the file" said damaged "$damaged"
 check "… saying it is damaged, with what quick_check found" said damaged "is damaged (quick_check:"
+
+echo "== damage while the manager runs: found by the periodic check"
+running=$tmp/running/flyt.db
+mkdir -p "$tmp/running"
+cp "$tmp/other/flyt.db" "$running"
+add_claims "$running"
+config running "$running" "$tmp/var-running"
+sed -i 's/^\[manager\]$/[manager]\nstore_check_interval_seconds = 1/' "$tmp/running.toml"
+check "the manager starts on a sound copy" up running.log --config "$tmp/running.toml"
+check "/healthz says the store is ok" test "$(get_field /healthz "d['store']['state']")" = ok
+damage_claims "$running"
+store_damaged() { test "$(get_field /healthz "d['store']['state']")" = damaged; }
+check "/healthz says the store is damaged within seconds" wait_for 15 store_damaged
+r=$(api "" GET /healthz)
+check "… with the check's message, without the path" \
+  test "$(field "$r" "'quick_check' in d['store']['message'] and '$running' not in d['store']['message']")" = True
+m=$(curl -s -H "Authorization: Bearer $admin" "$url/metrics")
+check "/metrics says the store is not healthy" contains "$m" "flyt_cluster_store_healthy 0"
+check "… and counts the damage" grep -qE '^flyt_cluster_store_error_kinds_total\{kind="damaged"\} [1-9]' <<<"$m"
+check "the log names the damage once (per minute)" \
+  test "$(grep -c "store error (damaged)" "$tmp/running.log")" = 1
+down
 finish
