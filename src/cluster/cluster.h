@@ -176,9 +176,15 @@ class Cluster : private NodeWorkerHost {
   // the store cannot be written, it only probes the store, and resumes once it can.
   Status Tick() FLYT_EXCLUDES(mu_);
 
-  // The store's health, for /healthz: {"state": "ok"} or {"state": "unavailable", "since",
-  // "seconds", "writes_refused"}.
+  // The store's health, for /healthz: {"state": "ok"}; {"state": "unavailable", "since",
+  // "seconds", "writes_refused", "message"} during an outage; {"state": "damaged", "since",
+  // "message"} when the consistency check or a transaction found the file damaged (until a check
+  // finds it sound again). The message is the database's, without where the store is.
   nlohmann::json StoreHealth() const FLYT_EXCLUDES(mu_);
+
+  // Runs the store's consistency check if [manager] store_check_interval_seconds has passed since
+  // the last one (Tick calls it), without holding the state lock while it runs.
+  void CheckStoreIfDue() FLYT_EXCLUDES(mu_);
 
   // Test seam: runs in Complete after the node's session was closed and before the job ends,
   // without the lock (the window in which the node worker may still record a session).
@@ -202,6 +208,10 @@ class Cluster : private NodeWorkerHost {
   // reloads, forgives the nodes and leases the outage kept from being heard or renewed, and
   // resumes.
   void EnterOutageLocked(const Status& cause) FLYT_REQUIRES(mu_);
+  // Counts a store error by kind (store::StoreErrorKind) and logs it with the database's message,
+  // once per distinct message per minute (`log` false: count only); a damaged file is remembered
+  // for StoreHealth.
+  void NoteStoreErrorLocked(const Status& error, bool log = true) FLYT_REQUIRES(mu_);
   Status OutageStatusLocked() const FLYT_REQUIRES(mu_);
   Status RecoverLocked() FLYT_REQUIRES(mu_);
   // Retention: drops finished jobs past [jobs] keep_finished_for / keep_finished_max, from the
@@ -308,6 +318,17 @@ class Cluster : private NodeWorkerHost {
     uint64_t writes_refused = 0;
   };
   std::optional<Outage> outage_ FLYT_GUARDED_BY(mu_);
+  // Store errors by kind; when each distinct message was last logged; the damage found, if any.
+  std::map<std::string, uint64_t> store_errors_by_kind_ FLYT_GUARDED_BY(mu_);
+  std::map<std::string, std::chrono::steady_clock::time_point> store_error_logged_
+      FLYT_GUARDED_BY(mu_);
+  struct Damage {
+    WallTime since;
+    std::string error;
+  };
+  std::optional<Damage> damage_ FLYT_GUARDED_BY(mu_);
+  std::chrono::steady_clock::time_point next_store_check_ FLYT_GUARDED_BY(mu_);
+  bool store_checking_ FLYT_GUARDED_BY(mu_) = false;
   std::function<void()> complete_hook_ FLYT_GUARDED_BY(mu_);
   std::thread scheduler_;
 

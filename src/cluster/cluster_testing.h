@@ -63,10 +63,12 @@ inline nlohmann::json Task(std::vector<int> tp, nlohmann::json scheduling = nloh
 //   kWritesFail  SQLite on a read-only or full disk: reads work; a transaction that wrote
 //                anything fails when it commits (after the caller changed its memory).
 //   kDown        PostgreSQL gone: every call fails at once.
-// Every failure is kUnavailable with reason store_unavailable, as the real backends say it.
+//   kDamaged     a damaged SQLite file: a transaction that wrote fails as SQLite's "malformed"
+//                does (kInternal), and the consistency check finds the damage.
+// The first two fail kUnavailable with reason store_unavailable, as the real backends say it.
 class FlakyStore final : public store::Store {
  public:
-  enum class Mode { kOk, kWritesFail, kDown };
+  enum class Mode { kOk, kWritesFail, kDown, kDamaged };
 
   explicit FlakyStore(std::unique_ptr<store::Store> inner, std::atomic<Mode>& mode)
       : inner_(std::move(inner)), mode_(mode) {}
@@ -80,6 +82,11 @@ class FlakyStore final : public store::Store {
       if (txn.wrote && mode_ == Mode::kWritesFail) {
         return Status(StatusCode::kUnavailable, "sqlite:/flaky.db: disk I/O error (commit)")
             .WithReason(store::kStoreUnavailableReason);
+      }
+      if (txn.wrote && mode_ == Mode::kDamaged) {
+        return Internal(inner_->Describe() +
+                        ": database disk image is malformed (the file is damaged or is not an "
+                        "SQLite database)");
       }
       return Status::Ok();
     });
@@ -101,7 +108,7 @@ class FlakyStore final : public store::Store {
     return inner_->LatestEvents(limit);
   }
   Status PruneEvents(int64_t before_ms, size_t keep) override {
-    if (mode_ != Mode::kOk) return Down();
+    if (mode_ == Mode::kWritesFail || mode_ == Mode::kDown) return Down();
     return inner_->PruneEvents(before_ms, keep);
   }
   Status PruneEventBytes(uint64_t max_bytes) override {
@@ -109,8 +116,17 @@ class FlakyStore final : public store::Store {
     return inner_->PruneEventBytes(max_bytes);
   }
   Status Probe() override {
-    if (mode_ != Mode::kOk) return Down();
+    if (mode_ == Mode::kWritesFail || mode_ == Mode::kDown) return Down();
     return inner_->Probe();
+  }
+  int64_t CreatedMs() const override { return inner_->CreatedMs(); }
+  Status Check() override {
+    if (mode_ == Mode::kDamaged) {
+      return Internal(inner_->Describe() + " is damaged (quick_check: Tree 7 page 7: btreeInitPage"
+                                           "() returns error code 11)")
+          .WithReason(store::kStoreDamagedReason);
+    }
+    return inner_->Check();
   }
   int SchemaVersion() const override { return inner_->SchemaVersion(); }
   std::string Describe() const override { return inner_->Describe(); }

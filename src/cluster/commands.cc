@@ -398,6 +398,7 @@ Result<json> Cluster::Allocate(const Caller& caller, const json& body,
   json out;
   std::optional<json> replay;
   const auto now = clock_.WallNow();
+  Status refusal;  // a refusal that still commits the expiry run before it
   Status s = WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
     FLYT_RETURN_IF_ERROR(LookUpKey(txn, idem, ToMillis(now), replay));
     if (replay) return Status::Ok();
@@ -411,10 +412,14 @@ Result<json> Cluster::Allocate(const Caller& caller, const json& body,
       if (refused.code() != StatusCode::kResourceExhausted) return refused;
       // Busy GPUs may be released; a request no node could ever hold waits in vain.
       const std::string never = NeverFitsLocked(req);
-      if (never.empty()) return refused.WithReason("insufficient_gpus");
-      return Status(refused.code(),
-                    refused.message() + " (it can never be met in this cluster: " + never + ")")
-          .WithReason("never_fits");
+      refusal = never.empty()
+                    ? refused.WithReason("insufficient_gpus")
+                    : Status(refused.code(), refused.message() +
+                                                 " (it can never be met in this cluster: " +
+                                                 never + ")")
+                          .WithReason("never_fits");
+      // Leases the expiry above dropped from memory are dropped from the store too.
+      return expired ? Status::Ok() : refusal;
     }
     sched::Lease& lease = *granted;
     FLYT_RETURN_IF_ERROR(txn.ClaimGpus(lease.id, GpuKeys(lease), lease.exclusive));
@@ -431,6 +436,7 @@ Result<json> Cluster::Allocate(const Caller& caller, const json& body,
     }
     return Event(txn, "lease.granted", event);
   });
+  if (s.ok() && !refusal.ok()) s = refusal;
   if (!s.ok()) {
     if (s.code() == StatusCode::kResourceExhausted) ++counters_.allocations_refused;
     return s;

@@ -59,8 +59,9 @@ Result<ClusterConfig> ParseClusterConfig(std::string_view text, const std::strin
   FLYT_ASSIGN_OR_RETURN(const toml::table* m, r.Section(root, "manager"));
   if (m != nullptr) {
     FLYT_RETURN_IF_ERROR(r.CheckKeys(
-        *m, "manager", {"listen", "store", "var_dir", "max_body_bytes", "sync_interval_ms",
-                    "idempotency_keep_for"}));
+        *m, "manager",
+        {"listen", "store", "var_dir", "max_body_bytes", "sync_interval_ms",
+         "idempotency_keep_for", "store_check_interval_seconds"}));
     if (const toml::node* l = m->get("listen")) {
       if (!l->is_string()) return r.Error(l, "manager.listen", "expected a string HOST:PORT");
       auto address = ParseHostPort(*l->value<std::string>());
@@ -87,6 +88,8 @@ Result<ClusterConfig> ParseClusterConfig(std::string_view text, const std::strin
       }
       c.idempotency_keep_for = *span;
     }
+    FLYT_RETURN_IF_ERROR(seconds(*m, "manager", "store_check_interval_seconds", 0, 7 * 86400,
+                                 c.store_check_interval));
   }
   FLYT_ASSIGN_OR_RETURN(const toml::table* l, r.Section(root, "ledger"));
   if (l != nullptr) {

@@ -40,6 +40,9 @@ struct ClusterConfig {
   // How long an Idempotency-Key of POST /allocations or POST /jobs is remembered (with the answer
   // it got): a retry within it gets that answer again. "idempotency_keep_for", e.g. "24h".
   std::chrono::seconds idempotency_keep_for{24 * 3600};
+  // How often the store's consistency check (SQLite's quick_check, on a connection of its own)
+  // runs while the manager does; it also runs at every start. 0: only at start.
+  std::chrono::seconds store_check_interval{300};
   // [ledger]
   sched::LedgerOptions ledger;
   std::chrono::seconds default_lease_ttl{3600};

@@ -45,11 +45,13 @@ class Cluster::CountingTxn final : public store::Txn {
   explicit CountingTxn(store::Txn& inner) : inner_(inner) {}
   int64_t Revision() const override { return inner_.Revision(); }
   Status Put(Table t, const std::string& id, const std::string& body) override {
+    attempted_ = true;
     Status s = inner_.Put(t, id, body);
     Touch(s, TopicOf(t));
     return s;
   }
   Status Delete(Table t, const std::string& id) override {
+    attempted_ = true;
     Status s = inner_.Delete(t, id);
     Touch(s, TopicOf(t));
     if (s.ok() && t == Table::kLeases) deleted_leases_.push_back(id);
@@ -63,22 +65,29 @@ class Cluster::CountingTxn final : public store::Txn {
   }
   Status ClaimGpus(const std::string& lease, const std::vector<std::string>& keys,
                    bool exclusive) override {
+    attempted_ = true;
     return inner_.ClaimGpus(lease, keys, exclusive);
   }
-  Status ReleaseGpus(const std::string& lease) override { return inner_.ReleaseGpus(lease); }
+  Status ReleaseGpus(const std::string& lease) override {
+    attempted_ = true;
+    return inner_.ReleaseGpus(lease);
+  }
   Status AppendEvent(int64_t at_ms, const std::string& kind, const std::string& body) override {
+    attempted_ = true;
     Status s = inner_.AppendEvent(at_ms, kind, body);
     if (s.ok()) topics_ |= TopicBit(Topic::kEvents);
     return s;
   }
   Status PutJob(const std::string& id, const std::string& body,
                 std::optional<int64_t> finished_at_ms) override {
+    attempted_ = true;
     Status s = inner_.PutJob(id, body, finished_at_ms);
     Touch(s, Topic::kJobs);
     return s;
   }
   Result<std::vector<std::string>> PruneFinishedJobs(
       const store::JobRetention& retention) override {
+    attempted_ = true;
     auto ids = inner_.PruneFinishedJobs(retention);
     if (ids.ok() && !ids->empty()) Touch(Status::Ok(), Topic::kJobs);
     return ids;
@@ -95,6 +104,9 @@ class Cluster::CountingTxn final : public store::Txn {
     return inner_.PruneIdempotencyKeys(now_ms);
   }
   bool wrote() const { return wrote_; }
+  // Whether the callback tried to change the store at all (failed attempts included): the
+  // callbacks change memory and store together, so after one the memory may be ahead.
+  bool attempted() const { return attempted_; }
   uint32_t topics() const { return topics_; }
   const std::vector<std::string>& deleted_leases() const { return deleted_leases_; }
 
@@ -107,6 +119,7 @@ class Cluster::CountingTxn final : public store::Txn {
 
   store::Txn& inner_;
   bool wrote_ = false;
+  bool attempted_ = false;
   uint32_t topics_ = 0;
   std::vector<std::string> deleted_leases_;
 };
@@ -275,11 +288,14 @@ Status Cluster::WriteLocked(Durability durability, const std::function<Status(st
   int64_t committed = revision_;
   uint32_t txn_topics = 0;
   std::vector<std::string> deleted_leases;
+  bool attempted = false;
   touched_ = 0;
   Status s = store_->Update(durability, [&](store::Txn& inner) FLYT_REQUIRES(mu_) -> Status {
     if (inner.Revision() != revision_) FLYT_RETURN_IF_ERROR(CatchUpLocked(inner));
     CountingTxn txn(inner);
-    FLYT_RETURN_IF_ERROR(fn(txn));
+    Status done = fn(txn);
+    attempted = txn.attempted();
+    FLYT_RETURN_IF_ERROR(done);
     committed = inner.Revision() + (txn.wrote() ? 1 : 0);
     txn_topics = txn.topics();
     deleted_leases = txn.deleted_leases();
@@ -293,16 +309,21 @@ Status Cluster::WriteLocked(Durability durability, const std::function<Status(st
     return s;
   }
   // The memory may have changed ahead of a transaction that did not commit: start again from
-  // what the store holds (if it cannot be read, the state stays as it was). Refusals that change
-  // nothing need no reload.
+  // what the store holds (if it cannot be read, the state stays as it was). A refusal that came
+  // before the callback wrote anything changed nothing and needs no reload; one that came after
+  // a write (an expiry run before the request was refused, say) may have changed memory.
   // (An invalid argument may come from the store after memory changed: it reloads too.)
   const StatusCode code = s.code();
   const bool outage = store::IsStoreUnavailable(s);
-  if (outage || (code != StatusCode::kNotFound && code != StatusCode::kResourceExhausted &&
-                 code != StatusCode::kPermissionDenied &&
-                 code != StatusCode::kFailedPrecondition)) {
+  const bool refusal = code == StatusCode::kNotFound || code == StatusCode::kResourceExhausted ||
+                       code == StatusCode::kPermissionDenied ||
+                       code == StatusCode::kFailedPrecondition;
+  if (outage || !refusal || attempted) {
     ++counters_.store_errors;
+    // Every store error is logged with the database's message (an outage by its own line).
+    if (!refusal) NoteStoreErrorLocked(s, /*log=*/!outage);
     Status reload = ReloadLocked();
+    if (!reload.ok()) NoteStoreErrorLocked(reload, /*log=*/!outage);
     PublishLocked(kAllTopics);
     if (outage) {
       EnterOutageLocked(s);
@@ -315,6 +336,50 @@ Status Cluster::WriteLocked(Durability durability, const std::function<Status(st
   return s;
 }
 
+void Cluster::NoteStoreErrorLocked(const Status& error, bool log) {
+  if (error.ok()) return;
+  const std::string kind = store::StoreErrorKind(error);
+  ++store_errors_by_kind_[kind];
+  if (kind == "damaged" && !damage_) damage_ = Damage{clock_.WallNow(), error.message()};
+  if (!log) return;
+  constexpr auto kLogEvery = std::chrono::minutes(1);
+  const auto now = clock_.SteadyNow();
+  // Forget messages not seen for a while, so that a stream of distinct ones stays bounded.
+  constexpr size_t kMaxRemembered = 256;
+  if (store_error_logged_.size() >= kMaxRemembered) {
+    std::erase_if(store_error_logged_,
+                  [&](const auto& entry) { return now - entry.second >= kLogEvery; });
+    if (store_error_logged_.size() >= kMaxRemembered) store_error_logged_.clear();
+  }
+  auto [it, inserted] = store_error_logged_.try_emplace(error.message(), now);
+  if (!inserted && now - it->second < kLogEvery) return;
+  it->second = now;
+  spdlog::error("store error ({}): {}", kind, error.message());
+}
+
+void Cluster::CheckStoreIfDue() {
+  {
+    MutexLock lock(mu_);
+    if (config_.store_check_interval.count() <= 0 || store_checking_) return;
+    const auto now = clock_.SteadyNow();
+    if (now < next_store_check_) return;
+    next_store_check_ = now + config_.store_check_interval;
+    store_checking_ = true;
+  }
+  // Without the state lock: the check reads the whole file on a connection of its own.
+  Status checked = store_->Check();
+  MutexLock lock(mu_);
+  store_checking_ = false;
+  if (checked.ok()) {
+    if (damage_) {
+      spdlog::warn("store check: {} is sound again", store_->Describe());
+      damage_.reset();
+    }
+    return;
+  }
+  NoteStoreErrorLocked(checked);
+}
+
 void Cluster::EnterOutageLocked(const Status& cause) {
   if (outage_) {
     outage_->error = cause.message();
@@ -322,6 +387,9 @@ void Cluster::EnterOutageLocked(const Status& cause) {
   }
   outage_ = Outage{clock_.SteadyNow(), clock_.WallNow(), cause.message(), 0};
   ++counters_.store_outages;
+  NoteStoreErrorLocked(cause, /*log=*/false);  // logged below, once for the whole outage
+  // The scheduler may be asleep until a deadline far off: it probes the store from now on.
+  wake_cv_.NotifyOne();
   // Once per outage: the store's trouble repeats on every probe.
   spdlog::error(
       "store unavailable: {}; refusing changes (503 store_unavailable) and answering reads from "
@@ -340,6 +408,7 @@ Status Cluster::OutageStatusLocked() const {
 Status Cluster::RecoverLocked() {
   Status probe = store_->Probe();
   if (!probe.ok()) {
+    NoteStoreErrorLocked(probe, /*log=*/false);
     outage_->error = probe.message();
     return OutageStatusLocked();
   }
@@ -473,6 +542,7 @@ Status Cluster::Load() {
   MutexLock lock(mu_);
   FLYT_RETURN_IF_ERROR(ReloadLocked());
   counters_.reloads = 0;
+  next_store_check_ = clock_.SteadyNow() + config_.store_check_interval;  // Open checked it
   // After a restart, a node heard from within unreachable_after is still reachable. One silent
   // for longer offers nothing until it sends a heartbeat, but its leases get the whole grace
   // from now: the manager being down is not the node being down.

@@ -154,6 +154,7 @@ Status Cluster::TickLocked(store::Txn& txn, bool& woke_others) {
 }
 
 Status Cluster::Tick() {
+  CheckStoreIfDue();
   MutexLock lock(mu_);
   const auto started = std::chrono::steady_clock::now();
   if (outage_) {
@@ -178,6 +179,7 @@ Status Cluster::Tick() {
     if (pruned.ok()) pruned = store_->PruneEventBytes(config_.event_max_bytes);
     if (!pruned.ok()) {
       ++counters_.store_errors;
+      NoteStoreErrorLocked(pruned, /*log=*/!store::IsStoreUnavailable(pruned));
       if (store::IsStoreUnavailable(pruned)) EnterOutageLocked(pruned);
     }
   }
@@ -210,9 +212,11 @@ std::optional<std::chrono::steady_clock::time_point> Cluster::NextWakeLocked() c
   }
   if (auto deadline = queue_.NextDeadline()) consider(at_wall(*deadline));
   if (shared_store_) consider(next_sync_);
-  // In an outage, the store is probed about once a second.
-  if (outage_) consider(now + std::chrono::seconds(1));
+  // In an outage, the store is probed about once a second (a second after the last pass: "now
+  // plus a second" would never come due).
+  if (outage_) consider(last_pass_ + std::chrono::seconds(1));
   consider(last_prune_ + std::chrono::minutes(1));  // events are kept to their retention
+  if (config_.store_check_interval.count() > 0) consider(next_store_check_);
   return next;
 }
 

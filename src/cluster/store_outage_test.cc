@@ -150,5 +150,62 @@ TEST_F(StoreOutageTest, TheStoreComingBackBringsWhatOthersWroteMeanwhile) {
   EXPECT_EQ((*cluster_->GetJob(job_))["status"], "running");
 }
 
+// A refused allocation first runs expiry (so that GPUs past their TTL can be granted): the leases
+// it dropped from memory are dropped from the store in the same commit, with their events, not
+// left behind in a rolled-back transaction (memory without the lease, the store with it).
+TEST_F(StoreOutageTest, ARefusedAllocationCommitsTheExpiryItRan) {
+  auto short_lease = cluster_->Allocate(bob_, {{"gpus", 1}, {"ttl_seconds", 30}});
+  ASSERT_TRUE(short_lease.ok()) << short_lease.status().ToString();
+  const std::string short_id = (*short_lease)["id"];
+  clock_.Advance(std::chrono::seconds(31));
+  // Two GPUs: alice holds one, bob's lease has run out; two are asked for.
+  auto refused = cluster_->Allocate(bob_, {{"gpus", 2}});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().reason(), "insufficient_gpus") << refused.status().ToString();
+  EXPECT_EQ(LeaseIds(), std::set<std::string>{lease_});
+  auto kinds = EventKinds();
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), "lease.expired"), 1);
+  // The store agrees: a restarted manager has the same leases, and bob's GPU is free.
+  Open();
+  EXPECT_EQ(LeaseIds(), std::set<std::string>{lease_});
+  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 2)).ok());
+  auto granted = cluster_->Allocate(bob_, {{"gpus", 1}});
+  EXPECT_TRUE(granted.ok()) << granted.status().ToString();
+}
+
+// Issue 13: garbage over the GPU claims left /healthz at 200 while every allocation failed,
+// unlogged. Damage found by a transaction or by the periodic check is in /healthz and /metrics
+// (the message without where the store is), and clears when a check finds the file sound.
+TEST_F(StoreOutageTest, DamageIsReportedInHealthAndMetrics) {
+  EXPECT_EQ(cluster_->StoreHealth()["state"], "ok");
+  EXPECT_EQ(Metric("flyt_cluster_store_healthy"), "1");
+  const std::string before = View();
+  mode_ = FlakyStore::Mode::kDamaged;
+  auto refused = cluster_->Allocate(bob_, {{"gpus", 1}});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(View(), before);
+  json health = cluster_->StoreHealth();
+  EXPECT_EQ(health["state"], "damaged") << health.dump();
+  const std::string message = health.value("message", "");
+  EXPECT_NE(message.find("malformed"), std::string::npos) << message;
+  EXPECT_EQ(message.find(dir_.string()), std::string::npos) << message;
+  EXPECT_EQ(Metric("flyt_cluster_store_healthy"), "0");
+  EXPECT_EQ(Metric("flyt_cluster_store_error_kinds_total{kind=\"damaged\"}"), "1");
+
+  // The periodic check finds the file sound again...
+  mode_ = FlakyStore::Mode::kOk;
+  clock_.Advance(config_.store_check_interval + std::chrono::seconds(1));
+  ASSERT_TRUE(cluster_->Tick().ok());
+  EXPECT_EQ(cluster_->StoreHealth()["state"], "ok");
+  EXPECT_EQ(Metric("flyt_cluster_store_healthy"), "1");
+  // ... or damaged, with what it found, before any transaction trips over it.
+  mode_ = FlakyStore::Mode::kDamaged;
+  clock_.Advance(config_.store_check_interval + std::chrono::seconds(1));
+  (void)cluster_->Tick();
+  health = cluster_->StoreHealth();
+  EXPECT_EQ(health["state"], "damaged") << health.dump();
+  EXPECT_NE(health.value("message", "").find("quick_check"), std::string::npos) << health.dump();
+}
+
 }  // namespace
 }  // namespace flyt::cluster

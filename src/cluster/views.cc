@@ -522,6 +522,18 @@ std::string Cluster::Metrics() const {
   family("flyt_cluster_store_up", "gauge",
          "1 while the store can be written; 0 during an outage (changes refused with 503).");
   sample("flyt_cluster_store_up", outage_ ? 0 : 1);
+  family("flyt_cluster_store_healthy", "gauge",
+         "1 while the store can be written and its last consistency check (and every "
+         "transaction since) found it sound; 0 otherwise (see /healthz).");
+  sample("flyt_cluster_store_healthy", outage_ || damage_ ? 0 : 1);
+  family("flyt_cluster_store_error_kinds_total", "counter",
+         "Store errors by kind: disk_full, unwritable, damaged, busy, connection, refused, other.");
+  for (const char* kind :
+       {"disk_full", "unwritable", "damaged", "busy", "connection", "refused", "other"}) {
+    auto it = store_errors_by_kind_.find(kind);
+    sample(std::string("flyt_cluster_store_error_kinds_total{kind=\"") + kind + "\"}",
+           it == store_errors_by_kind_.end() ? 0.0 : static_cast<double>(it->second));
+  }
   family("flyt_cluster_store_outages_total", "counter",
          "Times the store became unwritable (full or read-only disk, lost database).");
   sample("flyt_cluster_store_outages_total", static_cast<double>(counters_.store_outages));
@@ -551,12 +563,31 @@ std::string Cluster::Metrics() const {
 
 json Cluster::StoreHealth() const {
   MutexLock lock(mu_);
-  // /healthz is public: where the store is and what it said stay in the log and the 503s.
-  if (!outage_) return {{"state", "ok"}};
-  return {{"state", "unavailable"},
-          {"since", gpu::FormatTime(outage_->since_wall)},
-          {"seconds", std::chrono::duration<double>(clock_.SteadyNow() - outage_->since).count()},
-          {"writes_refused", outage_->writes_refused}};
+  // /healthz is public: where the store is stays in the log and the 503s; what the database said
+  // is told without it.
+  const std::string where = store_->Describe();
+  auto without_where = [&where](std::string message) {
+    for (size_t at; (at = message.find(where)) != std::string::npos;) {
+      size_t end = at + where.size();
+      if (message.compare(end, 2, ": ") == 0) end += 2;
+      message.erase(at, end - at);
+    }
+    return message;
+  };
+  if (outage_) {
+    return {{"state", "unavailable"},
+            {"since", gpu::FormatTime(outage_->since_wall)},
+            {"seconds",
+             std::chrono::duration<double>(clock_.SteadyNow() - outage_->since).count()},
+            {"writes_refused", outage_->writes_refused},
+            {"message", without_where(outage_->error)}};
+  }
+  if (damage_) {
+    return {{"state", "damaged"},
+            {"since", gpu::FormatTime(damage_->since)},
+            {"message", without_where(damage_->error)}};
+  }
+  return {{"state", "ok"}};
 }
 
 }  // namespace flyt::cluster

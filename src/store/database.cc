@@ -92,6 +92,10 @@ const char* FixedSql(Query query) {
              " expires_ms = excluded.expires_ms";
     case Query::kPruneIdempotency:
       return "DELETE FROM idempotency_keys WHERE expires_ms < $1";
+    case Query::kRecordCreation:
+      return "INSERT INTO meta (key, value) VALUES ('created_ms', $1) ON CONFLICT (key) DO NOTHING";
+    case Query::kCreatedMs:
+      return "SELECT value FROM meta WHERE key = 'created_ms'";
     case Query::kCount:
       break;
   }

@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "common/status.h"
 #include "store/store.h"
@@ -49,6 +50,8 @@ enum class Query : int {
   kGetIdempotency,   // (scope, key) -> request_hash, response, expires_ms
   kPutIdempotency,   // (scope, key, request_hash, response, expires_ms)
   kPruneIdempotency, // (now_ms): drops expired keys
+  kRecordCreation,   // (created_ms): meta's 'created_ms' row, unless it has one
+  kCreatedMs,        // () -> created_ms
   kCount,
 };
 
@@ -108,6 +111,14 @@ class Database {
 
   // Runs a script of several statements without parameters or results (migrations).
   virtual Status ExecScript(const std::string& sql) = 0;
+  // Whether the database has a table of that name (a constant of flyt's: not quoted).
+  virtual Result<bool> HasTable(const std::string& name) = 0;
+  // The database's own consistency check, cheap enough to run at start and now and then:
+  // SQLite's PRAGMA quick_check (its first `max_lines` complaints; none when the file is sound),
+  // on a read-only connection of its own with a cold cache, so that it reads what is on disk and
+  // holds up no writer; PostgreSQL checks its pages itself: nothing to do. Unlike the rest of
+  // this interface it may be called from any thread, at the same time as the other calls.
+  virtual Result<std::vector<std::string>> QuickCheck(size_t max_lines) = 0;
   // Runs one catalogued statement, calling `on_row` for each result row; returns the number of
   // rows an INSERT, UPDATE or DELETE changed. Outside a transaction it is a statement of its own.
   virtual Result<int64_t> Run(QueryId id, std::initializer_list<SqlParam> params,

@@ -163,6 +163,21 @@ class PostgresDatabase final : public Database {
     return Status::Ok();
   }
 
+  Result<bool> HasTable(const std::string& name) override {
+    FLYT_RETURN_IF_ERROR(UsableConnection());
+    const std::string sql = "SELECT to_regclass('" + name + "') IS NOT NULL";
+    ResultPtr result(PQexec(conn_.get(), sql.c_str()));
+    if (PQresultStatus(result.get()) != PGRES_TUPLES_OK || PQntuples(result.get()) != 1) {
+      return PostgresError(describe_, conn_.get(), result.get());
+    }
+    return PostgresRow(result.get(), 0).Bool(0);
+  }
+
+  Result<std::vector<std::string>> QuickCheck(size_t) override {
+    // The server checks its own pages (and a lost connection is an outage of its own).
+    return std::vector<std::string>();
+  }
+
   Result<int64_t> Run(QueryId id, std::initializer_list<SqlParam> params,
                       const RowCallback& on_row) override {
     FLYT_RETURN_IF_ERROR(UsableConnection());
@@ -264,6 +279,8 @@ Result<std::string> DescribeUrl(const std::string& url) {
 }
 
 }  // namespace
+
+Result<std::string> DescribePostgresUrl(const std::string& url) { return DescribeUrl(url); }
 
 Status PostgresError(std::string_view context, const pg_conn* conn, const pg_result* result) {
   std::string message(context);

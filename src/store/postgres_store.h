@@ -26,6 +26,9 @@ namespace flyt::store::internal {
 // The key of flyt's advisory lock ("flyt-mgr" in ASCII).
 inline constexpr int64_t kAdvisoryLockKey = 0x666c79742d6d6772;
 
+// "postgresql://host:port/db" for a libpq connection URI: never the user or password.
+Result<std::string> DescribePostgresUrl(const std::string& url);
+
 // `url` is a libpq connection URI (postgresql://... or postgres://...).
 Result<std::unique_ptr<Database>> OpenPostgresDatabase(const std::string& url);
 

@@ -97,8 +97,9 @@ class ResetOnExit {
 
 class SqliteDatabase final : public Database {
  public:
-  SqliteDatabase(DbPtr db, std::string describe)
-      : db_(std::move(db)), describe_(std::move(describe)) {}
+  // `file`: the database's path; empty for a private in-memory database.
+  SqliteDatabase(DbPtr db, std::string describe, std::string file)
+      : db_(std::move(db)), describe_(std::move(describe)), file_(std::move(file)) {}
 
   Dialect dialect() const override { return Dialect::kSqlite; }
   std::string Describe() const override { return describe_; }
@@ -165,6 +166,40 @@ class SqliteDatabase final : public Database {
     int rc = sqlite3_exec(db_.get(), sql.c_str(), nullptr, nullptr, nullptr);
     if (rc != SQLITE_OK) return SqliteError(describe_, db_.get(), rc);
     return Status::Ok();
+  }
+
+  Result<bool> HasTable(const std::string& name) override {
+    std::string count;
+    FLYT_RETURN_IF_ERROR(StepText(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '" + name + "'",
+        &count));
+    return count != "0" && !count.empty();
+  }
+
+  Result<std::vector<std::string>> QuickCheck(size_t max_lines) override {
+    // A private in-memory database has only the one connection, and no disk to damage.
+    if (file_.empty()) return std::vector<std::string>();
+    sqlite3* raw = nullptr;
+    int rc = sqlite3_open_v2(file_.c_str(), &raw, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX,
+                             nullptr);
+    DbPtr db(raw);
+    if (rc != SQLITE_OK) return SqliteError(describe_ + ": quick_check: open", db.get(), rc);
+    sqlite3_extended_result_codes(db.get(), 1);
+    sqlite3_busy_timeout(db.get(), kBusyTimeoutMs);
+    const std::string sql = "PRAGMA quick_check(" + std::to_string(max_lines) + ")";
+    sqlite3_stmt* raw_stmt = nullptr;
+    rc = sqlite3_prepare_v2(db.get(), sql.c_str(), -1, &raw_stmt, nullptr);
+    StmtPtr stmt(raw_stmt);
+    if (rc != SQLITE_OK) return SqliteError(describe_ + ": quick_check", db.get(), rc);
+    std::vector<std::string> problems;
+    for (;;) {
+      rc = sqlite3_step(stmt.get());
+      if (rc == SQLITE_DONE) break;
+      if (rc != SQLITE_ROW) return SqliteError(describe_ + ": quick_check", db.get(), rc);
+      std::string line(SqliteRow(stmt.get()).Text(0));
+      if (line != "ok") problems.push_back(std::move(line));
+    }
+    return problems;
   }
 
   Result<int64_t> Run(QueryId id, std::initializer_list<SqlParam> params,
@@ -241,7 +276,8 @@ class SqliteDatabase final : public Database {
 
   // Declared first: destroyed after the statements that belong to it.
   DbPtr db_;
-  std::string describe_;
+  const std::string describe_;
+  const std::string file_;
   std::array<StmtPtr, kQueryCount> statements_;
   std::array<StmtPtr, static_cast<size_t>(Control::kCount)> control_;
   std::optional<Durability> synchronous_;  // the level set on the connection, once one is
@@ -321,7 +357,7 @@ Status SqliteError(std::string_view context, sqlite3* db, int rc) {
   return status;
 }
 
-Result<std::unique_ptr<Database>> OpenSqliteDatabase(const std::string& path) {
+Result<std::unique_ptr<Database>> OpenSqliteDatabase(const std::string& path, bool must_exist) {
   const bool in_memory = path == kMemory;
   std::string file = path;
   std::string describe = "sqlite::memory:";
@@ -331,6 +367,20 @@ Result<std::unique_ptr<Database>> OpenSqliteDatabase(const std::string& path) {
     if (ec) return ErrnoError("sqlite:" + path, ec.value());
     file = absolute.lexically_normal().string();
     describe = "sqlite:" + file;
+    if (must_exist) {
+      // Looked at before SQLite opens it: SQLite takes an empty file for a new database.
+      std::error_code size_ec;
+      const auto size = std::filesystem::file_size(file, size_ec);
+      if (size_ec == std::errc::no_such_file_or_directory) {
+        return Status(StatusCode::kFailedPrecondition, describe + ": no such file")
+            .WithReason(kStoreMissingReason);
+      }
+      if (size_ec) return ErrnoError(describe, size_ec.value());
+      if (size == 0) {
+        return Status(StatusCode::kFailedPrecondition, describe + " is an empty file (0 bytes)")
+            .WithReason(kStoreUninitializedReason);
+      }
+    }
     FLYT_RETURN_IF_ERROR(CreateDatabaseFile(file, describe));
   }
   sqlite3* raw = nullptr;
@@ -340,7 +390,8 @@ Result<std::unique_ptr<Database>> OpenSqliteDatabase(const std::string& path) {
                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   DbPtr db(raw);  // set even when the open failed, and must be closed then too
   if (rc != SQLITE_OK) return SqliteError(describe + ": open", db.get(), rc);
-  auto database = std::make_unique<SqliteDatabase>(std::move(db), describe);
+  auto database =
+      std::make_unique<SqliteDatabase>(std::move(db), describe, in_memory ? "" : file);
   FLYT_RETURN_IF_ERROR(database->Configure(in_memory));
   return std::unique_ptr<Database>(std::move(database));
 }

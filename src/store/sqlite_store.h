@@ -20,7 +20,10 @@ struct sqlite3;
 namespace flyt::store::internal {
 
 // `path` is a file path (parent directories are created; a new file gets mode 0600) or ":memory:".
-Result<std::unique_ptr<Database>> OpenSqliteDatabase(const std::string& path);
+// With `must_exist`, a missing file is refused (reason store_missing) and so is an empty one
+// (store_uninitialized), before SQLite would take either for a new database.
+Result<std::unique_ptr<Database>> OpenSqliteDatabase(const std::string& path,
+                                                     bool must_exist = false);
 
 // The Status for a failed SQLite call: "<context>: <SQLite's message>". A database that cannot be
 // written now — busy past the timeout, a full disk, an I/O error, a read-only or unopenable file —

@@ -1,6 +1,9 @@
 #include "store/store.h"
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <filesystem>
 #include <limits>
 #include <mutex>
 #include <thread>
@@ -299,11 +302,42 @@ class SqlStore final : public Store {
   explicit SqlStore(std::unique_ptr<Database> db)
       : db_(std::move(db)), describe_(db_->Describe()) {}
 
-  Status Migrate() {
+  // The consistency check: not under mu_ (QuickCheck has a connection of its own), so a long
+  // check holds up no transaction.
+  Status Check() override {
+    constexpr size_t kMaxLines = 5;
+    auto problems = db_->QuickCheck(kMaxLines);
+    if (!problems.ok()) {
+      if (StoreErrorKind(problems.status()) == std::string_view("damaged")) {
+        return problems.status().WithReason(kStoreDamagedReason);
+      }
+      return problems.status();
+    }
+    if (problems->empty()) return Status::Ok();
+    std::string message = describe_ + " is damaged (quick_check: ";
+    for (size_t i = 0; i < problems->size(); ++i) {
+      if (i > 0) message += "; ";
+      std::string line = (*problems)[i];
+      std::replace(line.begin(), line.end(), '\n', ' ');  // one line in a log
+      message += line;
+    }
+    message += problems->size() >= kMaxLines ? "; ...)" : ")";
+    return Status(StatusCode::kInternal, std::move(message)).WithReason(kStoreDamagedReason);
+  }
+
+  Status Migrate(OpenMode mode) {
     std::scoped_lock lock(mu_);
     Database& db = *db_;
     FLYT_RETURN_IF_ERROR(db.BeginWrite(Durability::kDurable).WithContext("migrate"));
     WriteScope scope(db);
+    const Status uninitialized =
+        Status(StatusCode::kFailedPrecondition,
+               describe_ + " holds no flyt store (a new database, or another program's)")
+            .WithReason(kStoreUninitializedReason);
+    if (mode == OpenMode::kExisting) {
+      FLYT_ASSIGN_OR_RETURN(bool has_schema, db.HasTable("schema_migrations"));
+      if (!has_schema) return uninitialized;
+    }
     FLYT_RETURN_IF_ERROR(db.ExecScript(db.dialect() == internal::Dialect::kSqlite
                                            ? internal::kSqliteBootstrapSql
                                            : internal::kPostgresBootstrapSql)
@@ -312,6 +346,7 @@ class SqlStore final : public Store {
     auto run =
         db.Run(Id(Query::kSchemaVersion), {}, [&](const SqlRow& row) { current = row.Int(0); });
     if (!run.ok()) return run.status().WithContext("migrate: read schema version");
+    if (current == 0 && mode == OpenMode::kExisting) return uninitialized;
     const int latest = LatestSchemaVersion();
     if (current > latest) {
       return {StatusCode::kFailedPrecondition,
@@ -329,6 +364,14 @@ class SqlStore final : public Store {
       auto record = db.Change(Id(Query::kRecordMigration), {int64_t{migration.version}});
       if (!record.ok()) return record.status().WithContext(context);
     }
+    // When the store was created: a new one now; one from before flyt recorded it, now too.
+    const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+    auto created = db.Change(Id(Query::kRecordCreation), {now_ms});
+    if (!created.ok()) return created.status().WithContext("migrate: record creation");
+    auto read = db.Run(Id(Query::kCreatedMs), {}, [&](const SqlRow& row) { created_ms_ = row.Int(0); });
+    if (!read.ok()) return read.status().WithContext("migrate: read creation");
     FLYT_RETURN_IF_ERROR(scope.Commit(/*bump_revision=*/false).WithContext("migrate"));
     schema_version_ = latest;
     return Status::Ok();
@@ -414,6 +457,7 @@ class SqlStore final : public Store {
   }
 
   int SchemaVersion() const override { return schema_version_; }
+  int64_t CreatedMs() const override { return created_ms_; }
   std::string Describe() const override { return describe_; }
 
  private:
@@ -455,6 +499,7 @@ class SqlStore final : public Store {
   std::unique_ptr<Database> db_;  // guarded by mu_
   const std::string describe_;
   int schema_version_ = 0;  // set once by Migrate, before the Store is shared
+  int64_t created_ms_ = 0;  // likewise
   std::atomic<std::thread::id> updating_thread_{};
 };
 
@@ -469,6 +514,27 @@ std::string UrlForMessage(const std::string& url) {
 
 bool IsStoreUnavailable(const Status& status) {
   return !status.ok() && status.reason() == kStoreUnavailableReason;
+}
+
+const char* StoreErrorKind(const Status& status) {
+  const std::string& m = status.message();
+  auto has = [&m](std::string_view s) { return m.find(s) != std::string::npos; };
+  // The backends' own wording (sqlite_store.cc SqliteError, postgres_store.cc PostgresError).
+  if (status.reason() == kStoreDamagedReason || has("the file is damaged")) return "damaged";
+  if (has("the disk is full") || has("could not extend file") || has("No space left")) {
+    return "disk_full";
+  }
+  if (has("cannot be written") || has("read-only")) return "unwritable";
+  if (has("busy timeout") || has("lock timeout")) return "busy";
+  if (StartsWith(m, "postgres") && IsStoreUnavailable(status)) return "connection";
+  switch (status.code()) {
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kNotFound:
+    case StatusCode::kInvalidArgument:
+      return "refused";
+    default:
+      return "other";
+  }
 }
 
 Status Txn::PutJob(const std::string& id, const std::string& body, std::optional<int64_t>) {
@@ -510,13 +576,28 @@ const char* TableName(Table table) {
 
 int LatestSchemaVersion() { return internal::Migrations().back().version; }
 
-Result<std::unique_ptr<Store>> Store::Open(const std::string& url) {
+Result<std::string> Store::DescribeUrl(const std::string& url) {
+  if (StartsWith(url, kSqlitePrefix)) {
+    const std::string path = url.substr(kSqlitePrefix.size());
+    if (path == ":memory:") return std::string("sqlite::memory:");
+    std::error_code ec;
+    std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+    if (ec) return ErrnoError(url, ec.value());
+    return "sqlite:" + absolute.lexically_normal().string();
+  }
+  if (StartsWith(url, "postgresql://") || StartsWith(url, "postgres://")) {
+    return internal::DescribePostgresUrl(url);
+  }
+  return InvalidArgument("unsupported store URL " + UrlForMessage(url) + "; " + kAcceptedUrls);
+}
+
+Result<std::unique_ptr<Store>> Store::Open(const std::string& url, OpenMode mode) {
   std::unique_ptr<Database> db;
   if (StartsWith(url, kSqlitePrefix)) {
     const std::string path = url.substr(kSqlitePrefix.size());
     if (path.empty())
       return InvalidArgument("store URL \"sqlite:\" has no path; " + std::string(kAcceptedUrls));
-    FLYT_ASSIGN_OR_RETURN(db, internal::OpenSqliteDatabase(path));
+    FLYT_ASSIGN_OR_RETURN(db, internal::OpenSqliteDatabase(path, mode == OpenMode::kExisting));
   } else if (StartsWith(url, "postgresql://") || StartsWith(url, "postgres://")) {
     FLYT_ASSIGN_OR_RETURN(db, internal::OpenPostgresDatabase(url));
   } else if (url.empty()) {
@@ -525,7 +606,8 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& url) {
     return InvalidArgument("unsupported store URL " + UrlForMessage(url) + "; " + kAcceptedUrls);
   }
   auto store = std::make_unique<SqlStore>(std::move(db));
-  FLYT_RETURN_IF_ERROR(store->Migrate());
+  FLYT_RETURN_IF_ERROR(store->Check());
+  FLYT_RETURN_IF_ERROR(store->Migrate(mode));
   return std::unique_ptr<Store>(std::move(store));
 }
 

@@ -24,6 +24,13 @@
 // did not commit and nothing changed, but trying again later may work. A refusal of the caller's
 // own (a claim collision, a callback's error) keeps its code and changed nothing either.
 //
+// Creation and damage: the store records when its schema was created (meta 'created_ms'), so that
+// its owner can tell a store that existed from a new one. Open(url, OpenMode::kExisting) refuses a
+// database that is missing (reason store_missing), empty or without flyt's schema
+// (store_uninitialized), instead of creating a fresh, empty one in its place. Every Open runs the
+// database's consistency check first (SQLite: PRAGMA quick_check) and refuses a damaged file
+// (store_damaged), naming the file and the check's first complaints; Check() runs it again later.
+//
 // Retention: a job row carries, beside its body, when the job finished (PutJob), so that
 // PruneFinishedJobs finds old finished jobs through an index without reading bodies.
 //
@@ -70,6 +77,22 @@ struct JobRetention {
 // The reason of a Status from a store that cannot be written now (see the file comment).
 inline constexpr const char* kStoreUnavailableReason = "store_unavailable";
 bool IsStoreUnavailable(const Status& status);
+// Reasons of Open's refusals (see the file comment) and of Check's finding.
+inline constexpr const char* kStoreMissingReason = "store_missing";
+inline constexpr const char* kStoreUninitializedReason = "store_uninitialized";
+inline constexpr const char* kStoreDamagedReason = "store_damaged";
+
+// The kind of a store error, for metrics and health: "disk_full", "unwritable" (read-only file,
+// I/O error), "damaged" (a corrupt file), "busy" (the write lock held too long), "connection"
+// (PostgreSQL unreachable or gone), "refused" (a refusal of the caller's own: a claim collision,
+// a missing row) or "other".
+const char* StoreErrorKind(const Status& status);
+
+// Whether Open may create the schema in a database that has none.
+enum class OpenMode {
+  kCreate,    // yes: a new store (tests, --store-init, a first start)
+  kExisting,  // no: the store must exist and hold flyt's schema
+};
 
 struct EventRow {
   int64_t id = 0;     // increasing, assigned by the store
@@ -127,7 +150,10 @@ class Store {
 
   // "sqlite:PATH" (parent directories created, file mode 0600, WAL), "sqlite::memory:" for tests,
   // or a PostgreSQL URL "postgresql://user@host:port/db?..." / "postgres://...". Applies migrations.
-  static Result<std::unique_ptr<Store>> Open(const std::string& url);
+  static Result<std::unique_ptr<Store>> Open(const std::string& url,
+                                             OpenMode mode = OpenMode::kCreate);
+  // What Describe() of the store at `url` will say, without opening it.
+  static Result<std::string> DescribeUrl(const std::string& url);
 
   // Runs `fn` in one transaction holding the cluster-wide write lock. Commits when fn returns Ok
   // (bumping the revision when it wrote anything), rolls back and returns fn's error otherwise.
@@ -149,6 +175,15 @@ class Store {
   // Commits a transaction that really writes (a counter beside the revision, which it leaves
   // alone): Ok when the store can be written again after an outage.
   virtual Status Probe() = 0;
+
+  // When the store's schema was created (Unix ms, meta 'created_ms'; for a store made before
+  // flyt recorded it, when this was first noticed); 0 when unknown.
+  virtual int64_t CreatedMs() const { return 0; }
+  // The database's consistency check (SQLite: PRAGMA quick_check on a read-only connection of
+  // its own, so it blocks no transaction; it reads the whole file, so it takes about as long as
+  // reading it; PostgreSQL: nothing to do): Ok, or kInternal with reason store_damaged and its
+  // first complaints; a check that could not run returns that error.
+  virtual Status Check() { return Status::Ok(); }
 
   virtual int SchemaVersion() const = 0;
   // For logs: "sqlite:/path/var/flyt.db" or "postgresql://host:port/db" (never a password).

@@ -25,6 +25,7 @@ namespace flyt::store::test {
 namespace {
 
 namespace fs = std::filesystem;
+using flyt::store::OpenMode;
 
 // A private temporary directory, removed with everything in it.
 class TempDir {
@@ -45,9 +46,12 @@ class TempDir {
   std::string path_;
 };
 
+// Runs SQL on the file (created, with its directory, when missing); "" or the error.
 std::string SqliteExec(const std::string& path, const std::string& sql) {
+  std::error_code ec;
+  fs::create_directories(fs::path(path).parent_path(), ec);
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr);
+  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   std::string error;
   if (rc == SQLITE_OK) {
     sqlite3_busy_timeout(db, 10000);
@@ -157,6 +161,76 @@ TEST_F(SqliteStoreTest, AFileOfRandomBytesIsAClearErrorAndIsLeftAlone) {
   EXPECT_NE(store.status().message().find("not an SQLite database"), std::string::npos)
       << store.status().message();
   EXPECT_EQ(ReadAll(path), junk);
+}
+
+// Issue 13: a 0-byte file used to start as an empty cluster. Where the store must exist it is
+// refused, named, and left as it was; only an open for creation (--store-init) makes a store of it.
+TEST_F(SqliteStoreTest, AnEmptyFileIsRefusedWhenTheStoreMustExist) {
+  const std::string path = dir_.path() + "/flyt.db";
+  WriteFile(path, "");
+  auto refused = Store::Open("sqlite:" + path, OpenMode::kExisting);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().reason(), kStoreUninitializedReason) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find(path), std::string::npos)
+      << refused.status().message();
+  EXPECT_EQ(fs::file_size(path), 0u);
+  auto missing = Store::Open("sqlite:" + dir_.path() + "/none/flyt.db", OpenMode::kExisting);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().reason(), kStoreMissingReason) << missing.status().ToString();
+  EXPECT_FALSE(fs::exists(dir_.path() + "/none"));
+
+  auto created = Store::Open("sqlite:" + path, OpenMode::kCreate);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  EXPECT_GT((*created)->CreatedMs(), 0);
+}
+
+// The first column of each row of a query on the file (read-only): root pages, the page size.
+std::vector<int64_t> SqliteInts(const std::string& path, const std::string& sql) {
+  std::vector<int64_t> pages;
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK) {
+      while (sqlite3_step(stmt) == SQLITE_ROW) pages.push_back(sqlite3_column_int64(stmt, 0));
+    }
+    sqlite3_finalize(stmt);
+  }
+  sqlite3_close_v2(db);
+  return pages;
+}
+
+// Issue 13: garbage over the GPU claims and their unique index (the never-twice guard) was found
+// only by the first allocation, as a 500. quick_check at Open finds it: the store is refused,
+// naming the file and what the check found.
+TEST_F(SqliteStoreTest, DamageToTheGpuClaimsIsFoundAtOpen) {
+  const std::string path = dir_.path() + "/flyt.db";
+  {
+    auto store = Store::Open("sqlite:" + path);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    for (int i = 0; i < 200; ++i) {
+      FLYT_ASSERT_OK((*store)->Update(Durability::kDurable, [&](Txn& txn) {
+        return txn.ClaimGpus("lease-" + std::to_string(i),
+                             {"node-with-a-long-name/GPU-" + std::to_string(i) +
+                              "-0123456789abcdef0123456789abcdef"},
+                             true);
+      }));
+    }
+    FLYT_ASSERT_OK((*store)->Check());
+  }
+  const std::vector<int64_t> pages =
+      SqliteInts(path, "SELECT rootpage FROM sqlite_master WHERE tbl_name = 'gpu_claims'");
+  ASSERT_GE(pages.size(), 3u);  // the table, its primary key and its two indexes
+  const std::vector<int64_t> page_size = SqliteInts(path, "PRAGMA page_size");
+  ASSERT_EQ(page_size.size(), 1u);
+  for (size_t i = 0; i < pages.size(); ++i) {
+    if (pages[i] <= 1) continue;  // (page 1 holds the schema: not this test's damage)
+    WriteFile(path, RandomBytes(static_cast<size_t>(page_size[0]), static_cast<unsigned>(10 + i)),
+              static_cast<std::streamoff>((pages[i] - 1) * page_size[0]));
+  }
+  auto store = Store::Open("sqlite:" + path, OpenMode::kExisting);
+  ASSERT_FALSE(store.ok()) << "a store with garbage over its GPU claims opened";
+  EXPECT_EQ(store.status().reason(), kStoreDamagedReason) << store.status().ToString();
+  EXPECT_NE(store.status().message().find(path), std::string::npos) << store.status().message();
 }
 
 TEST_F(SqliteStoreTest, DamagedPagesAreAnErrorNotACrash) {

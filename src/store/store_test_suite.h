@@ -119,6 +119,44 @@ TEST_P(StoreContractTest, OpenAppliesEveryMigrationOnceAndStartsAtRevisionZero) 
   EXPECT_EQ(RevisionOf(*again), 1);
 }
 
+// A store records when it was created; opening one "that must exist" never creates it.
+TEST_P(StoreContractTest, ANewStoreRecordsItsCreationAndOnlyOpenForCreationMakesOne) {
+  auto refused = Store::Open(url_, OpenMode::kExisting);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(refused.status().reason() == kStoreMissingReason ||
+              refused.status().reason() == kStoreUninitializedReason)
+      << refused.status().ToString();
+  // Nothing was created by the refusal: a second look sees the same.
+  refused = Store::Open(url_, OpenMode::kExisting);
+  ASSERT_FALSE(refused.ok());
+
+  const int64_t before_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count();
+  auto created = OpenStore();
+  ASSERT_NE(created, nullptr);
+  const int64_t created_ms = created->CreatedMs();
+  EXPECT_GE(created_ms, before_ms - 1000);
+  EXPECT_LE(created_ms, before_ms + 60000);
+  FLYT_ASSERT_OK(created->Check());
+  created.reset();
+
+  auto existing = Store::Open(url_, OpenMode::kExisting);
+  ASSERT_TRUE(existing.ok()) << existing.status().ToString();
+  EXPECT_EQ((*existing)->CreatedMs(), created_ms);
+  FLYT_ASSERT_OK((*existing)->Check());
+}
+
+// Another program's database (tables, but not flyt's) is not taken over when it must exist.
+TEST_P(StoreContractTest, ADatabaseWithoutFlytsSchemaIsRefusedWhenItMustExist) {
+  ASSERT_EQ(database_->ExecRaw(url_, "CREATE TABLE other (x INTEGER)"), "");
+  auto refused = Store::Open(url_, OpenMode::kExisting);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().reason(), kStoreUninitializedReason) << refused.status().ToString();
+  EXPECT_NE(database_->ExecRaw(url_, "SELECT * FROM schema_migrations"), "")
+      << "the refusal created flyt's tables";
+}
+
 TEST_P(StoreContractTest, PutGetDeleteLeaveTombstones) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
