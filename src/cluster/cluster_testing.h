@@ -112,7 +112,7 @@ class FlakyStore final : public store::Store {
     return inner_->PruneEvents(before_ms, keep);
   }
   Status PruneEventBytes(uint64_t max_bytes) override {
-    if (mode_ != Mode::kOk) return Down();
+    if (mode_ == Mode::kWritesFail || mode_ == Mode::kDown) return Down();
     return inner_->PruneEventBytes(max_bytes);
   }
   Status Probe() override {
