@@ -46,8 +46,8 @@ Result<ClusterConfig> ParseClusterConfig(std::string_view text, const std::strin
   FLYT_ASSIGN_OR_RETURN(toml::table root, r.Parse(text));
   ClusterConfig c;
   FLYT_RETURN_IF_ERROR(
-      r.CheckKeys(root, "", {"manager", "ledger", "queue", "jobs", "auth", "nodes", "events", "web",
-                             "log"}));
+      r.CheckKeys(root, "", {"manager", "http", "ledger", "queue", "jobs", "auth", "nodes", "events",
+                             "web", "log"}));
   auto seconds = [&](const toml::table& t, const std::string& section, const char* key,
                      int64_t min, int64_t max, std::chrono::seconds& out) -> Status {
     int64_t v = out.count();
@@ -75,6 +75,13 @@ Result<ClusterConfig> ParseClusterConfig(std::string_view text, const std::strin
     int64_t sync = c.sync_interval.count();
     FLYT_RETURN_IF_ERROR(r.GetInt(*m, "manager", "sync_interval_ms", 0, 3600000, sync));
     c.sync_interval = std::chrono::milliseconds(sync);
+  }
+  FLYT_ASSIGN_OR_RETURN(const toml::table* h, r.Section(root, "http"));
+  if (h != nullptr) {
+    FLYT_RETURN_IF_ERROR(r.CheckKeys(*h, "http",
+                                     {"threads", "max_connections_per_peer", "max_connections",
+                                      "request_deadline_seconds", "idle_timeout_seconds"}));
+    FLYT_RETURN_IF_ERROR(http::ReadServerOptions(r, *h, "http", c.http));
   }
   FLYT_ASSIGN_OR_RETURN(const toml::table* l, r.Section(root, "ledger"));
   if (l != nullptr) {

@@ -5,6 +5,7 @@
 
 #include <cctype>
 
+#include "common/http_server.h"
 #include "common/json.h"
 #include "common/strings.h"
 
@@ -101,6 +102,30 @@ Result<json> ParseBody(const httplib::Request& req) {
   return body;
 }
 
+Status ReadServerOptions(const TomlReader& r, const toml::table& t, const std::string& section,
+                         ServerOptions& o) {
+  auto get = [&](const char* key, int64_t min, int64_t max, int& out) -> Status {
+    int64_t v = out;
+    FLYT_RETURN_IF_ERROR(r.GetInt(t, section, key, min, max, v));
+    out = static_cast<int>(v);
+    return Status::Ok();
+  };
+  FLYT_RETURN_IF_ERROR(get("threads", 1, 1024, o.threads));
+  FLYT_RETURN_IF_ERROR(get("max_connections_per_peer", 1, 100000, o.max_connections_per_peer));
+  FLYT_RETURN_IF_ERROR(get("max_connections", 1, 100000, o.max_connections));
+  FLYT_RETURN_IF_ERROR(get("request_deadline_seconds", 1, 3600, o.request_deadline_seconds));
+  FLYT_RETURN_IF_ERROR(get("idle_timeout_seconds", 1, 3600, o.idle_timeout_seconds));
+  if (o.max_connections_per_peer > o.max_connections) {
+    const char* key = t.get("max_connections_per_peer") ? "max_connections_per_peer"
+                                                         : "max_connections";
+    return r.Error(t.get(key), section + "." + key,
+                   "max_connections_per_peer (" + std::to_string(o.max_connections_per_peer) +
+                       ") must not be above max_connections (" +
+                       std::to_string(o.max_connections) + ")");
+  }
+  return Status::Ok();
+}
+
 void Configure(httplib::Server& s, const ServerOptions& options) {
   // cpp-httplib's default also sets SO_REUSEPORT, which lets a second daemon bind the same port
   // and share its connections silently; a port in use must be an error.
@@ -112,12 +137,25 @@ void Configure(httplib::Server& s, const ServerOptions& options) {
   // connection waits for the client's delayed ACK (~40 ms per request).
   s.set_tcp_nodelay(true);
   s.set_payload_max_length(options.max_body_bytes);
-  const int threads = options.threads;
-  s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  if (auto* front = dynamic_cast<Server*>(&s)) {
+    FrontDoorOptions door;
+    door.max_body_bytes = options.max_body_bytes;
+    door.threads = options.threads;
+    door.max_connections_per_peer = options.max_connections_per_peer;
+    door.max_connections = options.max_connections;
+    door.request_deadline = std::chrono::seconds(options.request_deadline_seconds);
+    door.idle_timeout = std::chrono::seconds(options.idle_timeout_seconds);
+    front->SetFrontDoorOptions(door);
+  } else {
+    const int threads = options.threads;
+    s.new_task_queue = [threads] {
+      return new httplib::ThreadPool(static_cast<size_t>(threads));
+    };
+  }
   s.set_read_timeout(std::chrono::seconds(5));
   s.set_write_timeout(std::chrono::seconds(10));
   s.set_keep_alive_max_count(100);
-  s.set_keep_alive_timeout(5);
+  s.set_keep_alive_timeout(options.idle_timeout_seconds);
   s.set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (res.body.empty()) {
       std::string text = "HTTP error " + std::to_string(res.status);
