@@ -1,5 +1,6 @@
 #include "cluster/config.h"
 
+#include "common/http_server.h"
 #include "common/strings.h"
 #include "common/toml_reader.h"
 

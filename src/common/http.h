@@ -21,7 +21,6 @@
 #include <thread>
 
 #include "common/status.h"
-#include "common/toml_reader.h"
 
 namespace httplib {
 class Server;
@@ -61,7 +60,8 @@ bool TokenEquals(std::string_view given, std::string_view expected);
 // The body as a JSON object ({} when empty); a clear 400-worthy error otherwise.
 Result<nlohmann::json> ParseBody(const httplib::Request& req);
 
-// The limits a daemon's [http] section sets (ReadServerOptions; docs/operations.md). The
+// The limits a daemon's [http] section sets (ReadServerOptions in http_server.h; docs/design.md,
+// "The HTTP front door"). The
 // connection limits and the deadline hold for an http::Server (common/http_server.h), whose
 // front door keeps slow and idle peers off the workers; a plain httplib::Server (tests) only
 // gets the body limit and `threads`, and there a keep-alive connection holds a worker.
@@ -73,13 +73,6 @@ struct ServerOptions {
   int request_deadline_seconds = 10;   // a whole request head and body, from its first byte: 408
   int idle_timeout_seconds = 5;        // a keep-alive connection without a request is closed
 };
-
-// Reads the connection limits of `section` (threads, max_connections_per_peer, max_connections,
-// request_deadline_seconds, idle_timeout_seconds) into `options`, leaving absent keys as they
-// are; a value out of range, or a per-peer cap above the total, is an error naming the key.
-// The caller checks the section's keys (it allows these five).
-Status ReadServerOptions(const TomlReader& reader, const toml::table& table,
-                         const std::string& section, ServerOptions& options);
 
 // Socket options (SO_REUSEADDR only: a port in use is an error), limits, timeouts, and handlers
 // that turn httplib's own errors and handler exceptions into JSON.

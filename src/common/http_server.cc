@@ -608,6 +608,30 @@ bool Server::ProcessBuffered(httplib::Stream& stream, bool close_connection,
   }
 }
 
+Status ReadServerOptions(const TomlReader& r, const toml::table& t, const std::string& section,
+                         ServerOptions& o) {
+  auto get = [&](const char* key, int64_t min, int64_t max, int& out) -> Status {
+    int64_t v = out;
+    FLYT_RETURN_IF_ERROR(r.GetInt(t, section, key, min, max, v));
+    out = static_cast<int>(v);
+    return Status::Ok();
+  };
+  FLYT_RETURN_IF_ERROR(get("threads", 1, 1024, o.threads));
+  FLYT_RETURN_IF_ERROR(get("max_connections_per_peer", 1, 100000, o.max_connections_per_peer));
+  FLYT_RETURN_IF_ERROR(get("max_connections", 1, 100000, o.max_connections));
+  FLYT_RETURN_IF_ERROR(get("request_deadline_seconds", 1, 3600, o.request_deadline_seconds));
+  FLYT_RETURN_IF_ERROR(get("idle_timeout_seconds", 1, 3600, o.idle_timeout_seconds));
+  if (o.max_connections_per_peer > o.max_connections) {
+    const char* key = t.get("max_connections_per_peer") ? "max_connections_per_peer"
+                                                         : "max_connections";
+    return r.Error(t.get(key), section + "." + key,
+                   "max_connections_per_peer (" + std::to_string(o.max_connections_per_peer) +
+                       ") must not be above max_connections (" +
+                       std::to_string(o.max_connections) + ")");
+  }
+  return Status::Ok();
+}
+
 Server::Stats Server::stats() const {
   const Counters& n = *counters_;
   Stats s;

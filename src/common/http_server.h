@@ -33,6 +33,10 @@
 #include <memory>
 #include <string>
 
+#include "common/http.h"
+#include "common/status.h"
+#include "common/toml_reader.h"
+
 namespace flyt::http {
 
 struct FrontDoorOptions {
@@ -46,6 +50,13 @@ struct FrontDoorOptions {
   std::chrono::milliseconds stall_threshold{1000};     // a request waiting longer for a worker
   size_t keep_alive_max_requests = 100;
 };
+
+// Reads the connection limits of `section` (threads, max_connections_per_peer, max_connections,
+// request_deadline_seconds, idle_timeout_seconds) into `options`, leaving absent keys as they
+// are; a value out of range, or a per-peer cap above the total, is an error naming the key.
+// The caller checks the section's keys (it allows these five).
+Status ReadServerOptions(const TomlReader& reader, const toml::table& table,
+                         const std::string& section, ServerOptions& options);
 
 class Server : public httplib::Server {
  public:

@@ -6,6 +6,7 @@
 
 #include <toml++/toml.h>
 
+#include "common/http_server.h"
 #include "common/strings.h"
 #include "common/toml_reader.h"
 
