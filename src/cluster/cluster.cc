@@ -51,6 +51,20 @@ std::string Cluster::NewId(const std::string& prefix) {
   return prefix + "-" + buf;
 }
 
+void Cluster::NoteIngestImpaired() {
+  const int64_t now = clock_.SteadyNow().time_since_epoch().count();
+  int64_t seen = impaired_at_.load();
+  while (seen < now && !impaired_at_.compare_exchange_weak(seen, now)) {
+  }
+  ++ingest_impaired_;
+}
+
+std::optional<std::chrono::steady_clock::time_point> Cluster::ImpairedAt() const {
+  const int64_t at = impaired_at_.load();
+  if (at == INT64_MIN) return std::nullopt;
+  return std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(at));
+}
+
 std::chrono::steady_clock::time_point Cluster::HeardAt(WallTime last_heartbeat) const {
   const auto now_wall = clock_.WallNow();
   const auto now = clock_.SteadyNow();

@@ -15,7 +15,15 @@
 // they touch memory, reads answer from the last good state, nothing expires, and the scheduler
 // probes the store about once a second. When it is back the state is reloaded, each node's
 // silence and each lease's TTL are counted without the outage (heartbeats and renewals were
-// refused meanwhile), and work resumes. Finished jobs are kept to [jobs] keep_finished_for and
+// refused meanwhile), and work resumes.
+//
+// Overload is not silence. The HTTP server reports each moment it could not receive in time
+// (NoteIngestImpaired: it refused a connection over its per-peer or total cap, a complete request
+// waited more than 1 s for a worker, or its connection loop ran seconds late). The rule: a lease
+// is released for its node's silence only when now - max(the node's last heartbeat, the last
+// impaired moment) > unreachable_after + lease_grace — the grace is counted only over time in
+// which the manager was able to receive heartbeats, and restarts at every impaired moment. (Its
+// GPUs still stop being offered after unreachable_after without a heartbeat; TTLs run as ever.) Finished jobs are kept to [jobs] keep_finished_for and
 // keep_finished_max; an owner may have at most [jobs] max_queued_per_owner experiments queued.
 //
 // A scheduler thread runs the queue and expiry. It sleeps until something may have changed
@@ -35,6 +43,8 @@
 #pragma once
 
 #include <array>
+#include <atomic>
+#include <climits>
 #include <deque>
 #include <functional>
 #include <map>
@@ -156,6 +166,10 @@ class Cluster : private NodeWorkerHost {
   // (more after these; with `latest`: older ones exist) and "next_after" (the last id given).
   Result<nlohmann::json> Events(int64_t after_id, size_t limit, bool latest = false) const;
   std::string Metrics() const FLYT_EXCLUDES(mu_);
+
+  // The manager could not receive in time (see the top of this file). Any thread; lock-free and
+  // never blocks: the HTTP server calls it from its connection loop.
+  void NoteIngestImpaired();
 
   // The live stream. WaitForChange blocks until a change after `seen_seq` is committed (here or,
   // with a shared store, by another replica), `timeout` passes, or CloseStreams is called; it
@@ -329,6 +343,11 @@ class Cluster : private NodeWorkerHost {
   std::optional<Damage> damage_ FLYT_GUARDED_BY(mu_);
   std::chrono::steady_clock::time_point next_store_check_ FLYT_GUARDED_BY(mu_);
   bool store_checking_ FLYT_GUARDED_BY(mu_) = false;
+  // The last moment the manager could not receive (clock_.SteadyNow() ticks since its epoch;
+  // INT64_MIN: never), and how many times that was noted.
+  std::atomic<int64_t> impaired_at_{INT64_MIN};
+  std::atomic<uint64_t> ingest_impaired_{0};
+  std::optional<std::chrono::steady_clock::time_point> ImpairedAt() const;
   std::function<void()> complete_hook_ FLYT_GUARDED_BY(mu_);
   std::thread scheduler_;
 

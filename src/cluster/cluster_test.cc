@@ -556,6 +556,32 @@ TEST_F(ClusterTest, AfterARestartASilentNodeOffersNothingButItsLeasesGetTheGrace
   EXPECT_TRUE(cluster_->Allocate(bob_, {{"gpus", 1}}).ok());
 }
 
+// Overload is not silence: while the manager could not receive (its HTTP server refused
+// connections or kept requests waiting), a node's silence does not count toward the grace.
+TEST_F(ClusterTest, SilenceWhileTheManagerCouldNotReceiveReleasesNoLease) {
+  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 1)).ok());
+  ASSERT_TRUE(cluster_->Allocate(alice_, {{"gpus", 1}, {"ttl_seconds", 3600}}).ok());
+  // Node a's heartbeats stop arriving, and the manager's front door is flooded all along:
+  // unreachable after 15 s, but 15 + 60 s later the lease is still there.
+  for (int s = 0; s < 80; s += 5) {
+    clock_.Advance(std::chrono::seconds(5));
+    cluster_->NoteIngestImpaired();
+    ASSERT_TRUE(cluster_->Tick().ok());
+  }
+  EXPECT_EQ(cluster_->Nodes()["nodes"][0]["state"], "unreachable");
+  EXPECT_EQ(cluster_->Allocations()["allocations"].size(), 1u);
+  // The flood ends. The grace counts from its last moment: 74 s later the lease is still held...
+  clock_.Advance(std::chrono::seconds(74));
+  ASSERT_TRUE(cluster_->Tick().ok());
+  EXPECT_EQ(cluster_->Allocations()["allocations"].size(), 1u);
+  // ... and after unreachable_after + lease_grace (75 s) of silence the manager could have
+  // heard, it is released.
+  clock_.Advance(std::chrono::seconds(2));
+  ASSERT_TRUE(cluster_->Tick().ok());
+  EXPECT_EQ(cluster_->Allocations()["allocations"].size(), 0u);
+  EXPECT_NE(cluster_->Metrics().find("flyt_cluster_ingest_impaired_total 16"), std::string::npos);
+}
+
 TEST(ClusterConfigTest, BrokenConfigsNameTheKey) {
   auto c = ParseClusterConfig("[manager]\nlisten = \"nowhere\"\n", "cm.toml");
   ASSERT_FALSE(c.ok());
@@ -582,6 +608,23 @@ TEST(ClusterConfigTest, BrokenConfigsNameTheKey) {
   EXPECT_EQ(c->listen_port, 9);
   EXPECT_EQ(c->tokens[0].role, Role::kNode);
   EXPECT_EQ(c->job_timeout, std::chrono::seconds(60));
+  c = ParseClusterConfig("[http]\nmax_connections_per_peer = 0\n", "cm.toml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("cm.toml:2: http.max_connections_per_peer"),
+            std::string::npos)
+      << c.status().message();
+  c = ParseClusterConfig("[http]\nmax_connections = 10\n", "cm.toml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("must not be above max_connections"), std::string::npos)
+      << c.status().message();
+  c = ParseClusterConfig("[http]\nrequest_deadline_seconds = 3\nidle_timeout_seconds = 2\n"
+                         "max_connections_per_peer = 8\nthreads = 4\n",
+                         "cm.toml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->http.request_deadline_seconds, 3);
+  EXPECT_EQ(c->http.idle_timeout_seconds, 2);
+  EXPECT_EQ(c->http.max_connections_per_peer, 8);
+  EXPECT_EQ(c->http.threads, 4);
 }
 
 TEST(ClusterConfigTest, TheShippedConfigIsTheDefaults) {
@@ -601,6 +644,11 @@ TEST(ClusterConfigTest, TheShippedConfigIsTheDefaults) {
   EXPECT_EQ(c->web_dir, d.web_dir);
   EXPECT_EQ(c->max_streams, d.max_streams);
   EXPECT_EQ(c->stream_min_gap, d.stream_min_gap);
+  EXPECT_EQ(c->http.threads, d.http.threads);
+  EXPECT_EQ(c->http.max_connections_per_peer, d.http.max_connections_per_peer);
+  EXPECT_EQ(c->http.max_connections, d.http.max_connections);
+  EXPECT_EQ(c->http.request_deadline_seconds, d.http.request_deadline_seconds);
+  EXPECT_EQ(c->http.idle_timeout_seconds, d.http.idle_timeout_seconds);
   EXPECT_TRUE(c->tokens.empty());
 }
 

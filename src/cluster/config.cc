@@ -1,5 +1,6 @@
 #include "cluster/config.h"
 
+#include "common/http_server.h"
 #include "common/strings.h"
 #include "common/toml_reader.h"
 
@@ -46,8 +47,8 @@ Result<ClusterConfig> ParseClusterConfig(std::string_view text, const std::strin
   FLYT_ASSIGN_OR_RETURN(toml::table root, r.Parse(text));
   ClusterConfig c;
   FLYT_RETURN_IF_ERROR(
-      r.CheckKeys(root, "", {"manager", "ledger", "queue", "jobs", "auth", "nodes", "events", "web",
-                             "log"}));
+      r.CheckKeys(root, "", {"manager", "http", "ledger", "queue", "jobs", "auth", "nodes", "events",
+                             "web", "log"}));
   auto seconds = [&](const toml::table& t, const std::string& section, const char* key,
                      int64_t min, int64_t max, std::chrono::seconds& out) -> Status {
     int64_t v = out.count();
@@ -90,6 +91,13 @@ Result<ClusterConfig> ParseClusterConfig(std::string_view text, const std::strin
     }
     FLYT_RETURN_IF_ERROR(seconds(*m, "manager", "store_check_interval_seconds", 0, 7 * 86400,
                                  c.store_check_interval));
+  }
+  FLYT_ASSIGN_OR_RETURN(const toml::table* h, r.Section(root, "http"));
+  if (h != nullptr) {
+    FLYT_RETURN_IF_ERROR(r.CheckKeys(*h, "http",
+                                     {"threads", "max_connections_per_peer", "max_connections",
+                                      "request_deadline_seconds", "idle_timeout_seconds"}));
+    FLYT_RETURN_IF_ERROR(http::ReadServerOptions(r, *h, "http", c.http));
   }
   FLYT_ASSIGN_OR_RETURN(const toml::table* l, r.Section(root, "ledger"));
   if (l != nullptr) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/http.h"
 #include "common/status.h"
 #include "sched/ledger.h"
 #include "sched/queue.h"
@@ -34,6 +35,13 @@ struct ClusterConfig {
   std::string store = "sqlite:var/flyt.db";
   std::string var_dir = "var";  // the generated admin token lives here
   size_t max_body_bytes = 4 << 20;
+  // [http]: connection limits of the HTTP server (common/http.h). `threads` are the API's
+  // workers; each live stream (web.max_streams) has one more.
+  http::ServerOptions http = [] {
+    http::ServerOptions o;
+    o.threads = 32;
+    return o;
+  }();
   // How often a replica that shares its database re-reads what others changed (it also does so
   // before every write). 0: never between writes (one manager on its own store).
   std::chrono::milliseconds sync_interval{1000};

@@ -88,7 +88,8 @@ Status Cluster::StartJobLocked(store::Txn& txn, Job& job, const sched::Lease& le
 // their jobs, each an event.
 Status Cluster::ExpireLocked(store::Txn& txn, bool& expired_any) {
   const auto now = clock_.WallNow();
-  for (const sched::Lease& gone : ledger_->Expire()) {
+  // A node's silence counts only from the last moment the manager could not receive (cluster.h).
+  for (const sched::Lease& gone : ledger_->Expire(ImpairedAt())) {
     const bool ttl = gone.expires_at <= now;
     const std::string why = ttl ? "its TTL ran out" : "its node stayed unreachable past the grace";
     Status del = txn.Delete(Table::kLeases, gone.id);
@@ -207,7 +208,8 @@ std::optional<std::chrono::steady_clock::time_point> Cluster::NextWakeLocked() c
     const auto heard = ledger_->HeardAt(name).value_or(HeardAt(node.last_heartbeat));
     if (node.reachable) consider(heard + config_.ledger.unreachable_after);
     if (holding.count(name)) {
-      consider(heard + config_.ledger.unreachable_after + config_.ledger.lease_grace);
+      const auto silent_since = std::max(heard, ImpairedAt().value_or(heard));
+      consider(silent_since + config_.ledger.unreachable_after + config_.ledger.lease_grace);
     }
   }
   if (auto deadline = queue_.NextDeadline()) consider(at_wall(*deadline));

@@ -55,9 +55,15 @@ ClusterServer::ClusterServer(Cluster& cluster, Auth auth, const ClusterConfig& c
       router_([this](const httplib::Request& req, const Access& access) {
         return Identify(req, access);
       }),
-      server_(std::make_unique<httplib::Server>()) {
+      server_(std::make_unique<http::Server>()) {
   // Each open live stream holds a thread: the pool has room for all of them besides the API's.
-  http::Configure(*server_, {config_.max_body_bytes, 32 + config_.max_streams});
+  http::ServerOptions limits = config_.http;
+  limits.max_body_bytes = config_.max_body_bytes;
+  limits.threads = config_.http.threads + config_.max_streams;
+  http::Configure(*server_, limits);
+  // A refused connection or a request kept waiting may have been a heartbeat: the cluster does
+  // not count nodes' silence meanwhile.
+  server_->SetOverloadListener([&cluster] { cluster.NoteIngestImpaired(); });
   AddRoutes();
   AddWebRoutes();
   router_.Install(*server_);
@@ -132,7 +138,7 @@ void ClusterServer::AddRoutes() {
                    {{"status", ok ? "ok" : "degraded"}, {"version", version_}, {"store", store}});
   });
   add("/metrics", "GET", Access::kRead, [this](Req, Res res, Who, Match) {
-    res.set_content(cluster_.Metrics(), "text/plain; version=0.0.4; charset=utf-8");
+    res.set_content(cluster_.Metrics() + server_->MetricsText("flyt_cluster"), "text/plain; version=0.0.4; charset=utf-8");
   });
   add("/api/v1/whoami", "GET", Access::kAny, [](Req, Res res, Who who, Match) {
     http::SendJson(res, 200, {{"name", who.name}, {"role", RoleName(who.role)}});

@@ -22,6 +22,7 @@
 #include "cluster/cluster.h"
 #include "cluster/web_assets.h"
 #include "common/http_router.h"
+#include "common/http_server.h"
 #include "common/mutex.h"
 #include "common/status.h"
 
@@ -78,7 +79,7 @@ class ClusterServer {
   CondVar closing_cv_;
   bool closing_ FLYT_GUARDED_BY(closing_mu_) = false;
   Router router_;
-  std::unique_ptr<httplib::Server> server_;
+  std::unique_ptr<http::Server> server_;
   std::thread thread_;
   int port_ = 0;
 };

@@ -509,6 +509,10 @@ std::string Cluster::Metrics() const {
          static_cast<double>(counters_.allocations_granted));
   sample("flyt_cluster_allocations_total{result=\"refused\"}",
          static_cast<double>(counters_.allocations_refused));
+  family("flyt_cluster_ingest_impaired_total", "counter",
+         "Times the manager could not receive in time (connections refused, requests waiting for "
+         "a worker, a stalled loop); node silence is not counted toward lease_grace then.");
+  sample("flyt_cluster_ingest_impaired_total", static_cast<double>(ingest_impaired_.load()));
   family("flyt_cluster_schedule_passes_total", "counter", "Scheduler passes over the queue.");
   sample("flyt_cluster_schedule_passes_total", static_cast<double>(counters_.schedule_passes));
   family("flyt_cluster_last_schedule_pass_seconds", "gauge",

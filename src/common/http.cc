@@ -5,6 +5,7 @@
 
 #include <cctype>
 
+#include "common/http_server.h"
 #include "common/json.h"
 #include "common/strings.h"
 
@@ -112,12 +113,25 @@ void Configure(httplib::Server& s, const ServerOptions& options) {
   // connection waits for the client's delayed ACK (~40 ms per request).
   s.set_tcp_nodelay(true);
   s.set_payload_max_length(options.max_body_bytes);
-  const int threads = options.threads;
-  s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  if (auto* front = dynamic_cast<Server*>(&s)) {
+    FrontDoorOptions door;
+    door.max_body_bytes = options.max_body_bytes;
+    door.threads = options.threads;
+    door.max_connections_per_peer = options.max_connections_per_peer;
+    door.max_connections = options.max_connections;
+    door.request_deadline = std::chrono::seconds(options.request_deadline_seconds);
+    door.idle_timeout = std::chrono::seconds(options.idle_timeout_seconds);
+    front->SetFrontDoorOptions(door);
+  } else {
+    const int threads = options.threads;
+    s.new_task_queue = [threads] {
+      return new httplib::ThreadPool(static_cast<size_t>(threads));
+    };
+  }
   s.set_read_timeout(std::chrono::seconds(5));
   s.set_write_timeout(std::chrono::seconds(10));
   s.set_keep_alive_max_count(100);
-  s.set_keep_alive_timeout(5);
+  s.set_keep_alive_timeout(options.idle_timeout_seconds);
   s.set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (res.body.empty()) {
       std::string text = "HTTP error " + std::to_string(res.status);

@@ -62,9 +62,18 @@ bool TokenEquals(std::string_view given, std::string_view expected);
 // The body as a JSON object ({} when empty); a clear 400-worthy error otherwise.
 Result<nlohmann::json> ParseBody(const httplib::Request& req);
 
+// The limits a daemon's [http] section sets (ReadServerOptions in http_server.h; docs/design.md,
+// "The HTTP front door"). The
+// connection limits and the deadline hold for an http::Server (common/http_server.h), whose
+// front door keeps slow and idle peers off the workers; a plain httplib::Server (tests) only
+// gets the body limit and `threads`, and there a keep-alive connection holds a worker.
 struct ServerOptions {
   size_t max_body_bytes = 1 << 20;
-  int threads = 16;  // a keep-alive connection holds a worker for its lifetime
+  int threads = 16;                    // requests processed at once
+  int max_connections_per_peer = 64;   // open connections from one address; more get 429
+  int max_connections = 512;           // open connections in all; more get 503
+  int request_deadline_seconds = 10;   // a whole request head and body, from its first byte: 408
+  int idle_timeout_seconds = 5;        // a keep-alive connection without a request is closed
 };
 
 // Socket options (SO_REUSEADDR only: a port in use is an error), limits, timeouts, and handlers

@@ -6,6 +6,7 @@
 
 #include <toml++/toml.h>
 
+#include "common/http_server.h"
 #include "common/strings.h"
 #include "common/toml_reader.h"
 
@@ -59,7 +60,10 @@ Result<NodeConfig> ParseNodeConfig(std::string_view text, const std::string& sou
   }
   FLYT_ASSIGN_OR_RETURN(const toml::table* http, section("http"));
   if (http != nullptr) {
-    FLYT_RETURN_IF_ERROR(r.CheckKeys(*http, "http", {"listen", "bearer_token", "max_body_bytes"}));
+    FLYT_RETURN_IF_ERROR(r.CheckKeys(*http, "http",
+                                     {"listen", "bearer_token", "max_body_bytes", "threads",
+                                      "max_connections_per_peer", "max_connections",
+                                      "request_deadline_seconds", "idle_timeout_seconds"}));
     if (const toml::node* l = http->get("listen")) {
       if (!l->is_string()) return r.Error(l, "http.listen", "expected a string HOST:PORT");
       Status s = SetListen(c, *l->value<std::string>());
@@ -69,6 +73,7 @@ Result<NodeConfig> ParseNodeConfig(std::string_view text, const std::string& sou
     int64_t body = static_cast<int64_t>(c.max_body_bytes);
     FLYT_RETURN_IF_ERROR(r.GetInt(*http, "http", "max_body_bytes", 1024, 16 << 20, body));
     c.max_body_bytes = static_cast<size_t>(body);
+    FLYT_RETURN_IF_ERROR(http::ReadServerOptions(r, *http, "http", c.http));
   }
   FLYT_ASSIGN_OR_RETURN(const toml::table* mon, section("monitor"));
   if (mon != nullptr) {

@@ -10,6 +10,7 @@
 #include <map>
 #include <string>
 
+#include "common/http.h"
 #include "common/status.h"
 
 namespace flyt::node {
@@ -23,6 +24,9 @@ struct NodeConfig {
   int listen_port = 12401;
   std::string bearer_token;  // empty: no authentication
   size_t max_body_bytes = 64 * 1024;
+  // Connection limits of the HTTP server (threads, per-peer and total caps, request deadline,
+  // idle timeout); max_body_bytes above is the one that counts, not http.max_body_bytes.
+  http::ServerOptions http;
   // [monitor]
   std::chrono::milliseconds interval{1000};
   std::chrono::milliseconds cache_ttl{5000};

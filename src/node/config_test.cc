@@ -13,6 +13,12 @@ TEST(NodeConfigTest, ShippedConfigLoadsAndMatchesTheDefaults) {
   EXPECT_EQ(c->interval, std::chrono::milliseconds(1000));
   EXPECT_EQ(c->cache_ttl, std::chrono::milliseconds(5000));
   EXPECT_TRUE(c->cluster_manager.empty());
+  const http::ServerOptions d;
+  EXPECT_EQ(c->http.threads, d.threads);
+  EXPECT_EQ(c->http.max_connections_per_peer, d.max_connections_per_peer);
+  EXPECT_EQ(c->http.max_connections, d.max_connections);
+  EXPECT_EQ(c->http.request_deadline_seconds, d.request_deadline_seconds);
+  EXPECT_EQ(c->http.idle_timeout_seconds, d.idle_timeout_seconds);
 }
 
 TEST(NodeConfigTest, EveryKeyIsRead) {
@@ -24,6 +30,11 @@ labels = { rack = "r12", zone = "eu-1" }
 listen = "0.0.0.0:9400"
 bearer_token = "s3cret"
 max_body_bytes = 4096
+threads = 4
+max_connections_per_peer = 8
+max_connections = 100
+request_deadline_seconds = 3
+idle_timeout_seconds = 2
 [monitor]
 interval_ms = 500
 cache_ttl_ms = 2000
@@ -45,6 +56,11 @@ level = "debug"
   EXPECT_EQ(c->listen_port, 9400);
   EXPECT_EQ(c->bearer_token, "s3cret");
   EXPECT_EQ(c->max_body_bytes, 4096u);
+  EXPECT_EQ(c->http.threads, 4);
+  EXPECT_EQ(c->http.max_connections_per_peer, 8);
+  EXPECT_EQ(c->http.max_connections, 100);
+  EXPECT_EQ(c->http.request_deadline_seconds, 3);
+  EXPECT_EQ(c->http.idle_timeout_seconds, 2);
   EXPECT_EQ(c->interval, std::chrono::milliseconds(500));
   EXPECT_EQ(c->history_retention, std::chrono::seconds(600));
   EXPECT_EQ(c->max_sessions, 8u);
@@ -55,6 +71,10 @@ level = "debug"
 
 TEST(NodeConfigTest, BrokenConfigsNameTheKeyAndTheProblem) {
   const std::pair<const char*, const char*> cases[] = {
+      {"[http]\nrequest_deadline_seconds = 0\n",
+       "<t>:2: http.request_deadline_seconds: value 0 is out of range [1, 3600]"},
+      {"[http]\nmax_connections = 4\n",
+       "http.max_connections: max_connections_per_peer (64) must not be above max_connections (4)"},
       {"[monitor]\ninterval_ms = 5\n", "<t>:2: monitor.interval_ms: value 5 is out of range [100, 3600000]"},
       {"[monitor]\ninterval_ms = \"1s\"\n", "monitor.interval_ms: expected an integer"},
       {"[monitor]\nintervall_ms = 1000\n", "monitor.intervall_ms: unknown key"},

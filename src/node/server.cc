@@ -107,7 +107,7 @@ NodeServer::NodeServer(gpu::Monitor& monitor, NodeConfig config, const Clock& cl
       router_([this](const httplib::Request& req,
                      const Access& access) { return Identify(req, access); },
               Access::kToken),
-      server_(std::make_unique<httplib::Server>()) {
+      server_(std::make_unique<http::Server>()) {
   SetUpRoutes();
 }
 
@@ -135,7 +135,9 @@ Result<std::monostate> NodeServer::Identify(const httplib::Request& req,
 }
 
 void NodeServer::SetUpRoutes() {
-  http::Configure(*server_, {config_.max_body_bytes, 16});
+  http::ServerOptions limits = config_.http;
+  limits.max_body_bytes = config_.max_body_bytes;
+  http::Configure(*server_, limits);
   using Req = const httplib::Request&;
   using Res = httplib::Response&;
   using Params = const http::PathParams&;
@@ -164,7 +166,8 @@ void NodeServer::SetUpRoutes() {
     in.node_name = config_.name;
     in.version = version_;
     in.scrapes = ++scrapes_;
-    res.set_content(RenderMetrics(in), "text/plain; version=0.0.4; charset=utf-8");
+    // The HTTP server's own: connections refused, requests timed out (a flood shows here).
+    res.set_content(RenderMetrics(in) + server_->MetricsText("flyt_node"), "text/plain; version=0.0.4; charset=utf-8");
   });
 
   get("/api/v1/node", Access::kToken, [this](Req, Res res, const Caller&, Params) {

@@ -18,6 +18,7 @@
 
 #include "common/clock.h"
 #include "common/http_router.h"
+#include "common/http_server.h"
 #include "common/mutex.h"
 #include "common/status.h"
 #include "gpu/monitor.h"
@@ -59,7 +60,7 @@ class NodeServer {
   const std::string version_;
   const std::chrono::steady_clock::time_point started_;
   Router router_;
-  std::unique_ptr<httplib::Server> server_;
+  std::unique_ptr<http::Server> server_;
   std::thread thread_;
   int port_ = 0;
   std::atomic<uint64_t> scrapes_{0};

@@ -353,7 +353,8 @@ Status Ledger::Release(const std::string& id) {
   return Status::Ok();
 }
 
-std::vector<Lease> Ledger::Expire() {
+std::vector<Lease> Ledger::Expire(
+    std::optional<std::chrono::steady_clock::time_point> silence_from) {
   MutexLock lock(mu_);
   const auto now = clock_.WallNow();
   const auto steady = clock_.SteadyNow();
@@ -362,8 +363,13 @@ std::vector<Lease> Ledger::Expire() {
     bool drop = it->second.expires_at <= now;
     for (const LeasedGpu& g : it->second.gpus) {
       auto n = nodes_.find(g.node);
-      if (n == nodes_.end() ||
-          steady - n->second.last_heartbeat > options_.unreachable_after + options_.lease_grace) {
+      if (n == nodes_.end()) {
+        drop = true;
+        continue;
+      }
+      auto heard = n->second.last_heartbeat;
+      if (silence_from && *silence_from > heard) heard = *silence_from;
+      if (steady - heard > options_.unreachable_after + options_.lease_grace) {
         drop = true;
       }
     }

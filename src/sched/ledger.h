@@ -100,8 +100,11 @@ class Ledger {
   Result<Lease> Renew(const std::string& id, std::optional<std::chrono::seconds> ttl = {});
   Status Release(const std::string& id);
   // Removes leases past their expiry, and leases on nodes unreachable for longer than the grace.
-  // Returns what it removed (each is an event for the caller).
-  std::vector<Lease> Expire();
+  // Returns what it removed (each is an event for the caller). `silence_from`: a node's silence
+  // is counted from the later of its last heartbeat and this moment (the last time the caller
+  // could not have received a heartbeat), never from before it.
+  std::vector<Lease> Expire(
+      std::optional<std::chrono::steady_clock::time_point> silence_from = std::nullopt);
 
   std::vector<Lease> Leases() const;
   std::optional<Lease> Find(const std::string& id) const;
