@@ -74,8 +74,13 @@ void Configure(httplib::Server& server, const ServerOptions& options);
 Result<int> Listen(httplib::Server& server, const std::string& host, int port,
                    std::thread& thread);
 
+// A JsonClient never follows a redirect: a 3xx answer is an error (kUnavailable), so the bearer
+// token goes to the one host it was given for. An answer body longer than the limit
+// (SetMaxResponseBytes, 256 MiB by default) is cut off and refused (kUnavailable).
 class JsonClient {
  public:
+  static constexpr size_t kDefaultMaxResponseBytes = size_t{256} << 20;
+
   // `url`: "http://host:port" or "host:port". `token`: bearer token, empty for none. `what`:
   // the peer's name in errors ("the cluster manager").
   static Result<std::unique_ptr<JsonClient>> Connect(const std::string& url, std::string token,
@@ -83,6 +88,7 @@ class JsonClient {
   ~JsonClient();
 
   void SetTimeouts(std::chrono::milliseconds connect, std::chrono::milliseconds read);
+  void SetMaxResponseBytes(size_t bytes) { max_response_bytes_ = bytes; }
   Result<nlohmann::json> Get(const std::string& path);
   Result<nlohmann::json> Post(const std::string& path, const nlohmann::json& body);
   Result<nlohmann::json> Delete(const std::string& path);
@@ -90,11 +96,15 @@ class JsonClient {
 
  private:
   JsonClient() = default;
+  // One request, its body read up to max_response_bytes_.
+  Result<nlohmann::json> Send(const std::string& method, const std::string& path,
+                              const std::string* body);
   Result<nlohmann::json> Finish(const std::string& path, int status, const std::string& body,
-                                bool transport_ok, const std::string& transport_error);
+                                const std::string& location);
 
   std::string url_;
   std::string what_;
+  size_t max_response_bytes_ = kDefaultMaxResponseBytes;
   std::unique_ptr<httplib::Client> client_;
 };
 
