@@ -38,9 +38,12 @@ json Snapshot(int gpus, uint64_t free_gib = 80, uint32_t util = 0, bool lost_fir
   return gpu::ToJson(s);
 }
 
+// A node's heartbeat; its GPUs' UUIDs are its own ("GPU-<node>-<index>"), as real GPUs' are.
 json Heartbeat(const std::string& name, int gpus, uint64_t free_gib = 80,
                bool lost_first = false) {
-  return {{"name", name}, {"snapshot", Snapshot(gpus, free_gib, 0, lost_first)}};
+  json snap = Snapshot(gpus, free_gib, 0, lost_first);
+  for (json& g : snap["gpus"]) g["uuid"] = "GPU-" + name + "-" + std::to_string(g["index"].get<int>());
+  return {{"name", name}, {"snapshot", snap}};
 }
 
 json SmallTask(int tp_options = 1) {

@@ -44,6 +44,10 @@ inline nlohmann::json Snapshot(int gpus, uint64_t free_gib = 80) {
 inline nlohmann::json Heartbeat(const std::string& name, int gpus,
                                 const std::string& api_url = "") {
   nlohmann::json j = {{"name", name}, {"snapshot", Snapshot(gpus)}};
+  // The node's own GPUs: no two nodes report one UUID (the manager refuses that).
+  for (nlohmann::json& g : j["snapshot"]["gpus"]) {
+    g["uuid"] = "GPU-" + name + "-" + std::to_string(g["index"].get<int>());
+  }
   if (!api_url.empty()) j["api_url"] = api_url;
   return j;
 }
