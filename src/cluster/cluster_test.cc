@@ -93,7 +93,8 @@ class ClusterTest : public ::testing::Test {
   ClusterConfig config_;
   std::unique_ptr<Cluster> cluster_;
   const Caller admin_{"admin", Role::kAdmin};
-  const Caller node_{"node", Role::kNode};
+  // A node on this machine: its heartbeats come from 127.0.0.1, where its API is called.
+  const Caller node_{"node", Role::kNode, "127.0.0.1"};
   const Caller alice_{"alice", Role::kClient};
   const Caller bob_{"bob", Role::kClient};
 };

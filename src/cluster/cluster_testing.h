@@ -231,7 +231,8 @@ class ClusterFixture : public ::testing::Test {
   std::atomic<FlakyStore::Mode> mode_{FlakyStore::Mode::kOk};
   std::unique_ptr<Cluster> cluster_;
   const Caller admin_{"admin", Role::kAdmin};
-  const Caller node_{"node", Role::kNode};
+  // A node on this machine: its heartbeats come from 127.0.0.1, where its API is called.
+  const Caller node_{"node", Role::kNode, "127.0.0.1"};
   const Caller alice_{"alice", Role::kClient};
   const Caller bob_{"bob", Role::kClient};
 };
