@@ -63,6 +63,10 @@ def heartbeat_body(snapshot_path, name):
     with open(snapshot_path) as f:
         snap = json.load(f)
     snap.pop("node", None)  # the node manager's /api/v1/gpus adds it; a heartbeat's snapshot has none
+    # Each node's GPUs are its own (the manager refuses a GPU UUID two nodes report): "@NODE@" is
+    # replaced by the node's name in each heartbeat (for_node).
+    for g in snap.get("gpus", []):
+        g["uuid"] = "GPU-@NODE@-%d" % g["index"]
     body = {"name": name, "api_url": "http://127.0.0.1:9/", "labels": {"rack": "r1"},
             "version": "0.1.0", "snapshot": snap, "events": []}
     return body
@@ -86,8 +90,16 @@ function request()
   local name = string.format("node-%%04d", counter %% nodes)
   local headers = {["Content-Type"] = "application/json", ["Authorization"] = "Bearer " .. token}
   if close then headers["Connection"] = "close" end
-  return wrk.format("POST", "/api/v1/nodes/heartbeat", headers, '{"name":"' .. name .. '"' .. rest)
+  local body = ('{"name":"' .. name .. '"' .. rest):gsub("@NODE@", name)
+  return wrk.format("POST", "/api/v1/nodes/heartbeat", headers, body)
 end"""
+
+
+def for_node(template, name):
+    """The heartbeat of node `name` from a heartbeat_body template."""
+    body = json.loads(json.dumps(template).replace("@NODE@", name))
+    body["name"] = name
+    return body
 
 
 def node_name(i):
@@ -123,8 +135,7 @@ def main():
     elif cmd == "register":
         template = heartbeat_body(args[0], "")
         for i in range(int(args[1])):
-            template["name"] = node_name(i)
-            status, out = c.call("POST", "/api/v1/nodes/heartbeat", template)
+            status, out = c.call("POST", "/api/v1/nodes/heartbeat", for_node(template, node_name(i)))
             if status != 200:
                 sys.exit("heartbeat of %s: HTTP %d %s" % (node_name(i), status, out[:200]))
     elif cmd == "heartbeats":
@@ -133,8 +144,7 @@ def main():
         start = time.monotonic()
         i = 0
         while True:
-            template["name"] = node_name(i % nodes)
-            c.call("POST", "/api/v1/nodes/heartbeat", template)
+            c.call("POST", "/api/v1/nodes/heartbeat", for_node(template, node_name(i % nodes)))
             i += 1
             delay = start + i / rate - time.monotonic()
             if delay > 0:
@@ -145,9 +155,9 @@ def main():
         lat = []
         start = time.monotonic()
         for i in range(count):
-            template["name"] = node_name(i % 1000)
+            body = for_node(template, node_name(i % 1000))
             t0 = time.perf_counter()
-            status, out = c.call("POST", "/api/v1/nodes/heartbeat", template)
+            status, out = c.call("POST", "/api/v1/nodes/heartbeat", body)
             lat.append((time.perf_counter() - t0) * 1000)
             if status != 200:
                 sys.exit("heartbeat: HTTP %d %s" % (status, out[:200]))

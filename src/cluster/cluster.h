@@ -54,6 +54,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <unordered_map>
 
 #include "cluster/config.h"
 #include "cluster/node_worker.h"
@@ -68,8 +69,15 @@
 namespace flyt::cluster {
 
 struct Caller {
+  Caller() = default;
+  Caller(std::string name_in, Role role_in, std::string address_in = "")
+      : name(std::move(name_in)), role(role_in), address(std::move(address_in)) {}
+
   std::string name;
   Role role = Role::kViewer;
+  // The request's source IP address (the connection's peer), "" when unknown. A node's API is
+  // called there (node_address.h).
+  std::string address;
 };
 
 // What the live stream (GET /api/v1/stream) tells a dashboard: which parts of the state changed
@@ -97,6 +105,8 @@ struct ClusterCounters {
   uint64_t events_truncated = 0;     // node events over [events] max_event_bytes, cut short
   uint64_t idempotent_replays = 0;   // requests answered again from their Idempotency-Key
   uint64_t submissions_too_large = 0;  // submissions over [jobs] max_expanded_bytes
+  uint64_t gpu_conflicts = 0;        // heartbeats refused: a GPU another node reported first
+  uint64_t nodes_removed = 0;        // DELETE /api/v1/nodes/{name}
   double last_pass_seconds = 0;
 };
 
@@ -116,6 +126,13 @@ class Cluster : private NodeWorkerHost {
   Result<nlohmann::json> Heartbeat(const Caller& caller, const nlohmann::json& body)
       FLYT_EXCLUDES(mu_);
   Result<nlohmann::json> ClientHeartbeat(const Caller& caller, const nlohmann::json& body)
+      FLYT_EXCLUDES(mu_);
+
+  // Removes a node (admins only): its record, from memory and store, and its GPUs' UUIDs, which
+  // another node may then report. Refused (409 conflict) while it holds live leases, unless
+  // `force`: then they are released (reason node_removed) and their jobs fail. A later
+  // heartbeat of the node registers it again.
+  Result<nlohmann::json> RemoveNode(const Caller& caller, const std::string& name, bool force)
       FLYT_EXCLUDES(mu_);
 
   nlohmann::json Nodes() const FLYT_EXCLUDES(mu_);
@@ -234,6 +251,10 @@ class Cluster : private NodeWorkerHost {
   // Tells stream waiters what a committed change (or catch-up) touched.
   void PublishLocked(uint32_t txn_topics) FLYT_REQUIRES(mu_);
   void ApplyNodeLocked(NodeRecord record) FLYT_REQUIRES(mu_);
+  void EraseNodeLocked(const std::string& name) FLYT_REQUIRES(mu_);
+  // gpu_owner_ for one node's GPUs: adds those no node holds yet / drops those it holds.
+  void IndexGpusLocked(const NodeRecord& node) FLYT_REQUIRES(mu_);
+  void UnindexGpusLocked(const NodeRecord& node) FLYT_REQUIRES(mu_);
   void ApplyJobLocked(Job job) FLYT_REQUIRES(mu_);
   // A job's parameters in full: its task's shared ones with its own over them.
   nlohmann::json MergedParametersLocked(const Job& job) const FLYT_REQUIRES(mu_);
@@ -253,6 +274,11 @@ class Cluster : private NodeWorkerHost {
   // The refusal for a lease the ledger does not hold: NotFound, with the reason already_ended
   // when the lease is known to have existed and ended.
   Status LeaseGoneLocked(const std::string& id) const FLYT_REQUIRES(mu_);
+  // A heartbeat refused for a GPU (uuid, first node) another node reported: counted always; logged
+  // and recorded as an event at most every 10 minutes per node name.
+  void ReportGpuConflictLocked(const std::string& node,
+                               const std::pair<std::string, std::string>& conflict)
+      FLYT_REQUIRES(mu_);
 
   // ---- scheduler.cc ----
   Status StartJobLocked(store::Txn& txn, Job& job, const sched::Lease& lease) FLYT_REQUIRES(mu_);
@@ -293,6 +319,11 @@ class Cluster : private NodeWorkerHost {
   sched::JobQueue queue_ FLYT_GUARDED_BY(mu_);
   std::chrono::steady_clock::time_point next_sync_ FLYT_GUARDED_BY(mu_);
   std::map<std::string, NodeRecord> nodes_ FLYT_GUARDED_BY(mu_);
+  // Which node reported each GPU UUID first (placeholders of lost GPUs aside).
+  std::unordered_map<std::string, std::string> gpu_owner_ FLYT_GUARDED_BY(mu_);
+  // When a GPU conflict of each refused node name was last logged.
+  std::map<std::string, std::chrono::steady_clock::time_point> gpu_conflict_logged_
+      FLYT_GUARDED_BY(mu_);
   std::map<std::string, ClientRecord> clients_ FLYT_GUARDED_BY(mu_);
   std::map<std::string, Job> jobs_ FLYT_GUARDED_BY(mu_);
   std::map<std::string, TaskRecord> tasks_ FLYT_GUARDED_BY(mu_);  // by id (the submission's)

@@ -15,6 +15,15 @@ namespace flyt::cluster::internal {
 
 inline constexpr uint64_t kMiB = 1ULL << 20;
 
+// The reason of a heartbeat refused because another node reported one of its GPUs first (409).
+inline constexpr const char* kGpuClaimedReason = "gpu_claimed_by_other_node";
+// A GPU lost before its UUID could be read stands under a name of its own on its node:
+// "<prefix><index>". Such names repeat across nodes and are no physical GPU's identity.
+inline constexpr const char* kLostUuidPrefix = "GPU-lost-at-index-";
+inline bool IsPlaceholderUuid(const std::string& uuid) {
+  return uuid.rfind(kLostUuidPrefix, 0) == 0;
+}
+
 // Which topics of the live stream a change touched, as bits.
 constexpr uint32_t TopicBit(Topic topic) { return 1u << static_cast<unsigned>(topic); }
 inline constexpr uint32_t kAllTopics = (1u << kTopicCount) - 1;

@@ -38,9 +38,12 @@ json Snapshot(int gpus, uint64_t free_gib = 80, uint32_t util = 0, bool lost_fir
   return gpu::ToJson(s);
 }
 
+// A node's heartbeat; its GPUs' UUIDs are its own ("GPU-<node>-<index>"), as real GPUs' are.
 json Heartbeat(const std::string& name, int gpus, uint64_t free_gib = 80,
                bool lost_first = false) {
-  return {{"name", name}, {"snapshot", Snapshot(gpus, free_gib, 0, lost_first)}};
+  json snap = Snapshot(gpus, free_gib, 0, lost_first);
+  for (json& g : snap["gpus"]) g["uuid"] = "GPU-" + name + "-" + std::to_string(g["index"].get<int>());
+  return {{"name", name}, {"snapshot", snap}};
 }
 
 json SmallTask(int tp_options = 1) {
@@ -90,7 +93,8 @@ class ClusterTest : public ::testing::Test {
   ClusterConfig config_;
   std::unique_ptr<Cluster> cluster_;
   const Caller admin_{"admin", Role::kAdmin};
-  const Caller node_{"node", Role::kNode};
+  // A node on this machine: its heartbeats come from 127.0.0.1, where its API is called.
+  const Caller node_{"node", Role::kNode, "127.0.0.1"};
   const Caller alice_{"alice", Role::kClient};
   const Caller bob_{"bob", Role::kClient};
 };

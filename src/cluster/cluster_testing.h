@@ -44,6 +44,10 @@ inline nlohmann::json Snapshot(int gpus, uint64_t free_gib = 80) {
 inline nlohmann::json Heartbeat(const std::string& name, int gpus,
                                 const std::string& api_url = "") {
   nlohmann::json j = {{"name", name}, {"snapshot", Snapshot(gpus)}};
+  // The node's own GPUs: no two nodes report one UUID (the manager refuses that).
+  for (nlohmann::json& g : j["snapshot"]["gpus"]) {
+    g["uuid"] = "GPU-" + name + "-" + std::to_string(g["index"].get<int>());
+  }
   if (!api_url.empty()) j["api_url"] = api_url;
   return j;
 }
@@ -259,7 +263,8 @@ class ClusterFixture : public ::testing::Test {
   std::atomic<FlakyStore::Mode> mode_{FlakyStore::Mode::kOk};
   std::unique_ptr<Cluster> cluster_;
   const Caller admin_{"admin", Role::kAdmin};
-  const Caller node_{"node", Role::kNode};
+  // A node on this machine: its heartbeats come from 127.0.0.1, where its API is called.
+  const Caller node_{"node", Role::kNode, "127.0.0.1"};
   const Caller alice_{"alice", Role::kClient};
   const Caller bob_{"bob", Role::kClient};
 };

@@ -7,8 +7,11 @@
 #include <limits>
 #include <set>
 
+#include <spdlog/spdlog.h>
+
 #include "cluster/cluster.h"
 #include "cluster/cluster_internal.h"
+#include "cluster/node_address.h"
 #include "common/json.h"
 #include "common/json_fields.h"
 #include "common/strings.h"
@@ -18,6 +21,8 @@
 namespace flyt::cluster {
 
 using internal::GpuKeys;
+using internal::IsPlaceholderUuid;
+using internal::kGpuClaimedReason;
 using internal::kMiB;
 using nlohmann::json;
 using store::Durability;
@@ -186,7 +191,7 @@ Result<json> Cluster::Heartbeat(const Caller& caller, const json& body) {
     }
     // A GPU already lost when its node manager started cannot tell its UUID. It can never be
     // leased, but it must be seen: it stands under a name of its own on this node.
-    if (g.uuid.empty() && g.lost) g.uuid = "GPU-lost-at-index-" + std::to_string(g.index);
+    if (g.uuid.empty() && g.lost) g.uuid = internal::kLostUuidPrefix + std::to_string(g.index);
     if (g.uuid.empty() || g.uuid.size() > 128 || g.uuid.find('\0') != std::string::npos) {
       return InvalidArgument("snapshot: GPU " + std::to_string(g.index) +
                              " needs a UUID (1-128 characters, no NUL)");
@@ -238,14 +243,19 @@ Result<json> Cluster::Heartbeat(const Caller& caller, const json& body) {
       node_events.push_back(std::move(cut));
     }
   }
-  if (!incoming.api_url.empty() && !StartsWith(incoming.api_url, "http://")) {
-    return InvalidArgument("api_url must be an http:// URL");
+  // Where the manager will call this node: the connection's source address unless the
+  // advertised host is trusted (node_address.h). A node token cannot aim the manager elsewhere.
+  NodeApiAddress api;
+  if (!incoming.api_url.empty()) {
+    FLYT_ASSIGN_OR_RETURN(AdvertisedUrl advertised, ParseAdvertisedUrl(incoming.api_url));
+    api = TrustedNodeApiAddress(advertised, caller.address, config_.node_api_networks);
   }
 
   MutexLock lock(mu_);
   counters_.events_dropped += dropped;
   counters_.events_truncated += truncated;
   const auto now = clock_.WallNow();
+  std::pair<std::string, std::string> conflict;  // (GPU UUID, the node that reported it first)
   if (outage_) {
     // The heartbeat cannot be stored, but it says the node is alive: that much is kept (in
     // memory), so the outage does not make it unreachable. Its snapshot and events are dropped.
@@ -264,11 +274,34 @@ Result<json> Cluster::Heartbeat(const Caller& caller, const json& body) {
         it->second.registered_by != caller.name) {
       return PermissionDenied("node " + incoming.name + " was registered by another token");
     }
+    // One physical GPU is one node's: a GPU UUID another node reported first cannot be
+    // registered under a second name (it would be leasable twice).
+    for (const gpu::GpuInfo& g : incoming.snapshot.gpus) {
+      if (IsPlaceholderUuid(g.uuid)) continue;
+      auto owner = gpu_owner_.find(g.uuid);
+      if (owner != gpu_owner_.end() && owner->second != incoming.name &&
+          nodes_.count(owner->second) > 0) {
+        conflict = {g.uuid, owner->second};
+        return Status(StatusCode::kFailedPrecondition,
+                      "GPU " + g.uuid + " is already reported by node " + owner->second +
+                          "; node " + incoming.name +
+                          " cannot register it too (one GPU, one node: remove " + owner->second +
+                          " first if the GPU moved)")
+            .WithReason(kGpuClaimedReason);
+      }
+    }
     NodeRecord rec = is_new ? NodeRecord{} : it->second;
     if (is_new || rec.registered_by.empty()) rec.registered_by = caller.name;
     const gpu::GpuSnapshot previous = rec.snapshot;
     rec.name = incoming.name;
-    rec.api_url = incoming.api_url;
+    if ((is_new || rec.api_url != api.url || rec.api_url_source != api.source) &&
+        api.source == "source_address") {
+      spdlog::warn("node {}: {}", rec.name, api.note);
+    }
+    rec.api_url = api.url;
+    rec.advertised_api_url = incoming.api_url;
+    rec.api_url_source = api.source;
+    rec.api_url_note = api.note;
     rec.labels = incoming.labels;
     rec.version = incoming.version;
     rec.snapshot = std::move(incoming.snapshot);
@@ -314,11 +347,104 @@ Result<json> Cluster::Heartbeat(const Caller& caller, const json& body) {
     ++counters_.heartbeats;
     return Status::Ok();
   });
-  if (!s.ok()) return s;
+  if (!s.ok()) {
+    if (s.reason() == kGpuClaimedReason) ReportGpuConflictLocked(incoming.name, conflict);
+    return s;
+  }
   if (queue_.size() > 0) Wake(/*strong=*/false);
   return json{{"ok", true},
               {"heartbeat_interval_seconds",
                std::max<int64_t>(1, config_.ledger.unreachable_after.count() / 3)}};
+}
+
+void Cluster::ReportGpuConflictLocked(const std::string& node,
+                                      const std::pair<std::string, std::string>& conflict) {
+  ++counters_.gpu_conflicts;
+  const auto now = clock_.SteadyNow();
+  auto last = gpu_conflict_logged_.find(node);
+  if (last != gpu_conflict_logged_.end() && now - last->second < std::chrono::minutes(10)) return;
+  // Node names come from node tokens: the memory of them is bounded.
+  if (gpu_conflict_logged_.size() >= 1024) gpu_conflict_logged_.clear();
+  gpu_conflict_logged_[node] = now;
+  const std::string message = "heartbeat of node " + node + " refused: GPU " + conflict.first +
+                              " is already reported by node " + conflict.second;
+  spdlog::warn("{} (one GPU, one node; remove {} if the GPU moved)", message, conflict.second);
+  // Recorded in its own write: the heartbeat's was refused. A store that cannot take it loses
+  // only the event (the log line and the counter stay).
+  (void)WriteLocked(Durability::kRelaxed, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
+    return Event(txn, "node.gpu_conflict",
+                 {{"node", node},
+                  {"uuid", conflict.first},
+                  {"reported_by", conflict.second},
+                  {"message", message}});
+  });
+}
+
+Result<json> Cluster::RemoveNode(const Caller& caller, const std::string& name, bool force) {
+  if (caller.role != Role::kAdmin) return PermissionDenied("only an admin may remove a node");
+  MutexLock lock(mu_);
+  json out;
+  Status s = WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
+    auto it = nodes_.find(name);
+    if (it == nodes_.end()) return NotFound("no node " + name);
+    std::vector<sched::Lease> held;
+    for (const sched::Lease& l : ledger_->Leases()) {
+      for (const sched::LeasedGpu& g : l.gpus) {
+        if (g.node == name) {
+          held.push_back(l);
+          break;
+        }
+      }
+    }
+    json released = json::array();
+    std::string ids;
+    for (const sched::Lease& l : held) {
+      released.push_back(l.id);
+      ids += (ids.empty() ? "" : ", ") + l.id;
+    }
+    if (!held.empty() && !force) {
+      return Status(StatusCode::kFailedPrecondition,
+                    "node " + name + " holds " + std::to_string(held.size()) + " live lease(s) (" +
+                        ids +
+                        "): release them first, or remove it with force=true (their leases are "
+                        "released and their jobs fail)")
+          .WithReason("conflict");
+    }
+    for (const sched::Lease& l : held) {
+      FLYT_RETURN_IF_ERROR(ledger_->Release(l.id));
+      Status del = txn.Delete(Table::kLeases, l.id);
+      if (!del.ok() && del.code() != StatusCode::kNotFound) return del;
+      FLYT_RETURN_IF_ERROR(txn.ReleaseGpus(l.id));
+      FLYT_RETURN_IF_ERROR(Event(txn, "lease.released",
+                                 {{"lease_id", l.id},
+                                  {"owner", l.owner},
+                                  {"reason", "node_removed"},
+                                  {"message", "lease " + l.id + " of " + l.owner +
+                                                  " released: its node " + name +
+                                                  " was removed by " + caller.name}}));
+      FLYT_RETURN_IF_ERROR(FinishJobOfLeaseLocked(txn, l.id, JobState::kFailed,
+                                                  "its node " + name + " was removed"));
+    }
+    FLYT_RETURN_IF_ERROR(txn.Delete(Table::kNodes, name));
+    FLYT_RETURN_IF_ERROR(Event(
+        txn, "node.removed",
+        {{"node", name},
+         {"by", caller.name},
+         {"leases_released", released},
+         {"message", "node " + name + " removed by " + caller.name +
+                         (held.empty() ? std::string()
+                                       : " (" + std::to_string(held.size()) +
+                                             " lease(s) released, their jobs failed)")}}));
+    EraseNodeLocked(name);
+    out = {{"removed", name}, {"leases_released", released}};
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  ++counters_.nodes_removed;
+  spdlog::info("node {} removed by {} ({} lease(s) released)", name, caller.name,
+               out["leases_released"].size());
+  Wake(/*strong=*/true);
+  return out;
 }
 
 Result<json> Cluster::ClientHeartbeat(const Caller& caller, const json& body) {

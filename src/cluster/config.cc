@@ -198,8 +198,21 @@ Result<ClusterConfig> ParseClusterConfig(std::string_view text, const std::strin
   }
   FLYT_ASSIGN_OR_RETURN(const toml::table* n, r.Section(root, "nodes"));
   if (n != nullptr) {
-    FLYT_RETURN_IF_ERROR(r.CheckKeys(*n, "nodes", {"api_token"}));
+    FLYT_RETURN_IF_ERROR(r.CheckKeys(*n, "nodes", {"api_token", "api_networks"}));
     FLYT_RETURN_IF_ERROR(r.GetString(*n, "nodes", "api_token", c.node_api_token));
+    if (const toml::node* nets = n->get("api_networks")) {
+      const toml::array* list = nets->as_array();
+      if (list == nullptr) {
+        return r.Error(nets, "nodes.api_networks", "must be a list of CIDRs, like [\"10.0.0.0/8\"]");
+      }
+      for (const toml::node& item : *list) {
+        const auto* entry = item.as_string();
+        if (entry == nullptr) return r.Error(&item, "nodes.api_networks", "each entry must be a string");
+        auto net = ParseIpNetwork(entry->get());
+        if (!net.ok()) return r.Error(&item, "nodes.api_networks", net.status().message());
+        c.node_api_networks.push_back(std::move(*net));
+      }
+    }
   }
   FLYT_ASSIGN_OR_RETURN(const toml::table* ev, r.Section(root, "events"));
   if (ev != nullptr) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/http.h"
+#include "cluster/node_address.h"
 #include "common/status.h"
 #include "sched/ledger.h"
 #include "sched/queue.h"
@@ -75,6 +76,9 @@ struct ClusterConfig {
   bool anonymous_read = false;  // requests without a token may read (role viewer)
   // [nodes]
   std::string node_api_token;  // sent to node managers' APIs (monitoring sessions)
+  // Networks in which a node's advertised API host is taken as it is (node_address.h); outside
+  // them the manager calls the heartbeat's source address. Empty: always the source address.
+  std::vector<IpNetwork> node_api_networks;
   // [events]
   size_t event_retention = 100000;  // "retention": events kept, by count
   uint64_t event_max_bytes = 64ULL << 20;  // "max_bytes": and by their total size (body and kind)

@@ -63,8 +63,31 @@ void NodeWorker::Loop() {
   }
 }
 
+namespace {
+// What a node's monitoring answers may weigh (a session's stats are a few KiB).
+constexpr size_t kMaxNodeAnswerBytes = 1 << 20;
+
+Result<std::unique_ptr<http::JsonClient>> NodeClient(const std::string& url,
+                                                     const std::string& token) {
+  auto client = http::JsonClient::Connect(url, token, "the node manager");
+  if (client.ok()) (*client)->SetMaxResponseBytes(kMaxNodeAnswerBytes);
+  return client;
+}
+
+// A session id goes into a URL path: only a plain one is taken from a node.
+bool PlainSessionId(const std::string& id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (char c : id) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_' || c == '.';
+    if (!ok) return false;
+  }
+  return true;
+}
+}  // namespace
+
 Result<json> NodeWorker::DeleteSession(const std::string& url, const std::string& session) const {
-  auto client = http::JsonClient::Connect(url, node_api_token_, "the node manager");
+  auto client = NodeClient(url, node_api_token_);
   if (!client.ok()) return client.status();
   return (*client)->Delete("/api/v1/monitoring/sessions/" + session);
 }
@@ -72,12 +95,13 @@ Result<json> NodeWorker::DeleteSession(const std::string& url, const std::string
 void NodeWorker::DoOpen(const std::string& job_id) {
   std::optional<SessionTarget> target = host_.SessionToOpen(job_id);
   if (!target) return;
-  auto client = http::JsonClient::Connect(target->url, node_api_token_, "the node manager");
+  auto client = NodeClient(target->url, node_api_token_);
   Result<json> answer =
       client.ok() ? (*client)->Post("/api/v1/monitoring/sessions", {{"gpus", target->gpus}})
                   : Result<json>(client.status());
   std::string session, error;
-  if (answer.ok() && answer->is_object() && answer->contains("id") && (*answer)["id"].is_string()) {
+  if (answer.ok() && answer->is_object() && answer->contains("id") && (*answer)["id"].is_string() &&
+      PlainSessionId((*answer)["id"].get<std::string>())) {
     session = (*answer)["id"].get<std::string>();
   } else {
     error = answer.ok() ? "the node answered without a session id" : answer.status().message();

@@ -96,6 +96,9 @@ std::optional<sched::Policy> ParsePolicy(std::string_view name) {
 json ToJson(const NodeRecord& n) {
   return {{"name", n.name},
           {"api_url", n.api_url},
+          {"advertised_api_url", n.advertised_api_url},
+          {"api_url_source", n.api_url_source},
+          {"api_url_note", n.api_url_note},
           {"labels", Labels(n.labels)},
           {"version", n.version},
           {"snapshot", gpu::ToJson(n.snapshot)},
@@ -110,6 +113,17 @@ Result<NodeRecord> NodeFromJson(const json& j) {
   NodeRecord n;
   FLYT_ASSIGN_OR_RETURN(n.name, Field<std::string>(j, "name", "node"));
   n.api_url = Optional<std::string>(j, "api_url", "");
+  n.advertised_api_url = Optional<std::string>(j, "advertised_api_url", "");
+  n.api_url_source = Optional<std::string>(j, "api_url_source", "");
+  n.api_url_note = Optional<std::string>(j, "api_url_note", "");
+  if (n.api_url_source.empty() && !n.api_url.empty()) {
+    // Written before the manager checked where a node's API is: not trusted until the node's
+    // next heartbeat says it again from its own address.
+    n.advertised_api_url = n.api_url;
+    n.api_url.clear();
+    n.api_url_source = "none";
+    n.api_url_note = "stored before the address was checked; waiting for the next heartbeat";
+  }
   FLYT_ASSIGN_OR_RETURN(n.labels, LabelsFrom(j.value("labels", json()), "labels"));
   n.version = Optional<std::string>(j, "version", "");
   if (j.contains("snapshot")) {

@@ -19,7 +19,12 @@ using WallTime = std::chrono::system_clock::time_point;
 
 struct NodeRecord {
   std::string name;
-  std::string api_url;  // the node manager's own API, for monitoring sessions; may be empty
+  // The node manager's own API, where the manager calls it (monitoring sessions, GPU history):
+  // the trusted address (node_address.h), not necessarily the advertised one; may be empty.
+  std::string api_url;
+  std::string advertised_api_url;  // what the node's heartbeat said
+  std::string api_url_source;      // NodeApiAddress::source: why api_url is what it is
+  std::string api_url_note;        // ... in words
   std::map<std::string, std::string> labels;
   std::string version;
   gpu::GpuSnapshot snapshot;

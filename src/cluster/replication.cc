@@ -127,7 +127,32 @@ class Cluster::CountingTxn final : public store::Txn {
 void Cluster::ApplyNodeLocked(NodeRecord record) {
   ledger_->UpdateNode(record.name, LedgerGpus(record.snapshot), HeardAt(record.last_heartbeat));
   std::string name = record.name;
+  auto it = nodes_.find(name);
+  if (it != nodes_.end()) UnindexGpusLocked(it->second);
+  IndexGpusLocked(record);
   nodes_[name] = std::move(record);
+}
+
+void Cluster::EraseNodeLocked(const std::string& name) {
+  auto it = nodes_.find(name);
+  if (it != nodes_.end()) {
+    UnindexGpusLocked(it->second);
+    nodes_.erase(it);
+  }
+  ledger_->RemoveNode(name);
+}
+
+void Cluster::IndexGpusLocked(const NodeRecord& node) {
+  for (const gpu::GpuInfo& g : node.snapshot.gpus) {
+    if (!internal::IsPlaceholderUuid(g.uuid)) gpu_owner_.emplace(g.uuid, node.name);
+  }
+}
+
+void Cluster::UnindexGpusLocked(const NodeRecord& node) {
+  for (const gpu::GpuInfo& g : node.snapshot.gpus) {
+    auto it = gpu_owner_.find(g.uuid);
+    if (it != gpu_owner_.end() && it->second == node.name) gpu_owner_.erase(it);
+  }
 }
 
 sched::QueuedJob Cluster::QueuedFrom(const Job& job) const {
@@ -181,8 +206,7 @@ Status Cluster::CatchUpLocked(store::Txn& txn) {
   if (!nodes.empty()) touched_ |= TopicBit(Topic::kNodes) | TopicBit(Topic::kEvents);
   for (const store::Row& row : nodes) {
     if (row.deleted) {
-      nodes_.erase(row.id);
-      ledger_->RemoveNode(row.id);
+      EraseNodeLocked(row.id);
       continue;
     }
     auto rec = NodeFromJson(json::parse(row.body, nullptr, false));
@@ -247,6 +271,7 @@ Status Cluster::ReloadLocked() {
   auto ledger = std::make_unique<sched::Ledger>(clock_, config_.ledger);
   sched::JobQueue queue(config_.queue);
   std::map<std::string, NodeRecord> nodes;
+  std::unordered_map<std::string, std::string> gpu_owner;
   std::map<std::string, ClientRecord> clients;
   std::map<std::string, Job> jobs;
   std::map<std::string, TaskRecord> tasks;
@@ -257,6 +282,7 @@ Status Cluster::ReloadLocked() {
     std::swap(ledger_, ledger);
     std::swap(queue_, queue);
     std::swap(nodes_, nodes);
+    std::swap(gpu_owner_, gpu_owner);
     std::swap(clients_, clients);
     std::swap(jobs_, jobs);
     std::swap(tasks_, tasks);

@@ -108,6 +108,7 @@ Result<Caller> ClusterServer::Identify(const httplib::Request& req, const Access
     return PermissionDenied(std::string("a ") + RoleName(who->role) + " token may not " +
                             req.method + " " + req.path);
   }
+  who->address = req.remote_addr;
   return *who;
 }
 
@@ -151,6 +152,18 @@ void ClusterServer::AddRoutes() {
       [this](Req, Res res, Who, Match) { http::SendJson(res, 200, cluster_.Nodes()); });
   add("/api/v1/nodes/([A-Za-z0-9._-]+)", "GET", Access::kRead,
       [this](Req, Res res, Who, Match m) { Reply(res, cluster_.Node(m[1])); });
+  add("/api/v1/nodes/([A-Za-z0-9._-]+)", "DELETE", Access::kAdmin,
+      [this](Req req, Res res, Who who, Match m) {
+        bool force = false;
+        if (req.has_param("force")) {
+          const std::string v = req.get_param_value("force");
+          if (v != "true" && v != "false") {
+            return http::SendError(res, 400, "force must be true or false");
+          }
+          force = v == "true";
+        }
+        Reply(res, cluster_.RemoveNode(who, m[1], force));
+      });
   add("/api/v1/nodes/([A-Za-z0-9._-]+)/gpus/([0-9]{1,4})", "GET", Access::kRead,
       [this](Req, Res res, Who, Match m) {
         Reply(res, cluster_.Gpu(m[1], static_cast<unsigned>(std::stoul(m[2]))));
@@ -329,6 +342,55 @@ void ClusterServer::Stream(httplib::Response& res) {
 
 // ---- GPU history, from the node that keeps it ---------------------------------------------
 
+namespace {
+
+// A node's answers are relayed only in the node API's shape, so a node cannot make the manager
+// serve what it likes under its name; and only up to this size.
+constexpr size_t kMaxHistoryBytes = 8 << 20;
+
+bool NumberOrNull(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it == j.end() || it->is_null() || it->is_number();
+}
+
+// The history the node API answers ({"gpu", "step_seconds", "points": [...]}), rebuilt from its
+// known fields; an error naming what is wrong otherwise.
+Result<json> CheckedHistory(const json& answer, unsigned index) {
+  if (!answer.is_object()) return Internal("the answer is not a JSON object");
+  auto gpu = answer.find("gpu");
+  if (gpu == answer.end() || !gpu->is_number_unsigned() || gpu->get<uint64_t>() != index) {
+    return Internal("the answer is not the history of GPU " + std::to_string(index));
+  }
+  auto step = answer.find("step_seconds");
+  auto points = answer.find("points");
+  if (step == answer.end() || !step->is_number() || points == answer.end() ||
+      !points->is_array()) {
+    return Internal("the answer has no step_seconds and points");
+  }
+  static constexpr const char* kFields[] = {"gpu_util_percent", "memory_util_percent",
+                                            "memory_used_mib",  "temperature_c",
+                                            "power_draw_w",     "sm_clock_mhz"};
+  json out_points = json::array();
+  for (const json& p : *points) {
+    if (!p.is_object() || !p.contains("t_ms") || !p["t_ms"].is_number_integer()) {
+      return Internal("a point of the answer has no t_ms");
+    }
+    json q = {{"t_ms", p["t_ms"]}};
+    for (const char* key : kFields) {
+      if (!NumberOrNull(p, key)) return Internal(std::string("a point's ") + key + " is not a number");
+      q[key] = p.value(key, json(nullptr));
+    }
+    out_points.push_back(std::move(q));
+  }
+  return json{{"gpu", index}, {"step_seconds", *step}, {"points", std::move(out_points)}};
+}
+
+std::string Clip(const std::string& text, size_t max) {
+  return text.size() <= max ? text : SanitizeUtf8(text.substr(0, max)) + "...";
+}
+
+}  // namespace
+
 void ClusterServer::ProxyHistory(const httplib::Request& req, httplib::Response& res,
                                  const std::string& node, const std::string& index) {
   std::string query;
@@ -338,25 +400,43 @@ void ClusterServer::ProxyHistory(const httplib::Request& req, httplib::Response&
     if (!ParseDouble(v)) return http::SendError(res, 400, std::string(key) + " must be a number");
     query += (query.empty() ? "?" : "&") + std::string(key) + "=" + v;
   }
+  // Only the node's trusted API address (Cluster::Heartbeat, node_address.h): the node-API token
+  // goes nowhere else.
   auto url = cluster_.NodeApiUrl(node);
   if (!url.ok()) return Send(res, url.status());
   // The node keeps the history; this call waits on the network, never under the cluster's lock.
   auto client = http::JsonClient::Connect(*url, config_.node_api_token,
-                                          "node " + node + "'s manager at " + *url);
+                                          "node " + node + "'s manager");
   if (!client.ok()) return Send(res, client.status());
   (*client)->SetTimeouts(std::chrono::seconds(2), std::chrono::seconds(5));
+  (*client)->SetMaxResponseBytes(kMaxHistoryBytes);
+  const unsigned gpu = static_cast<unsigned>(std::stoul(index));
   auto history = (*client)->Get("/api/v1/gpus/" + index + "/history" + query);
   if (!history.ok()) {
     const Status& s = history.status();
-    // The node did not answer (or answered garbage): the gateway's problem, not the request's.
-    if (s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kInternal) {
-      return http::SendError(res, 502, s.message());  // "unavailable"
+    // The node refused the request (a GPU it lacks, a bad parameter): that much goes on, in
+    // short. Anything else — no answer, a redirect, an error of its own, garbage — is the
+    // gateway's problem, not the request's.
+    if (s.code() == StatusCode::kNotFound || s.code() == StatusCode::kInvalidArgument) {
+      return http::SendError(res, http::HttpStatus(s), "node " + node + ": " + Clip(s.message(), 300),
+                             s.code() == StatusCode::kNotFound ? "not_found" : "invalid_argument");
     }
-    // The node refused the request (a GPU it lacks, a bad parameter): its code goes on.
-    return http::SendError(res, http::HttpStatus(s), s);
+    spdlog::warn("GPU history from node {}: {}", node, Clip(s.message(), 500));
+    return http::SendError(res, 502,
+                           "node " + node + " did not give GPU history: " + Clip(s.message(), 300),
+                           "unavailable");
   }
-  (*history)["node"] = node;
-  http::SendJson(res, 200, *history);
+  auto checked = CheckedHistory(*history, gpu);
+  if (!checked.ok()) {
+    spdlog::warn("GPU history from node {}: not the node API's answer: {}", node,
+                 checked.status().message());
+    return http::SendError(res, 502,
+                           "node " + node + " answered with something that is not GPU history (" +
+                               checked.status().message() + ")",
+                           "unavailable");
+  }
+  (*checked)["node"] = node;
+  http::SendJson(res, 200, *checked);
 }
 
 // ---- the dashboard -------------------------------------------------------------------------

@@ -140,6 +140,8 @@ json Cluster::Nodes() const {
          {"state", ledger_->Reachable(name) ? "reachable" : "unreachable"},
          {"labels", ToJson(n)["labels"]},
          {"api_url", n.api_url},
+         {"advertised_api_url", n.advertised_api_url},
+         {"api_url_source", n.api_url_source},
          {"version", n.version},
          {"gpu_count", n.snapshot.gpus.size()},
          {"gpus_lost", lost},
@@ -204,6 +206,9 @@ Result<std::string> Cluster::NodeApiUrl(const std::string& node) const {
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return NotFound("no node " + node);
   if (it->second.api_url.empty()) {
+    if (!it->second.advertised_api_url.empty()) {
+      return NotFound("node " + node + "'s API is not called: " + it->second.api_url_note);
+    }
     return NotFound("node " + node + " did not advertise an API URL (--advertise-url)");
   }
   return it->second.api_url;
@@ -504,6 +509,11 @@ std::string Cluster::Metrics() const {
   sample("flyt_cluster_queue_length", static_cast<double>(queue_.size()));
   family("flyt_cluster_heartbeats_total", "counter", "Node heartbeats accepted.");
   sample("flyt_cluster_heartbeats_total", static_cast<double>(counters_.heartbeats));
+  family("flyt_cluster_gpu_conflicts_total", "counter",
+         "Node heartbeats refused: they listed a GPU UUID another node reported first.");
+  sample("flyt_cluster_gpu_conflicts_total", static_cast<double>(counters_.gpu_conflicts));
+  family("flyt_cluster_nodes_removed_total", "counter", "Nodes removed by an admin.");
+  sample("flyt_cluster_nodes_removed_total", static_cast<double>(counters_.nodes_removed));
   family("flyt_cluster_allocations_total", "counter", "Allocation requests, by result.");
   sample("flyt_cluster_allocations_total{result=\"granted\"}",
          static_cast<double>(counters_.allocations_granted));

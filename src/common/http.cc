@@ -187,6 +187,7 @@ Result<std::unique_ptr<JsonClient>> JsonClient::Connect(const std::string& url, 
   if (!c->client_->is_valid()) return InvalidArgument("URL '" + url + "' is not valid");
   c->SetTimeouts(std::chrono::seconds(5), std::chrono::seconds(30));
   c->client_->set_tcp_nodelay(true);
+  c->client_->set_follow_location(false);  // the default; stated, since the token depends on it
   if (!token.empty()) c->client_->set_bearer_token_auth(token);
   return c;
 }
@@ -200,10 +201,13 @@ void JsonClient::SetTimeouts(std::chrono::milliseconds connect, std::chrono::mil
 }
 
 Result<json> JsonClient::Finish(const std::string& path, int status, const std::string& body,
-                                bool transport_ok, const std::string& transport_error) {
-  if (!transport_ok) {
-    return Unavailable("cannot reach " + what_ + " at " + url_ + " (" + transport_error +
-                       " error: is it running, and is the address right?)");
+                                const std::string& location) {
+  if (status >= 300 && status < 400) {
+    // Never followed: the token would go wherever the answer points.
+    return Unavailable(what_ + " at " + url_ + path + " answered with a redirect (HTTP " +
+                       std::to_string(status) +
+                       (location.empty() ? "" : " to " + SanitizeUtf8(location.substr(0, 200))) +
+                       "); flyt does not follow redirects");
   }
   auto parsed = ParseJson(body, url_ + path + ": the answer");
   if (status >= 400) {
@@ -227,31 +231,53 @@ Result<json> JsonClient::Finish(const std::string& path, int status, const std::
   return std::move(*parsed);
 }
 
-Result<json> JsonClient::Get(const std::string& path) {
-  auto res = client_->Get(path);
-  return Finish(path, res ? res->status : 0, res ? res->body : "", static_cast<bool>(res),
-                httplib::to_string(res.error()));
+Result<json> JsonClient::Send(const std::string& method, const std::string& path,
+                              const std::string* body, const Headers& headers) {
+  httplib::Request req;
+  req.method = method;
+  req.path = path;
+  for (const auto& [name, value] : headers) req.set_header(name.c_str(), value);
+  if (body != nullptr) {
+    req.body = *body;
+    req.set_header("Content-Type", "application/json");
+  }
+  std::string received;
+  bool too_long = false;
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    if (received.size() + n > max_response_bytes_) {
+      too_long = true;
+      return false;
+    }
+    received.append(data, n);
+    return true;
+  };
+  httplib::Response res;
+  httplib::Error error = httplib::Error::Success;
+  const bool ok = client_->send(req, res, error);
+  if (too_long) {
+    return Unavailable(what_ + " at " + url_ + path + " answered with more than " +
+                       std::to_string(max_response_bytes_) + " bytes; refused");
+  }
+  if (!ok) {
+    return Unavailable("cannot reach " + what_ + " at " + url_ + " (" + httplib::to_string(error) +
+                       " error: is it running, and is the address right?)");
+  }
+  return Finish(path, res.status, received, res.get_header_value("Location"));
 }
 
+Result<json> JsonClient::Get(const std::string& path) { return Send("GET", path, nullptr); }
+
 Result<json> JsonClient::Post(const std::string& path, const json& body) {
-  auto res = client_->Post(path, DumpJson(body), "application/json");
-  return Finish(path, res ? res->status : 0, res ? res->body : "", static_cast<bool>(res),
-                httplib::to_string(res.error()));
+  const std::string text = DumpJson(body);
+  return Send("POST", path, &text);
 }
 
 Result<json> JsonClient::Post(const std::string& path, const json& body,
-                              const std::vector<std::pair<std::string, std::string>>& headers) {
-  httplib::Headers h;
-  for (const auto& [name, value] : headers) h.emplace(name, value);
-  auto res = client_->Post(path, h, DumpJson(body), "application/json");
-  return Finish(path, res ? res->status : 0, res ? res->body : "", static_cast<bool>(res),
-                httplib::to_string(res.error()));
+                              const Headers& headers) {
+  const std::string text = DumpJson(body);
+  return Send("POST", path, &text, headers);
 }
 
-Result<json> JsonClient::Delete(const std::string& path) {
-  auto res = client_->Delete(path);
-  return Finish(path, res ? res->status : 0, res ? res->body : "", static_cast<bool>(res),
-                httplib::to_string(res.error()));
-}
+Result<json> JsonClient::Delete(const std::string& path) { return Send("DELETE", path, nullptr); }
 
 }  // namespace flyt::http

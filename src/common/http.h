@@ -85,8 +85,13 @@ void Configure(httplib::Server& server, const ServerOptions& options);
 Result<int> Listen(httplib::Server& server, const std::string& host, int port,
                    std::thread& thread);
 
+// A JsonClient never follows a redirect: a 3xx answer is an error (kUnavailable), so the bearer
+// token goes to the one host it was given for. An answer body longer than the limit
+// (SetMaxResponseBytes, 256 MiB by default) is cut off and refused (kUnavailable).
 class JsonClient {
  public:
+  static constexpr size_t kDefaultMaxResponseBytes = size_t{256} << 20;
+
   // `url`: "http://host:port" or "host:port". `token`: bearer token, empty for none. `what`:
   // the peer's name in errors ("the cluster manager").
   static Result<std::unique_ptr<JsonClient>> Connect(const std::string& url, std::string token,
@@ -94,21 +99,27 @@ class JsonClient {
   ~JsonClient();
 
   void SetTimeouts(std::chrono::milliseconds connect, std::chrono::milliseconds read);
+  void SetMaxResponseBytes(size_t bytes) { max_response_bytes_ = bytes; }
   Result<nlohmann::json> Get(const std::string& path);
   Result<nlohmann::json> Post(const std::string& path, const nlohmann::json& body);
+  using Headers = std::vector<std::pair<std::string, std::string>>;
   // Post with extra request headers (e.g. Idempotency-Key).
   Result<nlohmann::json> Post(const std::string& path, const nlohmann::json& body,
-                              const std::vector<std::pair<std::string, std::string>>& headers);
+                              const Headers& headers);
   Result<nlohmann::json> Delete(const std::string& path);
   const std::string& url() const { return url_; }
 
  private:
   JsonClient() = default;
+  // One request, its body read up to max_response_bytes_.
+  Result<nlohmann::json> Send(const std::string& method, const std::string& path,
+                              const std::string* body, const Headers& headers = {});
   Result<nlohmann::json> Finish(const std::string& path, int status, const std::string& body,
-                                bool transport_ok, const std::string& transport_error);
+                                const std::string& location);
 
   std::string url_;
   std::string what_;
+  size_t max_response_bytes_ = kDefaultMaxResponseBytes;
   std::unique_ptr<httplib::Client> client_;
 };
 

@@ -1,4 +1,4 @@
-// `flytctl nodes`, `events` and `whoami`: the cluster manager's inventory and log.
+// `flytctl nodes` (and `nodes remove`), `events` and `whoami`: the cluster manager's inventory and log.
 #include <string>
 
 #include <cstdio>
@@ -17,6 +17,26 @@ int RunNodes(const GlobalFlags& g, const std::string& name) {
     }
     return m.Print(m.client().Get("/api/v1/nodes/" + name), "cannot show node " + name, nullptr,
                    RenderNode);
+  });
+}
+
+int RunNodesRemove(const GlobalFlags& g, const std::string& name, bool force) {
+  if (BadId(name, "node")) return kExitUsage;
+  return WithManager(g, [&](Manager& m) {
+    return m.Print(m.client().Delete("/api/v1/nodes/" + name + (force ? "?force=true" : "")),
+                   "cannot remove node " + name, nullptr, [&](const nlohmann::json& j) {
+                     std::string out = "removed node " + name;
+                     const nlohmann::json* leases = j.is_object() && j.contains("leases_released")
+                                                        ? &j["leases_released"]
+                                                        : nullptr;
+                     if (leases != nullptr && leases->is_array() && !leases->empty()) {
+                       out += "; released " + std::to_string(leases->size()) + " lease(s):";
+                       for (const nlohmann::json& id : *leases) {
+                         if (id.is_string()) out += " " + id.get<std::string>();
+                       }
+                     }
+                     return out + "\n";
+                   });
   });
 }
 

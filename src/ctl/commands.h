@@ -85,6 +85,7 @@ bool BadId(const std::string& id, std::string_view what);
 
 // cmd_cluster.cc
 int RunNodes(const GlobalFlags& g, const std::string& name);
+int RunNodesRemove(const GlobalFlags& g, const std::string& name, bool force);
 int RunEvents(const GlobalFlags& g, std::optional<int64_t> after, std::optional<int64_t> limit);
 int RunWhoami(const GlobalFlags& g);
 

@@ -138,8 +138,15 @@ int main(int argc, char** argv) {
   const std::vector<std::string> policies = {"score", "binpack", "spread"};
 
   std::string node_name;
-  auto* nodes = add_cluster("nodes", "The nodes of the cluster");
+  auto* nodes = add_cluster(
+      "nodes", "The nodes of the cluster; `nodes remove NAME [--force]` removes one (admin)");
   nodes->add_option("name", node_name, "One node: its GPUs as of its last heartbeat");
+  bool remove_force = false;
+  auto* nodes_remove = nodes->add_subcommand(
+      "remove", "Remove a node from the cluster (admin token); its next heartbeat registers it again");
+  nodes_remove->add_option("name", node_name, "The node")->required();
+  nodes_remove->add_flag("--force", remove_force,
+                         "Also when it holds leases: they are released and their jobs fail");
 
   ctl::AllocationFlags alloc_flags;
   bool alloc_quiet = false;
@@ -274,6 +281,7 @@ int main(int argc, char** argv) {
                          ctl::kExitUsage);
       }
     }
+    if (nodes_remove->parsed()) return ctl::RunNodesRemove(global, node_name, remove_force);
     if (nodes->parsed()) return ctl::RunNodes(global, node_name);
     if (alloc->parsed()) return ctl::RunAlloc(global, alloc_flags, alloc_quiet);
     if (release->parsed()) return ctl::RunRelease(global, lease_id);

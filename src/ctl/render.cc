@@ -484,6 +484,11 @@ std::string RenderNode(const json& node) {
   std::string out = fmt::format("node {}: {}, last heartbeat {}, version {}, API {}\n", name,
                                 TextOr(node, "state"), TextOr(node, "last_heartbeat"),
                                 TextOr(node, "version"), TextOr(node, "api_url"));
+  // Where the manager calls the node when that is not simply what it advertised, and why.
+  const std::string source = TextOr(node, "api_url_source");
+  if (source == "source_address" || source == "none") {
+    out += "API address: " + Printable(TextOr(node, "api_url_note")) + "\n";
+  }
   if (const json* labels = Find(node, "labels"); labels != nullptr && !labels->empty()) {
     out += "labels: " + KeyValues(*labels) + "\n";
   }

@@ -2,6 +2,7 @@
 // monitor and the HTTP server together; the work is in src/gpu and src/node.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <spdlog/spdlog.h>
 
 #include "common/clock.h"
@@ -63,6 +64,9 @@ int main(int argc, char** argv) {
 
   flyt::SetUpDaemon(config.log_level);
 
+  // Simulated GPUs (flyt's sim NVML) get UUIDs of this node's own, so that simulated nodes on one
+  // scenario do not report the same GPUs (the cluster manager refuses a GPU two nodes report).
+  setenv("FLYT_SIM_NODE", config.name.c_str(), /*overwrite=*/0);
   std::unique_ptr<flyt::gpu::Backend> backend;
   std::string library = config.nvml_library;
   if (library.empty() && std::getenv("FLYT_NVML_LIBRARY") != nullptr) {

@@ -20,6 +20,23 @@
 namespace flyt::sim::api {
 namespace {
 
+// FLYT_SIM_NODE (the node manager sets it to its node name): mixed into every GPU's UUID, so that
+// simulated nodes playing one scenario still have GPUs of their own, as real nodes do.
+std::string NodeUuid(const std::string& node, const std::string& uuid) {
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a over "<node>/<uuid>"
+  for (char c : node + "/" + uuid) {
+    h ^= static_cast<uint8_t>(c);
+    h *= 1099511628211ULL;
+  }
+  const uint64_t h2 = h * 0x9E3779B97F4A7C15ULL;
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "GPU-%08x-%04x-%04x-%04x-%012llx", static_cast<unsigned>(h >> 32),
+                static_cast<unsigned>((h >> 16) & 0xffff), static_cast<unsigned>(h & 0xffff),
+                static_cast<unsigned>(h2 >> 48),
+                static_cast<unsigned long long>(h2 & 0xffffffffffffULL));
+  return buf;
+}
+
 struct Device {
   const GpuSpec* spec = nullptr;
   EnergyCache energy;
@@ -95,6 +112,9 @@ class Sim {
       return NVML_ERROR_DRIVER_NOT_LOADED;
     }
     scenario = std::move(s).value();
+    if (const char* node = std::getenv("FLYT_SIM_NODE"); node != nullptr && *node != '\0') {
+      for (GpuSpec& g : scenario.gpus) g.uuid = NodeUuid(node, g.uuid);
+    }
     path = env;
     event_sets.clear();
     devices.clear();
