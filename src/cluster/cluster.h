@@ -33,8 +33,8 @@
 // held across a network call.
 //
 // The implementation is split by concern: replication.cc (write-through, catch-up, reload, the
-// live stream's marks), commands.cc (heartbeats, leases, jobs: everything that changes state on a
-// caller's request), scheduler.cc (the scheduler thread, expiry, starting jobs), views.cc (the
+// live stream's marks), inventory.cc (node and client heartbeats, node removal), commands.cc
+// (leases and jobs: the rest of what changes state on a caller's request), scheduler.cc (the scheduler thread, expiry, starting jobs), views.cc (the
 // read-side JSON and /metrics), node_worker.cc (the node calls) and cluster.cc (lifecycle, ids).
 //
 // Thread-safety: every public method may be called from any thread. One mutex (mu_) guards the
@@ -274,6 +274,8 @@ class Cluster : private NodeWorkerHost {
   // The refusal for a lease the ledger does not hold: NotFound, with the reason already_ended
   // when the lease is known to have existed and ended.
   Status LeaseGoneLocked(const std::string& id) const FLYT_REQUIRES(mu_);
+
+  // ---- inventory.cc ----
   // A heartbeat refused for a GPU (uuid, first node) another node reported: counted always; logged
   // and recorded as an event at most every 10 minutes per node name.
   void ReportGpuConflictLocked(const std::string& node,

@@ -1,5 +1,5 @@
 // Small helpers shared by the files that implement Cluster (replication.cc, commands.cc,
-// scheduler.cc, views.cc); not part of the cluster's interface. Pure functions and constants;
+// inventory.cc, scheduler.cc, views.cc); not part of the cluster's interface. Pure functions and constants;
 // thread-safe.
 #pragma once
 
@@ -8,7 +8,11 @@
 #include <string>
 #include <vector>
 
+#include <map>
+#include <string_view>
+
 #include "cluster/cluster.h"
+#include "common/json_fields.h"
 #include "sched/ledger.h"
 
 namespace flyt::cluster::internal {
@@ -38,5 +42,9 @@ inline std::vector<std::string> GpuKeys(const sched::Lease& lease) {
 inline double Seconds(std::chrono::system_clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
+
+// The labels of a node, client or lease (commands.cc).
+Status LabelsField(const JsonFields& f, std::string_view key,
+                   std::map<std::string, std::string>& out);
 
 }  // namespace flyt::cluster::internal

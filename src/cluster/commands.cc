@@ -1,6 +1,6 @@
-// The commands of Cluster: everything that changes the state on a caller's request — node and
-// client heartbeats, the lease ledger (allocate, renew, release) and jobs (submit, cancel,
-// complete). Each checks its request (common/json_fields.h) before it takes the state lock, then
+// The commands of Cluster that change the state on a caller's request: the lease ledger
+// (allocate, renew, release) and jobs (submit, cancel, complete); node and client heartbeats and
+// node removal are inventory.cc. Each checks its request (common/json_fields.h) before it takes the state lock, then
 // changes memory and store together in one WriteLocked transaction. See cluster.h.
 #include <algorithm>
 #include <cmath>
@@ -24,35 +24,16 @@ using internal::GpuKeys;
 using internal::IsPlaceholderUuid;
 using internal::kGpuClaimedReason;
 using internal::kMiB;
+using internal::LabelsField;
 using nlohmann::json;
 using store::Durability;
 using store::Table;
 
 namespace {
 
-constexpr size_t kMaxGpusPerNode = 256;
-// Events a heartbeat may carry at all (the body is refused beyond); [events] max_per_heartbeat
-// of them are kept.
-constexpr size_t kMaxEventsInBody = 10000;
 constexpr size_t kMaxExperimentsPerSubmission = 4096;
 constexpr size_t kMaxIdempotencyKeyChars = 255;
 constexpr int64_t kMaxTtlSeconds = 30 * 86400;  // leases and job timeouts: at most 30 days
-
-bool ValidName(const std::string& s) {
-  if (s.empty() || s.size() > 128) return false;
-  for (char c : s) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '-' || c == '_' || c == '.';
-    if (!ok) return false;
-  }
-  return true;
-}
-
-// The labels of a node, client or lease.
-Status LabelsField(const JsonFields& f, std::string_view key,
-                   std::map<std::string, std::string>& out) {
-  return f.OptionalStringMap(key, 64, 128, 1024, out);
-}
 
 // A placement policy; an empty string leaves the default, as an absent field does.
 Status PolicyField(const JsonFields& f, std::string_view key, sched::Policy& out) {
@@ -165,326 +146,13 @@ std::optional<uint64_t> ExpandedBytes(const json& spec, uint64_t& shared, uint64
 
 }  // namespace
 
-// ---- inventory -------------------------------------------------------------------------------
-
-Result<json> Cluster::Heartbeat(const Caller& caller, const json& body) {
-  JsonFields b(body);
-  FLYT_RETURN_IF_ERROR(b.Only({"name", "api_url", "labels", "version", "snapshot", "events"}));
-  NodeRecord incoming;
-  FLYT_RETURN_IF_ERROR(b.OptionalString("name", 128, incoming.name));
-  if (!ValidName(incoming.name)) {
-    return InvalidArgument("name must be 1-128 characters of [A-Za-z0-9._-]");
-  }
-  FLYT_RETURN_IF_ERROR(b.OptionalString("api_url", 256, incoming.api_url));
-  FLYT_RETURN_IF_ERROR(LabelsField(b, "labels", incoming.labels));
-  FLYT_RETURN_IF_ERROR(b.OptionalString("version", 64, incoming.version));
-  if (!b.Has("snapshot")) return InvalidArgument("snapshot is missing");
-  auto snap = gpu::SnapshotFromJson(body["snapshot"]);
-  if (!snap.ok()) return snap.status().WithContext("snapshot");
-  if (snap->gpus.size() > kMaxGpusPerNode) return InvalidArgument("more than 256 GPUs");
-  // Leases and the store's claims know a GPU by its UUID: each must be there, and unique.
-  std::set<uint32_t> seen;
-  std::set<std::string> uuids;
-  for (gpu::GpuInfo& g : snap->gpus) {
-    if (!seen.insert(g.index).second) {
-      return InvalidArgument("snapshot: GPU index " + std::to_string(g.index) + " appears twice");
-    }
-    // A GPU already lost when its node manager started cannot tell its UUID. It can never be
-    // leased, but it must be seen: it stands under a name of its own on this node.
-    if (g.uuid.empty() && g.lost) g.uuid = internal::kLostUuidPrefix + std::to_string(g.index);
-    if (g.uuid.empty() || g.uuid.size() > 128 || g.uuid.find('\0') != std::string::npos) {
-      return InvalidArgument("snapshot: GPU " + std::to_string(g.index) +
-                             " needs a UUID (1-128 characters, no NUL)");
-    }
-    if (!uuids.insert(g.uuid).second) {
-      return InvalidArgument("snapshot: GPU UUID " + g.uuid + " appears twice");
-    }
-  }
-  incoming.snapshot = std::move(*snap);
-  std::vector<json> node_events;
-  const json* events = nullptr;
-  // Events past the first [events] max_per_heartbeat are dropped and counted, not refused; an
-  // event larger than max_event_bytes is kept cut short and marked "truncated".
-  FLYT_RETURN_IF_ERROR(b.OptionalArray("events", kMaxEventsInBody, events));
-  uint64_t dropped = 0, truncated = 0;
-  if (events) {
-    for (const json& e : *events) {
-      if (!e.is_object()) continue;
-      if (node_events.size() >= config_.max_events_per_heartbeat) {
-        ++dropped;
-        continue;
-      }
-      const size_t bytes = e.dump().size();
-      if (bytes <= config_.max_event_bytes) {
-        node_events.push_back(e);
-        continue;
-      }
-      ++truncated;
-      json cut = json::object();
-      // The small scalar fields stay; the message is cut to a quarter of the bound.
-      for (const auto& [k, v] : e.items()) {
-        if (k.size() <= 32 && (v.is_number() || v.is_boolean() ||
-                               (v.is_string() && v.get_ref<const std::string&>().size() <= 128))) {
-          cut[k] = v;
-        }
-      }
-      std::string message = e.value("message", e.value("description", std::string()));
-      const size_t keep = config_.max_event_bytes / 4;
-      if (message.size() > keep) message = SanitizeUtf8(message.substr(0, keep)) + "...";
-      cut["message"] = message;
-      cut["truncated"] = true;
-      cut["original_bytes"] = bytes;
-      if (cut.dump().size() > config_.max_event_bytes) {
-        cut = {{"type", cut.value("type", std::string("event"))},
-               {"message", message},
-               {"truncated", true},
-               {"original_bytes", bytes}};
-      }
-      node_events.push_back(std::move(cut));
-    }
-  }
-  // Where the manager will call this node: the connection's source address unless the
-  // advertised host is trusted (node_address.h). A node token cannot aim the manager elsewhere.
-  NodeApiAddress api;
-  if (!incoming.api_url.empty()) {
-    FLYT_ASSIGN_OR_RETURN(AdvertisedUrl advertised, ParseAdvertisedUrl(incoming.api_url));
-    api = TrustedNodeApiAddress(advertised, caller.address, config_.node_api_networks);
-  }
-
-  MutexLock lock(mu_);
-  counters_.events_dropped += dropped;
-  counters_.events_truncated += truncated;
-  const auto now = clock_.WallNow();
-  std::pair<std::string, std::string> conflict;  // (GPU UUID, the node that reported it first)
-  if (outage_) {
-    // The heartbeat cannot be stored, but it says the node is alive: that much is kept (in
-    // memory), so the outage does not make it unreachable. Its snapshot and events are dropped.
-    auto it = nodes_.find(incoming.name);
-    if (it != nodes_.end() && (caller.role == Role::kAdmin || it->second.registered_by.empty() ||
-                               it->second.registered_by == caller.name)) {
-      ledger_->UpdateNode(it->first, LedgerGpus(it->second.snapshot), clock_.SteadyNow());
-    }
-  }
-  Status s = WriteLocked(Durability::kRelaxed, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
-    auto it = nodes_.find(incoming.name);
-    const bool is_new = it == nodes_.end();
-    // A node is updated only by the token that registered it (or an admin): with a token per
-    // node, one node cannot overwrite another's record or redirect its api_url.
-    if (!is_new && caller.role != Role::kAdmin && !it->second.registered_by.empty() &&
-        it->second.registered_by != caller.name) {
-      return PermissionDenied("node " + incoming.name + " was registered by another token");
-    }
-    // One physical GPU is one node's: a GPU UUID another node reported first cannot be
-    // registered under a second name (it would be leasable twice).
-    for (const gpu::GpuInfo& g : incoming.snapshot.gpus) {
-      if (IsPlaceholderUuid(g.uuid)) continue;
-      auto owner = gpu_owner_.find(g.uuid);
-      if (owner != gpu_owner_.end() && owner->second != incoming.name &&
-          nodes_.count(owner->second) > 0) {
-        conflict = {g.uuid, owner->second};
-        return Status(StatusCode::kFailedPrecondition,
-                      "GPU " + g.uuid + " is already reported by node " + owner->second +
-                          "; node " + incoming.name +
-                          " cannot register it too (one GPU, one node: remove " + owner->second +
-                          " first if the GPU moved)")
-            .WithReason(kGpuClaimedReason);
-      }
-    }
-    NodeRecord rec = is_new ? NodeRecord{} : it->second;
-    if (is_new || rec.registered_by.empty()) rec.registered_by = caller.name;
-    const gpu::GpuSnapshot previous = rec.snapshot;
-    rec.name = incoming.name;
-    if ((is_new || rec.api_url != api.url || rec.api_url_source != api.source) &&
-        api.source == "source_address") {
-      spdlog::warn("node {}: {}", rec.name, api.note);
-    }
-    rec.api_url = api.url;
-    rec.advertised_api_url = incoming.api_url;
-    rec.api_url_source = api.source;
-    rec.api_url_note = api.note;
-    rec.labels = incoming.labels;
-    rec.version = incoming.version;
-    rec.snapshot = std::move(incoming.snapshot);
-    if (is_new) rec.registered_at = now;
-    rec.last_heartbeat = now;
-    ++rec.heartbeats;
-    if (is_new) {
-      FLYT_RETURN_IF_ERROR(
-          Event(txn, "node.registered",
-                {{"node", rec.name},
-                 {"gpus", rec.snapshot.gpus.size()},
-                 {"message", "node " + rec.name + " registered with " +
-                                 std::to_string(rec.snapshot.gpus.size()) + " GPU(s)"}}));
-    } else if (!rec.reachable) {
-      FLYT_RETURN_IF_ERROR(
-          Event(txn, "node.reachable",
-                {{"node", rec.name}, {"message", "node " + rec.name + " sends heartbeats again"}}));
-    }
-    rec.reachable = true;
-    for (const gpu::GpuInfo& g : rec.snapshot.gpus) {
-      bool was_lost = false;
-      for (const gpu::GpuInfo& p : previous.gpus) {
-        if (p.uuid == g.uuid) was_lost = p.lost;
-      }
-      if (g.lost && !was_lost) {
-        FLYT_RETURN_IF_ERROR(Event(txn, "gpu.lost",
-                                   {{"node", rec.name},
-                                    {"gpu", g.index},
-                                    {"uuid", g.uuid},
-                                    {"message", "GPU " + std::to_string(g.index) + " on " +
-                                                    rec.name + " is lost (fell off the bus)"}}));
-      }
-    }
-    for (json& e : node_events) {
-      std::string type = e.value("type", std::string("event"));
-      if (type.size() > 32) type = "event";
-      e["node"] = rec.name;
-      if (!e.contains("message")) e["message"] = e.value("description", std::string());
-      FLYT_RETURN_IF_ERROR(Event(txn, "gpu." + type, e));
-    }
-    FLYT_RETURN_IF_ERROR(PutNode(txn, rec));
-    ApplyNodeLocked(std::move(rec));
-    ++counters_.heartbeats;
-    return Status::Ok();
-  });
-  if (!s.ok()) {
-    if (s.reason() == kGpuClaimedReason) ReportGpuConflictLocked(incoming.name, conflict);
-    return s;
-  }
-  if (queue_.size() > 0) Wake(/*strong=*/false);
-  return json{{"ok", true},
-              {"heartbeat_interval_seconds",
-               std::max<int64_t>(1, config_.ledger.unreachable_after.count() / 3)}};
+namespace internal {
+Status LabelsField(const JsonFields& f, std::string_view key,
+                   std::map<std::string, std::string>& out) {
+  return f.OptionalStringMap(key, 64, 128, 1024, out);
 }
 
-void Cluster::ReportGpuConflictLocked(const std::string& node,
-                                      const std::pair<std::string, std::string>& conflict) {
-  ++counters_.gpu_conflicts;
-  const auto now = clock_.SteadyNow();
-  auto last = gpu_conflict_logged_.find(node);
-  if (last != gpu_conflict_logged_.end() && now - last->second < std::chrono::minutes(10)) return;
-  // Node names come from node tokens: the memory of them is bounded.
-  if (gpu_conflict_logged_.size() >= 1024) gpu_conflict_logged_.clear();
-  gpu_conflict_logged_[node] = now;
-  const std::string message = "heartbeat of node " + node + " refused: GPU " + conflict.first +
-                              " is already reported by node " + conflict.second;
-  spdlog::warn("{} (one GPU, one node; remove {} if the GPU moved)", message, conflict.second);
-  // Recorded in its own write: the heartbeat's was refused. A store that cannot take it loses
-  // only the event (the log line and the counter stay).
-  (void)WriteLocked(Durability::kRelaxed, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
-    return Event(txn, "node.gpu_conflict",
-                 {{"node", node},
-                  {"uuid", conflict.first},
-                  {"reported_by", conflict.second},
-                  {"message", message}});
-  });
-}
-
-Result<json> Cluster::RemoveNode(const Caller& caller, const std::string& name, bool force) {
-  if (caller.role != Role::kAdmin) return PermissionDenied("only an admin may remove a node");
-  MutexLock lock(mu_);
-  json out;
-  Status s = WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
-    auto it = nodes_.find(name);
-    if (it == nodes_.end()) return NotFound("no node " + name);
-    std::vector<sched::Lease> held;
-    for (const sched::Lease& l : ledger_->Leases()) {
-      for (const sched::LeasedGpu& g : l.gpus) {
-        if (g.node == name) {
-          held.push_back(l);
-          break;
-        }
-      }
-    }
-    json released = json::array();
-    std::string ids;
-    for (const sched::Lease& l : held) {
-      released.push_back(l.id);
-      ids += (ids.empty() ? "" : ", ") + l.id;
-    }
-    if (!held.empty() && !force) {
-      return Status(StatusCode::kFailedPrecondition,
-                    "node " + name + " holds " + std::to_string(held.size()) + " live lease(s) (" +
-                        ids +
-                        "): release them first, or remove it with force=true (their leases are "
-                        "released and their jobs fail)")
-          .WithReason("conflict");
-    }
-    for (const sched::Lease& l : held) {
-      FLYT_RETURN_IF_ERROR(ledger_->Release(l.id));
-      Status del = txn.Delete(Table::kLeases, l.id);
-      if (!del.ok() && del.code() != StatusCode::kNotFound) return del;
-      FLYT_RETURN_IF_ERROR(txn.ReleaseGpus(l.id));
-      FLYT_RETURN_IF_ERROR(Event(txn, "lease.released",
-                                 {{"lease_id", l.id},
-                                  {"owner", l.owner},
-                                  {"reason", "node_removed"},
-                                  {"message", "lease " + l.id + " of " + l.owner +
-                                                  " released: its node " + name +
-                                                  " was removed by " + caller.name}}));
-      FLYT_RETURN_IF_ERROR(FinishJobOfLeaseLocked(txn, l.id, JobState::kFailed,
-                                                  "its node " + name + " was removed"));
-    }
-    FLYT_RETURN_IF_ERROR(txn.Delete(Table::kNodes, name));
-    FLYT_RETURN_IF_ERROR(Event(
-        txn, "node.removed",
-        {{"node", name},
-         {"by", caller.name},
-         {"leases_released", released},
-         {"message", "node " + name + " removed by " + caller.name +
-                         (held.empty() ? std::string()
-                                       : " (" + std::to_string(held.size()) +
-                                             " lease(s) released, their jobs failed)")}}));
-    EraseNodeLocked(name);
-    out = {{"removed", name}, {"leases_released", released}};
-    return Status::Ok();
-  });
-  if (!s.ok()) return s;
-  ++counters_.nodes_removed;
-  spdlog::info("node {} removed by {} ({} lease(s) released)", name, caller.name,
-               out["leases_released"].size());
-  Wake(/*strong=*/true);
-  return out;
-}
-
-Result<json> Cluster::ClientHeartbeat(const Caller& caller, const json& body) {
-  JsonFields b(body);
-  FLYT_RETURN_IF_ERROR(b.Only({"name", "address", "labels"}));
-  ClientRecord incoming;
-  incoming.name = caller.role == Role::kAdmin ? "" : caller.name;
-  FLYT_RETURN_IF_ERROR(b.OptionalString("name", 128, incoming.name));
-  if (caller.role != Role::kAdmin && incoming.name != caller.name) {
-    return PermissionDenied("a client registers under its own name (" + caller.name + ")");
-  }
-  if (!ValidName(incoming.name)) {
-    return InvalidArgument("name must be 1-128 characters of [A-Za-z0-9._-]");
-  }
-  FLYT_RETURN_IF_ERROR(b.OptionalString("address", 256, incoming.address));
-  FLYT_RETURN_IF_ERROR(LabelsField(b, "labels", incoming.labels));
-  MutexLock lock(mu_);
-  const auto now = clock_.WallNow();
-  json out;
-  FLYT_RETURN_IF_ERROR(
-      WriteLocked(Durability::kRelaxed, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
-        auto it = clients_.find(incoming.name);
-        ClientRecord rec = it == clients_.end() ? ClientRecord{} : it->second;
-        if (it == clients_.end()) {
-          rec.registered_at = now;
-          FLYT_RETURN_IF_ERROR(Event(
-              txn, "client.registered",
-              {{"client", incoming.name}, {"message", "client " + incoming.name + " registered"}}));
-        }
-        rec.name = incoming.name;
-        rec.address = incoming.address;
-        rec.labels = incoming.labels;
-        rec.last_seen = now;
-        FLYT_RETURN_IF_ERROR(txn.Put(Table::kClients, rec.name, DumpJson(ToJson(rec))));
-        out = ToJson(rec);
-        clients_[rec.name] = std::move(rec);
-        return Status::Ok();
-      }));
-  return out;
-}
+}  // namespace internal
 
 // ---- the ledger ------------------------------------------------------------------------------
 

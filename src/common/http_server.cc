@@ -49,12 +49,15 @@ struct Conn {
   SteadyClock::time_point dispatched_at;
 };
 
-void PeerOf(int fd, std::string& ip, int& port) {
+// The address of one end of a socket: its peer (getpeername) or its own (getsockname).
+void AddressOf(int fd, bool peer, std::string& ip, int& port) {
   sockaddr_storage addr{};
   socklen_t len = sizeof(addr);
   ip.clear();
   port = 0;
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return;
+  const int rc = peer ? getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len)
+                      : getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  if (rc != 0) return;
   char buf[INET6_ADDRSTRLEN] = {};
   if (addr.ss_family == AF_INET) {
     auto* a = reinterpret_cast<sockaddr_in*>(&addr);
@@ -67,6 +70,8 @@ void PeerOf(int fd, std::string& ip, int& port) {
   }
   ip = buf;
 }
+
+void PeerOf(int fd, std::string& ip, int& port) { AddressOf(fd, true, ip, port); }
 
 // A complete request in memory for reading; answers go to the socket, each write waiting at
 // most the write timeout for progress.
@@ -110,22 +115,7 @@ class BufferStream : public httplib::Stream {
     port = conn_.peer_port;
   }
   void get_local_ip_and_port(std::string& ip, int& port) const override {
-    sockaddr_storage addr{};
-    socklen_t len = sizeof(addr);
-    ip.clear();
-    port = 0;
-    if (getsockname(conn_.fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return;
-    char buf[INET6_ADDRSTRLEN] = {};
-    if (addr.ss_family == AF_INET) {
-      auto* a = reinterpret_cast<sockaddr_in*>(&addr);
-      inet_ntop(AF_INET, &a->sin_addr, buf, sizeof(buf));
-      port = ntohs(a->sin_port);
-    } else if (addr.ss_family == AF_INET6) {
-      auto* a = reinterpret_cast<sockaddr_in6*>(&addr);
-      inet_ntop(AF_INET6, &a->sin6_addr, buf, sizeof(buf));
-      port = ntohs(a->sin6_port);
-    }
-    ip = buf;
+    AddressOf(conn_.fd, false, ip, port);
   }
   socket_t socket() const override { return conn_.fd; }
   bool failed() const { return failed_; }
