@@ -16,23 +16,7 @@ tmp=$(mktemp -d)
 trap 'stop_children; rm -rf "$tmp"' EXIT
 unset FLYT_NVML_LIBRARY FLYT_SIM_TIME FLYT_SIM_REASON FLYT_TOKEN FLYT_ADMIN_TOKEN FLYT_CLUSTER_MANAGER
 
-admin=admin-token-000000000000
-node_token=node-token-0000000000000
-alice=alice-token-000000000000
-port=$(free_port)
-url="http://127.0.0.1:$port"
-cat >"$tmp/cm.toml" <<EOF
-[manager]
-listen = "127.0.0.1:$port"
-store = "sqlite:$tmp/var/flyt.db"
-var_dir = "$tmp/var"
-[auth]
-tokens = [
-  { name = "admin", token = "$admin", role = "admin" },
-  { name = "nodes", token = "$node_token", role = "node" },
-  { name = "alice", token = "$alice", role = "client" },
-]
-EOF
+cluster_config </dev/null
 cat >"$tmp/node.toml" <<EOF
 [monitor]
 interval_ms = 200

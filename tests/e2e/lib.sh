@@ -103,6 +103,34 @@ remote_setup() {
 
 # ---- the cluster manager and its node managers -------------------------------------------------
 
+# cluster_config [store url]: the usual test cluster manager's set-up. Sets the tokens $admin,
+# $node_token and $alice (roles admin, node, client), a free $port and $url, and writes
+# $tmp/cm.toml with [manager] (listen there, the store — default a SQLite file under $tmp/var —
+# and var_dir $tmp/var) and [auth]; more TOML tables (not [manager] or [auth]) come on stdin.
+cluster_config() {
+  local store=${1:-sqlite:$tmp/var/flyt.db}
+  admin=admin-token-000000000000
+  node_token=node-token-0000000000000
+  alice=alice-token-000000000000
+  port=$(free_port)
+  url="http://127.0.0.1:$port"
+  {
+    cat <<EOF
+[manager]
+listen = "127.0.0.1:$port"
+store = "$store"
+var_dir = "$tmp/var"
+[auth]
+tokens = [
+  { name = "admin", token = "$admin", role = "admin" },
+  { name = "nodes", token = "$node_token", role = "node" },
+  { name = "alice", token = "$alice", role = "client" },
+]
+EOF
+    cat
+  } >"$tmp/cm.toml"
+}
+
 # start_manager <address> <log> [flyt-cluster-manager args...]: starts a cluster manager and waits
 # until http://<address>/healthz answers. Sets manager_pid.
 manager_pid=""
