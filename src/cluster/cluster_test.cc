@@ -8,6 +8,7 @@
 #include <set>
 
 #include "cluster/auth.h"
+#include "cluster/cluster_testing.h"
 #include "cluster/config.h"
 #include "common/strings.h"
 #include "gpu/json.h"
@@ -16,34 +17,14 @@ namespace flyt::cluster {
 namespace {
 
 using nlohmann::json;
-constexpr uint64_t kGiB = 1ULL << 30;
-
-json Snapshot(int gpus, uint64_t free_gib = 80, uint32_t util = 0, bool lost_first = false) {
-  gpu::GpuSnapshot s;
-  s.source = gpu::Source::kNvml;
-  s.taken_at = std::chrono::system_clock::now();
-  for (int i = 0; i < gpus; ++i) {
-    gpu::GpuInfo g;
-    g.index = static_cast<uint32_t>(i);
-    g.uuid = "GPU-" + std::to_string(i);
-    g.name = "NVIDIA H100 80GB HBM3";
-    g.pci_bus_id = "00000000:0" + std::to_string(i) + ":00.0";
-    g.memory_total_bytes = 80 * kGiB;
-    g.memory_free_bytes = free_gib * kGiB;
-    g.memory_used_bytes = (80 - free_gib) * kGiB;
-    g.gpu_util_percent = util;
-    g.lost = lost_first && i == 0;
-    s.gpus.push_back(g);
-  }
-  return gpu::ToJson(s);
-}
+using test::kGiB;
+using test::OwnUuids;
+using test::Snapshot;
 
 // A node's heartbeat; its GPUs' UUIDs are its own ("GPU-<node>-<index>"), as real GPUs' are.
 json Heartbeat(const std::string& name, int gpus, uint64_t free_gib = 80,
                bool lost_first = false) {
-  json snap = Snapshot(gpus, free_gib, 0, lost_first);
-  for (json& g : snap["gpus"]) g["uuid"] = "GPU-" + name + "-" + std::to_string(g["index"].get<int>());
-  return {{"name", name}, {"snapshot", snap}};
+  return {{"name", name}, {"snapshot", OwnUuids(Snapshot(gpus, free_gib, 0, lost_first), name)}};
 }
 
 json SmallTask(int tp_options = 1) {

@@ -22,7 +22,10 @@ namespace flyt::cluster::test {
 
 inline constexpr uint64_t kGiB = 1ULL << 30;
 
-inline nlohmann::json Snapshot(int gpus, uint64_t free_gib = 80) {
+// A node manager's snapshot of `gpus` H100s with `free_gib` free and `util` % busy; the first
+// one lost when `lost_first`. UUIDs are "GPU-<index>": give them a node's own with OwnUuids.
+inline nlohmann::json Snapshot(int gpus, uint64_t free_gib = 80, uint32_t util = 0,
+                               bool lost_first = false) {
   gpu::GpuSnapshot s;
   s.source = gpu::Source::kNvml;
   s.taken_at = std::chrono::system_clock::now();
@@ -35,19 +38,25 @@ inline nlohmann::json Snapshot(int gpus, uint64_t free_gib = 80) {
     g.memory_total_bytes = 80 * kGiB;
     g.memory_free_bytes = free_gib * kGiB;
     g.memory_used_bytes = (80 - free_gib) * kGiB;
-    g.gpu_util_percent = 0;
+    g.gpu_util_percent = util;
+    g.lost = lost_first && i == 0;
     s.gpus.push_back(g);
   }
   return gpu::ToJson(s);
 }
 
+// The node's own GPUs: "GPU-<node>-<index>", so no two nodes report one UUID (the manager refuses
+// that), as with real GPUs.
+inline nlohmann::json OwnUuids(nlohmann::json snapshot, const std::string& node) {
+  for (nlohmann::json& g : snapshot["gpus"]) {
+    g["uuid"] = "GPU-" + node + "-" + std::to_string(g["index"].get<int>());
+  }
+  return snapshot;
+}
+
 inline nlohmann::json Heartbeat(const std::string& name, int gpus,
                                 const std::string& api_url = "") {
-  nlohmann::json j = {{"name", name}, {"snapshot", Snapshot(gpus)}};
-  // The node's own GPUs: no two nodes report one UUID (the manager refuses that).
-  for (nlohmann::json& g : j["snapshot"]["gpus"]) {
-    g["uuid"] = "GPU-" + name + "-" + std::to_string(g["index"].get<int>());
-  }
+  nlohmann::json j = {{"name", name}, {"snapshot", OwnUuids(Snapshot(gpus), name)}};
   if (!api_url.empty()) j["api_url"] = api_url;
   return j;
 }
