@@ -1,0 +1,232 @@
+#!/usr/bin/env bash
+# End to end: the CUDA tracer (flyt-trace, src/trace) on real processes with real uprobes. The
+# programs of tests/trace make exactly known CUDA calls; the
+# figures flyt-trace reports for each process must be exactly those of tests/trace/expectations.py
+# (check_trace.py prints one ok/FAIL line per figure, expected vs seen), and the launches those the
+# sim server's launch log (or the test driver's) holds for that pid. Cases:
+#   flyt's libcudart.so.13 against flyt-gpu-server --backend sim: trace_memory (copies, memsets,
+#     an out-of-memory retry loop, pinned memory, a leak at exit), trace_kernels (kernels by name
+#     and shape, streams, syncs), its per-thread-default-stream build, trace_graph (graphs are
+#     unsupported by flyt: failures), trace_threads (four threads' own default streams);
+#   two processes at once (separate pids, separate figures);
+#   NVIDIA's libcudart.so.13 with no driver, and the -cudart=static build: every call fails, the
+#     failures are counted by name and no memory is (figures from the programs' --calls logs);
+#   the static build stripped: reported in health.unprobeable;
+#   the driver API (trace_driver) against the test libcuda.so.1 (tests/trace/test_libcuda.c);
+#   a process started before flyt-trace: found by the /proc scan, attached_late, all its calls
+#     counted (it waits for a file before its first call).
+# Needs root (BPF). Skips (77) with the reason when not root, when flyt-trace, flyt's runtime or
+# the nvcc-built programs are missing, or when `flyt-trace --duration 0` exits 3 (tracing
+# unavailable here).
+# Usage: trace_test.sh <build dir> <source dir>
+set -uo pipefail
+build=$1
+src=$2
+tmp=$(mktemp -d -t flyt-trace-e2e.XXXXXX)
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+trap 'stop_children; rm -rf "$tmp"' EXIT
+
+skip() {
+  echo "SKIPPED: $*"
+  exit 77
+}
+[ "$(id -u)" = 0 ] || skip "flyt-trace needs root (BPF uprobes); running as uid $(id -u)"
+trace_bin=""
+for candidate in "$build/bin/flyt-trace" "$build/src/trace_tool/flyt-trace"; do
+  [ -x "$candidate" ] && trace_bin=$candidate && break
+done
+[ -n "$trace_bin" ] || skip "flyt-trace is not built (looked in $build/bin and $build/src/trace_tool)"
+programs=$build/tests/trace
+remote_setup "$build" "$programs/trace_kernels"
+for p in trace_memory trace_kernels_ptds trace_kernels_static trace_kernels_static_stripped \
+  trace_graph trace_threads trace_driver; do
+  [ -x "$programs/$p" ] || skip "tests/trace/$p is not built"
+done
+"$trace_bin" --duration 0 >"$tmp/probe.json" 2>"$tmp/probe.err"
+rc=$?
+if [ $rc = 3 ]; then
+  skip "tracing is unavailable here: $(tr '\n' ' ' <"$tmp/probe.err")"
+elif [ $rc != 0 ]; then
+  echo "FAIL: flyt-trace --duration 0 exited $rc:"
+  cat "$tmp/probe.err"
+  exit 1
+fi
+checker=$src/tests/trace/check_trace.py
+
+port=$(free_port)
+endpoint=127.0.0.1:$port
+log=$tmp/launches.jsonl
+"$server_bin" --backend sim --listen "$endpoint" --launch-log "$log" >>"$tmp/server.log" 2>&1 &
+pids+=("$!")
+check "server starts" wait_for 20 "$server_bin" stats --server "$endpoint"
+
+# A wrapper that runs a program with its output in a file of its own (the tracer's COMMAND runs
+# several), keeping its pid (exec).
+cat >"$tmp/to" <<'EOF'
+#!/bin/sh
+out=$1
+shift
+exec "$@" >"$out" 2>&1
+EOF
+chmod +x "$tmp/to"
+flyt_env=(env FLYT_SIM_DEVICE=1 "FLYT_SERVER=$endpoint" "LD_LIBRARY_PATH=$runtime_dir")
+
+# traced <session> <command...>: runs the command under flyt-trace (killed after 150 s); the JSON
+# in $tmp/<session>.json, flyt-trace's own output in $tmp/<session>.out.
+traced() {
+  local session=$1
+  shift
+  run_bounded 150 "$session" "$trace_bin" --json "$tmp/$session.json" \
+    --ready-file "$tmp/$session.ready" -- "$@"
+  check "$session: flyt-trace exits 0" test "$(cat "$tmp/$session.rc")" = 0
+  if [ "$(cat "$tmp/$session.rc")" != 0 ]; then
+    echo "--- flyt-trace output ($session):"
+    tail -20 "$tmp/$session.out"
+  fi
+  check "$session: flyt-trace wrote its JSON" python3 -c "import json,sys; json.load(open(sys.argv[1]))" \
+    "$tmp/$session.json"
+  check "$session: no event lost, a library probed" python3 "$checker" --json "$tmp/$session.json" \
+    --health --label "$session"
+}
+pid_of() { sed -n 's/^PID \([0-9]*\)$/\1/p' "$tmp/$1.prog" | head -1; }
+passed() {  # passed <name>: the program ran to its end
+  grep -q ": PASS$" "$tmp/$1.prog" && return 0
+  echo "--- $1 output:"
+  cat "$tmp/$1.prog"
+  return 1
+}
+# expect <json session> <name> <check_trace.py args...>: the figures of program <name>.
+expect() {
+  local session=$1 name=$2
+  shift 2
+  check "$name: ran to its end" passed "$name"
+  local pid
+  pid=$(pid_of "$name")
+  check "$name: figures as expected" python3 "$checker" --json "$tmp/$session.json" --pid "${pid:-0}" \
+    --out "$tmp/$name.prog" --label "$name (pid ${pid:-?})" "$@"
+}
+
+# session <name>: starts the shell script flyt-trace's COMMAND runs for session <name>;
+# step <session> [&] <program name> <command...>: adds a program to it (with "&": in the background;
+# the script waits for every one at its end). Its output goes to $tmp/<program name>.prog.
+session() { echo "#!/bin/sh" >"$tmp/$1.sh"; }
+step() {
+  local session=$1 background=""
+  shift
+  [ "$1" = "&" ] && background=" &" && shift
+  local name=$1
+  shift
+  {
+    printf '%q %q' "$tmp/to" "$tmp/$name.prog"
+    printf ' %q' "$@"
+    echo "$background"
+  } >>"$tmp/$session.sh"
+}
+run_session() {
+  echo wait >>"$tmp/$1.sh"
+  traced "$1" sh "$tmp/$1.sh"
+}
+
+# ---- flyt's runtime against the sim server, one program after another ----
+session flyt
+step flyt memory "${flyt_env[@]}" "$programs/trace_memory"
+step flyt kernels "${flyt_env[@]}" "$programs/trace_kernels"
+step flyt kernels_ptds "${flyt_env[@]}" "$programs/trace_kernels_ptds"
+step flyt graph "${flyt_env[@]}" "$programs/trace_graph"
+step flyt threads "${flyt_env[@]}" "$programs/trace_threads"
+run_session flyt
+sim=(--remote "$endpoint" --launch-log "$log")
+expect flyt memory --program trace_memory "${sim[@]}"
+expect flyt kernels --program trace_kernels "${sim[@]}"
+expect flyt kernels_ptds --program trace_kernels_ptds "${sim[@]}"
+expect flyt graph --program trace_graph "${sim[@]}"
+expect flyt threads --program trace_threads "${sim[@]}"
+
+# ---- two processes at once: the same kernels, different counts ----
+session pair
+step pair "&" pair2 "${flyt_env[@]}" "$programs/trace_kernels" --repeat 2
+step pair "&" pair3 "${flyt_env[@]}" "$programs/trace_kernels" --repeat 3
+run_session pair
+check "two processes at once: separate pids" test "$(pid_of pair2)" != "$(pid_of pair3)"
+expect pair pair2 --program trace_kernels --repeat 2 "${sim[@]}"
+expect pair pair3 --program trace_kernels --repeat 3 "${sim[@]}"
+
+# ---- calls that fail: NVIDIA's runtime with no driver, the static build; the stripped one ----
+session failing
+no_driver=""
+if ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
+  echo "note: a CUDA driver (libcuda.so.1) is installed: NVIDIA's runtime and the static build" \
+    "would not fail here; those cases are skipped"
+else
+  no_driver=1
+  nvidia=(env -u LD_LIBRARY_PATH -u FLYT_SERVER)
+  step failing nvidia_memory "${nvidia[@]}" "$programs/trace_memory" --keep-going \
+    --calls "$tmp/nvidia_memory.calls"
+  step failing nvidia_kernels "${nvidia[@]}" "$programs/trace_kernels" --keep-going \
+    --calls "$tmp/nvidia_kernels.calls"
+  step failing static "${nvidia[@]}" "$programs/trace_kernels_static" --keep-going \
+    --calls "$tmp/static.calls"
+fi
+step failing stripped env -u LD_LIBRARY_PATH "$programs/trace_kernels_static_stripped" --keep-going
+run_session failing
+nvidia_runtime() {  # without LD_LIBRARY_PATH the programs load the toolkit's libcudart, not flyt's
+  local libs
+  libs=$(env -u LD_LIBRARY_PATH ldd "$programs/trace_kernels") || return 1
+  grep -q 'libcudart.so.13 => /' <<<"$libs" && ! grep -qF "$runtime_dir" <<<"$libs"
+}
+if [ -n "$no_driver" ]; then
+  check "NVIDIA's runtime is the toolkit's, not flyt's" nvidia_runtime
+  for name in nvidia_memory nvidia_kernels static; do
+    check "$name: its calls failed (cudaErrorInsufficientDriver)" \
+      grep -q " cudaErrorInsufficientDriver$" "$tmp/$name.calls"
+    expect failing "$name" --program all_calls_failed --calls "$tmp/$name.calls"
+  done
+fi
+check "stripped: ran to its end" passed stripped
+check "stripped static binary: reported unprobeable" python3 "$checker" --json "$tmp/failing.json" \
+  --unprobeable "$(pid_of stripped)" --executable "$programs/trace_kernels_static_stripped" \
+  --label "stripped static binary"
+
+# ---- the driver API against the test libcuda.so.1 ----
+session driver
+step driver driver env "LD_LIBRARY_PATH=$programs/driver" \
+  "FLYT_TEST_LIBCUDA_LOG=$tmp/driver_launches.jsonl" "$programs/trace_driver"
+run_session driver
+check "the driver program ran on the test driver" test -s "$tmp/driver_launches.jsonl"
+expect driver driver --program trace_driver --launch-log "$tmp/driver_launches.jsonl"
+
+# ---- a process started before the tracer ----
+# It starts (libcudart.so.13 mapped at exec, its fatbin registered) and waits for $tmp/go before its
+# first CUDA call; flyt-trace's COMMAND creates go once the probes are attached, then waits for
+# late.done, which this script creates once the process has exited.
+"$tmp/to" "$tmp/late.prog" "${flyt_env[@]}" "$programs/trace_kernels" --wait-for "$tmp/go" &
+late_pid=$!
+pids+=("$late_pid")
+check "the early process is up before flyt-trace starts" wait_for 20 grep -q '^PID ' "$tmp/late.prog"
+printf '#!/bin/sh\ntouch %q\nwhile [ ! -e %q ]; do sleep 0.1; done\n' "$tmp/go" "$tmp/late.done" \
+  >"$tmp/late.sh"
+"$trace_bin" --json "$tmp/late.json" --ready-file "$tmp/late.ready" -- sh "$tmp/late.sh" \
+  >"$tmp/late.out" 2>&1 &
+late_trace=$!
+pids+=("$late_trace")
+check "flyt-trace attaches and runs its command" wait_for 60 test -e "$tmp/go"
+wait "$late_pid"  # bounded: the program gives up on go after 60 s
+check "the early process exits 0" test $? = 0
+touch "$tmp/late.done"
+trace_done() { ! kill -0 "$late_trace" 2>/dev/null || grep -q '^State:.*Z' "/proc/$late_trace/status"; }
+wait_for 60 trace_done || kill -9 "$late_trace" 2>/dev/null
+wait "$late_trace"
+late_rc=$?
+check "late: flyt-trace exits 0" test "$late_rc" = 0
+[ "$late_rc" = 0 ] || tail -20 "$tmp/late.out"
+check "late: no event lost, a library probed" python3 "$checker" --json "$tmp/late.json" --health \
+  --label late
+expect late late --program trace_kernels --late "${sim[@]}"
+
+kill "${pids[0]}" 2>/dev/null
+if [ "$failures" -gt 0 ]; then
+  echo "--- server log (tail)"
+  tail -20 "$tmp/server.log"
+fi
+finish
