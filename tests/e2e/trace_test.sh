@@ -72,12 +72,12 @@ EOF
 chmod +x "$tmp/to"
 flyt_env=(env FLYT_SIM_DEVICE=1 "FLYT_SERVER=$endpoint" "LD_LIBRARY_PATH=$runtime_dir")
 
-# traced <session> <command...>: runs the command under flyt-trace (killed after 150 s); the JSON
+# traced <session> <command...>: runs the command under flyt-trace (killed after 90 s); the JSON
 # in $tmp/<session>.json, flyt-trace's own output in $tmp/<session>.out.
 traced() {
   local session=$1
   shift
-  run_bounded 150 "$session" "$trace_bin" --json "$tmp/$session.json" \
+  run_bounded 90 "$session" "$trace_bin" --json "$tmp/$session.json" \
     --ready-file "$tmp/$session.ready" -- "$@"
   check "$session: flyt-trace exits 0" test "$(cat "$tmp/$session.rc")" = 0
   if [ "$(cat "$tmp/$session.rc")" != 0 ]; then

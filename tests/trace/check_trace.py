@@ -236,11 +236,43 @@ def self_test():
             check_process(c, mutated, exp, handles)
             if c.failures == 0:
                 problems.append(f"{name}: {path} changed, and no check failed")
+    problems += launch_log_self_test(handles)
     for p in problems:
         print("FAIL: self-test:", p)
     print(f"self-test: {len(expectations.PROGRAMS)} expectations, "
           f"{'FAILED' if problems else 'all checks bite'}")
     return 1 if problems else 0
+
+
+def launch_log_self_test(handles):
+    """check_launch_log on a log written from trace_kernels' shapes: passes; a line less fails."""
+    import tempfile
+    exp = expectations.trace_kernels()
+    mangled = {v: k for k, v in expectations.KERNEL_NAMES.items()}
+    lines = []
+    for name, shapes in exp["kernels"].items():
+        for s in shapes:
+            lines += [json.dumps({"pid": 1, "kernel": mangled[name], "grid": s["grid"],
+                                  "block": s["block"], "shared_bytes": s["shared_bytes"]})] * s["launches"]
+    lines.append(json.dumps({"pid": 2, "kernel": "_Z4AxpyfPKfPfi", "grid": [1, 1, 1],
+                             "block": [1, 1, 1], "shared_bytes": 0}))  # another process's
+    proc = synthesize(exp, handles)
+    problems = []
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl") as f:
+        f.write("\n".join(lines) + "\n")
+        f.flush()
+        c = Checker("launch log", quiet=True)
+        check_launch_log(c, proc, 1, f.name)
+        if c.failures:
+            problems.append("launch log: a matching log fails")
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl") as f:
+        f.write("\n".join(lines[1:]) + "\n")
+        f.flush()
+        c = Checker("launch log", quiet=True)
+        check_launch_log(c, proc, 1, f.name)
+        if not c.failures:
+            problems.append("launch log: a launch missing from the log, and no check failed")
+    return problems
 
 
 def synthesize(exp, handles):
