@@ -306,6 +306,14 @@ void Aggregator::OnRecord(const void* data, size_t bytes) {
     }
     return;
   }
+  {
+    // The common case, one lock: a process already tracked.
+    MutexLock lock(mu_);
+    if (auto it = live_.find(h.pid); it != live_.end()) {
+      it->second->Apply(h, &record, gpus_, &drops_);
+      return;
+    }
+  }
   TracedProcess* process = FindOrCreate(h.pid, h.cgroup_id, h.ts_ns);
   if (process == nullptr) return;
   MutexLock lock(mu_);

@@ -397,6 +397,23 @@ TEST_F(AggregatorTest, AttachedLateAndExec) {
   EXPECT_TRUE(all[1].exited);
 }
 
+TEST_F(AggregatorTest, LateAttachReadsTheCgroupAndStragglersAfterExitAreNotANewProcess) {
+  std::string id(64, 'd');
+  std::string path = "/system.slice/docker-" + id + ".scope";
+  uint64_t cgroup_id = tree_.AddCgroup(path);
+  std::ofstream(tree_.proc() + "/" + std::to_string(kPid) + "/cgroup") << "0::" << path << "\n";
+  Aggregator agg(Options(tree_), clock_);
+  agg.OnAttachedLate(kPid, "/opt/app/libcudart-1a2b3c4d.so.12");
+  ProcessCuda p = Find(agg.Processes(), kPid);
+  EXPECT_EQ(p.container_id, id);
+  EXPECT_EQ(p.cgroup_id, cgroup_id);
+  Feed(agg, Exit(kPid, 10 * kSecond, 0));
+  Feed(agg, Launch(kPid, 10 * kSecond + 5, 0xA0));  // another thread's last call
+  std::vector<ProcessCuda> all = agg.Processes();
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_TRUE(all[0].exited);
+}
+
 TEST_F(AggregatorTest, JsonShape) {
   Aggregator agg(Options(tree_), clock_);
   agg.SetGpus(TwoGpus());
