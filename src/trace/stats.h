@@ -64,6 +64,12 @@ struct ProcessCuda {
   uint32_t pid = 0;
   std::string comm;          // /proc/<pid>/comm when first seen
   std::string gpu_uuid;      // physical GPU; empty when unknown; remote runtime: see `remote`
+  std::string mig_uuid;      // "MIG-..." when CUDA_VISIBLE_DEVICES named a MIG instance
+  // NVML's process list put the process on another GPU than its traced device selection says:
+  // nvml_mismatch is set, and where NVML names exactly one GPU, gpu_uuid is NVML's and
+  // gpu_from_nvml is set (also when the selection could not be mapped at all).
+  bool nvml_mismatch = false;
+  bool gpu_from_nvml = false;
   int32_t device = 0;        // the CUDA device ordinal the program used
   bool remote = false;       // traced in flyt's libcudart: the GPU is behind flyt-gpu-server
   std::string remote_server; // FLYT_SERVER of the process, when remote
@@ -88,6 +94,9 @@ struct ProcessCuda {
   uint64_t pinned_host_peak_bytes = 0;
   uint64_t allocations = 0;          // successful
   uint64_t frees = 0;                // successful
+  // Successful frees of a pointer the tracer never saw allocated (allocated before the probe was
+  // attached, or beyond max_allocations_per_process): counted here, never subtracted.
+  uint64_t unknown_frees = 0;
 
   CopyBytes copies;
 
@@ -126,6 +135,11 @@ struct TracerHealth {
   uint64_t dropped_processes = 0;
   uint64_t dropped_streams = 0;
   uint64_t dropped_allocations = 0;
+  uint64_t dropped_kernel_names = 0;  // beyond max_kernel_names_per_process: launches "unknown"
+  // Records shorter than their kind's struct, or of an unknown kind or function: dropped.
+  uint64_t malformed_records = 0;
+  // Process × GPU entries whose traced GPU NVML's process list contradicts (now).
+  uint64_t nvml_mismatches = 0;
   std::vector<UnprobeableProcess> unprobeable;
   std::vector<std::string> libraries;  // the probed files (paths)
 };

@@ -1,0 +1,361 @@
+#include "trace/aggregator.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "common/status.h"
+#include "common/strings.h"
+
+namespace flyt::trace {
+namespace {
+
+constexpr uint64_t kNsPerSecond = 1000000000ull;
+constexpr uint64_t kLivenessIntervalNs = 2 * kNsPerSecond;
+constexpr uint64_t kStragglerNs = kNsPerSecond;  // records of a pid this soon after its EXIT
+constexpr size_t kMaxRefused = 65536;
+constexpr size_t kMaxCommBytes = 4096;
+constexpr size_t kMaxEnvironBytes = 4u << 20;
+
+// The struct a kind's record must hold at least.
+size_t RecordSize(uint16_t kind) {
+  switch (kind) {
+    case FLYT_EV_LAUNCH: return sizeof(flyt_trace_launch);
+    case FLYT_EV_ALLOC: return sizeof(flyt_trace_alloc);
+    case FLYT_EV_FREE: return sizeof(flyt_trace_free);
+    case FLYT_EV_COPY:
+    case FLYT_EV_MEMSET: return sizeof(flyt_trace_copy);
+    case FLYT_EV_SYNC: return sizeof(flyt_trace_sync);
+    case FLYT_EV_EVENT_RECORD: return sizeof(flyt_trace_event_record);
+    case FLYT_EV_STREAM_CREATE:
+    case FLYT_EV_STREAM_DESTROY: return sizeof(flyt_trace_stream);
+    case FLYT_EV_SET_DEVICE: return sizeof(flyt_trace_set_device);
+    case FLYT_EV_REGISTER_FUNCTION:
+    case FLYT_EV_MODULE_FUNCTION: return sizeof(flyt_trace_name);
+    case FLYT_EV_GET_KERNEL: return sizeof(flyt_trace_get_kernel);
+    case FLYT_EV_SETENV: return sizeof(flyt_trace_env);
+    case FLYT_EV_EXEC:
+    case FLYT_EV_LIBRARY_OPEN: return sizeof(flyt_trace_path);
+    case FLYT_EV_EXIT: return sizeof(flyt_trace_header);
+    default: return 0;
+  }
+}
+
+// The kind a probed function's records have (0: not a function that writes records).
+uint16_t KindOf(uint16_t func) {
+  if (func >= FLYT_FN_cudaLaunchKernel && func <= FLYT_FN_cuGraphLaunch_ptsz) return FLYT_EV_LAUNCH;
+  switch (func) {
+    case FLYT_FN_cudaMalloc:
+    case FLYT_FN_cudaMallocAsync:
+    case FLYT_FN_cudaMallocAsync_ptsz:
+    case FLYT_FN_cudaMallocFromPoolAsync:
+    case FLYT_FN_cudaMallocFromPoolAsync_ptsz:
+    case FLYT_FN_cudaMallocManaged:
+    case FLYT_FN_cudaMallocPitch:
+    case FLYT_FN_cudaMallocHost:
+    case FLYT_FN_cudaHostAlloc:
+    case FLYT_FN_cuMemAlloc_v2: return FLYT_EV_ALLOC;
+    case FLYT_FN_cudaFree:
+    case FLYT_FN_cudaFreeAsync:
+    case FLYT_FN_cudaFreeAsync_ptsz:
+    case FLYT_FN_cudaFreeHost:
+    case FLYT_FN_cuMemFree_v2: return FLYT_EV_FREE;
+    case FLYT_FN_cudaMemcpy:
+    case FLYT_FN_cudaMemcpy_ptds:
+    case FLYT_FN_cudaMemcpyAsync:
+    case FLYT_FN_cudaMemcpyAsync_ptsz: return FLYT_EV_COPY;
+    case FLYT_FN_cudaMemset:
+    case FLYT_FN_cudaMemset_ptds:
+    case FLYT_FN_cudaMemsetAsync:
+    case FLYT_FN_cudaMemsetAsync_ptsz: return FLYT_EV_MEMSET;
+    case FLYT_FN_cudaStreamSynchronize:
+    case FLYT_FN_cudaStreamSynchronize_ptsz:
+    case FLYT_FN_cudaDeviceSynchronize:
+    case FLYT_FN_cudaEventSynchronize:
+    case FLYT_FN_cudaEventQuery:
+    case FLYT_FN_cuStreamSynchronize:
+    case FLYT_FN_cuStreamSynchronize_ptsz:
+    case FLYT_FN_cuCtxSynchronize: return FLYT_EV_SYNC;
+    case FLYT_FN_cudaEventRecord:
+    case FLYT_FN_cudaEventRecord_ptsz: return FLYT_EV_EVENT_RECORD;
+    case FLYT_FN_cudaStreamCreate:
+    case FLYT_FN_cudaStreamCreateWithFlags:
+    case FLYT_FN_cudaStreamCreateWithPriority: return FLYT_EV_STREAM_CREATE;
+    case FLYT_FN_cudaStreamDestroy: return FLYT_EV_STREAM_DESTROY;
+    case FLYT_FN_cudaSetDevice: return FLYT_EV_SET_DEVICE;
+    case FLYT_FN___cudaRegisterFunction: return FLYT_EV_REGISTER_FUNCTION;
+    case FLYT_FN___cudaGetKernel:
+    case FLYT_FN_cudaGetKernel: return FLYT_EV_GET_KERNEL;
+    case FLYT_FN_cuModuleGetFunction: return FLYT_EV_MODULE_FUNCTION;
+    case FLYT_FN_setenv:
+    case FLYT_FN_putenv: return FLYT_EV_SETENV;
+    default: return 0;
+  }
+}
+
+bool IsControl(uint16_t kind) {
+  return kind == FLYT_EV_EXEC || kind == FLYT_EV_LIBRARY_OPEN || kind == FLYT_EV_EXIT;
+}
+
+// Every record fits here, aligned, whatever the alignment of the ring buffer's bytes.
+union RecordBuffer {
+  flyt_trace_header header;
+  flyt_trace_launch launch;
+  flyt_trace_alloc alloc;
+  flyt_trace_free free;
+  flyt_trace_copy copy;
+  flyt_trace_sync sync;
+  flyt_trace_event_record event_record;
+  flyt_trace_stream stream;
+  flyt_trace_set_device set_device;
+  flyt_trace_get_kernel get_kernel;
+  flyt_trace_name name;
+  flyt_trace_env env;
+  flyt_trace_path path;
+};
+
+// The record in `buffer`, or false when it is malformed.
+bool Validate(const void* data, size_t bytes, RecordBuffer* buffer) {
+  if (data == nullptr || bytes < sizeof(flyt_trace_header)) return false;
+  std::memcpy(&buffer->header, data, sizeof(flyt_trace_header));
+  const flyt_trace_header& h = buffer->header;
+  size_t need = RecordSize(h.kind);
+  if (need == 0 || bytes < need || h.pid == 0) return false;
+  std::memcpy(buffer, data, need);
+  if (!IsControl(h.kind) && KindOf(h.func) != h.kind) return false;
+  switch (h.kind) {
+    case FLYT_EV_ALLOC: return buffer->alloc.memory <= FLYT_MEM_HOST_PINNED;
+    case FLYT_EV_FREE: return buffer->free.memory <= FLYT_MEM_HOST_PINNED;
+    case FLYT_EV_COPY:
+    case FLYT_EV_MEMSET: return buffer->copy.copy_kind <= FLYT_COPY_DEFAULT;
+    default: return true;
+  }
+}
+
+}  // namespace
+
+Aggregator::Aggregator(const TraceOptions& options, const Clock& clock)
+    : options_(options), clock_(clock), cgroups_(options.cgroup_root) {}
+
+Aggregator::~Aggregator() = default;
+
+uint64_t Aggregator::NowNs() const {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   clock_.SteadyNow().time_since_epoch())
+                                   .count());
+}
+
+void Aggregator::SetGpus(std::vector<GpuIdentity> gpus) {
+  MutexLock lock(mu_);
+  gpus_.gpus = std::move(gpus);
+  ++gpus_.version;
+}
+
+void Aggregator::SetNvmlProcesses(std::map<uint32_t, std::set<std::string>> processes) {
+  MutexLock lock(mu_);
+  nvml_ = std::move(processes);
+}
+
+SnapshotContext Aggregator::Context() const {
+  SnapshotContext ctx;
+  ctx.gpus = &gpus_;
+  ctx.nvml = &nvml_;
+  ctx.now_ns = NowNs();
+  ctx.wall_at_now = clock_.WallNow();
+  return ctx;
+}
+
+std::vector<ProcessCuda> Aggregator::ProcessesLocked() const {
+  SnapshotContext ctx = Context();
+  std::vector<uint32_t> pids;
+  pids.reserve(live_.size());
+  for (const auto& [pid, p] : live_) pids.push_back(pid);
+  std::sort(pids.begin(), pids.end());
+  std::vector<ProcessCuda> out;
+  for (uint32_t pid : pids) {
+    std::vector<ProcessCuda> entries = live_.at(pid)->Snapshot(ctx);
+    std::move(entries.begin(), entries.end(), std::back_inserter(out));
+  }
+  for (const Exited& e : exited_) {
+    if (e.expires_ns > ctx.now_ns) out.insert(out.end(), e.entries.begin(), e.entries.end());
+  }
+  return out;
+}
+
+std::vector<ProcessCuda> Aggregator::Processes() const {
+  MutexLock lock(mu_);
+  return ProcessesLocked();
+}
+
+void Aggregator::FillHealth(TracerHealth* health) const {
+  MutexLock lock(mu_);
+  health->processes_traced = processes_traced_;
+  health->processes_tracked = live_.size() + exited_.size();
+  health->dropped_processes = dropped_processes_;
+  health->dropped_streams = drops_.streams;
+  health->dropped_allocations = drops_.allocations;
+  health->dropped_kernel_names = drops_.kernel_names;
+  health->malformed_records = malformed_records_;
+  uint64_t mismatches = 0;
+  if (!nvml_.empty()) {
+    for (const ProcessCuda& p : ProcessesLocked()) mismatches += p.nvml_mismatch ? 1 : 0;
+  }
+  health->nvml_mismatches = mismatches;
+}
+
+Aggregator::NewProcess Aggregator::ReadNewProcess(uint32_t pid, uint64_t cgroup_id) {
+  NewProcess out;
+  std::string dir = options_.proc_root + "/" + std::to_string(pid);
+  if (Result<std::string> comm = ReadFile(dir + "/comm", kMaxCommBytes); comm.ok()) {
+    out.comm = SanitizeUtf8(Trim(*comm));
+  }
+  if (Result<std::string> env_text = ReadFile(dir + "/environ", kMaxEnvironBytes); env_text.ok()) {
+    out.env = ParseEnviron(*env_text);
+  }
+  if (cgroup_id == 0) {
+    // No record yet (a late attachment found by the /proc scan): the cgroup v2 line of
+    // /proc/<pid>/cgroup ("0::/path") names the directory.
+    if (Result<std::string> cgroup = ReadFile(dir + "/cgroup", kMaxCommBytes); cgroup.ok()) {
+      for (std::string_view line : Split(*cgroup, '\n')) {
+        if (!StartsWith(line, "0::")) continue;
+        std::string path(line.substr(3));
+        struct stat st {};
+        if (::stat((options_.cgroup_root + path).c_str(), &st) == 0) {
+          out.cgroup_id = static_cast<uint64_t>(st.st_ino);
+        }
+        out.container_id = ContainerIdFromCgroupPath(path);
+      }
+    }
+    return out;
+  }
+  out.cgroup_id = cgroup_id;
+  out.container_id = cgroups_.ContainerId(cgroup_id);
+  return out;
+}
+
+bool Aggregator::MakeRoom() {
+  if (live_.size() + exited_.size() < options_.max_processes) return true;
+  if (exited_.empty()) return false;
+  exited_.pop_front();
+  return true;
+}
+
+bool Aggregator::JustExited(uint32_t pid, uint64_t ts_ns) const {
+  return std::any_of(exited_.begin(), exited_.end(), [&](const Exited& e) {
+    return e.pid == pid && ts_ns <= e.exit_ns + kStragglerNs;
+  });
+}
+
+TracedProcess* Aggregator::FindOrCreate(uint32_t pid, uint64_t cgroup_id, uint64_t ts_ns) {
+  {
+    MutexLock lock(mu_);
+    if (auto it = live_.find(pid); it != live_.end()) return it->second.get();
+    if (refused_.count(pid) > 0 || JustExited(pid, ts_ns)) return nullptr;
+  }
+  // Only this (the drain) thread adds processes, so the pid is still absent after the unlock.
+  NewProcess info = ReadNewProcess(pid, cgroup_id);
+  MutexLock lock(mu_);
+  if (!MakeRoom()) {
+    ++dropped_processes_;
+    if (refused_.size() < kMaxRefused) refused_.insert(pid);
+    return nullptr;
+  }
+  ++processes_traced_;
+  auto process = std::make_unique<TracedProcess>(pid, std::move(info.comm), std::move(info.env),
+                                                 info.cgroup_id, std::move(info.container_id),
+                                                 options_, ts_ns);
+  return live_.emplace(pid, std::move(process)).first->second.get();
+}
+
+void Aggregator::End(uint32_t pid, std::optional<int32_t> exit_code, uint64_t ts_ns) {
+  auto it = live_.find(pid);
+  if (it == live_.end()) return;
+  SnapshotContext ctx = Context();
+  ctx.exited = true;
+  ctx.exit_code = exit_code;
+  Exited e;
+  e.pid = pid;
+  e.exit_ns = ts_ns;
+  e.expires_ns = ctx.now_ns + static_cast<uint64_t>(options_.exited_keep_seconds) * kNsPerSecond;
+  e.entries = it->second->Snapshot(ctx);
+  live_.erase(it);
+  if (options_.exited_keep_seconds > 0) exited_.push_back(std::move(e));
+}
+
+void Aggregator::OnRecord(const void* data, size_t bytes) {
+  RecordBuffer record;
+  if (!Validate(data, bytes, &record)) {
+    MutexLock lock(mu_);
+    ++malformed_records_;
+    return;
+  }
+  const flyt_trace_header& h = record.header;
+  if (IsControl(h.kind)) {
+    MutexLock lock(mu_);
+    if (h.kind == FLYT_EV_EXIT) {
+      End(h.pid, h.rc, h.ts_ns);
+      refused_.erase(h.pid);
+    } else if (h.kind == FLYT_EV_EXEC) {
+      // The program image is replaced: the CUDA state of the old one is gone with it.
+      End(h.pid, std::nullopt, h.ts_ns);
+      refused_.erase(h.pid);
+    } else if (auto it = live_.find(h.pid); it != live_.end()) {
+      it->second->Apply(h, &record, gpus_, &drops_);
+    }
+    return;
+  }
+  {
+    // The common case, one lock: a process already tracked.
+    MutexLock lock(mu_);
+    if (auto it = live_.find(h.pid); it != live_.end()) {
+      it->second->Apply(h, &record, gpus_, &drops_);
+      return;
+    }
+  }
+  TracedProcess* process = FindOrCreate(h.pid, h.cgroup_id, h.ts_ns);
+  if (process == nullptr) return;
+  MutexLock lock(mu_);
+  process->Apply(h, &record, gpus_, &drops_);
+}
+
+void Aggregator::OnAttachedLate(uint32_t pid, const std::string& library) {
+  if (pid == 0) return;
+  // No record carries the cgroup id here: ReadNewProcess reads /proc/<pid>/cgroup instead.
+  TracedProcess* process = FindOrCreate(pid, 0, NowNs());
+  if (process == nullptr) return;
+  MutexLock lock(mu_);
+  process->SetAttachedLate(library);
+}
+
+void Aggregator::OnDrainEnd() {
+  uint64_t now = NowNs();
+  std::vector<uint32_t> pids;
+  {
+    MutexLock lock(mu_);
+    while (!exited_.empty() && exited_.front().expires_ns <= now) exited_.pop_front();
+    if (now < next_liveness_check_ns_) return;
+    next_liveness_check_ns_ = now + kLivenessIntervalNs;
+    for (const auto& [pid, p] : live_) pids.push_back(pid);
+  }
+  std::vector<uint32_t> gone;
+  std::unordered_set<uint32_t> missing;
+  for (uint32_t pid : pids) {
+    struct stat st {};
+    std::string path = options_.proc_root + "/" + std::to_string(pid);
+    if (::stat(path.c_str(), &st) == 0 || errno != ENOENT) continue;
+    // Gone twice in a row: its EXIT record, if it had one, would have been drained by now.
+    if (missing_once_.count(pid) > 0) {
+      gone.push_back(pid);
+    } else {
+      missing.insert(pid);
+    }
+  }
+  missing_once_ = std::move(missing);
+  if (gone.empty()) return;
+  MutexLock lock(mu_);
+  for (uint32_t pid : gone) End(pid, std::nullopt, now);
+}
+
+}  // namespace flyt::trace
