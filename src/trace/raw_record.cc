@@ -1,5 +1,6 @@
 #include "trace/raw_record.h"
 
+#include <chrono>
 #include <cstring>
 
 #include "trace/probes.h"
@@ -151,5 +152,23 @@ void RawJsonSink::OnAttachedLate(uint32_t pid, const std::string& library) {
 }
 
 void RawJsonSink::OnDrainEnd() { std::fflush(out_); }
+
+void ExitWatchingSink::OnRecord(const void* data, size_t bytes) {
+  next_->OnRecord(data, bytes);
+  flyt_trace_header h;
+  if (!Read(data, bytes, &h) || h.kind != FLYT_EV_EXIT) return;
+  MutexLock lock(mu_);
+  exited_.insert(h.pid);
+  cv_.NotifyAll();
+}
+
+bool ExitWatchingSink::WaitForExit(uint32_t pid, int timeout_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  MutexLock lock(mu_);
+  while (exited_.count(pid) == 0) {
+    if (!cv_.WaitUntil(mu_, deadline)) return exited_.count(pid) != 0;
+  }
+  return true;
+}
 
 }  // namespace flyt::trace

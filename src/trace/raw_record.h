@@ -8,7 +8,9 @@
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <set>
 
+#include "common/mutex.h"
 #include "trace/sink.h"
 
 namespace flyt::trace {
@@ -25,6 +27,26 @@ class RawJsonSink : public RecordSink {
 
  private:
   std::FILE* out_;
+};
+
+// Forwards everything to another sink and remembers which processes' EXIT records went through,
+// so a caller can wait until a child's last record was handled. Thread-safe.
+class ExitWatchingSink : public RecordSink {
+ public:
+  explicit ExitWatchingSink(RecordSink* next) : next_(next) {}
+  void OnRecord(const void* data, size_t bytes) override;
+  void OnAttachedLate(uint32_t pid, const std::string& library) override {
+    next_->OnAttachedLate(pid, library);
+  }
+  void OnDrainEnd() override { next_->OnDrainEnd(); }
+  // Waits up to `timeout_ms` for the EXIT record of `pid`; false when it did not come.
+  bool WaitForExit(uint32_t pid, int timeout_ms) FLYT_EXCLUDES(mu_);
+
+ private:
+  RecordSink* next_;
+  Mutex mu_;
+  CondVar cv_;
+  std::set<uint32_t> exited_ FLYT_GUARDED_BY(mu_);
 };
 
 }  // namespace flyt::trace
