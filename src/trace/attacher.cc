@@ -63,7 +63,8 @@ Result<AttachOutcome> Attacher::ProbeFile(const std::string& open_path,
   outcome.library = c.library;
   size_t attached = 0;
   for (const ProbePoint& p : c.probes) {
-    LIBBPF_OPTS(bpf_uprobe_opts, opts);
+    bpf_uprobe_opts opts{};  // LIBBPF_OPTS uses C extensions that -Wpedantic refuses in C++
+    opts.sz = sizeof(opts);
     opts.bpf_cookie = AttachCookie(p.func, *c.library);
     if (*c.library == LibraryClass::kLibc) {
       bpf_link* link = bpf_program__attach_uprobe_opts(env_, -1, open_path.c_str(), p.offset,

@@ -18,7 +18,14 @@
 #include <string>
 #include <vector>
 
+// The generated skeleton embeds the BPF object as one long string literal.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpedantic"
+#if defined(__clang__)
+#pragma clang diagnostic ignored "-Woverlength-strings"
+#endif
 #include "cuda_trace.skel.h"
+#pragma GCC diagnostic pop
 #include "trace/attacher.h"
 #include "trace/discovery.h"
 
@@ -29,6 +36,9 @@ namespace {
 Mutex log_mu;
 std::string last_libbpf_lines FLYT_GUARDED_BY(log_mu);
 
+// libbpf hands over its own printf format.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
 int LibbpfPrint(enum libbpf_print_level level, const char* format, va_list args) {
   char buf[1024];
   int n = std::vsnprintf(buf, sizeof(buf), format, args);
@@ -43,6 +53,7 @@ int LibbpfPrint(enum libbpf_print_level level, const char* format, va_list args)
   }
   return n;
 }
+#pragma GCC diagnostic pop
 
 bool HasCapability(int cap) {
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
