@@ -11,6 +11,7 @@ packages=(
   libsqlite3-dev sqlite3 libpq-dev postgresql
   prometheus wrk bc fonts-noto-color-emoji
   liblz4-dev libzstd-dev libtirpc-dev libclang-rt-14-dev
+  libbpf-dev bpftool libelf-dev
   chromium
 )
 

@@ -9,6 +9,10 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+// Exported (libcudart.map) so that flyt's CUDA tracer tells this runtime from NVIDIA's: the GPU
+// of a process traced here is behind a flyt-gpu-server.
+extern "C" __attribute__((visibility("default"), used)) const int flyt_runtime_version = 1;
+
 namespace flyt::runtime {
 namespace {
 

@@ -1,0 +1,73 @@
+// Puts the tracer's uprobes on files: once per inode (device, inode), whatever processes map the
+// file and under whatever path, with pid = -1 so every process that maps it is traced. For each
+// probed function the uretprobe is attached before the uprobe (an entry without its return would
+// leave a call open); a function whose probes fail is counted by reason and skipped. A file that
+// is not CUDA (an executable without the runtime) is remembered by inode too, so an exec of
+// /bin/sh is examined once. A file that is gone (a library deleted mid-attach, a process that
+// exited) gives one log line and an error the caller may ignore.
+//
+// Owns the bpf_links it creates (destroyed with it). Not thread-safe: the tracer calls it from
+// its start-up and then from its drain thread only; Snapshot() copies are guarded by the tracer.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "trace/elf_symbols.h"
+
+struct bpf_program;
+struct bpf_link;
+
+namespace flyt::trace {
+
+struct AttachOutcome {
+  bool cuda = false;           // the file carries probes (now or from before)
+  bool newly_probed = false;   // this call attached them
+  std::optional<LibraryClass> library;
+  std::string unprobeable_reason;  // a CUDA program that cannot be probed
+};
+
+struct AttacherStats {
+  uint64_t libraries_probed = 0;
+  std::vector<std::string> libraries;
+  std::map<std::string, uint64_t> attach_failures;
+};
+
+class Attacher {
+ public:
+  // `entry`/`ret` are the generic CUDA programs, `env` the setenv/putenv entry program (null:
+  // libc is not probed). The programs belong to the caller's BPF object and outlive this.
+  Attacher(bpf_program* entry, bpf_program* ret, bpf_program* env);
+  ~Attacher();
+  Attacher(const Attacher&) = delete;
+  Attacher& operator=(const Attacher&) = delete;
+
+  // Examines `open_path` (a path this process can open: /proc/<pid>/root/..., /proc/<pid>/exe)
+  // and probes it unless its inode was seen; `display_path` names it in logs and health.
+  Result<AttachOutcome> ProbeFile(const std::string& open_path, const std::string& display_path);
+
+  const AttacherStats& stats() const { return stats_; }
+
+ private:
+  struct FileState {
+    AttachOutcome outcome;
+  };
+  void CountFailure(const std::string& reason) { ++stats_.attach_failures[reason]; }
+
+  bpf_program* entry_;
+  bpf_program* ret_;
+  bpf_program* env_;
+  std::map<std::pair<dev_t, ino_t>, FileState> files_;
+  std::vector<bpf_link*> links_;
+  AttacherStats stats_;
+};
+
+}  // namespace flyt::trace

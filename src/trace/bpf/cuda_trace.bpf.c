@@ -1,0 +1,621 @@
+/* The BPF half of flyt's CUDA tracer: one generic uprobe entry program and one generic uretprobe
+ * return program for every probed CUDA call (the attach cookie = func | library_class << 16 says
+ * which), libc's setenv/putenv, and the control tracepoints (exec, opens of libcuda*, exits).
+ * Records go to one ring buffer in the layouts of events.h. Built by clang (-target bpf) and
+ * embedded in the tracer through a bpftool skeleton (cuda_trace.skel.h).
+ *
+ * Cost rules: data records are submitted without a wakeup (the drain thread polls on a timer);
+ * only crossing the high-water mark, and the rare control records, wake it. A reservation that
+ * fails (the ring is full) is counted in the per-CPU `lost` array, never retried. */
+#include "trace/bpf/vmlinux_min.h"
+
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "trace/bpf/events.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Set by user space before load (TraceOptions.high_water_percent). */
+const volatile __u32 high_water_percent = 50;
+
+struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, 1 << 24); /* user space sets TraceOptions.ring_buffer_bytes */
+} events SEC(".maps");
+
+/* Reservations that failed, per CPU (user space sums them: TracerHealth.events_lost). */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, __u64);
+} lost SEC(".maps");
+
+/* A thread's outermost probed call in flight: its arguments and entry time. */
+struct inflight {
+  __u64 regs[6];  /* rdi, rsi, rdx, rcx, r8, r9 */
+  __u64 stack[3]; /* the first three stack arguments (launches only) */
+  __u64 entry_ns;
+  __u32 cookie;
+  __u32 depth; /* probed calls of this thread in progress, this one included */
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 16384);
+  __type(key, __u64); /* pid_tgid */
+  __type(value, struct inflight);
+} calls SEC(".maps");
+
+/* Processes (tgid) that produced a record: their leader's exit is reported. */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 65536);
+  __type(key, __u32);
+  __type(value, __u8);
+} tracked SEC(".maps");
+
+/* Scratch for paths read by the openat tracepoint before deciding to emit. */
+struct path_buf {
+  char text[FLYT_TRACE_NAME_BYTES];
+};
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct path_buf);
+} scratch SEC(".maps");
+
+static __always_inline void count_lost(void) {
+  __u32 zero = 0;
+  __u64* n = bpf_map_lookup_elem(&lost, &zero);
+  if (n) *n += 1;
+}
+
+static __always_inline void* reserve(__u64 bytes) {
+  void* rec = bpf_ringbuf_reserve(&events, bytes, 0);
+  if (!rec) count_lost();
+  return rec;
+}
+
+/* Data records: no wakeup, unless this record made the ring's fill cross the high-water mark. */
+static __always_inline void submit_data(void* rec, __u64 bytes) {
+  __u64 avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+  __u64 size = bpf_ringbuf_query(&events, BPF_RB_RING_SIZE);
+  __u64 mark = size / 100 * high_water_percent;
+  __u64 flags = BPF_RB_NO_WAKEUP;
+  /* avail already counts this record (8 bytes of ring header each). */
+  if (avail >= mark && avail < mark + bytes + 8 + 64) flags = BPF_RB_FORCE_WAKEUP;
+  bpf_ringbuf_submit(rec, flags);
+}
+
+static __always_inline void fill_header(struct flyt_trace_header* h, __u16 kind, __u16 func,
+                                        __u16 library, __s32 rc, __u64 entry_ns) {
+  __u64 pid_tgid = bpf_get_current_pid_tgid();
+  h->ts_ns = bpf_ktime_get_ns();
+  h->cgroup_id = bpf_get_current_cgroup_id();
+  h->entry_ns = entry_ns;
+  h->pid = pid_tgid >> 32;
+  h->tid = (__u32)pid_tgid;
+  h->kind = kind;
+  h->func = func;
+  h->library = library;
+  h->flags = 0;
+  h->rc = rc;
+  h->reserved = 0;
+}
+
+static __always_inline void mark_tracked(void) {
+  __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+  __u8 one = 1;
+  if (!bpf_map_lookup_elem(&tracked, &tgid)) bpf_map_update_elem(&tracked, &tgid, &one, BPF_ANY);
+}
+
+static __always_inline __u64 read_u64(__u64 address) {
+  __u64 v = 0;
+  if (address) bpf_probe_read_user(&v, sizeof(v), (const void*)address);
+  return v;
+}
+
+static __always_inline int is_per_thread(__u32 func) {
+  switch (func) {
+    case FLYT_FN_cudaLaunchKernel_ptsz:
+    case FLYT_FN___cudaLaunchKernel_ptsz:
+    case FLYT_FN_cudaLaunchKernelExC_ptsz:
+    case FLYT_FN_cudaLaunchCooperativeKernel_ptsz:
+    case FLYT_FN_cudaGraphLaunch_ptsz:
+    case FLYT_FN_cuLaunchKernel_ptsz:
+    case FLYT_FN_cuLaunchKernelEx_ptsz:
+    case FLYT_FN_cuGraphLaunch_ptsz:
+    case FLYT_FN_cudaMallocAsync_ptsz:
+    case FLYT_FN_cudaFreeAsync_ptsz:
+    case FLYT_FN_cudaMallocFromPoolAsync_ptsz:
+    case FLYT_FN_cudaMemcpy_ptds:
+    case FLYT_FN_cudaMemcpyAsync_ptsz:
+    case FLYT_FN_cudaMemset_ptds:
+    case FLYT_FN_cudaMemsetAsync_ptsz:
+    case FLYT_FN_cudaStreamSynchronize_ptsz:
+    case FLYT_FN_cudaEventRecord_ptsz:
+    case FLYT_FN_cuStreamSynchronize_ptsz:
+      return 1;
+  }
+  return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(cuda_entry) {
+  __u64 id = bpf_get_current_pid_tgid();
+  struct inflight* cur = bpf_map_lookup_elem(&calls, &id);
+  if (cur) {
+    /* A probed call inside another one (runtime -> driver, or runtime -> runtime). */
+    cur->depth += 1;
+    return 0;
+  }
+  struct inflight f = {};
+  f.cookie = (__u32)bpf_get_attach_cookie(ctx);
+  f.depth = 1;
+  f.regs[0] = PT_REGS_PARM1(ctx);
+  f.regs[1] = PT_REGS_PARM2(ctx);
+  f.regs[2] = PT_REGS_PARM3(ctx);
+  f.regs[3] = PT_REGS_PARM4(ctx);
+  f.regs[4] = PT_REGS_PARM5(ctx);
+  f.regs[5] = ctx->r9; /* bpf_tracing.h of libbpf 1.1 has no PT_REGS_PARM6 */
+  switch (f.cookie & 0xffff) {
+    case FLYT_FN_cudaLaunchKernel:
+    case FLYT_FN_cudaLaunchKernel_ptsz:
+    case FLYT_FN___cudaLaunchKernel:
+    case FLYT_FN___cudaLaunchKernel_ptsz:
+    case FLYT_FN_cudaLaunchCooperativeKernel:
+    case FLYT_FN_cudaLaunchCooperativeKernel_ptsz:
+    case FLYT_FN_cuLaunchKernel:
+    case FLYT_FN_cuLaunchKernel_ptsz: {
+      /* [sp] is the return address; the stack arguments follow it. */
+      __u64 sp = PT_REGS_SP(ctx);
+      bpf_probe_read_user(&f.stack, sizeof(f.stack), (const void*)(sp + 8));
+      break;
+    }
+  }
+  f.entry_ns = bpf_ktime_get_ns();
+  bpf_map_update_elem(&calls, &id, &f, BPF_ANY);
+  return 0;
+}
+
+static __always_inline void emit_launch(struct inflight* f, __u16 func, __u16 lib, __s32 rc) {
+  struct flyt_trace_launch* r = reserve(sizeof(*r));
+  if (!r) return;
+  fill_header(&r->h, FLYT_EV_LAUNCH, func, lib, rc, f->entry_ns);
+  r->reserved = 0;
+  r->function = 0;
+  r->stream = 0;
+  r->shared_bytes = 0;
+  r->grid[0] = r->grid[1] = r->grid[2] = 0;
+  r->block[0] = r->block[1] = r->block[2] = 0;
+  switch (func) {
+    case FLYT_FN_cudaLaunchKernel:
+    case FLYT_FN_cudaLaunchKernel_ptsz:
+    case FLYT_FN___cudaLaunchKernel:
+    case FLYT_FN___cudaLaunchKernel_ptsz:
+    case FLYT_FN_cudaLaunchCooperativeKernel:
+    case FLYT_FN_cudaLaunchCooperativeKernel_ptsz:
+      /* (func, dim3 grid = {x|y<<32, z}, dim3 block = {x|y<<32, z}, args; shmem, stream) */
+      r->function = f->regs[0];
+      r->grid[0] = (__u32)f->regs[1];
+      r->grid[1] = (__u32)(f->regs[1] >> 32);
+      r->grid[2] = (__u32)f->regs[2];
+      r->block[0] = (__u32)f->regs[3];
+      r->block[1] = (__u32)(f->regs[3] >> 32);
+      r->block[2] = (__u32)f->regs[4];
+      r->shared_bytes = (__u32)f->stack[0];
+      r->stream = f->stack[1];
+      break;
+    case FLYT_FN_cudaLaunchKernelExC:
+    case FLYT_FN_cudaLaunchKernelExC_ptsz: {
+      /* (const cudaLaunchConfig_t* {dim3 grid; dim3 block; size_t smem; stream; ...}, func) */
+      __u32 dims[6] = {};
+      __u64 tail[2] = {};
+      bpf_probe_read_user(dims, sizeof(dims), (const void*)f->regs[0]);
+      bpf_probe_read_user(tail, sizeof(tail), (const void*)(f->regs[0] + 24));
+      r->function = f->regs[1];
+      r->grid[0] = dims[0];
+      r->grid[1] = dims[1];
+      r->grid[2] = dims[2];
+      r->block[0] = dims[3];
+      r->block[1] = dims[4];
+      r->block[2] = dims[5];
+      r->shared_bytes = (__u32)tail[0];
+      r->stream = tail[1];
+      break;
+    }
+    case FLYT_FN_cuLaunchKernel:
+    case FLYT_FN_cuLaunchKernel_ptsz:
+      /* (f, gx, gy, gz, bx, by; bz, smem, stream, params, extra) */
+      r->function = f->regs[0];
+      r->grid[0] = (__u32)f->regs[1];
+      r->grid[1] = (__u32)f->regs[2];
+      r->grid[2] = (__u32)f->regs[3];
+      r->block[0] = (__u32)f->regs[4];
+      r->block[1] = (__u32)f->regs[5];
+      r->block[2] = (__u32)f->stack[0];
+      r->shared_bytes = (__u32)f->stack[1];
+      r->stream = f->stack[2];
+      break;
+    case FLYT_FN_cuLaunchKernelEx:
+    case FLYT_FN_cuLaunchKernelEx_ptsz: {
+      /* (const CUlaunchConfig* {7 x unsigned: grid, block, smem; CUstream @32; ...}, f) */
+      __u32 dims[7] = {};
+      __u64 stream = 0;
+      bpf_probe_read_user(dims, sizeof(dims), (const void*)f->regs[0]);
+      bpf_probe_read_user(&stream, sizeof(stream), (const void*)(f->regs[0] + 32));
+      r->function = f->regs[1];
+      r->grid[0] = dims[0];
+      r->grid[1] = dims[1];
+      r->grid[2] = dims[2];
+      r->block[0] = dims[3];
+      r->block[1] = dims[4];
+      r->block[2] = dims[5];
+      r->shared_bytes = dims[6];
+      r->stream = stream;
+      break;
+    }
+    default: /* cudaGraphLaunch, cuGraphLaunch: (exec, stream) */
+      r->function = f->regs[0];
+      r->stream = f->regs[1];
+      break;
+  }
+  if (is_per_thread(func)) r->h.flags |= FLYT_F_PER_THREAD;
+  submit_data(r, sizeof(*r));
+}
+
+static __always_inline void emit_alloc(struct inflight* f, __u16 func, __u16 lib, __s32 rc) {
+  struct flyt_trace_alloc* r = reserve(sizeof(*r));
+  if (!r) return;
+  fill_header(&r->h, FLYT_EV_ALLOC, func, lib, rc, f->entry_ns);
+  r->ptr = read_u64(f->regs[0]);
+  r->bytes = f->regs[1];
+  r->stream = 0;
+  r->memory = FLYT_MEM_DEVICE;
+  r->reserved = 0;
+  switch (func) {
+    case FLYT_FN_cudaMallocAsync:
+    case FLYT_FN_cudaMallocAsync_ptsz:
+      r->stream = f->regs[2];
+      break;
+    case FLYT_FN_cudaMallocFromPoolAsync:
+    case FLYT_FN_cudaMallocFromPoolAsync_ptsz:
+      r->stream = f->regs[3];
+      break;
+    case FLYT_FN_cudaMallocManaged:
+      r->memory = FLYT_MEM_MANAGED;
+      break;
+    case FLYT_FN_cudaMallocPitch: /* (ptr*, size_t* pitch, width, height) */
+      r->bytes = read_u64(f->regs[1]) * f->regs[3];
+      break;
+    case FLYT_FN_cudaMallocHost:
+    case FLYT_FN_cudaHostAlloc:
+      r->memory = FLYT_MEM_HOST_PINNED;
+      break;
+  }
+  if (rc != 0) r->ptr = 0;
+  if (is_per_thread(func)) r->h.flags |= FLYT_F_PER_THREAD;
+  submit_data(r, sizeof(*r));
+}
+
+static __always_inline void emit_free(struct inflight* f, __u16 func, __u16 lib, __s32 rc) {
+  struct flyt_trace_free* r = reserve(sizeof(*r));
+  if (!r) return;
+  fill_header(&r->h, FLYT_EV_FREE, func, lib, rc, f->entry_ns);
+  r->ptr = f->regs[0];
+  r->stream = 0;
+  r->memory = FLYT_MEM_DEVICE;
+  r->reserved = 0;
+  if (func == FLYT_FN_cudaFreeAsync || func == FLYT_FN_cudaFreeAsync_ptsz) r->stream = f->regs[1];
+  if (func == FLYT_FN_cudaFreeHost) r->memory = FLYT_MEM_HOST_PINNED;
+  if (is_per_thread(func)) r->h.flags |= FLYT_F_PER_THREAD;
+  submit_data(r, sizeof(*r));
+}
+
+static __always_inline void emit_copy(struct inflight* f, __u16 func, __u16 lib, __s32 rc,
+                                      __u16 kind) {
+  struct flyt_trace_copy* r = reserve(sizeof(*r));
+  if (!r) return;
+  fill_header(&r->h, kind, func, lib, rc, f->entry_ns);
+  r->dst = f->regs[0];
+  r->src = f->regs[1];
+  r->bytes = f->regs[2];
+  r->stream = 0;
+  r->async = 0;
+  if (kind == FLYT_EV_COPY) {
+    /* (dst, src, count, kind[, stream]) */
+    r->copy_kind = (__u32)f->regs[3];
+    if (func == FLYT_FN_cudaMemcpyAsync || func == FLYT_FN_cudaMemcpyAsync_ptsz) {
+      r->stream = f->regs[4];
+      r->async = 1;
+    }
+  } else {
+    /* (ptr, int value, count[, stream]) */
+    r->src = (__u32)f->regs[1];
+    r->copy_kind = FLYT_COPY_DEFAULT;
+    if (func == FLYT_FN_cudaMemsetAsync || func == FLYT_FN_cudaMemsetAsync_ptsz) {
+      r->stream = f->regs[3];
+      r->async = 1;
+    }
+  }
+  if (is_per_thread(func)) r->h.flags |= FLYT_F_PER_THREAD;
+  submit_data(r, sizeof(*r));
+}
+
+static __always_inline void emit_u64_pair(struct inflight* f, __u16 func, __u16 lib, __s32 rc,
+                                          __u16 kind, __u64 a, __u64 b) {
+  /* sync (object), event record (event, stream), get kernel (handle, stub): same shape. */
+  if (kind == FLYT_EV_SYNC) {
+    struct flyt_trace_sync* r = reserve(sizeof(*r));
+    if (!r) return;
+    fill_header(&r->h, kind, func, lib, rc, f->entry_ns);
+    r->object = a;
+    if (is_per_thread(func)) r->h.flags |= FLYT_F_PER_THREAD;
+    submit_data(r, sizeof(*r));
+    return;
+  }
+  struct flyt_trace_event_record* r = reserve(sizeof(*r));
+  if (!r) return;
+  fill_header(&r->h, kind, func, lib, rc, f->entry_ns);
+  r->event = a;
+  r->stream = b;
+  if (is_per_thread(func)) r->h.flags |= FLYT_F_PER_THREAD;
+  submit_data(r, sizeof(*r));
+}
+
+static __always_inline void emit_stream(struct inflight* f, __u16 func, __u16 lib, __s32 rc) {
+  struct flyt_trace_stream* r = reserve(sizeof(*r));
+  if (!r) return;
+  if (func == FLYT_FN_cudaStreamDestroy) {
+    fill_header(&r->h, FLYT_EV_STREAM_DESTROY, func, lib, rc, f->entry_ns);
+    r->stream = f->regs[0];
+    r->flags = 0;
+    r->priority = 0;
+  } else {
+    fill_header(&r->h, FLYT_EV_STREAM_CREATE, func, lib, rc, f->entry_ns);
+    r->stream = rc == 0 ? read_u64(f->regs[0]) : 0;
+    r->flags = func == FLYT_FN_cudaStreamCreate ? 0 : (__u32)f->regs[1];
+    r->priority = func == FLYT_FN_cudaStreamCreateWithPriority ? (__s32)f->regs[2] : 0;
+  }
+  submit_data(r, sizeof(*r));
+}
+
+static __always_inline void emit_name(struct inflight* f, __u16 func, __u16 lib, __s32 rc,
+                                      __u16 kind, __u64 address, __u64 name) {
+  struct flyt_trace_name* r = reserve(sizeof(*r));
+  if (!r) return;
+  fill_header(&r->h, kind, func, lib, rc, f->entry_ns);
+  r->address = address;
+  r->name[0] = 0;
+  long n = bpf_probe_read_user_str(r->name, sizeof(r->name), (const void*)name);
+  if (n >= (long)sizeof(r->name)) r->h.flags |= FLYT_F_TRUNCATED;
+  if (n < 0) r->name[0] = 0;
+  submit_data(r, sizeof(*r));
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(cuda_return) {
+  __u64 id = bpf_get_current_pid_tgid();
+  struct inflight* f = bpf_map_lookup_elem(&calls, &id);
+  if (!f) return 0;
+  __u32 cookie = (__u32)bpf_get_attach_cookie(ctx);
+  if (f->depth > 1) {
+    f->depth -= 1;
+    return 0;
+  }
+  /* A return without its entry (its uprobe failed to attach) must not close the outer call. */
+  if (f->cookie != cookie) return 0;
+
+  __u16 func = cookie & 0xffff;
+  __u16 lib = (cookie >> 16) & 0xff;
+  __s32 rc = (__s32)PT_REGS_RC(ctx);
+  mark_tracked();
+
+  switch (func) {
+    case FLYT_FN_cudaLaunchKernel ... FLYT_FN_cuGraphLaunch_ptsz:
+      emit_launch(f, func, lib, rc);
+      break;
+    case FLYT_FN_cudaMalloc:
+    case FLYT_FN_cudaMallocAsync:
+    case FLYT_FN_cudaMallocAsync_ptsz:
+    case FLYT_FN_cudaMallocFromPoolAsync:
+    case FLYT_FN_cudaMallocFromPoolAsync_ptsz:
+    case FLYT_FN_cudaMallocManaged:
+    case FLYT_FN_cudaMallocPitch:
+    case FLYT_FN_cudaMallocHost:
+    case FLYT_FN_cudaHostAlloc:
+    case FLYT_FN_cuMemAlloc_v2:
+      emit_alloc(f, func, lib, rc);
+      break;
+    case FLYT_FN_cudaFree:
+    case FLYT_FN_cudaFreeAsync:
+    case FLYT_FN_cudaFreeAsync_ptsz:
+    case FLYT_FN_cudaFreeHost:
+    case FLYT_FN_cuMemFree_v2:
+      emit_free(f, func, lib, rc);
+      break;
+    case FLYT_FN_cudaMemcpy:
+    case FLYT_FN_cudaMemcpy_ptds:
+    case FLYT_FN_cudaMemcpyAsync:
+    case FLYT_FN_cudaMemcpyAsync_ptsz:
+      emit_copy(f, func, lib, rc, FLYT_EV_COPY);
+      break;
+    case FLYT_FN_cudaMemset:
+    case FLYT_FN_cudaMemset_ptds:
+    case FLYT_FN_cudaMemsetAsync:
+    case FLYT_FN_cudaMemsetAsync_ptsz:
+      emit_copy(f, func, lib, rc, FLYT_EV_MEMSET);
+      break;
+    case FLYT_FN_cudaStreamSynchronize:
+    case FLYT_FN_cudaStreamSynchronize_ptsz:
+    case FLYT_FN_cudaEventSynchronize:
+    case FLYT_FN_cudaEventQuery:
+    case FLYT_FN_cuStreamSynchronize:
+    case FLYT_FN_cuStreamSynchronize_ptsz:
+      emit_u64_pair(f, func, lib, rc, FLYT_EV_SYNC, f->regs[0], 0);
+      break;
+    case FLYT_FN_cudaDeviceSynchronize:
+    case FLYT_FN_cuCtxSynchronize:
+      emit_u64_pair(f, func, lib, rc, FLYT_EV_SYNC, 0, 0);
+      break;
+    case FLYT_FN_cudaEventRecord:
+    case FLYT_FN_cudaEventRecord_ptsz:
+      emit_u64_pair(f, func, lib, rc, FLYT_EV_EVENT_RECORD, f->regs[0], f->regs[1]);
+      break;
+    case FLYT_FN___cudaGetKernel:
+    case FLYT_FN_cudaGetKernel:
+      /* (cudaKernel_t* out, const void* stub) */
+      emit_u64_pair(f, func, lib, rc, FLYT_EV_GET_KERNEL, rc == 0 ? read_u64(f->regs[0]) : 0,
+                    f->regs[1]);
+      break;
+    case FLYT_FN_cudaStreamCreate:
+    case FLYT_FN_cudaStreamCreateWithFlags:
+    case FLYT_FN_cudaStreamCreateWithPriority:
+    case FLYT_FN_cudaStreamDestroy:
+      emit_stream(f, func, lib, rc);
+      break;
+    case FLYT_FN_cudaSetDevice: {
+      struct flyt_trace_set_device* r = reserve(sizeof(*r));
+      if (!r) break;
+      fill_header(&r->h, FLYT_EV_SET_DEVICE, func, lib, rc, f->entry_ns);
+      r->device = (__s32)f->regs[0];
+      r->reserved = 0;
+      submit_data(r, sizeof(*r));
+      break;
+    }
+    case FLYT_FN___cudaRegisterFunction:
+      /* void (void** handle, const char* hostFun, char* deviceFun, const char* deviceName, ...) */
+      emit_name(f, func, lib, 0, FLYT_EV_REGISTER_FUNCTION, f->regs[1], f->regs[2]);
+      break;
+    case FLYT_FN_cuModuleGetFunction:
+      /* (CUfunction* out, CUmodule, const char* name) */
+      emit_name(f, func, lib, rc, FLYT_EV_MODULE_FUNCTION, rc == 0 ? read_u64(f->regs[0]) : 0,
+                f->regs[2]);
+      break;
+  }
+  bpf_map_delete_elem(&calls, &id);
+  return 0;
+}
+
+/* setenv(name, value, overwrite) / putenv("NAME=value") on libc: only CUDA_VISIBLE_DEVICES and
+ * CUDA_DEVICE_ORDER are reported. */
+static __always_inline int watched_name(const char* s) {
+  /* "CUDA_" then "VISIBLE_DEVICES" or "DEVICE_ORDER". */
+  if (s[0] != 'C' || s[1] != 'U' || s[2] != 'D' || s[3] != 'A' || s[4] != '_') return 0;
+  if (s[5] == 'V' && s[6] == 'I' && s[7] == 'S' && s[8] == 'I' && s[9] == 'B' && s[10] == 'L' &&
+      s[11] == 'E' && s[12] == '_' && s[13] == 'D' && s[14] == 'E' && s[15] == 'V' &&
+      s[16] == 'I' && s[17] == 'C' && s[18] == 'E' && s[19] == 'S')
+    return 1;
+  if (s[5] == 'D' && s[6] == 'E' && s[7] == 'V' && s[8] == 'I' && s[9] == 'C' && s[10] == 'E' &&
+      s[11] == '_' && s[12] == 'O' && s[13] == 'R' && s[14] == 'D' && s[15] == 'E' && s[16] == 'R')
+    return 1;
+  return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(env_entry, const char* name, const char* value) {
+  char head[24] = {};
+  if (bpf_probe_read_user_str(head, sizeof(head), name) < 18) return 0;
+  if (!watched_name(head)) return 0;
+  __u32 func = (__u32)bpf_get_attach_cookie(ctx) & 0xffff;
+  struct flyt_trace_env* r = reserve(sizeof(*r));
+  if (!r) return 0;
+  fill_header(&r->h, FLYT_EV_SETENV, func, FLYT_LIB_LIBC, 0, 0);
+  r->h.entry_ns = r->h.ts_ns;
+  if (func == FLYT_FN_putenv) {
+    long n = bpf_probe_read_user_str(r->text, sizeof(r->text), name);
+    if (n >= (long)sizeof(r->text)) r->h.flags |= FLYT_F_TRUNCATED;
+  } else {
+    long n = bpf_probe_read_user_str(r->text, 64, name); /* with its NUL */
+    if (n <= 0 || n >= 64) {
+      r->h.flags |= FLYT_F_TRUNCATED;
+      n = 64;
+    }
+    __u32 at = (__u32)(n - 1) & 63;
+    r->text[at] = '=';
+    long m = bpf_probe_read_user_str(&r->text[at + 1], 64, value);
+    if (m >= 64) r->h.flags |= FLYT_F_TRUNCATED;
+    if (m < 0) r->text[at + 1] = 0;
+  }
+  mark_tracked();
+  bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
+  return 0;
+}
+
+/* exec and exit come from BTF-typed raw tracepoints (tp_btf): no tracefs mount needed. */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(on_exec, struct task_struct* task, pid_t old_pid, struct linux_binprm* bprm) {
+  struct flyt_trace_path* r = reserve(sizeof(*r));
+  if (!r) return 0;
+  fill_header(&r->h, FLYT_EV_EXEC, 0, 0, 0, 0);
+  long n = bpf_probe_read_kernel_str(r->path, sizeof(r->path), BPF_CORE_READ(bprm, filename));
+  if (n >= (long)sizeof(r->path)) r->h.flags |= FLYT_F_TRUNCATED;
+  if (n < 0) r->path[0] = 0;
+  bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
+  return 0;
+}
+
+static __always_inline int on_open(const char* filename) {
+  __u32 zero = 0;
+  struct path_buf* buf = bpf_map_lookup_elem(&scratch, &zero);
+  if (!buf) return 0;
+  long n = bpf_probe_read_user_str(buf->text, sizeof(buf->text), filename);
+  if (n <= 7) return 0;
+  /* The basename: after the last '/', searched backwards from the end. */
+  long base = 0;
+  for (int k = 0; k < FLYT_TRACE_NAME_BYTES; k++) {
+    long i = n - 2 - k;
+    if (i < 0) break;
+    if (buf->text[i & (FLYT_TRACE_NAME_BYTES - 1)] == '/') {
+      base = i + 1;
+      break;
+    }
+  }
+  if (base < 0 || base > FLYT_TRACE_NAME_BYTES - 8) return 0;
+  const char* b = &buf->text[base & (FLYT_TRACE_NAME_BYTES - 1)];
+  if (b[0] != 'l' || b[1] != 'i' || b[2] != 'b' || b[3] != 'c' || b[4] != 'u' || b[5] != 'd' ||
+      b[6] != 'a')
+    return 0;
+  struct flyt_trace_path* r = reserve(sizeof(*r));
+  if (!r) return 0;
+  fill_header(&r->h, FLYT_EV_LIBRARY_OPEN, 0, 0, 0, 0);
+  if (n >= (long)sizeof(r->path)) r->h.flags |= FLYT_F_TRUNCATED;
+  bpf_probe_read_kernel(r->path, sizeof(r->path), buf->text);
+  r->path[FLYT_TRACE_NAME_BYTES - 1] = 0;
+  bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
+  return 0;
+}
+
+/* openat/openat2 (the dynamic loader's and dlopen's opens). Syscall tracepoints need tracefs
+ * mounted; fentry would not, but is refused on some kernels (EPERM without ftrace direct calls). */
+SEC("tracepoint/syscalls/sys_enter_openat")
+int on_openat(struct trace_event_raw_sys_enter* ctx) {
+  return on_open((const char*)BPF_CORE_READ(ctx, args[1]));
+}
+
+SEC("tracepoint/syscalls/sys_enter_openat2")
+int on_openat2(struct trace_event_raw_sys_enter* ctx) {
+  return on_open((const char*)BPF_CORE_READ(ctx, args[1]));
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_exit, struct task_struct* task) {
+  __u64 id = bpf_get_current_pid_tgid();
+  bpf_map_delete_elem(&calls, &id);
+  __u32 tgid = id >> 32;
+  if ((__u32)id != tgid) return 0;
+  if (!bpf_map_lookup_elem(&tracked, &tgid)) return 0;
+  bpf_map_delete_elem(&tracked, &tgid);
+  int status = BPF_CORE_READ(task, exit_code);
+  /* A wait status: the exit code, or 128 + the signal that killed it (the shell's convention). */
+  __s32 code = (status & 0x7f) ? 128 + (status & 0x7f) : (status >> 8) & 0xff;
+  struct flyt_trace_header* r = reserve(sizeof(*r));
+  if (!r) return 0;
+  fill_header(r, FLYT_EV_EXIT, 0, 0, code, 0);
+  bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
+  return 0;
+}

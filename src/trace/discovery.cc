@@ -1,0 +1,165 @@
+#include "trace/discovery.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <system_error>
+
+namespace flyt::trace {
+namespace {
+
+constexpr size_t kMaxUnprobeable = 256;
+
+std::string Basename(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+bool IsCudaLibraryName(const std::string& basename) {
+  std::optional<LibraryClass> c = ClassByName(basename);
+  return c && *c != LibraryClass::kLibc;
+}
+
+// The file paths a process maps (the sixth column of /proc/<pid>/maps), without duplicates.
+std::vector<std::string> MappedFiles(const std::string& maps_path) {
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  std::ifstream in(maps_path);
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    std::string path = line.substr(slash);
+    if (path.size() > 10 && path.ends_with(" (deleted)")) continue;
+    if (seen.insert(path).second) out.push_back(path);
+  }
+  return out;
+}
+
+}  // namespace
+
+Discovery::Discovery(const TraceOptions& options, Attacher* attacher, RecordSink* sink)
+    : options_(options), attacher_(attacher), sink_(sink),
+      self_pid_(static_cast<uint32_t>(::getpid())) {}
+
+void Discovery::InitialScan() {
+  for (const std::string& dir : options_.library_dirs) ScanLibraryDir(dir);
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(options_.proc_root, ec)) {
+    std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    uint32_t pid = static_cast<uint32_t>(std::stoul(name));
+    if (pid == self_pid_) continue;
+    ScanProcess(pid, /*at_start=*/true);
+  }
+  if (ec) spdlog::warn("trace: cannot list {}: {}", options_.proc_root, ec.message());
+}
+
+void Discovery::ScanLibraryDir(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::string base = entry.path().filename().string();
+    std::optional<LibraryClass> c = ClassByName(base);
+    if (!c) continue;
+    // Only libcuda.so.1 of the driver (libcuda.so is its development link).
+    if (*c == LibraryClass::kDriver && base != "libcuda.so.1") continue;
+    if (*c == LibraryClass::kLibc && (base != "libc.so.6" || !options_.watch_setenv)) continue;
+    (void)attacher_->ProbeFile(entry.path().string(), entry.path().string());
+  }
+}
+
+std::string Discovery::ProcPath(uint32_t pid, const std::string& path) const {
+  std::string proc = options_.proc_root + "/" + std::to_string(pid);
+  if (!path.empty() && path[0] == '/') return proc + "/root" + path;
+  return proc + "/cwd/" + path;
+}
+
+void Discovery::ScanProcess(uint32_t pid, bool at_start) {
+  std::string maps = options_.proc_root + "/" + std::to_string(pid) + "/maps";
+  bool cuda = false;
+  std::vector<std::string> libc;
+  for (const std::string& path : MappedFiles(maps)) {
+    std::string base = Basename(path);
+    if (IsCudaLibraryName(base)) {
+      cuda = true;
+      ExamineLibrary(pid, path, at_start);
+    } else if (ClassByName(base) == LibraryClass::kLibc) {
+      libc.push_back(path);
+    }
+  }
+  // setenv/putenv of the libc this CUDA program uses (a container's own libc, too).
+  if (cuda && options_.watch_setenv) {
+    for (const std::string& path : libc) (void)attacher_->ProbeFile(ProcPath(pid, path), path);
+  }
+  ExamineExecutable(pid, at_start);
+}
+
+void Discovery::ExamineExecutable(uint32_t pid, bool report_late) {
+  std::string exe = options_.proc_root + "/" + std::to_string(pid) + "/exe";
+  std::error_code ec;
+  std::string target = std::filesystem::read_symlink(exe, ec).string();
+  if (ec) return;  // a kernel thread, or the process is gone
+  Result<AttachOutcome> outcome = attacher_->ProbeFile(exe, target);
+  if (!outcome.ok()) return;
+  if (!outcome->unprobeable_reason.empty()) {
+    AddUnprobeable(pid, target, outcome->unprobeable_reason);
+    return;
+  }
+  if (outcome->cuda && (report_late || outcome->newly_probed)) {
+    sink_->OnAttachedLate(pid, target);
+  }
+}
+
+void Discovery::ExamineLibrary(uint32_t pid, const std::string& path, bool report_late) {
+  Result<AttachOutcome> outcome = attacher_->ProbeFile(ProcPath(pid, path), path);
+  if (!outcome.ok() || !outcome->cuda) return;
+  if (report_late || outcome->newly_probed) sink_->OnAttachedLate(pid, path);
+}
+
+void Discovery::OnControlRecord(const void* data, size_t bytes) {
+  if (bytes < sizeof(flyt_trace_path)) return;
+  flyt_trace_path record;
+  std::memcpy(&record, data, sizeof(record));
+  record.path[sizeof(record.path) - 1] = '\0';
+  uint32_t pid = record.h.pid;
+  if (pid == self_pid_) return;
+  switch (record.h.kind) {
+    case FLYT_EV_EXEC:
+      // Its libraries are not mapped yet: they come as LIBRARY_OPEN records.
+      ExamineExecutable(pid, /*report_late=*/false);
+      break;
+    case FLYT_EV_LIBRARY_OPEN: {
+      std::string path = record.path;
+      if (!IsCudaLibraryName(Basename(path))) return;
+      ExamineLibrary(pid, path, /*report_late=*/false);
+      if (options_.watch_setenv) {
+        std::string maps = options_.proc_root + "/" + std::to_string(pid) + "/maps";
+        for (const std::string& mapped : MappedFiles(maps)) {
+          if (ClassByName(Basename(mapped)) == LibraryClass::kLibc) {
+            (void)attacher_->ProbeFile(ProcPath(pid, mapped), mapped);
+          }
+        }
+      }
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+void Discovery::AddUnprobeable(uint32_t pid, const std::string& executable,
+                               const std::string& reason) {
+  for (const UnprobeableProcess& p : unprobeable_) {
+    if (p.pid == pid && p.executable == executable) return;
+  }
+  spdlog::warn("trace: process {} ({}) runs CUDA but cannot be traced: {}", pid, executable,
+               reason);
+  unprobeable_.push_back({pid, executable, reason});
+  if (unprobeable_.size() > kMaxUnprobeable) unprobeable_.pop_front();
+}
+
+}  // namespace flyt::trace

@@ -1,0 +1,213 @@
+#include "trace/elf_symbols.h"
+
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <memory>
+#include <vector>
+
+#include "common/unique_fd.h"
+
+namespace flyt::trace {
+namespace {
+
+Status ElfError(const std::string& path, const std::string& what) {
+  return InvalidArgument(path + ": malformed ELF (" + what + "): " + elf_errmsg(-1));
+}
+
+struct ElfCloser {
+  void operator()(Elf* e) const { elf_end(e); }
+};
+
+struct Section {
+  GElf_Shdr header{};
+  Elf_Scn* scn = nullptr;
+  std::string name;
+};
+
+// File offset of virtual address `value` in section `index`, when the section holds it.
+std::optional<uint64_t> FileOffset(const std::vector<Section>& sections, size_t index,
+                                   uint64_t value) {
+  if (index == SHN_UNDEF || index >= sections.size()) return std::nullopt;
+  const GElf_Shdr& h = sections[index].header;
+  if (h.sh_type == SHT_NOBITS) return std::nullopt;
+  if (value < h.sh_addr || value - h.sh_addr >= h.sh_size) return std::nullopt;
+  return value - h.sh_addr + h.sh_offset;
+}
+
+Status ReadSymbols(Elf* elf, const std::string& path, const std::vector<Section>& sections,
+                   const Section& table, bool dynamic, ElfInfo* info) {
+  Elf_Data* data = elf_getdata(table.scn, nullptr);
+  if (data == nullptr) return ElfError(path, table.name);
+  if (table.header.sh_entsize == 0) return InvalidArgument(path + ": " + table.name + ": entsize 0");
+  size_t count = data->d_size / table.header.sh_entsize;
+  auto& out = dynamic ? info->dynamic_functions : info->static_functions;
+  for (size_t i = 1; i < count; ++i) {
+    GElf_Sym sym;
+    if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) {
+      return ElfError(path, table.name + " entry " + std::to_string(i));
+    }
+    const char* raw = elf_strptr(elf, table.header.sh_link, sym.st_name);
+    if (raw == nullptr) return ElfError(path, table.name + " name of entry " + std::to_string(i));
+    std::string_view name(raw);
+    if (sym.st_shndx == SHN_UNDEF) {
+      if (dynamic && name == "__cudaRegisterFatBinary") info->references_register_fatbinary = true;
+      continue;
+    }
+    if (dynamic && name == kFlytRuntimeMarker) info->flyt_runtime = true;
+    int type = GELF_ST_TYPE(sym.st_info);
+    if (type != STT_FUNC && type != STT_GNU_IFUNC) continue;
+    if (!FindProbe(name)) continue;
+    std::optional<uint64_t> offset = FileOffset(sections, sym.st_shndx, sym.st_value);
+    if (!offset) continue;
+    out.emplace(std::string(name), *offset);  // the first definition wins
+  }
+  return Status::Ok();
+}
+
+Status ReadNeeded(Elf* elf, const std::string& path, const Section& dynamic, ElfInfo* info) {
+  Elf_Data* data = elf_getdata(dynamic.scn, nullptr);
+  if (data == nullptr) return ElfError(path, ".dynamic");
+  if (dynamic.header.sh_entsize == 0) return Status::Ok();
+  size_t count = data->d_size / dynamic.header.sh_entsize;
+  for (size_t i = 0; i < count; ++i) {
+    GElf_Dyn dyn;
+    if (gelf_getdyn(data, static_cast<int>(i), &dyn) == nullptr) {
+      return ElfError(path, ".dynamic entry " + std::to_string(i));
+    }
+    if (dyn.d_tag == DT_NULL) break;
+    if (dyn.d_tag != DT_NEEDED) continue;
+    const char* name = elf_strptr(elf, dynamic.header.sh_link, dyn.d_un.d_val);
+    if (name == nullptr) return ElfError(path, "DT_NEEDED name");
+    info->needed.emplace_back(name);
+  }
+  return Status::Ok();
+}
+
+bool StartsWith(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+}  // namespace
+
+Result<ElfInfo> ReadElfInfo(const std::string& path) {
+  static const bool kVersionOk = elf_version(EV_CURRENT) != EV_NONE;
+  if (!kVersionOk) return Internal("libelf: " + std::string(elf_errmsg(-1)));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoError("open " + path, errno);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return ErrnoError("stat " + path, errno);
+  if (!S_ISREG(st.st_mode)) return InvalidArgument(path + ": not a regular file");
+  std::unique_ptr<Elf, ElfCloser> elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
+  if (!elf) return ElfError(path, "elf_begin");
+  if (elf_kind(elf.get()) != ELF_K_ELF) return InvalidArgument(path + ": not an ELF file");
+  GElf_Ehdr ehdr;
+  if (gelf_getehdr(elf.get(), &ehdr) == nullptr) return ElfError(path, "header");
+  if (gelf_getclass(elf.get()) != ELFCLASS64) return InvalidArgument(path + ": not a 64-bit ELF");
+  size_t shstrndx = 0;
+  if (elf_getshdrstrndx(elf.get(), &shstrndx) != 0) return ElfError(path, "section names");
+  size_t count = 0;
+  if (elf_getshdrnum(elf.get(), &count) != 0) return ElfError(path, "section count");
+
+  // The header's count (libelf shortens its own to what fits in a truncated file).
+  uint64_t declared = ehdr.e_shnum != 0 ? ehdr.e_shnum : count;
+  if (declared < count) declared = count;
+  if (ehdr.e_shoff > static_cast<uint64_t>(st.st_size) ||
+      declared * uint64_t{ehdr.e_shentsize} > static_cast<uint64_t>(st.st_size) - ehdr.e_shoff) {
+    return InvalidArgument(path + ": malformed ELF (the section table lies past the end of the "
+                           "file: truncated?)");
+  }
+  ElfInfo info;
+  info.type = ehdr.e_type;
+  std::vector<Section> sections(count);
+  for (size_t i = 0; i < count; ++i) {
+    Elf_Scn* scn = elf_getscn(elf.get(), i);
+    if (scn == nullptr) return ElfError(path, "section " + std::to_string(i));
+    sections[i].scn = scn;
+    if (gelf_getshdr(scn, &sections[i].header) == nullptr) {
+      return ElfError(path, "section header " + std::to_string(i));
+    }
+    if (i == 0) continue;
+    const char* name = elf_strptr(elf.get(), shstrndx, sections[i].header.sh_name);
+    if (name == nullptr) return ElfError(path, "name of section " + std::to_string(i));
+    sections[i].name = name;
+    // Every section's bytes must lie inside the file (libelf checks the rest on access).
+    const GElf_Shdr& h = sections[i].header;
+    if (h.sh_type != SHT_NOBITS &&
+        (h.sh_offset > static_cast<uint64_t>(st.st_size) ||
+         h.sh_size > static_cast<uint64_t>(st.st_size) - h.sh_offset)) {
+      return InvalidArgument(path + ": malformed ELF (section " + sections[i].name +
+                             " lies past the end of the file: truncated?)");
+    }
+  }
+  for (const Section& s : sections) {
+    if (s.name == ".nv_fatbin") info.has_nv_fatbin = true;
+    if (s.header.sh_type == SHT_SYMTAB) {
+      info.has_symtab = true;
+      FLYT_RETURN_IF_ERROR(ReadSymbols(elf.get(), path, sections, s, false, &info));
+    } else if (s.header.sh_type == SHT_DYNSYM) {
+      FLYT_RETURN_IF_ERROR(ReadSymbols(elf.get(), path, sections, s, true, &info));
+    } else if (s.header.sh_type == SHT_DYNAMIC) {
+      FLYT_RETURN_IF_ERROR(ReadNeeded(elf.get(), path, s, &info));
+    }
+  }
+  return info;
+}
+
+std::optional<LibraryClass> ClassByName(const std::string& basename) {
+  if (StartsWith(basename, "libcudart.so") ||
+      (StartsWith(basename, "libcudart-") && basename.find(".so") != std::string::npos)) {
+    return LibraryClass::kNvidiaRuntime;
+  }
+  if (StartsWith(basename, "libcuda.so")) return LibraryClass::kDriver;
+  if (StartsWith(basename, "libc.so")) return LibraryClass::kLibc;
+  return std::nullopt;
+}
+
+Classification Classify(const std::string& basename, const ElfInfo& info) {
+  Classification out;
+  std::optional<LibraryClass> by_name = ClassByName(basename);
+  const std::map<std::string, uint64_t>* symbols = &info.dynamic_functions;
+  if (by_name) {
+    out.library = *by_name;
+    if (*by_name == LibraryClass::kNvidiaRuntime && info.flyt_runtime) {
+      out.library = LibraryClass::kFlytRuntime;
+    }
+    if (info.dynamic_functions.empty()) symbols = &info.static_functions;
+  } else {
+    // An executable (or another library) that carries the runtime in its .symtab.
+    bool has_runtime = false;
+    for (const auto& [name, offset] : info.static_functions) {
+      std::optional<ProbeSpec> spec = FindProbe(name);
+      if (spec && spec->family == ProbeFamily::kRuntime) has_runtime = true;
+    }
+    if (has_runtime) {
+      out.library = LibraryClass::kStaticRuntime;
+      symbols = &info.static_functions;
+    } else {
+      bool needs_cudart = false;
+      for (const std::string& n : info.needed) {
+        if (ClassByName(n) == LibraryClass::kNvidiaRuntime) needs_cudart = true;
+      }
+      if (!info.has_symtab && info.has_nv_fatbin && !needs_cudart &&
+          !info.references_register_fatbinary) {
+        out.unprobeable_reason =
+            "stripped static binary: no .symtab, carries .nv_fatbin and no libcudart";
+      }
+      return out;
+    }
+  }
+  for (const auto& [name, offset] : *symbols) {
+    std::optional<ProbeSpec> spec = FindProbe(name);
+    if (!spec || !Carries(*out.library, *spec)) continue;
+    out.probes.push_back({spec->func, name, offset});
+  }
+  if (out.probes.empty()) out.library.reset();
+  return out;
+}
+
+}  // namespace flyt::trace

@@ -1,0 +1,60 @@
+// What the tracer needs to know of an ELF file before it probes it: which probe symbols it
+// defines and where (file offsets, from .dynsym and .symtab), its DT_NEEDED libraries, whether it
+// is flyt's own libcudart (the flyt-only export `flyt_runtime_version`), and the signs of CUDA in
+// an executable (.nv_fatbin, a reference to __cudaRegisterFatBinary). Classify() turns that into
+// the library class and the probes to attach, or the reason a CUDA program cannot be probed (a
+// stripped static binary).
+//
+// Read with libelf: a malformed or truncated file is an error Status, never a crash. Plain values
+// and free functions; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "trace/probes.h"
+
+namespace flyt::trace {
+
+// The flyt-only data symbol flyt's libcudart.so.13 exports (src/runtime/libcudart.map).
+inline constexpr const char* kFlytRuntimeMarker = "flyt_runtime_version";
+
+struct ElfInfo {
+  uint16_t type = 0;  // ET_EXEC, ET_DYN
+  // Probe symbols (probes.h) the file defines: name -> file offset of the function.
+  std::map<std::string, uint64_t> dynamic_functions;  // .dynsym
+  std::map<std::string, uint64_t> static_functions;   // .symtab
+  std::vector<std::string> needed;                    // DT_NEEDED
+  bool has_symtab = false;
+  bool has_nv_fatbin = false;
+  bool references_register_fatbinary = false;  // __cudaRegisterFatBinary undefined in .dynsym
+  bool flyt_runtime = false;                   // exports kFlytRuntimeMarker
+};
+
+// Reads `path` (any path the kernel can open: /proc/<pid>/root/..., /proc/<pid>/exe).
+Result<ElfInfo> ReadElfInfo(const std::string& path);
+
+struct ProbePoint {
+  uint16_t func = 0;
+  std::string symbol;
+  uint64_t offset = 0;  // file offset, as a uprobe takes it
+};
+
+struct Classification {
+  std::optional<LibraryClass> library;  // nullopt: nothing to probe
+  std::vector<ProbePoint> probes;
+  std::string unprobeable_reason;  // set for a CUDA program that cannot be probed
+};
+
+// What kind of file `name` (its basename) is by name alone: libcudart.so*, libcudart-*.so*
+// (runtime), libcuda.so* (driver), libc.so* (libc); nullopt for anything else (an executable).
+std::optional<LibraryClass> ClassByName(const std::string& basename);
+
+// Decides from `info` (and the name-based guess) what to probe in the file.
+Classification Classify(const std::string& basename, const ElfInfo& info);
+
+}  // namespace flyt::trace

@@ -1,0 +1,68 @@
+/* The program trace_bpf_test runs under the tracer, linked with the fake libcudart.so.13.
+ *   fake_app run          the call sequence the test expects, then exit code 7
+ *   fake_app wait FILE    waits (up to 20 s) until FILE exists, then as `run`
+ *   fake_app loop N       N cudaStreamSynchronize calls, exit 0 */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct {
+  unsigned x, y, z;
+} dim3;
+
+void fake_set_rc(int rc);
+int cudaSetDevice(int device);
+int cudaMalloc(void** ptr, size_t bytes);
+int cudaMallocPitch(void** ptr, size_t* pitch, size_t width, size_t height);
+int cudaFree(void* ptr);
+int cudaStreamCreateWithFlags(void** stream, unsigned flags);
+int cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** args, size_t shared,
+                     void* stream);
+int __cudaLaunchKernel(const void* kernel, dim3 grid, dim3 block, void** args, size_t shared,
+                       void* stream);
+int cudaMemcpy(void* dst, const void* src, size_t bytes, int kind);
+int cudaStreamSynchronize(void* stream);
+
+static int run(void) {
+  void* p = NULL;
+  void* q = NULL;
+  void* r = NULL;
+  void* s = NULL;
+  size_t pitch = 0;
+  cudaSetDevice(0);
+  if (cudaMalloc(&p, 1024) != 0) return 1;
+  fake_set_rc(2); /* cudaErrorMemoryAllocation */
+  if (cudaMalloc(&q, (size_t)1 << 40) != 2) return 1;
+  fake_set_rc(0);
+  cudaMallocPitch(&r, &pitch, 100, 10);
+  cudaStreamCreateWithFlags(&s, 1);
+  dim3 grid = {2, 3, 4}, block = {32, 1, 1};
+  cudaLaunchKernel((const void*)0x1234, grid, block, NULL, 128, s);
+  dim3 one = {1, 1, 1}, block2 = {64, 2, 1};
+  __cudaLaunchKernel((const void*)0x999, one, block2, NULL, 0, NULL);
+  cudaMemcpy((void*)0x10, (const void*)0x20, 4096, 1);
+  cudaStreamSynchronize(s);
+  fake_set_rc(4);
+  cudaFree((void*)0xdead);
+  fake_set_rc(0);
+  cudaFree(p);
+  return 7;
+}
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && strcmp(argv[1], "run") == 0) return run();
+  if (argc >= 3 && strcmp(argv[1], "wait") == 0) {
+    struct timespec tick = {0, 10 * 1000 * 1000};
+    for (int i = 0; i < 2000 && access(argv[2], F_OK) != 0; ++i) nanosleep(&tick, NULL);
+    return run();
+  }
+  if (argc >= 3 && strcmp(argv[1], "loop") == 0) {
+    long n = atol(argv[2]);
+    for (long i = 0; i < n; ++i) cudaStreamSynchronize((void*)0x77);
+    return 0;
+  }
+  fprintf(stderr, "usage: fake_app run | wait FILE | loop N\n");
+  return 2;
+}

@@ -1,0 +1,74 @@
+/* A fake libcudart.so.13 for trace_bpf_test (NOT flyt's runtime): CUDA runtime entry points with
+ * the real signatures whose return code the test program sets (fake_set_rc), some of which call
+ * the fake libcuda.so.1 like NVIDIA's runtime calls the driver. */
+#include <stddef.h>
+
+typedef struct {
+  unsigned x, y, z;
+} dim3;
+
+typedef unsigned long long CUdeviceptr;
+int cuMemAlloc_v2(CUdeviceptr* ptr, size_t bytes);
+int cuMemFree_v2(CUdeviceptr ptr);
+int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                   unsigned bz, unsigned smem, void* stream, void** params, void** extra);
+
+static volatile int next_rc = 0;
+
+void fake_set_rc(int rc) { next_rc = rc; }
+
+int cudaSetDevice(int device) { return device < 0 ? 101 : next_rc; }
+
+int cudaMalloc(void** ptr, size_t bytes) {
+  if (next_rc != 0) return next_rc;
+  CUdeviceptr p = 0;
+  int rc = cuMemAlloc_v2(&p, bytes);
+  *ptr = (void*)p;
+  return rc;
+}
+
+int cudaMallocPitch(void** ptr, size_t* pitch, size_t width, size_t height) {
+  if (next_rc != 0) return next_rc;
+  *pitch = (width + 127) / 128 * 128;
+  CUdeviceptr p = 0;
+  int rc = cuMemAlloc_v2(&p, *pitch * height);
+  *ptr = (void*)p;
+  return rc;
+}
+
+int cudaFree(void* ptr) {
+  if (next_rc != 0) return next_rc;
+  return cuMemFree_v2((CUdeviceptr)ptr);
+}
+
+int cudaStreamCreateWithFlags(void** stream, unsigned flags) {
+  if (next_rc != 0) return next_rc;
+  *stream = (void*)(0x5000ull + flags);
+  return 0;
+}
+
+int cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** args, size_t shared,
+                     void* stream) {
+  if (next_rc != 0) return next_rc;
+  return cuLaunchKernel((void*)func, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                        (unsigned)shared, stream, args, NULL);
+}
+
+int __cudaLaunchKernel(const void* kernel, dim3 grid, dim3 block, void** args, size_t shared,
+                       void* stream) {
+  /* One runtime entry point calling another, like the CUDA 13 stubs. */
+  return cudaLaunchKernel(kernel, grid, block, args, shared, stream);
+}
+
+int cudaMemcpy(void* dst, const void* src, size_t bytes, int kind) {
+  (void)dst;
+  (void)src;
+  (void)bytes;
+  (void)kind;
+  return next_rc;
+}
+
+int cudaStreamSynchronize(void* stream) {
+  (void)stream;
+  return next_rc;
+}

@@ -1,0 +1,266 @@
+// Real uprobes on real processes: the fake CUDA runtime (testdata/) run under the tracer. Needs
+// root and BPF; skips with the reason elsewhere.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/mutex.h"
+#include "trace/raw_record.h"
+#include "trace/tracer.h"
+
+namespace flyt::trace {
+namespace {
+
+using nlohmann::json;
+
+class CollectingSink : public RecordSink {
+ public:
+  void OnRecord(const void* data, size_t bytes) override {
+    json j = RecordToJson(data, bytes);
+    MutexLock lock(mu_);
+    records_.push_back(std::move(j));
+  }
+  void OnAttachedLate(uint32_t pid, const std::string& library) override {
+    MutexLock lock(mu_);
+    late_.emplace_back(pid, library);
+  }
+  void OnDrainEnd() override {}
+
+  // The call records and EXIT of `pid`, in ring order.
+  std::vector<json> CallsOf(uint32_t pid) {
+    MutexLock lock(mu_);
+    std::vector<json> out;
+    for (const json& j : records_) {
+      if (j["pid"] != pid) continue;
+      std::string kind = j["kind"];
+      if (kind == "exec" || kind == "library_open" || kind == "setenv") continue;
+      out.push_back(j);
+    }
+    return out;
+  }
+  bool SawExit(uint32_t pid) {
+    for (const json& j : CallsOf(pid)) {
+      if (j["kind"] == "exit") return true;
+    }
+    return false;
+  }
+  std::vector<std::pair<uint32_t, std::string>> Late() {
+    MutexLock lock(mu_);
+    return late_;
+  }
+
+ private:
+  Mutex mu_;
+  std::vector<json> records_ FLYT_GUARDED_BY(mu_);
+  std::vector<std::pair<uint32_t, std::string>> late_ FLYT_GUARDED_BY(mu_);
+};
+
+pid_t Spawn(const std::vector<std::string>& args) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+int Wait(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+template <typename F>
+bool Eventually(F f, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (f()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return f();
+}
+
+TraceOptions TestOptions() {
+  TraceOptions o;
+  o.library_dirs = {FLYT_TRACE_FAKE_DIR};
+  o.watch_setenv = false;
+  o.ring_buffer_bytes = 1 << 20;
+  o.drain_interval_ms = 50;
+  return o;
+}
+
+size_t FakeLibraries(const TracerHealth& h) {
+  size_t n = 0;
+  for (const std::string& lib : h.libraries) {
+    if (lib.find("trace_fake_cuda") != std::string::npos) ++n;
+  }
+  return n;
+}
+
+class TracerBpfTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Status support = Tracer::CheckSupport();
+    if (!support.ok()) GTEST_SKIP() << support.message();
+  }
+};
+
+void ExpectRunRecords(const std::vector<json>& r) {
+  ASSERT_EQ(r.size(), 12u) << json(r).dump(1);
+  auto expect = [&](size_t i, const char* kind, const char* func, int rc) {
+    EXPECT_EQ(r[i]["kind"], kind) << i;
+    EXPECT_EQ(r[i]["func"], func) << i;
+    EXPECT_EQ(r[i]["rc"], rc) << i;
+    EXPECT_EQ(r[i]["tid"], r[i]["pid"]) << i;
+  };
+  expect(0, "set_device", "cudaSetDevice", 0);
+  EXPECT_EQ(r[0]["device"], 0);
+  EXPECT_EQ(r[0]["library"], "nvidia_runtime");
+  EXPECT_GT(r[0]["cgroup_id"].get<uint64_t>(), 0u);
+  EXPECT_GE(r[0]["ts_ns"].get<uint64_t>(), r[0]["entry_ns"].get<uint64_t>());
+  // cudaMalloc calls the driver's cuMemAlloc_v2: one record, the runtime's.
+  expect(1, "alloc", "cudaMalloc", 0);
+  EXPECT_EQ(r[1]["bytes"], 1024);
+  EXPECT_EQ(r[1]["ptr"], 0x7000000 + 1024);
+  expect(2, "alloc", "cudaMalloc", 2);
+  EXPECT_EQ(r[2]["bytes"], uint64_t{1} << 40);
+  EXPECT_EQ(r[2]["ptr"], 0);
+  expect(3, "alloc", "cudaMallocPitch", 0);
+  EXPECT_EQ(r[3]["bytes"], 1280);
+  EXPECT_EQ(r[3]["ptr"], 0x7000000 + 1280);
+  expect(4, "stream_create", "cudaStreamCreateWithFlags", 0);
+  EXPECT_EQ(r[4]["stream"], 0x5001);
+  EXPECT_EQ(r[4]["stream_flags"], 1);
+  expect(5, "launch", "cudaLaunchKernel", 0);
+  EXPECT_EQ(r[5]["function"], 0x1234);
+  EXPECT_EQ(r[5]["grid"], json::array({2, 3, 4}));
+  EXPECT_EQ(r[5]["block"], json::array({32, 1, 1}));
+  EXPECT_EQ(r[5]["shared_bytes"], 128);
+  EXPECT_EQ(r[5]["stream"], 0x5001);
+  // __cudaLaunchKernel -> cudaLaunchKernel -> cuLaunchKernel: one record.
+  expect(6, "launch", "__cudaLaunchKernel", 0);
+  EXPECT_EQ(r[6]["function"], 0x999);
+  EXPECT_EQ(r[6]["grid"], json::array({1, 1, 1}));
+  EXPECT_EQ(r[6]["block"], json::array({64, 2, 1}));
+  EXPECT_EQ(r[6]["shared_bytes"], 0);
+  EXPECT_EQ(r[6]["stream"], 0);
+  expect(7, "copy", "cudaMemcpy", 0);
+  EXPECT_EQ(r[7]["dst"], 0x10);
+  EXPECT_EQ(r[7]["src"], 0x20);
+  EXPECT_EQ(r[7]["bytes"], 4096);
+  EXPECT_EQ(r[7]["copy_kind"], 1);
+  EXPECT_EQ(r[7]["async"], 0);
+  expect(8, "sync", "cudaStreamSynchronize", 0);
+  EXPECT_EQ(r[8]["object"], 0x5001);
+  expect(9, "free", "cudaFree", 4);
+  EXPECT_EQ(r[9]["ptr"], 0xdead);
+  expect(10, "free", "cudaFree", 0);
+  EXPECT_EQ(r[10]["ptr"], 0x7000000 + 1024);
+  EXPECT_EQ(r[11]["kind"], "exit");
+  EXPECT_EQ(r[11]["rc"], 7);
+}
+
+TEST_F(TracerBpfTest, ExactRecordsOfAProgramStartedAfterTheTracer) {
+  CollectingSink sink;
+  Result<std::unique_ptr<Tracer>> tracer = Tracer::Start(TestOptions(), &sink);
+  ASSERT_TRUE(tracer.ok()) << tracer.status().ToString();
+  TracerHealth before = (*tracer)->Health();
+  EXPECT_TRUE(before.enabled);
+  // libcudart.so and libcudart.so.13 are one inode: probed once, like libcuda.so.1.
+  EXPECT_EQ(FakeLibraries(before), 2u) << json(before.libraries).dump();
+
+  pid_t a = Spawn({FLYT_TRACE_FAKE_APP, "run"});
+  pid_t b = Spawn({FLYT_TRACE_FAKE_APP, "run"});
+  EXPECT_EQ(Wait(a), 7);
+  EXPECT_EQ(Wait(b), 7);
+  ASSERT_TRUE(Eventually([&] { return sink.SawExit(a) && sink.SawExit(b); }));
+  ExpectRunRecords(sink.CallsOf(a));
+  ExpectRunRecords(sink.CallsOf(b));
+  for (const auto& [pid, lib] : sink.Late()) {
+    EXPECT_NE(pid, static_cast<uint32_t>(a)) << lib;
+    EXPECT_NE(pid, static_cast<uint32_t>(b)) << lib;
+  }
+
+  TracerHealth after = (*tracer)->Health();
+  EXPECT_EQ(FakeLibraries(after), 2u);  // two processes, the same files: no new probes
+  EXPECT_GE(after.events_received, 24u);
+  EXPECT_EQ(after.events_lost, 0u);
+  EXPECT_TRUE(after.attach_failures.empty()) << json(after.attach_failures).dump();
+  (*tracer)->Stop();
+  EXPECT_FALSE((*tracer)->Health().enabled);
+}
+
+TEST_F(TracerBpfTest, AProcessStartedBeforeTheTracerIsFoundByTheProcScan) {
+  std::string go = "/tmp/flyt-trace-go-" + std::to_string(::getpid());
+  std::filesystem::remove(go);
+  pid_t early = Spawn({FLYT_TRACE_FAKE_APP, "wait", go});
+  // Its libraries are mapped once it runs main.
+  ASSERT_TRUE(Eventually([&] {
+    std::ifstream maps("/proc/" + std::to_string(early) + "/maps");
+    std::string text((std::istreambuf_iterator<char>(maps)), std::istreambuf_iterator<char>());
+    return text.find("libcudart.so.13") != std::string::npos;
+  }));
+  TraceOptions options = TestOptions();
+  options.library_dirs.clear();  // only the /proc scan can find the fake runtime
+  CollectingSink sink;
+  Result<std::unique_ptr<Tracer>> tracer = Tracer::Start(options, &sink);
+  ASSERT_TRUE(tracer.ok()) << tracer.status().ToString();
+  bool late = false;
+  for (const auto& [pid, lib] : sink.Late()) {
+    if (pid == static_cast<uint32_t>(early) && lib.find("libcudart.so.13") != std::string::npos) {
+      late = true;
+    }
+  }
+  EXPECT_TRUE(late);
+  EXPECT_EQ(FakeLibraries((*tracer)->Health()), 2u);
+  std::ofstream(go) << "go";
+  EXPECT_EQ(Wait(early), 7);
+  ASSERT_TRUE(Eventually([&] { return sink.SawExit(early); }));
+  ExpectRunRecords(sink.CallsOf(early));
+  std::filesystem::remove(go);
+}
+
+TEST_F(TracerBpfTest, AnOverflowingRingCountsLostEvents) {
+  TraceOptions options = TestOptions();
+  options.ring_buffer_bytes = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  options.drain_interval_ms = 3000;
+  options.high_water_percent = 100;  // no early wakeup: the ring must overflow
+  CollectingSink sink;
+  Result<std::unique_ptr<Tracer>> tracer = Tracer::Start(options, &sink);
+  ASSERT_TRUE(tracer.ok()) << tracer.status().ToString();
+  pid_t p = Spawn({FLYT_TRACE_FAKE_APP, "loop", "5000"});
+  EXPECT_EQ(Wait(p), 0);
+  ASSERT_TRUE(Eventually([&] { return sink.SawExit(p); }));
+  TracerHealth h = (*tracer)->Health();
+  EXPECT_GT(h.events_lost, 0u);
+  EXPECT_GT(h.events_received, 0u);
+  size_t syncs = 0;
+  for (const json& j : sink.CallsOf(p)) syncs += j["kind"] == "sync";
+  EXPECT_LT(syncs, 5000u);
+  EXPECT_GT(syncs, 0u);
+}
+
+TEST(TracerOptions, ABadRingSizeIsRefused) {
+  if (!Tracer::CheckSupport().ok()) GTEST_SKIP() << Tracer::CheckSupport().message();
+  TraceOptions options = TestOptions();
+  options.ring_buffer_bytes = 12345;
+  CollectingSink sink;
+  Result<std::unique_ptr<Tracer>> tracer = Tracer::Start(options, &sink);
+  ASSERT_FALSE(tracer.ok());
+  EXPECT_NE(tracer.status().message().find("power of two"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace flyt::trace

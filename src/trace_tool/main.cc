@@ -1,0 +1,109 @@
+// flyt-trace: runs the CUDA tracer (src/trace) on its own. With a COMMAND it traces that command
+// (started once the probes are attached) and stops after its exit was drained; without, it runs
+// for --duration seconds or until SIGINT/SIGTERM. This file parses flags and wires the tracer to a
+// sink; --raw writes every record as one JSON line.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <spdlog/spdlog.h>
+#include <string>
+#include <vector>
+
+#include "trace/raw_record.h"
+#include "trace/tracer.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"flyt-trace — traces the CUDA calls of programs on this machine (eBPF)"};
+  app.set_version_flag("--version", std::string("flyt-trace ") + FLYT_VERSION);
+  flyt::trace::TraceOptions options;
+  std::vector<std::string> library_dirs;
+  double duration_s = 0;
+  bool raw = false;
+  std::string json_path, ready_file, log_level = "warn";
+  std::vector<std::string> command;
+  app.add_option("--ring-buffer-bytes", options.ring_buffer_bytes,
+                 "ring buffer size in bytes (a power of two)");
+  app.add_option("--drain-interval-ms", options.drain_interval_ms, "drain timer in ms");
+  app.add_option("--library-dir", library_dirs,
+                 "folder whose libcudart*/libcuda.so.1 are probed at start (repeatable; default: "
+                 "the usual CUDA and system folders)");
+  app.add_option("--duration", duration_s, "seconds to trace without a COMMAND (0: until signal)");
+  app.add_flag("--raw", raw, "one JSON object per record (JSON Lines)");
+  app.add_option("--json", json_path, "write the output here (default: stdout)");
+  app.add_option("--ready-file", ready_file, "created once the probes are attached");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
+  app.add_option("command", command, "the command to trace (after --)");
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  if (!library_dirs.empty()) options.library_dirs = library_dirs;
+  if (!raw) {
+    // Aggregated statistics come with the aggregator (trace/aggregator.h), wired here with it.
+    std::fprintf(stderr, "flyt-trace: only --raw output is available in this build\n");
+    return 2;
+  }
+
+  std::FILE* out = stdout;
+  if (!json_path.empty()) {
+    out = std::fopen(json_path.c_str(), "w");
+    if (out == nullptr) {
+      std::perror(("flyt-trace: " + json_path).c_str());
+      return 2;
+    }
+  }
+  flyt::trace::RawJsonSink raw_sink(out);
+  flyt::trace::ExitWatchingSink sink(&raw_sink);
+
+  // Signals are waited for with sigwait, so the tracer's thread never runs a handler.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  if (command.empty()) pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto tracer = flyt::trace::Tracer::Start(options, &sink);
+  if (!tracer.ok()) {
+    std::fprintf(stderr, "flyt-trace: %s\n", tracer.status().message().c_str());
+    return 3;
+  }
+  if (!ready_file.empty()) std::ofstream(ready_file) << "ready\n";
+
+  int rc = 0;
+  if (!command.empty()) {
+    pid_t child = ::fork();
+    if (child == 0) {
+      std::vector<char*> args;
+      for (std::string& a : command) args.push_back(a.data());
+      args.push_back(nullptr);
+      ::execvp(args[0], args.data());
+      std::perror(("flyt-trace: " + command[0]).c_str());
+      ::_exit(127);
+    }
+    int status = 0;
+    while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+    rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    // A command that made no CUDA call has no EXIT record: wait a few drains at most.
+    int wait_ms = static_cast<int>(options.drain_interval_ms) * 3 + 2000;
+    (void)sink.WaitForExit(static_cast<uint32_t>(child), wait_ms);
+  } else if (duration_s > 0) {
+    timespec timeout{static_cast<time_t>(duration_s),
+                     static_cast<long>((duration_s - static_cast<time_t>(duration_s)) * 1e9)};
+    (void)sigtimedwait(&signals, nullptr, &timeout);
+  } else {
+    int sig = 0;
+    sigwait(&signals, &sig);
+  }
+  (*tracer)->Stop();
+  flyt::trace::TracerHealth health = (*tracer)->Health();
+  if (health.events_lost > 0) {
+    std::fprintf(stderr, "flyt-trace: %llu events lost (ring buffer full)\n",
+                 static_cast<unsigned long long>(health.events_lost));
+  }
+  if (out != stdout) std::fclose(out);
+  return rc;
+}
