@@ -1,8 +1,12 @@
 #include "trace/attacher.h"
 
+#include "common/unique_fd.h"
+
 #include <bpf/libbpf.h>
 #include <spdlog/spdlog.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -31,15 +35,21 @@ Attacher::~Attacher() {
   for (auto it = links_.rbegin(); it != links_.rend(); ++it) bpf_link__destroy(*it);
 }
 
-Result<AttachOutcome> Attacher::ProbeFile(const std::string& open_path,
+Result<AttachOutcome> Attacher::ProbeFile(const std::string& path,
                                           const std::string& display_path) {
-  struct stat st {};
-  if (::stat(open_path.c_str(), &st) != 0) {
+  // The file is held open while it is read and probed, and named through that descriptor: a
+  // path under /proc/<pid>/root vanishes when that process exits, which a short-lived program
+  // does while its probes are being attached; the inode stays.
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) {
     int err = errno;
     spdlog::debug("trace: {} is gone before it could be examined ({})", display_path,
                  std::strerror(err));
-    return ErrnoError("stat " + display_path, err);
+    return ErrnoError("open " + display_path, err);
   }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return ErrnoError("stat " + display_path, errno);
+  const std::string open_path = "/proc/self/fd/" + std::to_string(fd.get());
   auto key = std::make_pair(st.st_dev, st.st_ino);
   if (auto it = files_.find(key); it != files_.end()) {
     AttachOutcome seen = it->second.outcome;

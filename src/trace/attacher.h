@@ -50,9 +50,11 @@ class Attacher {
   Attacher(const Attacher&) = delete;
   Attacher& operator=(const Attacher&) = delete;
 
-  // Examines `open_path` (a path this process can open: /proc/<pid>/root/..., /proc/<pid>/exe)
-  // and probes it unless its inode was seen; `display_path` names it in logs and health.
-  Result<AttachOutcome> ProbeFile(const std::string& open_path, const std::string& display_path);
+  // Examines `path` (a path this process can open: /proc/<pid>/root/..., /proc/<pid>/exe) and
+  // probes it unless its inode was seen; `display_path` names it in logs and health. The file is
+  // opened once and read and probed through that descriptor, so the process that named it may
+  // exit meanwhile.
+  Result<AttachOutcome> ProbeFile(const std::string& path, const std::string& display_path);
 
   const AttacherStats& stats() const { return stats_; }
 

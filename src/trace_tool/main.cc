@@ -1,7 +1,10 @@
 // flyt-trace: runs the CUDA tracer (src/trace) on its own. With a COMMAND it traces that command
 // (started once the probes are attached) and stops after its exit was drained; without, it runs
-// for --duration seconds or until SIGINT/SIGTERM. This file parses flags and wires the tracer to a
-// sink; --raw writes every record as one JSON line.
+// for --duration seconds (0: attach, then stop at once — a check that tracing works here) or until
+// SIGINT/SIGTERM. This file parses flags and wires the tracer to a sink: by default the aggregator,
+// whose per-process statistics and the tracer's health are written at the end as one JSON object
+// {"health": ..., "processes": [...]} (the node manager's shapes, trace/json.h); --raw writes every
+// record as one JSON line as it is drained.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,10 +13,13 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <spdlog/spdlog.h>
 #include <string>
 #include <vector>
 
+#include "trace/aggregator.h"
+#include "trace/json.h"
 #include "trace/raw_record.h"
 #include "trace/tracer.h"
 
@@ -22,7 +28,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("flyt-trace ") + FLYT_VERSION);
   flyt::trace::TraceOptions options;
   std::vector<std::string> library_dirs;
-  double duration_s = 0;
+  std::optional<double> duration_s;
   bool raw = false;
   std::string json_path, ready_file, log_level = "warn";
   std::vector<std::string> command;
@@ -32,7 +38,10 @@ int main(int argc, char** argv) {
   app.add_option("--library-dir", library_dirs,
                  "folder whose libcudart*/libcuda.so.1 are probed at start (repeatable; default: "
                  "the usual CUDA and system folders)");
-  app.add_option("--duration", duration_s, "seconds to trace without a COMMAND (0: until signal)");
+  app.add_option("--duration", duration_s,
+                 "seconds to trace without a COMMAND (0: attach and stop at once; default: until "
+                 "SIGINT/SIGTERM)")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--raw", raw, "one JSON object per record (JSON Lines)");
   app.add_option("--json", json_path, "write the output here (default: stdout)");
   app.add_option("--ready-file", ready_file, "created once the probes are attached");
@@ -41,12 +50,6 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
   if (!library_dirs.empty()) options.library_dirs = library_dirs;
-  if (!raw) {
-    // Aggregated statistics come with the aggregator (trace/aggregator.h), wired here with it.
-    std::fprintf(stderr, "flyt-trace: only --raw output is available in this build\n");
-    return 2;
-  }
-
   std::FILE* out = stdout;
   if (!json_path.empty()) {
     out = std::fopen(json_path.c_str(), "w");
@@ -56,7 +59,9 @@ int main(int argc, char** argv) {
     }
   }
   flyt::trace::RawJsonSink raw_sink(out);
-  flyt::trace::ExitWatchingSink sink(&raw_sink);
+  flyt::trace::Aggregator aggregator(options);
+  flyt::trace::ExitWatchingSink sink(raw ? static_cast<flyt::trace::RecordSink*>(&raw_sink)
+                                         : static_cast<flyt::trace::RecordSink*>(&aggregator));
 
   // Signals are waited for with sigwait, so the tracer's thread never runs a handler.
   sigset_t signals;
@@ -90,10 +95,12 @@ int main(int argc, char** argv) {
     // A command that made no CUDA call has no EXIT record: wait a few drains at most.
     int wait_ms = static_cast<int>(options.drain_interval_ms) * 3 + 2000;
     (void)sink.WaitForExit(static_cast<uint32_t>(child), wait_ms);
-  } else if (duration_s > 0) {
-    timespec timeout{static_cast<time_t>(duration_s),
-                     static_cast<long>((duration_s - static_cast<time_t>(duration_s)) * 1e9)};
-    (void)sigtimedwait(&signals, nullptr, &timeout);
+  } else if (duration_s.has_value()) {
+    if (*duration_s > 0) {
+      timespec timeout{static_cast<time_t>(*duration_s),
+                       static_cast<long>((*duration_s - static_cast<time_t>(*duration_s)) * 1e9)};
+      (void)sigtimedwait(&signals, nullptr, &timeout);
+    }
   } else {
     int sig = 0;
     sigwait(&signals, &sig);
@@ -103,6 +110,16 @@ int main(int argc, char** argv) {
   if (health.events_lost > 0) {
     std::fprintf(stderr, "flyt-trace: %llu events lost (ring buffer full)\n",
                  static_cast<unsigned long long>(health.events_lost));
+  }
+  if (!raw) {
+    aggregator.FillHealth(&health);
+    nlohmann::json processes = nlohmann::json::array();
+    for (const flyt::trace::ProcessCuda& p : aggregator.Processes()) {
+      processes.push_back(flyt::trace::ToJson(p));
+    }
+    const nlohmann::json report = {{"health", flyt::trace::ToJson(health)},
+                                   {"processes", std::move(processes)}};
+    std::fprintf(out, "%s\n", report.dump(2).c_str());
   }
   if (out != stdout) std::fclose(out);
   return rc;

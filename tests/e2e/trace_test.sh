@@ -72,12 +72,19 @@ EOF
 chmod +x "$tmp/to"
 flyt_env=(env FLYT_SIM_DEVICE=1 "FLYT_SERVER=$endpoint" "LD_LIBRARY_PATH=$runtime_dir")
 
+# The folders whose CUDA libraries flyt-trace probes at start, as an operator lists them in
+# [trace] library_dirs: flyt's runtime, the test driver and the system's, so that every program is
+# traced from its first call (a library first seen when a program opens it is probed a moment
+# later: that program is marked attached_late).
+library_dirs=(--library-dir "$runtime_dir" --library-dir "$build/tests/trace/driver"
+  --library-dir /usr/local/cuda/lib64 --library-dir /lib/x86_64-linux-gnu)
+
 # traced <session> <command...>: runs the command under flyt-trace (killed after 90 s); the JSON
 # in $tmp/<session>.json, flyt-trace's own output in $tmp/<session>.out.
 traced() {
   local session=$1
   shift
-  run_bounded 90 "$session" "$trace_bin" --json "$tmp/$session.json" \
+  run_bounded 90 "$session" "$trace_bin" "${library_dirs[@]}" --json "$tmp/$session.json" \
     --ready-file "$tmp/$session.ready" -- "$@"
   check "$session: flyt-trace exits 0" test "$(cat "$tmp/$session.rc")" = 0
   if [ "$(cat "$tmp/$session.rc")" != 0 ]; then
