@@ -90,6 +90,11 @@ TEST_F(CudaHeartbeatTest, TracedFiguresReachTheGpuDetail) {
   EXPECT_EQ(procs[1]["source"], "trace");
   EXPECT_EQ(procs[1]["cuda"]["leaked_bytes"], 4096);
   EXPECT_EQ(procs[1]["cuda"]["exited"], true);
+  // The node's detail lists them all (flytctl processes --cuda reads them there).
+  auto node = cluster_->Node("a");
+  ASSERT_TRUE(node.ok());
+  EXPECT_EQ((*node)["cuda"].size(), 3u);
+  EXPECT_EQ((*node)["cuda"][2]["gpu_uuid"], "GPU-a-1");
   // The GPU list stays as it was (no processes there).
   EXPECT_FALSE(cluster_->Gpus()["gpus"][0].contains("processes"));
   // The next heartbeat without traced processes clears them.

@@ -210,6 +210,9 @@ Result<json> Cluster::Node(const std::string& name) const {
   j["state"] = ledger_->Reachable(name) ? "reachable" : "unreachable";
   j["registered_at"] = gpu::FormatTime(it->second.registered_at);
   j["last_heartbeat"] = gpu::FormatTime(it->second.last_heartbeat);
+  json cuda = json::array();
+  for (const CudaSummary& c : it->second.cuda) cuda.push_back(CudaJson(c));
+  j["cuda"] = cuda;  // the node's traced CUDA processes, from its last heartbeat (in memory)
   return j;
 }
 
