@@ -32,6 +32,41 @@ constexpr size_t kMaxGpusPerNode = 256;
 // of them are kept.
 constexpr size_t kMaxEventsInBody = 10000;
 
+// Traced CUDA processes a heartbeat may carry (node/heartbeat.h kMaxCudaPerHeartbeat).
+constexpr size_t kMaxCudaPerHeartbeat = 256;
+
+// The heartbeat's "cuda" array (node/cuda_json.h CudaSummaryJson). Fields this manager does not
+// know are ignored (a newer node may send more); known ones must have their type.
+Status CudaField(const JsonFields& b, std::vector<CudaSummary>& out) {
+  const json* list = nullptr;
+  FLYT_RETURN_IF_ERROR(b.OptionalArray("cuda", kMaxCudaPerHeartbeat, list));
+  if (list == nullptr) return Status::Ok();
+  constexpr double kMax = 1e18;
+  constexpr uint64_t kU64 = std::numeric_limits<uint64_t>::max();
+  for (size_t i = 0; i < list->size(); ++i) {
+    const std::string name = "cuda[" + std::to_string(i) + "]";
+    FLYT_RETURN_IF_ERROR(JsonFields::Of((*list)[i], name).status());
+    JsonFields e((*list)[i], name + ".");
+    CudaSummary c;
+    FLYT_ASSIGN_OR_RETURN(c.pid, e.RequiredInt<uint32_t>("pid", 0, 0xffffffffu));
+    FLYT_RETURN_IF_ERROR(e.OptionalString("comm", 64, c.comm));
+    FLYT_RETURN_IF_ERROR(e.OptionalString("gpu_uuid", 128, c.gpu_uuid));
+    FLYT_RETURN_IF_ERROR(e.OptionalBool("remote", c.remote));
+    FLYT_RETURN_IF_ERROR(e.OptionalInt<uint64_t>("launches", 0, kU64, c.launches));
+    FLYT_RETURN_IF_ERROR(e.OptionalNumber("launches_per_second", 0, kMax, c.launches_per_second));
+    FLYT_RETURN_IF_ERROR(
+        e.OptionalInt<uint64_t>("device_memory_bytes", 0, kU64, c.device_memory_bytes));
+    FLYT_RETURN_IF_ERROR(e.OptionalInt<uint64_t>("device_memory_peak_bytes", 0, kU64,
+                                                 c.device_memory_peak_bytes));
+    FLYT_RETURN_IF_ERROR(e.OptionalInt<uint64_t>("leaked_bytes", 0, kU64, c.leaked_bytes));
+    FLYT_RETURN_IF_ERROR(e.OptionalNumber("busy_seconds", 0, kMax, c.busy_seconds));
+    FLYT_RETURN_IF_ERROR(e.OptionalNumber("core_usage", 0, kMax, c.core_usage));
+    FLYT_RETURN_IF_ERROR(e.OptionalBool("exited", c.exited));
+    out.push_back(std::move(c));
+  }
+  return Status::Ok();
+}
+
 bool ValidName(const std::string& s) {
   if (s.empty() || s.size() > 128) return false;
   for (char c : s) {
@@ -48,7 +83,8 @@ bool ValidName(const std::string& s) {
 
 Result<json> Cluster::Heartbeat(const Caller& caller, const json& body) {
   JsonFields b(body);
-  FLYT_RETURN_IF_ERROR(b.Only({"name", "api_url", "labels", "version", "snapshot", "events"}));
+  FLYT_RETURN_IF_ERROR(
+      b.Only({"name", "api_url", "labels", "version", "snapshot", "events", "cuda"}));
   NodeRecord incoming;
   FLYT_RETURN_IF_ERROR(b.OptionalString("name", 128, incoming.name));
   if (!ValidName(incoming.name)) {
@@ -80,6 +116,7 @@ Result<json> Cluster::Heartbeat(const Caller& caller, const json& body) {
     }
   }
   incoming.snapshot = std::move(*snap);
+  FLYT_RETURN_IF_ERROR(CudaField(b, incoming.cuda));
   std::vector<json> node_events;
   const json* events = nullptr;
   // Events past the first [events] max_per_heartbeat are dropped and counted, not refused; an
@@ -184,6 +221,7 @@ Result<json> Cluster::Heartbeat(const Caller& caller, const json& body) {
     rec.labels = incoming.labels;
     rec.version = incoming.version;
     rec.snapshot = std::move(incoming.snapshot);
+    rec.cuda = std::move(incoming.cuda);
     if (is_new) rec.registered_at = now;
     rec.last_heartbeat = now;
     ++rec.heartbeats;

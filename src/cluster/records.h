@@ -17,6 +17,23 @@ namespace flyt::cluster {
 
 using WallTime = std::chrono::system_clock::time_point;
 
+// One traced CUDA process × GPU as the node's heartbeat summarises it (node/cuda_json.h,
+// CudaSummaryJson). Kept in memory only: never stored, not replicated.
+struct CudaSummary {
+  uint32_t pid = 0;
+  std::string comm;
+  std::string gpu_uuid;  // empty: no GPU of the node (e.g. flyt's remote runtime)
+  bool remote = false;
+  uint64_t launches = 0;
+  double launches_per_second = 0;
+  uint64_t device_memory_bytes = 0;
+  uint64_t device_memory_peak_bytes = 0;
+  uint64_t leaked_bytes = 0;
+  double busy_seconds = 0;
+  double core_usage = 0;
+  bool exited = false;
+};
+
 struct NodeRecord {
   std::string name;
   // The node manager's own API, where the manager calls it (monitoring sessions, GPU history):
@@ -33,6 +50,8 @@ struct NodeRecord {
   uint64_t heartbeats = 0;
   bool reachable = true;  // as last announced by an event
   std::string registered_by;  // the token name that registered it; only it (or an admin) may update
+  // The latest heartbeat's traced CUDA processes (in memory only; ToJson leaves them out).
+  std::vector<CudaSummary> cuda;
 };
 
 struct ClientRecord {

@@ -123,6 +123,49 @@ json GpuJson(const sched::Ledger& ledger, const std::string& node, const gpu::Gp
   return j;
 }
 
+json CudaJson(const CudaSummary& c) {
+  return {{"pid", c.pid},
+          {"comm", c.comm},
+          {"gpu_uuid", c.gpu_uuid},
+          {"remote", c.remote},
+          {"launches", c.launches},
+          {"launches_per_second", c.launches_per_second},
+          {"device_memory_bytes", c.device_memory_bytes},
+          {"device_memory_peak_bytes", c.device_memory_peak_bytes},
+          {"leaked_bytes", c.leaked_bytes},
+          {"busy_seconds", c.busy_seconds},
+          {"core_usage", c.core_usage},
+          {"exited", c.exited}};
+}
+
+// The GPU detail's processes gain what the node's CUDA tracer saw of them (its last heartbeat):
+// "cuda" on the process NVML lists (null when not traced), and entries of their own (source
+// "trace") for traced processes on this GPU that NVML does not list (e.g. exited with a leak).
+void AddCuda(json& gpu, const std::string& uuid, const std::vector<CudaSummary>& cuda) {
+  if (!gpu.contains("processes") || !gpu["processes"].is_array()) return;
+  std::vector<bool> used(cuda.size(), false);
+  for (json& p : gpu["processes"]) {
+    p["source"] = "nvml";
+    p["cuda"] = nullptr;
+    const uint64_t pid = p.value("pid", uint64_t{0});
+    for (size_t i = 0; i < cuda.size(); ++i) {
+      if (!used[i] && cuda[i].pid == pid && cuda[i].gpu_uuid == uuid) {
+        p["cuda"] = CudaJson(cuda[i]);
+        used[i] = true;
+        break;
+      }
+    }
+  }
+  for (size_t i = 0; i < cuda.size(); ++i) {
+    if (used[i] || cuda[i].gpu_uuid != uuid) continue;
+    gpu["processes"].push_back({{"pid", cuda[i].pid},
+                                {"name", cuda[i].comm},
+                                {"used_memory_bytes", nullptr},
+                                {"source", "trace"},
+                                {"cuda", CudaJson(cuda[i])}});
+  }
+}
+
 }  // namespace
 
 json Cluster::Nodes() const {
@@ -167,6 +210,9 @@ Result<json> Cluster::Node(const std::string& name) const {
   j["state"] = ledger_->Reachable(name) ? "reachable" : "unreachable";
   j["registered_at"] = gpu::FormatTime(it->second.registered_at);
   j["last_heartbeat"] = gpu::FormatTime(it->second.last_heartbeat);
+  json cuda = json::array();
+  for (const CudaSummary& c : it->second.cuda) cuda.push_back(CudaJson(c));
+  j["cuda"] = cuda;  // the node's traced CUDA processes, from its last heartbeat (in memory)
   return j;
 }
 
@@ -195,6 +241,7 @@ Result<json> Cluster::Gpu(const std::string& node, unsigned index) const {
     const std::vector<sched::Lease> leases = ledger_->Leases();  // the holds point into it
     Holds holds = HoldsOf(leases, clock_.WallNow());
     json j = GpuJson(*ledger_, node, g, ledger_->Reachable(node), holds[{node, g.uuid}]);
+    AddCuda(j, g.uuid, it->second.cuda);
     j["node_api_url"] = it->second.api_url;
     return j;
   }

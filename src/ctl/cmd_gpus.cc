@@ -2,10 +2,13 @@
 // source ChooseSource() picks — a node manager (--node), the cluster manager (--server or
 // $FLYT_CLUSTER_MANAGER), else this machine (NVML, else nvidia-smi). A table's first line names
 // the source (after the SIMULATED line when this machine's GPUs are simulated); --json prints the
-// API's (or the local snapshot's) JSON and nothing else.
+// API's (or the local snapshot's) JSON and nothing else. `processes --cuda [PID]` shows the CUDA
+// tracer's figures, which only a node manager has (this machine's at its default address when no
+// source is named) and, summarised, the cluster manager.
 #include <unistd.h>
 
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -212,11 +215,111 @@ int RunClusterGpus(const GlobalFlags& g, const SourceChoice& choice, const GpusA
   });
 }
 
+// `flytctl processes --cuda [PID]` from a node manager: its /api/v1/processes (the traced ones)
+// or /api/v1/processes/{pid}/cuda.
+int RunNodeCuda(const GlobalFlags& g, SourceChoice choice, const GpusArgs& a) {
+  if (choice.kind == SourceKind::kLocal) {
+    choice.kind = SourceKind::kNodeManager;
+    choice.url = kDefaultNodeManager;
+  }
+  auto client = http::JsonClient::Connect(choice.url, g.token, "the node manager");
+  if (!client.ok()) return Fail(client.status().message(), kExitUsage);
+  choice.url = (*client)->url();
+  return Repeat(a.watch_s, g.json, [&]() -> Result<std::string> {
+    if (a.cuda_pid) {
+      const std::string pid = std::to_string(*a.cuda_pid);
+      auto detail = (*client)->Get("/api/v1/processes/" + pid + "/cuda");
+      if (!detail.ok()) {
+        return Explained(detail.status(), "cannot show the CUDA figures of process " + pid,
+                         choice.url, Peer::kNodeManager);
+      }
+      if (g.json) return DumpJson(*detail, a.watch_s ? -1 : 2) + "\n";
+      return SourceLine(choice) + RenderCudaDetail(*detail);
+    }
+    auto list = (*client)->Get("/api/v1/processes");
+    if (!list.ok()) {
+      return Explained(list.status(), "cannot list the processes", choice.url, Peer::kNodeManager);
+    }
+    json traced = json::array();
+    if (list->is_object() && list->contains("processes") && (*list)["processes"].is_array()) {
+      for (const json& p : (*list)["processes"]) {
+        if (p.is_object() && p.contains("cuda") && p["cuda"].is_object()) traced.push_back(p);
+      }
+    }
+    if (g.json) return DumpJson({{"processes", traced}}, a.watch_s ? -1 : 2) + "\n";
+    std::string out = SourceLine(choice) + RenderCudaProcesses(traced, /*with_node=*/false);
+    if (list->is_object() && list->value("tracing", true) == false) {
+      out += "CUDA tracing is off on this node manager (why: GET /api/v1/trace, or its log).\n";
+    }
+    return out;
+  });
+}
+
+// `flytctl processes --cuda` on the cluster: each reachable node's traced processes, as its last
+// heartbeat summarised them (no copy bytes or kernels: ask the node with --node for those).
+int RunClusterCuda(const GlobalFlags& g, const SourceChoice& choice, const GpusArgs& a) {
+  if (a.cuda_pid) {
+    return Fail("the CUDA detail of one process comes from its node manager: flytctl --node URL "
+                "processes --cuda PID",
+                kExitUsage);
+  }
+  GlobalFlags at = g;
+  at.server = choice.url;
+  return WithManager(at, [&](Manager& m) {
+    SourceChoice shown = choice;
+    shown.url = m.url();
+    return Repeat(a.watch_s, g.json, [&]() -> Result<std::string> {
+      auto nodes = m.client().Get("/api/v1/nodes");
+      if (!nodes.ok()) return Explained(nodes.status(), "cannot list the nodes", m.url());
+      if (!nodes->is_object() || !nodes->contains("nodes") || !(*nodes)["nodes"].is_array()) {
+        return Internal("unexpected answer from " + m.url() +
+                        " (no \"nodes\" list); is it a flyt cluster manager?");
+      }
+      json list = json::array();
+      for (const json& n : (*nodes)["nodes"]) {
+        if (!n.is_object() || !n.contains("name") || !n["name"].is_string()) continue;
+        const std::string name = n["name"].get<std::string>();
+        if (n.value("state", "") != "reachable" || !CheckId(name, "node").ok()) continue;
+        auto node = m.client().Get("/api/v1/nodes/" + name);
+        if (!node.ok()) {
+          if (node.status().code() == StatusCode::kNotFound) continue;
+          return Explained(node.status(), "cannot show node " + name, m.url());
+        }
+        if (!node->is_object() || !node->contains("cuda") || !(*node)["cuda"].is_array()) continue;
+        std::map<std::string, uint32_t> index_of;
+        if (node->contains("snapshot")) {
+          auto snap = gpu::SnapshotFromJson((*node)["snapshot"]);
+          if (snap.ok()) {
+            for (const auto& dev : snap->gpus) index_of[dev.uuid] = dev.index;
+          }
+        }
+        for (const json& c : (*node)["cuda"]) {
+          if (!c.is_object()) continue;
+          const std::string uuid = c.value("gpu_uuid", std::string());
+          auto it = index_of.find(uuid);
+          list.push_back({{"node", name},
+                          {"pid", c.value("pid", 0)},
+                          {"name", c.value("comm", std::string())},
+                          {"gpu", it != index_of.end() ? json(it->second) : json(nullptr)},
+                          {"gpu_uuid", uuid},
+                          {"cuda", c}});
+        }
+      }
+      if (g.json) return DumpJson({{"processes", list}}, a.watch_s ? -1 : 2) + "\n";
+      return SourceLine(shown) + RenderCudaProcesses(list, /*with_node=*/true);
+    });
+  });
+}
+
 }  // namespace
 
 int RunGpus(const GlobalFlags& g, const GpusArgs& a) {
   auto choice = ChooseSource(g.node, g.server, std::getenv("FLYT_CLUSTER_MANAGER"));
   if (!choice.ok()) return Fail(choice.status().message(), kExitUsage);
+  if (a.cuda) {
+    if (choice->kind == SourceKind::kClusterManager) return RunClusterCuda(g, *choice, a);
+    return RunNodeCuda(g, *choice, a);
+  }
   if (choice->kind == SourceKind::kClusterManager) return RunClusterGpus(g, *choice, a);
   return RunSnapshotGpus(g, *choice, a);
 }

@@ -119,7 +119,12 @@ struct GpusArgs {
   double min_free_mib = 0;
   double max_util = 100;
   bool processes_only = false;  // `flytctl processes`
+  bool cuda = false;             // `flytctl processes --cuda`: the CUDA tracer's figures
+  std::optional<uint32_t> cuda_pid;  // `flytctl processes --cuda PID`: one process's detail
 };
+// Where `flytctl processes --cuda` reads when no --node or --server is given: this machine's
+// node manager at its default address (the tracer runs there, not in flytctl).
+inline constexpr const char* kDefaultNodeManager = "http://127.0.0.1:12401";
 // Reads the source ChooseSource() picks from --node, --server and $FLYT_CLUSTER_MANAGER.
 int RunGpus(const GlobalFlags& g, const GpusArgs& a);
 

@@ -82,6 +82,14 @@ int main(int argc, char** argv) {
   auto* processes =
       app.add_subcommand("processes", "The processes using GPUs (same sources as gpus)");
   add_watch(processes, procs_args);
+  processes->add_flag("--cuda", procs_args.cuda,
+                      "The CUDA tracer's figures per process (launches, memory now/peak/leaked, "
+                      "copies, busy time, top kernel); from a node manager (--node URL, default "
+                      "this machine's " + std::string(ctl::kDefaultNodeManager) +
+                          ") or the cluster manager");
+  processes->add_option("pid", procs_args.cuda_pid,
+                        "With --cuda: one process's detail (top kernels with launch shapes, "
+                        "streams, failed calls); from a node manager");
 
   // ---- a node's monitoring sessions --------------------------------------------------------
   auto* monitor = app.add_subcommand("monitor", "Monitoring sessions on a node manager (--node)");
@@ -267,6 +275,9 @@ int main(int argc, char** argv) {
       ctl::GpusArgs& args = cmd == gpus ? gpus_args : procs_args;
       // `--watch` with no value yields the default.
       if (cmd->count("--watch") > 0 && !args.watch_s) args.watch_s = 2.0;
+      if (args.cuda_pid && !args.cuda) {
+        return ctl::Fail("a PID goes with --cuda: flytctl processes --cuda PID", ctl::kExitUsage);
+      }
       return ctl::RunGpus(global, args);
     }
     for (CLI::App* sub : {mon_start, mon_show, mon_stop, mon_list}) {

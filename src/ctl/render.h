@@ -68,6 +68,17 @@ struct NodeSnapshot {
 std::string RenderClusterProcesses(const std::vector<NodeSnapshot>& snapshots,
                                    const nlohmann::json& nodes);
 // One lease (POST /api/v1/allocations, renew): its id, node, GPUs and expiry.
+// `flytctl processes --cuda`: one line per traced process × GPU — PID, GPU, launches, launches/s,
+// device memory now/peak, leaked (exited), H2D/D2H/D2D bytes, busy seconds (enqueue→sync spans),
+// top kernel. `processes` is GET /api/v1/processes' list (entries without "cuda" are skipped);
+// with `with_node`, each entry's "node" leads. A column the source does not carry shows "-".
+std::string RenderCudaProcesses(const nlohmann::json& processes, bool with_node);
+// `flytctl processes --cuda PID`: GET /api/v1/processes/{pid}/cuda — per GPU, the figures, top
+// kernels with their launch shapes, streams and failed calls.
+std::string RenderCudaDetail(const nlohmann::json& detail);
+// Bytes as "512 B", "4.0 KiB", "3.0 MiB", "1.2 GiB".
+std::string HumanBytes(double bytes);
+
 std::string RenderLease(const nlohmann::json& lease);
 // GET /api/v1/allocations.
 std::string RenderAllocations(const nlohmann::json& answer);

@@ -519,5 +519,89 @@ TEST(EstimateRenderTest, AGivenMemoryHasNoCapacity) {
   EXPECT_EQ(out.find("KV TOKENS, MAX SEQS:"), std::string::npos) << out;
 }
 
+// The CUDA tracer's figures as GET /api/v1/processes and /api/v1/processes/{pid}/cuda send them.
+nlohmann::json CudaEntry() {
+  return nlohmann::json::parse(R"json({
+    "pid": 41000, "gpu": 0, "gpu_uuid": "GPU-0", "name": "train", "source": "nvml",
+    "cuda": {"pid": 41000, "comm": "train", "gpu_uuid": "GPU-0", "device": 0, "remote": false,
+             "launches": 1200, "launches_per_second": 120.5, "busy_seconds": 3.25,
+             "core_usage": 512, "syncs": 7, "device_memory_bytes": 1048576,
+             "device_memory_peak_bytes": 4194304, "exited": false, "leaked_bytes": 0,
+             "copies": {"host_to_device": 1000, "device_to_host": 2048, "device_to_device": 0},
+             "top_kernel": "void axpy<float>(float, float const*, float*)"}})json");
+}
+
+TEST(RenderTest, CudaProcessesOneLineEachWithTheirColumns) {
+  nlohmann::json leak = CudaEntry();
+  leak["pid"] = 43000;
+  leak["gpu"] = nullptr;
+  leak["name"] = "leaky";
+  leak["cuda"]["exited"] = true;
+  leak["cuda"]["remote"] = true;
+  leak["cuda"]["leaked_bytes"] = 8192;
+  leak["cuda"]["top_kernel"] = nullptr;
+  nlohmann::json untraced = {{"pid", 5}, {"gpu", 0}, {"cuda", nullptr}};
+  const std::string out =
+      RenderCudaProcesses(nlohmann::json::array({CudaEntry(), leak, untraced}), false);
+  EXPECT_EQ(out,
+            "    PID     GPU  COMMAND           LAUNCHES     L/S       MEM NOW / PEAK     LEAKED  "
+            "      H2D       D2H       D2D    BUSY s  TOP KERNEL\n"
+            "  41000       0  train                 1200     120    1.0 MiB / 4.0 MiB          -  "
+            "   1000 B   2.0 KiB       0 B      3.25  void axpy<float>(float, float const*, float*)\n"
+            "  43000  remote  leaky                 1200     120     exited / 4.0 MiB    8.0 KiB  "
+            "   1000 B   2.0 KiB       0 B      3.25  -\n")
+      << out;
+  EXPECT_EQ(RenderCudaProcesses(nlohmann::json::array(), false).substr(0, 7), "    PID");
+  EXPECT_NE(RenderCudaProcesses(nlohmann::json::array(), false).find("No traced CUDA processes."),
+            std::string::npos);
+  nlohmann::json on_node = CudaEntry();
+  on_node["node"] = "gpu-a7";
+  on_node["cuda"].erase("copies");
+  const std::string cluster = RenderCudaProcesses(nlohmann::json::array({on_node}), true);
+  EXPECT_EQ(cluster.rfind("NODE", 0), 0u) << cluster;
+  EXPECT_NE(cluster.find("gpu-a7             41000"), std::string::npos) << cluster;
+  EXPECT_NE(cluster.find("        -         -         -"), std::string::npos) << cluster;
+}
+
+TEST(RenderTest, CudaDetailKernelsShapesStreamsFailures) {
+  nlohmann::json c = CudaEntry()["cuda"];
+  c["library"] = "/usr/local/cuda/lib64/libcudart.so.13";
+  c["top_kernels"] = nlohmann::json::parse(R"json([
+    {"name": "void axpy<float>(float, float const*, float*)", "launches": 1000, "other_shapes": 2,
+     "shapes": [{"grid": [256, 1, 1], "block": [128, 1, 1], "shared_bytes": 0, "launches": 998}]},
+    {"name": "other", "launches": 200, "shapes": [], "other_shapes": 0}])json");
+  c["streams"] = nlohmann::json::parse(R"json([
+    {"handle": 0, "non_blocking": false, "per_thread": false, "thread": 0, "launches": 10,
+     "syncs": 2, "busy_seconds": 0.5, "copies": {"host_to_device": 4096}},
+    {"handle": 4660, "non_blocking": true, "per_thread": false, "thread": 0, "launches": 1190,
+     "syncs": 5, "busy_seconds": 2.75, "copies": {}}])json");
+  c["failures"] = {{"cudaErrorMemoryAllocation", 3}};
+  c["exited"] = true;
+  c["exit_code"] = 1;
+  c["leaked_bytes"] = 8192;
+  c["leaked_allocations"] = 2;
+  const std::string out = RenderCudaDetail({{"pid", 41000}, {"processes", {c}}});
+  for (const char* want : {
+           "pid 41000 (train) on GPU-0 (CUDA device 0)\n",
+           "  library      /usr/local/cuda/lib64/libcudart.so.13\n",
+           "  launches     1200 (120/s), syncs 7, busy 3.25 s (enqueue→sync spans), core usage 512.0\n",
+           "device 1.0 MiB now, 4.0 MiB peak",
+           "  copies       H2D 1000 B, D2H 2.0 KiB, D2D 0 B",
+           "  exited       with code 1: leaked 8.0 KiB in 2 allocation(s)",
+           "        1000  void axpy<float>(float, float const*, float*)\n",
+           "         998    grid 256x1x1 block 128x1x1 shared 0 B\n",
+           "           2    other shapes\n",
+           "         200  other\n",
+           "  0x0                legacy               10       2     0.50    4.0 KiB         -         -\n",
+           "  0x1234             non-blocking       1190       5     2.75          -         -         -\n",
+           "           3  cudaErrorMemoryAllocation\n"}) {
+    EXPECT_NE(out.find(want), std::string::npos) << "missing: " << want << "\n" << out;
+  }
+  EXPECT_EQ(RenderCudaDetail({{"processes", nlohmann::json::array()}}), "No traced CUDA process.\n");
+  EXPECT_EQ(HumanBytes(512), "512 B");
+  EXPECT_EQ(HumanBytes(1536), "1.5 KiB");
+  EXPECT_EQ(HumanBytes(5.0 * (1ull << 30)), "5.0 GiB");
+}
+
 }  // namespace
 }  // namespace flyt::ctl

@@ -21,6 +21,70 @@ std::string Hostname() {
   return buf;
 }
 
+// An unsigned 32-bit key in [min, max] into `out` (unchanged when absent).
+Status GetU32(const Reader& r, const toml::table& t, const char* key, int64_t min, int64_t max,
+              uint32_t& out) {
+  int64_t v = out;
+  FLYT_RETURN_IF_ERROR(r.GetInt(t, "trace", key, min, max, v));
+  out = static_cast<uint32_t>(v);
+  return Status::Ok();
+}
+
+// [trace]: the CUDA tracer's options (trace/service.h); every bound is checked here so that a
+// bad value stops start-up with the key named, never reaches the tracer.
+Status ReadTraceSection(const Reader& r, const toml::table& t, trace::TraceOptions& o) {
+  FLYT_RETURN_IF_ERROR(r.CheckKeys(
+      t, "trace",
+      {"enabled", "ring_buffer_bytes", "drain_interval_ms", "high_water_percent", "max_processes",
+       "max_streams_per_process", "max_allocations_per_process", "max_kernel_names_per_process",
+       "top_kernels", "exited_keep_seconds", "rate_window_seconds", "watch_setenv",
+       "library_dirs"}));
+  if (const toml::node* e = t.get("enabled")) {
+    if (e->is_boolean()) {
+      o.mode = *e->value<bool>() ? trace::TraceMode::kOn : trace::TraceMode::kOff;
+    } else if (e->is_string() && *e->value<std::string>() == "auto") {
+      o.mode = trace::TraceMode::kAuto;
+    } else {
+      return r.Error(e, "trace.enabled", "expected \"auto\", true or false");
+    }
+  }
+  int64_t ring = static_cast<int64_t>(o.ring_buffer_bytes);
+  FLYT_RETURN_IF_ERROR(r.GetInt(t, "trace", "ring_buffer_bytes", 64 << 10, 1 << 30, ring));
+  if ((ring & (ring - 1)) != 0) {
+    return r.Error(t.get("ring_buffer_bytes"), "trace.ring_buffer_bytes",
+                   "value " + std::to_string(ring) + " is not a power of two");
+  }
+  o.ring_buffer_bytes = static_cast<uint64_t>(ring);
+  FLYT_RETURN_IF_ERROR(GetU32(r, t, "drain_interval_ms", 10, 10000, o.drain_interval_ms));
+  FLYT_RETURN_IF_ERROR(GetU32(r, t, "high_water_percent", 1, 100, o.high_water_percent));
+  FLYT_RETURN_IF_ERROR(GetU32(r, t, "max_processes", 1, 1 << 20, o.max_processes));
+  FLYT_RETURN_IF_ERROR(
+      GetU32(r, t, "max_streams_per_process", 1, 1 << 16, o.max_streams_per_process));
+  FLYT_RETURN_IF_ERROR(
+      GetU32(r, t, "max_allocations_per_process", 1, 1 << 24, o.max_allocations_per_process));
+  FLYT_RETURN_IF_ERROR(
+      GetU32(r, t, "max_kernel_names_per_process", 1, 1 << 20, o.max_kernel_names_per_process));
+  FLYT_RETURN_IF_ERROR(GetU32(r, t, "top_kernels", 1, 100, o.top_kernels));
+  FLYT_RETURN_IF_ERROR(GetU32(r, t, "exited_keep_seconds", 0, 7 * 86400, o.exited_keep_seconds));
+  FLYT_RETURN_IF_ERROR(GetU32(r, t, "rate_window_seconds", 1, 3600, o.rate_window_seconds));
+  FLYT_RETURN_IF_ERROR(r.GetBool(t, "trace", "watch_setenv", o.watch_setenv));
+  if (const toml::node* dirs = t.get("library_dirs")) {
+    const toml::array* list = dirs->as_array();
+    if (list == nullptr) return r.Error(dirs, "trace.library_dirs", "expected an array of strings");
+    if (list->size() > 64) return r.Error(dirs, "trace.library_dirs", "more than 64 directories");
+    o.library_dirs.clear();
+    for (size_t i = 0; i < list->size(); ++i) {
+      const toml::node& d = *list->get(i);
+      const std::string key = "trace.library_dirs[" + std::to_string(i) + "]";
+      if (!d.is_string()) return r.Error(&d, key, "expected a string");
+      const std::string dir = *d.value<std::string>();
+      if (dir.empty() || dir[0] != '/') return r.Error(&d, key, "expected an absolute path");
+      o.library_dirs.push_back(dir);
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status SetListen(NodeConfig& config, const std::string& host_port) {
@@ -36,7 +100,7 @@ Result<NodeConfig> ParseNodeConfig(std::string_view text, const std::string& sou
   NodeConfig c;
   c.name = Hostname();
   FLYT_RETURN_IF_ERROR(
-      r.CheckKeys(root, "", {"node", "http", "monitor", "nvml", "cluster-manager", "log"}));
+      r.CheckKeys(root, "", {"node", "http", "monitor", "nvml", "cluster-manager", "trace", "log"}));
   auto section = [&](const char* name) { return r.Section(root, name); };
 
   FLYT_ASSIGN_OR_RETURN(const toml::table* node, section("node"));
@@ -127,6 +191,8 @@ Result<NodeConfig> ParseNodeConfig(std::string_view text, const std::string& sou
     FLYT_RETURN_IF_ERROR(r.GetInt(*cm, "cluster-manager", "heartbeat_interval_s", 1, 3600, hb));
     c.heartbeat_interval = std::chrono::seconds(hb);
   }
+  FLYT_ASSIGN_OR_RETURN(const toml::table* trace, section("trace"));
+  if (trace != nullptr) FLYT_RETURN_IF_ERROR(ReadTraceSection(r, *trace, c.trace));
   FLYT_RETURN_IF_ERROR(r.LogSection(root, c.log_level));
   return c;
 }

@@ -12,6 +12,7 @@
 
 #include "common/http.h"
 #include "common/status.h"
+#include "trace/service.h"
 
 namespace flyt::node {
 
@@ -40,6 +41,8 @@ struct NodeConfig {
   std::string cluster_manager_token;  // a "node" token of the manager; default $FLYT_TOKEN
   std::chrono::seconds heartbeat_interval{5};
   std::string advertise_url;  // where the manager reaches this node's API; default from listen
+  // [trace]: the CUDA tracer (eBPF). Defaults are TraceOptions' own.
+  trace::TraceOptions trace;
   // [log]
   std::string log_level = "info";
 };

@@ -13,6 +13,20 @@ TEST(NodeConfigTest, ShippedConfigLoadsAndMatchesTheDefaults) {
   EXPECT_EQ(c->interval, std::chrono::milliseconds(1000));
   EXPECT_EQ(c->cache_ttl, std::chrono::milliseconds(5000));
   EXPECT_TRUE(c->cluster_manager.empty());
+  const trace::TraceOptions t;
+  EXPECT_EQ(c->trace.mode, t.mode);
+  EXPECT_EQ(c->trace.ring_buffer_bytes, t.ring_buffer_bytes);
+  EXPECT_EQ(c->trace.drain_interval_ms, t.drain_interval_ms);
+  EXPECT_EQ(c->trace.high_water_percent, t.high_water_percent);
+  EXPECT_EQ(c->trace.max_processes, t.max_processes);
+  EXPECT_EQ(c->trace.max_streams_per_process, t.max_streams_per_process);
+  EXPECT_EQ(c->trace.max_allocations_per_process, t.max_allocations_per_process);
+  EXPECT_EQ(c->trace.max_kernel_names_per_process, t.max_kernel_names_per_process);
+  EXPECT_EQ(c->trace.top_kernels, t.top_kernels);
+  EXPECT_EQ(c->trace.exited_keep_seconds, t.exited_keep_seconds);
+  EXPECT_EQ(c->trace.rate_window_seconds, t.rate_window_seconds);
+  EXPECT_EQ(c->trace.watch_setenv, t.watch_setenv);
+  EXPECT_EQ(c->trace.library_dirs, t.library_dirs);
   const http::ServerOptions d;
   EXPECT_EQ(c->http.threads, d.threads);
   EXPECT_EQ(c->http.max_connections_per_peer, d.max_connections_per_peer);
@@ -45,6 +59,20 @@ session_expiry_s = 3600
 library = "/opt/nvidia/libnvidia-ml.so.1"
 [cluster-manager]
 address = "http://10.0.0.1:12400"
+[trace]
+enabled = false
+ring_buffer_bytes = 1048576
+drain_interval_ms = 50
+high_water_percent = 75
+max_processes = 64
+max_streams_per_process = 8
+max_allocations_per_process = 1000
+max_kernel_names_per_process = 100
+top_kernels = 5
+exited_keep_seconds = 60
+rate_window_seconds = 5
+watch_setenv = false
+library_dirs = ["/opt/cuda/lib64"]
 [log]
 level = "debug"
 )",
@@ -67,6 +95,28 @@ level = "debug"
   EXPECT_EQ(c->nvml_library, "/opt/nvidia/libnvidia-ml.so.1");
   EXPECT_EQ(c->cluster_manager, "http://10.0.0.1:12400");
   EXPECT_EQ(c->log_level, "debug");
+  EXPECT_EQ(c->trace.mode, trace::TraceMode::kOff);
+  EXPECT_EQ(c->trace.ring_buffer_bytes, 1048576u);
+  EXPECT_EQ(c->trace.drain_interval_ms, 50u);
+  EXPECT_EQ(c->trace.high_water_percent, 75u);
+  EXPECT_EQ(c->trace.max_processes, 64u);
+  EXPECT_EQ(c->trace.max_streams_per_process, 8u);
+  EXPECT_EQ(c->trace.max_allocations_per_process, 1000u);
+  EXPECT_EQ(c->trace.max_kernel_names_per_process, 100u);
+  EXPECT_EQ(c->trace.top_kernels, 5u);
+  EXPECT_EQ(c->trace.exited_keep_seconds, 60u);
+  EXPECT_EQ(c->trace.rate_window_seconds, 5u);
+  EXPECT_FALSE(c->trace.watch_setenv);
+  EXPECT_EQ(c->trace.library_dirs, std::vector<std::string>{"/opt/cuda/lib64"});
+}
+
+TEST(NodeConfigTest, TraceEnabledTakesAutoTrueOrFalse) {
+  auto c = ParseNodeConfig("[trace]\nenabled = \"auto\"\n", "<t>");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->trace.mode, trace::TraceMode::kAuto);
+  c = ParseNodeConfig("[trace]\nenabled = true\n", "<t>");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->trace.mode, trace::TraceMode::kOn);
 }
 
 TEST(NodeConfigTest, BrokenConfigsNameTheKeyAndTheProblem) {
@@ -85,6 +135,20 @@ TEST(NodeConfigTest, BrokenConfigsNameTheKeyAndTheProblem) {
       {"[sampler]\n", "sampler: unknown key"},
       {"monitor = 3\n", "monitor: expected a [monitor] table"},
       {"[node\n", "<t>:1:"},
+      {"[trace]\nenabled = \"yes\"\n", "<t>:2: trace.enabled: expected \"auto\", true or false"},
+      {"[trace]\nring_buffer_bytes = 100000\n",
+       "<t>:2: trace.ring_buffer_bytes: value 100000 is not a power of two"},
+      {"[trace]\nring_buffer_bytes = 4096\n",
+       "trace.ring_buffer_bytes: value 4096 is out of range [65536, 1073741824]"},
+      {"[trace]\ndrain_interval_ms = 5\n", "trace.drain_interval_ms: value 5 is out of range [10, 10000]"},
+      {"[trace]\nhigh_water_percent = 0\n", "trace.high_water_percent: value 0 is out of range [1, 100]"},
+      {"[trace]\ntop_kernels = 101\n", "trace.top_kernels: value 101 is out of range [1, 100]"},
+      {"[trace]\nmax_processes = 0\n", "trace.max_processes: value 0 is out of range"},
+      {"[trace]\nwatch_setenv = 1\n", "trace.watch_setenv: expected true or false"},
+      {"[trace]\nlibrary_dirs = \"/usr/lib\"\n", "trace.library_dirs: expected an array of strings"},
+      {"[trace]\nlibrary_dirs = [\"lib\"]\n", "trace.library_dirs[0]: expected an absolute path"},
+      {"[trace]\nlibrary_dirs = [3]\n", "trace.library_dirs[0]: expected a string"},
+      {"[trace]\nring_buffer = 1\n", "trace.ring_buffer: unknown key"},
       {"[monitor]\ninterval_ms = 100\nhistory_retention_s = 2592000\n",
        "monitor.history_retention_s: 25920000 points per GPU at monitor.interval_ms = 100"},
   };

@@ -7,12 +7,26 @@
 
 #include "common/http.h"
 #include "gpu/json.h"
+#include "node/cuda_json.h"
 
 namespace flyt::node {
 
+nlohmann::json CudaHeartbeatJson(std::vector<trace::ProcessCuda> processes) {
+  std::stable_sort(processes.begin(), processes.end(),
+                   [](const trace::ProcessCuda& a, const trace::ProcessCuda& b) {
+                     return a.launches > b.launches;
+                   });
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t i = 0; i < processes.size() && i < kMaxCudaPerHeartbeat; ++i) {
+    out.push_back(CudaSummaryJson(processes[i]));
+  }
+  return out;
+}
+
 HeartbeatSender::HeartbeatSender(gpu::Monitor& monitor, NodeConfig config, std::string api_url,
-                                 std::string version)
+                                 std::string version, const trace::StatsSource* cuda)
     : monitor_(monitor),
+      cuda_(cuda),
       config_(std::move(config)),
       api_url_(std::move(api_url)),
       version_(std::move(version)) {}
@@ -59,6 +73,11 @@ Status HeartbeatSender::SendOnce() {
   nlohmann::json body = {{"name", config_.name},     {"api_url", api_url_},
                          {"labels", labels},         {"version", version_},
                          {"snapshot", gpu::ToJson(*snap)}, {"events", events}};
+  // Only when something is traced: a manager older than the tracer refuses unknown fields.
+  if (cuda_ != nullptr) {
+    nlohmann::json cuda = CudaHeartbeatJson(cuda_->Processes());
+    if (!cuda.empty()) body["cuda"] = std::move(cuda);
+  }
   FLYT_ASSIGN_OR_RETURN(auto client, http::JsonClient::Connect(config_.cluster_manager,
                                                                config_.cluster_manager_token,
                                                                "the cluster manager"));

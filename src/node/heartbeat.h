@@ -1,6 +1,8 @@
 // HeartbeatSender: registers the node with flyt-cluster-manager and keeps it informed — every
 // `interval` it posts the node's latest GPU snapshot, the GPU events (XIDs, lost GPUs) seen since
-// the last heartbeat that got through, and where the node's own API is (for monitoring sessions).
+// the last heartbeat that got through, where the node's own API is (for monitoring sessions), and
+// when the CUDA tracer runs, a short summary of each traced process (CudaHeartbeatJson: at most
+// kMaxCudaPerHeartbeat, busiest first).
 //
 // It never blocks sampling or the node's API: it runs on its own thread and reads only what the
 // Monitor already holds. When the manager cannot be reached it logs once per outage and keeps
@@ -9,19 +11,30 @@
 #pragma once
 
 #include <chrono>
+#include <nlohmann/json.hpp>
+#include <vector>
 #include <string>
 #include <thread>
 
 #include "common/mutex.h"
 #include "gpu/monitor.h"
 #include "node/config.h"
+#include "trace/stats.h"
 
 namespace flyt::node {
 
+// Traced processes a heartbeat carries at most (the cluster manager refuses more).
+inline constexpr size_t kMaxCudaPerHeartbeat = 256;
+
+// The heartbeat's "cuda" array: CudaSummaryJson of each process, the most launches first, at most
+// kMaxCudaPerHeartbeat.
+nlohmann::json CudaHeartbeatJson(std::vector<trace::ProcessCuda> processes);
+
 class HeartbeatSender {
  public:
+  // `cuda`: the CUDA tracer's statistics, or null; it must outlive the sender.
   HeartbeatSender(gpu::Monitor& monitor, NodeConfig config, std::string api_url,
-                  std::string version);
+                  std::string version, const trace::StatsSource* cuda = nullptr);
   ~HeartbeatSender();
   HeartbeatSender(const HeartbeatSender&) = delete;
   HeartbeatSender& operator=(const HeartbeatSender&) = delete;
@@ -34,6 +47,7 @@ class HeartbeatSender {
   Status SendOnce();
 
   gpu::Monitor& monitor_;
+  const trace::StatsSource* const cuda_;
   const NodeConfig config_;
   const std::string api_url_;
   const std::string version_;

@@ -13,6 +13,7 @@
 #include "node/config.h"
 #include "node/heartbeat.h"
 #include "node/server.h"
+#include "node/tracing.h"
 
 namespace {
 
@@ -101,7 +102,13 @@ int main(int argc, char** argv) {
                first && !first->reason.empty() ? " (" + first->reason + ")" : "");
   monitor.Start();
 
-  flyt::node::NodeServer server(monitor, config, flyt::SystemClock::Instance(), FLYT_VERSION);
+  // CUDA tracing: when it cannot run, one log line says why and everything else goes on.
+  std::unique_ptr<flyt::node::CudaTracing> tracing = flyt::node::CudaTracing::Start(config.trace);
+  if (first) tracing->Feed(*first);
+  tracing->StartFeeding(monitor, config.interval);
+
+  flyt::node::NodeServer server(monitor, config, flyt::SystemClock::Instance(), FLYT_VERSION,
+                                &tracing->stats());
   if (flyt::Status s = server.Start(); !s.ok()) return Fail(s.message());
   spdlog::info("serving on http://{}:{} (metrics at /metrics, API at /api/v1){}",
                config.listen_host, server.port(),
@@ -121,7 +128,7 @@ int main(int argc, char** argv) {
       api_url = "http://" + host + ":" + std::to_string(server.port());
     }
     heartbeats = std::make_unique<flyt::node::HeartbeatSender>(monitor, config, api_url,
-                                                               FLYT_VERSION);
+                                                               FLYT_VERSION, &tracing->stats());
     heartbeats->Start();
     spdlog::info("sending heartbeats to {} every {} s (this node's API: {})",
                  config.cluster_manager, config.heartbeat_interval.count(), api_url);
@@ -130,6 +137,7 @@ int main(int argc, char** argv) {
   flyt::WaitForTermination();
   if (heartbeats) heartbeats->Stop();
   server.Stop();
+  tracing->Stop();
   monitor.Stop();
   spdlog::info("stopped");
   return 0;

@@ -5,8 +5,10 @@
 #include <cmath>
 #include <functional>
 
-#include "common/strings.h"
+#include <map>
 #include <vector>
+
+#include "common/strings.h"
 
 namespace flyt::node {
 namespace {
@@ -155,6 +157,161 @@ std::string FlytGpuLabels(const gpu::GpuInfo& g) {
   return Label("gpu", std::to_string(g.index)) + "," + Label("UUID", g.uuid);
 }
 
+// The CUDA tracer's families.
+void RenderCuda(Writer& w, const MetricsInput& in) {
+  const trace::TracerHealth& h = *in.cuda_health;
+  w.Family("flyt_cuda_tracer_enabled", "gauge",
+           "1 when CUDA call tracing (eBPF uprobes) runs, else 0 (the reason is in the log and "
+           "GET /api/v1/trace).");
+  w.Sample("flyt_cuda_tracer_enabled", "", h.enabled ? 1 : 0);
+  w.Family("flyt_cuda_tracer_events_received_total", "counter",
+           "Records drained from the tracer's ring buffer.");
+  w.Sample("flyt_cuda_tracer_events_received_total", "", static_cast<double>(h.events_received));
+  w.Family("flyt_cuda_tracer_events_lost_total", "counter",
+           "Records lost because the ring buffer was full (counted in BPF).");
+  w.Sample("flyt_cuda_tracer_events_lost_total", "", static_cast<double>(h.events_lost));
+  w.Family("flyt_cuda_tracer_attach_failures_total", "counter",
+           "Uprobe attachments that failed, by reason.");
+  for (const auto& [reason, n] : h.attach_failures) {
+    w.Sample("flyt_cuda_tracer_attach_failures_total", Label("reason", reason),
+             static_cast<double>(n));
+  }
+  w.Family("flyt_cuda_tracer_libraries_probed", "gauge",
+           "Library files (inodes) with the tracer's probes on them.");
+  w.Sample("flyt_cuda_tracer_libraries_probed", "", static_cast<double>(h.libraries_probed));
+  w.Family("flyt_cuda_tracer_processes_traced_total", "counter",
+           "Processes with at least one traced CUDA call since start.");
+  w.Sample("flyt_cuda_tracer_processes_traced_total", "", static_cast<double>(h.processes_traced));
+  w.Family("flyt_cuda_tracer_processes_tracked", "gauge",
+           "Processes tracked now (live, and exited ones still listed).");
+  w.Sample("flyt_cuda_tracer_processes_tracked", "", static_cast<double>(h.processes_tracked));
+  w.Family("flyt_cuda_tracer_dropped_total", "counter",
+           "What the tracer dropped because a [trace] max_* limit was reached.");
+  w.Sample("flyt_cuda_tracer_dropped_total", Label("what", "processes"),
+           static_cast<double>(h.dropped_processes));
+  w.Sample("flyt_cuda_tracer_dropped_total", Label("what", "streams"),
+           static_cast<double>(h.dropped_streams));
+  w.Sample("flyt_cuda_tracer_dropped_total", Label("what", "allocations"),
+           static_cast<double>(h.dropped_allocations));
+  w.Family("flyt_cuda_tracer_unprobeable_processes", "gauge",
+           "Processes that run CUDA but cannot be probed (e.g. stripped static binaries).");
+  w.Sample("flyt_cuda_tracer_unprobeable_processes", "", static_cast<double>(h.unprobeable.size()));
+
+  if (in.cuda_processes == nullptr || in.cuda_processes->empty()) return;
+  const std::vector<trace::ProcessCuda>& procs = *in.cuda_processes;
+  std::vector<std::string> labels;
+  labels.reserve(procs.size());
+  for (const trace::ProcessCuda& p : procs) {
+    std::string index;
+    if (in.snapshot != nullptr && !p.gpu_uuid.empty()) {
+      for (const gpu::GpuInfo& g : in.snapshot->gpus) {
+        if (g.uuid == p.gpu_uuid) index = std::to_string(g.index);
+      }
+    }
+    labels.push_back(Label("gpu", index) + "," + Label("UUID", p.gpu_uuid) + "," +
+                     Label("cuda_device", std::to_string(p.device)) + "," +
+                     Label("pid", std::to_string(p.pid)) + "," + Label("comm", p.comm) + "," +
+                     Label("container", p.container_id));
+  }
+  auto family = [&](const char* name, const char* type, const char* help,
+                    const std::function<std::optional<double>(const trace::ProcessCuda&)>& value) {
+    bool header = false;
+    for (size_t i = 0; i < procs.size(); ++i) {
+      std::optional<double> v = value(procs[i]);
+      if (!v) continue;
+      if (!header) w.Family(name, type, help);
+      header = true;
+      w.Sample(name, labels[i], *v);
+    }
+  };
+  auto u = [](uint64_t v) { return std::optional<double>(static_cast<double>(v)); };
+  family("flyt_cuda_kernel_launches_total", "counter",
+         "Kernel and graph launches a process made (runtime and driver API, counted once).",
+         [&](const trace::ProcessCuda& p) { return u(p.launches); });
+  family("flyt_cuda_launches_per_second", "gauge",
+         "Launches per second over the tracer's rate window ([trace] rate_window_seconds).",
+         [](const trace::ProcessCuda& p) { return std::optional<double>(p.launches_per_second); });
+  family("flyt_cuda_busy_seconds_total", "counter",
+         "Kernel-busy time as enqueue->sync spans, host-side (no GPU timestamps): the sum over "
+         "streams of the time from the first work enqueued after a sync to the next sync.",
+         [](const trace::ProcessCuda& p) { return std::optional<double>(p.busy_seconds); });
+  family("flyt_cuda_core_usage", "gauge",
+         "Cores the process kept busy on average over the rate window: thread-seconds "
+         "(min(grid x block threads, the GPU's cores) x enqueue->sync span) per second.",
+         [](const trace::ProcessCuda& p) { return std::optional<double>(p.core_usage); });
+  family("flyt_cuda_device_memory_bytes", "gauge",
+         "Device memory the process holds now (successful cudaMalloc*/cuMemAlloc minus frees).",
+         [&](const trace::ProcessCuda& p) {
+           return p.exited ? std::nullopt : u(p.device_memory_bytes);
+         });
+  family("flyt_cuda_device_memory_peak_bytes", "gauge",
+         "The most device memory the process held at once.",
+         [&](const trace::ProcessCuda& p) { return u(p.device_memory_peak_bytes); });
+  family("flyt_cuda_managed_memory_bytes", "gauge",
+         "Managed (unified) memory the process holds now (cudaMallocManaged).",
+         [&](const trace::ProcessCuda& p) {
+           return p.exited ? std::nullopt : u(p.managed_memory_bytes);
+         });
+  family("flyt_cuda_pinned_host_memory_bytes", "gauge",
+         "Pinned host memory the process holds now (cudaMallocHost, cudaHostAlloc).",
+         [&](const trace::ProcessCuda& p) {
+           return p.exited ? std::nullopt : u(p.pinned_host_bytes);
+         });
+  family("flyt_cuda_leaked_bytes", "gauge",
+         "Device and managed memory an exited process never freed (listed for [trace] "
+         "exited_keep_seconds after it exits).",
+         [&](const trace::ProcessCuda& p) {
+           return p.exited ? u(p.leaked_bytes) : std::nullopt;
+         });
+  family("flyt_cuda_syncs_total", "counter",
+         "Synchronising calls (stream, event, device, context syncs; blocking copies).",
+         [&](const trace::ProcessCuda& p) { return u(p.syncs); });
+
+  w.Family("flyt_cuda_copy_bytes_total", "counter",
+           "Bytes copied by cudaMemcpy*, by direction (memset: bytes set by cudaMemset*).");
+  for (size_t i = 0; i < procs.size(); ++i) {
+    const trace::CopyBytes& c = procs[i].copies;
+    const std::pair<const char*, uint64_t> dirs[] = {{"h2d", c.host_to_device},
+                                                     {"d2h", c.device_to_host},
+                                                     {"d2d", c.device_to_device},
+                                                     {"h2h", c.host_to_host},
+                                                     {"memset", c.memset}};
+    for (const auto& [dir, bytes] : dirs) {
+      w.Sample("flyt_cuda_copy_bytes_total", labels[i] + "," + Label("direction", dir),
+               static_cast<double>(bytes));
+    }
+  }
+  bool header = false;
+  for (size_t i = 0; i < procs.size(); ++i) {
+    for (const auto& [error, n] : procs[i].failures) {
+      if (!header) {
+        w.Family("flyt_cuda_failed_calls_total", "counter",
+                 "CUDA calls that returned an error, by error name (never counted as memory).");
+        header = true;
+      }
+      w.Sample("flyt_cuda_failed_calls_total", labels[i] + "," + Label("error", error),
+               static_cast<double>(n));
+    }
+  }
+  header = false;
+  for (size_t i = 0; i < procs.size(); ++i) {
+    // The tracer keeps the top [trace] top_kernels by name and "other"; names are summed here
+    // too, so that two kernels whose names demangle alike never make a duplicate series.
+    std::map<std::string, uint64_t> by_name;
+    for (const trace::KernelStats& k : procs[i].top_kernels) by_name[k.name] += k.launches;
+    for (const auto& [name, n] : by_name) {
+      if (!header) {
+        w.Family("flyt_cuda_kernel_launches_by_kernel_total", "counter",
+                 "Launches per kernel (demangled name): the top [trace] top_kernels of each "
+                 "process by launches, the rest under kernel=\"other\".");
+        header = true;
+      }
+      w.Sample("flyt_cuda_kernel_launches_by_kernel_total", labels[i] + "," + Label("kernel", name),
+               static_cast<double>(n));
+    }
+  }
+}
+
 }  // namespace
 
 std::string EscapeLabelValue(std::string_view raw) {
@@ -275,6 +432,8 @@ std::string RenderMetrics(const MetricsInput& in) {
              "1 when the GPUs are flyt's simulated NVML (not real hardware), else 0.");
     w.Sample("flyt_node_simulated", "", in.snapshot->simulated_scenario ? 1 : 0);
   }
+
+  if (in.cuda_health != nullptr) RenderCuda(w, in);
 
   w.Family("flyt_monitor_samples_total", "counter", "Samples the monitor has taken.");
   w.Sample("flyt_monitor_samples_total", "", static_cast<double>(in.stats.samples));

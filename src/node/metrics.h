@@ -2,6 +2,8 @@
 //
 // Per-GPU series use dcgm-exporter's names, units and labels, so dashboards and alerts written for
 // it work unchanged; flyt's own series follow Prometheus naming (base units, _total counters).
+// The CUDA tracer's series are flyt_cuda_* (per process × GPU, labelled gpu, UUID, cuda_device,
+// pid, comm, container) and flyt_cuda_tracer_* (its health).
 // Every family has HELP and TYPE lines; a reading that is absent is not emitted (never as 0); a
 // lost GPU has no reading series, only flyt_gpu_lost 1. Rendering only formats values the Monitor
 // already has: it never calls NVML. Pure function; thread-safe.
@@ -14,6 +16,7 @@
 
 #include "gpu/monitor.h"
 #include "gpu/types.h"
+#include "trace/stats.h"
 
 namespace flyt::node {
 
@@ -26,6 +29,11 @@ struct MetricsInput {
   std::string node_name;
   std::string version;
   uint64_t scrapes = 0;
+  // The CUDA tracer (flyt_cuda_*): its health (null: no tracer families at all) and its
+  // processes. Per-process series are bounded by [trace] max_processes, kernel series by
+  // top_kernels (+ "other").
+  const trace::TracerHealth* cuda_health = nullptr;
+  const std::vector<trace::ProcessCuda>* cuda_processes = nullptr;
 };
 
 std::string RenderMetrics(const MetricsInput& in);

@@ -4,12 +4,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "common/http.h"
 #include "common/json_fields.h"
 #include "common/strings.h"
 #include "gpu/json.h"
+#include "node/cuda_json.h"
 #include "node/metrics.h"
 
 namespace flyt::node {
@@ -95,11 +97,72 @@ json CountsJson(const std::map<uint32_t, gpu::EventCounts>& counts) {
   return out;
 }
 
+// A traced process as an entry of GET /api/v1/processes shows it: the detail's fields but its
+// streams and kernels, with the name of its busiest kernel ("other" never counts as one).
+json CudaListJson(const trace::ProcessCuda& p) {
+  json j = ToJson(p);
+  j.erase("streams");
+  j.erase("top_kernels");
+  json top = nullptr;
+  for (const trace::KernelStats& k : p.top_kernels) {
+    if (k.name != "other") {
+      top = SanitizeUtf8(k.name);
+      break;
+    }
+  }
+  j["top_kernel"] = top;
+  return j;
+}
+
+// GET /api/v1/processes: NVML's processes (source "nvml"), each with the traced figures of the
+// same pid on the same GPU under "cuda" (null when not traced), then the processes only the
+// tracer sees (source "trace": a remote runtime's, or ones NVML has not listed yet).
+json ProcessesJson(const gpu::GpuSnapshot& snap, const std::vector<trace::ProcessCuda>& traced,
+                   bool tracing) {
+  std::vector<bool> used(traced.size(), false);
+  json list = json::array();
+  for (const gpu::GpuInfo& g : snap.gpus) {
+    for (const gpu::ProcessInfo& p : g.processes) {
+      json j = gpu::ToJson(p);
+      j["gpu"] = g.index;
+      j["gpu_uuid"] = g.uuid;
+      j["source"] = "nvml";
+      json cuda = nullptr;
+      for (size_t i = 0; i < traced.size(); ++i) {
+        if (!used[i] && traced[i].pid == p.pid && traced[i].gpu_uuid == g.uuid) {
+          cuda = CudaListJson(traced[i]);
+          used[i] = true;
+          break;
+        }
+      }
+      j["cuda"] = std::move(cuda);
+      list.push_back(std::move(j));
+    }
+  }
+  for (size_t i = 0; i < traced.size(); ++i) {
+    if (used[i]) continue;
+    const trace::ProcessCuda& t = traced[i];
+    json index = nullptr;
+    for (const gpu::GpuInfo& g : snap.gpus) {
+      if (!t.gpu_uuid.empty() && g.uuid == t.gpu_uuid) index = g.index;
+    }
+    list.push_back({{"pid", t.pid},
+                    {"name", SanitizeUtf8(t.comm)},
+                    {"container_id", t.container_id.empty() ? json(nullptr) : json(t.container_id)},
+                    {"gpu", index},
+                    {"gpu_uuid", t.gpu_uuid.empty() ? json(nullptr) : json(t.gpu_uuid)},
+                    {"source", "trace"},
+                    {"cuda", CudaListJson(t)}});
+  }
+  return {{"processes", list}, {"tracing", tracing}};
+}
+
 }  // namespace
 
 NodeServer::NodeServer(gpu::Monitor& monitor, NodeConfig config, const Clock& clock,
-                       std::string version)
+                       std::string version, const trace::StatsSource* cuda)
     : monitor_(monitor),
+      cuda_(cuda),
       config_(std::move(config)),
       clock_(clock),
       version_(std::move(version)),
@@ -166,6 +229,14 @@ void NodeServer::SetUpRoutes() {
     in.node_name = config_.name;
     in.version = version_;
     in.scrapes = ++scrapes_;
+    trace::TracerHealth health;
+    std::vector<trace::ProcessCuda> traced;
+    if (cuda_ != nullptr) {
+      health = cuda_->Health();
+      traced = cuda_->Processes();
+      in.cuda_health = &health;
+      in.cuda_processes = &traced;
+    }
     // The HTTP server's own: connections refused, requests timed out (a flood shows here).
     res.set_content(RenderMetrics(in) + server_->MetricsText("flyt_node"), "text/plain; version=0.0.4; charset=utf-8");
   });
@@ -269,19 +340,49 @@ void NodeServer::SetUpRoutes() {
         SendJson(res, 200, {{"gpu", *index}, {"step_seconds", step_s}, {"points", points}});
       });
 
-  get("/api/v1/processes", Access::kToken, [with_snapshot](Req, Res res, const Caller&, Params) {
-    auto snap = with_snapshot(res);
-    if (!snap) return;
-    json list = json::array();
-    for (const gpu::GpuInfo& g : snap->gpus) {
-      for (const gpu::ProcessInfo& p : g.processes) {
-        json j = gpu::ToJson(p);
-        j["gpu"] = g.index;
-        j["gpu_uuid"] = g.uuid;
-        list.push_back(std::move(j));
-      }
+  get("/api/v1/processes", Access::kToken,
+      [this, with_snapshot](Req, Res res, const Caller&, Params) {
+        auto snap = with_snapshot(res);
+        if (!snap) return;
+        std::vector<trace::ProcessCuda> traced;
+        bool tracing = false;
+        if (cuda_ != nullptr) {
+          tracing = cuda_->Health().enabled;
+          traced = cuda_->Processes();
+        }
+        SendJson(res, 200, ProcessesJson(*snap, traced, tracing));
+      });
+
+  get(R"(/api/v1/processes/([^/]+)/cuda)", Access::kToken,
+      [this](Req, Res res, const Caller&, Params path) {
+        auto pid = ParseUint(path[1]);
+        if (!pid || path[1].find_first_not_of("0123456789") != std::string::npos ||
+            *pid > std::numeric_limits<uint32_t>::max()) {
+          return SendError(res, 400, "pid '" + path[1] + "' is not a process id");
+        }
+        json list = json::array();
+        if (cuda_ != nullptr) {
+          for (const trace::ProcessCuda& p : cuda_->Processes()) {
+            if (p.pid == *pid) list.push_back(ToJson(p));
+          }
+        }
+        if (list.empty()) {
+          return SendStatus(res, NotFound("no traced CUDA process " + path[1] + " on this node" +
+                                          (cuda_ == nullptr || !cuda_->Health().enabled
+                                               ? " (CUDA tracing is off: GET /api/v1/trace)"
+                                               : "")));
+        }
+        SendJson(res, 200, {{"pid", *pid}, {"processes", list}});
+      });
+
+  get("/api/v1/trace", Access::kToken, [this](Req, Res res, const Caller&, Params) {
+    trace::TracerHealth h;
+    if (cuda_ != nullptr) {
+      h = cuda_->Health();
+    } else {
+      h.disabled_reason = "this node manager runs without a CUDA tracer";
     }
-    SendJson(res, 200, {{"processes", list}});
+    SendJson(res, 200, ToJson(h));
   });
 
   get("/api/v1/events", Access::kToken, [this](Req, Res res, const Caller&, Params) {

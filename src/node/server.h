@@ -6,7 +6,9 @@
 // sampling. Requests are routed by one table (common/http_router.h). Every error is JSON
 // {"error", "code"} with a 4xx/5xx status: unknown route 404, wrong method 405 (with Allow),
 // malformed or invalid body 400, oversized body 413, missing or wrong bearer token 401 (checked
-// first, for every path but /healthz, so that without the token no path is revealed). The server
+// first, for every path but /healthz, so that without the token no path is revealed). The CUDA
+// tracer's figures are read from a StatsSource (GET /api/v1/processes, /api/v1/processes/{pid}/cuda,
+// /api/v1/trace, and /metrics). The server
 // runs its own thread pool; Start/Stop are not thread-safe with each other, handlers are.
 #pragma once
 
@@ -23,6 +25,7 @@
 #include "common/status.h"
 #include "gpu/monitor.h"
 #include "node/config.h"
+#include "trace/stats.h"
 
 namespace httplib {
 class Server;
@@ -34,7 +37,10 @@ namespace flyt::node {
 
 class NodeServer {
  public:
-  NodeServer(gpu::Monitor& monitor, NodeConfig config, const Clock& clock, std::string version);
+  // `cuda`: the CUDA tracer's statistics (tracing.h), or null when there is no tracer; it must
+  // outlive the server.
+  NodeServer(gpu::Monitor& monitor, NodeConfig config, const Clock& clock, std::string version,
+             const trace::StatsSource* cuda = nullptr);
   ~NodeServer();
   NodeServer(const NodeServer&) = delete;
   NodeServer& operator=(const NodeServer&) = delete;
@@ -55,6 +61,7 @@ class NodeServer {
   Result<Caller> Identify(const httplib::Request& req, const Access& access) const;
 
   gpu::Monitor& monitor_;
+  const trace::StatsSource* const cuda_;
   const NodeConfig config_;
   const Clock& clock_;
   const std::string version_;

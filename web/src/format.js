@@ -275,3 +275,17 @@ export function chartInputs(list, key) {
     series: items.map((x) => ({label: x.label, values: x.h[key]})),
   };
 }
+
+// The CUDA tracer's columns of a GPU detail's process row: launches/s, device memory peak, and
+// what an exited process leaked. Blank (not "—") when the process is not traced: tracing may be
+// off on that node, which says nothing about the process.
+export function cudaCells(proc) {
+  const c = proc && proc.cuda;
+  if (!c || typeof c !== 'object') return {rate: '', peak: '', leaked: ''};
+  const rate = isNum(c.launches_per_second)
+    ? (c.launches_per_second >= 100 ? c.launches_per_second.toFixed(0) : c.launches_per_second.toFixed(1))
+    : '';
+  const peak = isNum(c.device_memory_peak_bytes) ? fmtBytes(c.device_memory_peak_bytes) : '';
+  const leaked = c.exited && isNum(c.leaked_bytes) ? fmtBytes(c.leaked_bytes) : '';
+  return {rate, peak, leaked};
+}

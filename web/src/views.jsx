@@ -6,7 +6,7 @@ import {useEffect, useMemo, useState} from 'preact/hooks';
 import {get} from './api.js';
 import {TimeChart} from './chart.jsx';
 import {
-  alignToFirst, chartInputs, fmtBytes, fmtDuration, fmtMiB, fmtNum, fmtPct, fmtTime, fmtWatts,
+  alignToFirst, chartInputs, cudaCells, fmtBytes, fmtDuration, fmtMiB, fmtNum, fmtPct, fmtTime, fmtWatts,
   gpuColumn, historySeries, holders, isBusy, isNum, level, memoryPercent, NA, pointsUntil,
   powerPercent, secondsUntil, shortGpuName, statCell, totals,
 } from './format.js';
@@ -213,12 +213,21 @@ export function GpuDetail({node, index, versions}) {
       {h && <GpuCharts h={h} labelOf={() => `GPU ${index}`} />}
       <h3>Processes</h3>
       <table data-testid="processes">
-        <thead><tr><th>pid</th><th>user</th><th>command</th><th>type</th><th>memory</th><th>SM %</th></tr></thead>
+        <thead><tr><th>pid</th><th>user</th><th>command</th><th>type</th><th>memory</th><th>SM %</th>
+          <th title="CUDA kernel launches per second (traced)">launches/s</th>
+          <th title="peak device memory the process allocated (traced)">mem peak</th>
+          <th title="device memory an exited process never freed (traced)">leaked</th></tr></thead>
         <tbody>
-          {procs.length === 0 && <tr><td colSpan={6} class="muted">no processes</td></tr>}
-          {procs.map((p) => (
-            <tr><td>{p.pid}</td><td>{p.user ?? NA}</td><td class="cmd">{p.command ?? p.name ?? NA}</td>
-              <td>{p.type}</td><td>{fmtBytes(p.used_memory_bytes)}</td><td>{fmtPct(p.sm_util_percent)}</td></tr>))}
+          {procs.length === 0 && <tr><td colSpan={9} class="muted">no processes</td></tr>}
+          {procs.map((p) => {
+            const c = cudaCells(p);
+            return (
+              <tr data-testid="process-row" data-source={p.source ?? 'nvml'}>
+                <td>{p.pid}</td><td>{p.user ?? NA}</td><td class="cmd">{p.command ?? p.name ?? NA}</td>
+                <td>{p.type ?? NA}</td><td>{fmtBytes(p.used_memory_bytes)}</td><td>{fmtPct(p.sm_util_percent)}</td>
+                <td data-testid="cuda-rate">{c.rate}</td><td data-testid="cuda-peak">{c.peak}</td>
+                <td data-testid="cuda-leaked">{c.leaked}</td></tr>);
+          })}
         </tbody>
       </table>
     </div>

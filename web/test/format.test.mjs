@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import {test} from 'node:test';
 
 import {
-  alignToFirst, chartInputs, endpointsFor, fmtBytes, fmtDuration, gpuColumn, historySeries, level,
+  alignToFirst, chartInputs, cudaCells, endpointsFor, fmtBytes, fmtDuration, gpuColumn, historySeries, level,
   parseRoute, parseSse, pointsUntil, SERIES_KEYS, shortGpuName, statCell, totals,
 } from '../src/format.js';
 
@@ -151,4 +151,17 @@ test('one chart\'s inputs: the shared times and a labelled series per GPU', () =
     series: [{label: 'GPU 0', values: [5, 6]}, {label: 'GPU 3', values: [7, null]}],
   });
   assert.deepEqual(chartInputs([], 'power'), {times: [], series: []});
+});
+
+test('the CUDA tracer\'s process columns: blank when not traced, leaks only once exited', () => {
+  assert.deepEqual(cudaCells({pid: 1, cuda: null}), {rate: '', peak: '', leaked: ''});
+  assert.deepEqual(cudaCells({pid: 1}), {rate: '', peak: '', leaked: ''});
+  assert.deepEqual(
+    cudaCells({pid: 1, cuda: {launches_per_second: 1234.4, device_memory_peak_bytes: 3 * 1024 * 1024,
+                              leaked_bytes: 0, exited: false}}),
+    {rate: '1234', peak: '3 MiB', leaked: ''});
+  assert.deepEqual(
+    cudaCells({pid: 2, source: 'trace', cuda: {launches_per_second: 2.25, device_memory_peak_bytes: 8192,
+                                               leaked_bytes: 4096, exited: true}}),
+    {rate: '2.3', peak: '8 KiB', leaked: '4 KiB'});
 });
