@@ -35,7 +35,7 @@ constexpr size_t kMaxEventsInBody = 10000;
 // Traced CUDA processes a heartbeat may carry (node/heartbeat.h kMaxCudaPerHeartbeat).
 constexpr size_t kMaxCudaPerHeartbeat = 256;
 
-// The heartbeat's "cuda" array (node/cuda_json.h CudaSummaryJson). Fields this manager does not
+// The heartbeat's "cuda" array (trace/json.h SummaryToJson). Fields this manager does not
 // know are ignored (a newer node may send more); known ones must have their type.
 Status CudaField(const JsonFields& b, std::vector<CudaSummary>& out) {
   const json* list = nullptr;

@@ -17,7 +17,7 @@ namespace flyt::cluster {
 
 using WallTime = std::chrono::system_clock::time_point;
 
-// One traced CUDA process × GPU as the node's heartbeat summarises it (node/cuda_json.h,
+// One traced CUDA process × GPU as the node's heartbeat summarises it (trace/json.h SummaryToJson,
 // CudaSummaryJson). Kept in memory only: never stored, not replicated.
 struct CudaSummary {
   uint32_t pid = 0;

@@ -11,7 +11,7 @@
 #include "common/clock.h"
 #include "common/mutex.h"
 #include "gpu/monitor.h"
-#include "node/cuda_json.h"
+#include "trace/json.h"
 #include "node/heartbeat.h"
 #include "node/metrics.h"
 #include "node/server.h"

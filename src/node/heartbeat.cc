@@ -7,7 +7,7 @@
 
 #include "common/http.h"
 #include "gpu/json.h"
-#include "node/cuda_json.h"
+#include "trace/json.h"
 
 namespace flyt::node {
 
@@ -18,7 +18,7 @@ nlohmann::json CudaHeartbeatJson(std::vector<trace::ProcessCuda> processes) {
                    });
   nlohmann::json out = nlohmann::json::array();
   for (size_t i = 0; i < processes.size() && i < kMaxCudaPerHeartbeat; ++i) {
-    out.push_back(CudaSummaryJson(processes[i]));
+    out.push_back(trace::SummaryToJson(processes[i]));
   }
   return out;
 }

@@ -11,7 +11,7 @@
 #include "common/json_fields.h"
 #include "common/strings.h"
 #include "gpu/json.h"
-#include "node/cuda_json.h"
+#include "trace/json.h"
 #include "node/metrics.h"
 
 namespace flyt::node {

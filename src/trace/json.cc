@@ -124,4 +124,19 @@ json ToJson(const TracerHealth& h) {
           {"libraries", h.libraries}};
 }
 
+json SummaryToJson(const ProcessCuda& p) {
+  return {{"pid", p.pid},
+          {"comm", p.comm},
+          {"gpu_uuid", p.gpu_uuid},
+          {"remote", p.remote},
+          {"launches", p.launches},
+          {"launches_per_second", p.launches_per_second},
+          {"device_memory_bytes", p.device_memory_bytes},
+          {"device_memory_peak_bytes", p.device_memory_peak_bytes},
+          {"leaked_bytes", p.leaked_bytes},
+          {"busy_seconds", p.busy_seconds},
+          {"core_usage", p.core_usage},
+          {"exited", p.exited}};
+}
+
 }  // namespace flyt::trace

@@ -16,4 +16,9 @@ nlohmann::json ToJson(const StreamStats& stream);
 nlohmann::json ToJson(const ProcessCuda& process);
 nlohmann::json ToJson(const TracerHealth& health);
 
+// What a node's heartbeat carries per traced process × GPU (the caller bounds how many): pid,
+// comm, gpu_uuid, remote, launches, launches_per_second, device_memory_bytes,
+// device_memory_peak_bytes, leaked_bytes, busy_seconds, core_usage, exited.
+nlohmann::json SummaryToJson(const ProcessCuda& process);
+
 }  // namespace flyt::trace
