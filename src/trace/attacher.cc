@@ -4,12 +4,16 @@
 
 #include <bpf/libbpf.h>
 #include <spdlog/spdlog.h>
+#include <sys/syscall.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <thread>
+#include <utility>
+#include <vector>
 
 namespace flyt::trace {
 namespace {
@@ -25,6 +29,59 @@ std::string FailureReason(const char* what, int err) {
   return std::string(what) + ": " + (name != nullptr ? name : std::to_string(err).c_str());
 }
 
+// Closes the links' descriptors, each on a thread of its own: removing a link waits for the
+// kernel's uprobe grace period, and the waits of several links overlap.
+void CloseConcurrently(std::vector<UniqueFd>& links) {
+  std::vector<std::thread> threads;
+  for (UniqueFd& link : links) threads.emplace_back([&link] { link.Reset(); });
+  for (std::thread& thread : threads) thread.join();
+}
+
+// BPF_LINK_CREATE for a multi-uprobe link (Linux 6.6): the layout of union bpf_attr's
+// link_create.uprobe_multi, which the installed UAPI headers may predate.
+constexpr int kBpfLinkCreate = 28;
+constexpr uint32_t kBpfTraceUprobeMulti = 48;
+constexpr uint32_t kBpfFUprobeMultiReturn = 1;
+struct UprobeMultiAttr {
+  uint32_t prog_fd;
+  uint32_t target_fd;
+  uint32_t attach_type;
+  uint32_t flags;
+  uint64_t path;
+  uint64_t offsets;
+  uint64_t ref_ctr_offsets;
+  uint64_t cookies;
+  uint32_t cnt;
+  uint32_t multi_flags;
+  uint32_t pid;
+  uint32_t pad;
+};
+
+}  // namespace
+
+Result<UniqueFd> UprobeMultiLink(bpf_program* program, const std::string& path,
+                                 const std::vector<uint64_t>& offsets,
+                                 const std::vector<uint64_t>& cookies, bool is_return) {
+  UprobeMultiAttr attr{};
+  attr.prog_fd = static_cast<uint32_t>(bpf_program__fd(program));
+  attr.attach_type = kBpfTraceUprobeMulti;
+  attr.path = reinterpret_cast<uint64_t>(path.c_str());
+  attr.offsets = reinterpret_cast<uint64_t>(offsets.data());
+  attr.cookies = reinterpret_cast<uint64_t>(cookies.data());
+  attr.cnt = static_cast<uint32_t>(offsets.size());
+  attr.multi_flags = is_return ? kBpfFUprobeMultiReturn : 0;
+  const long fd = ::syscall(SYS_bpf, kBpfLinkCreate, &attr, sizeof(attr));
+  if (fd < 0) {
+    const int err = errno;
+    const char* name = strerrorname_np(err);
+    return Status(err == ENOENT ? StatusCode::kNotFound : StatusCode::kInvalidArgument,
+                  name != nullptr ? name : std::to_string(err));
+  }
+  return UniqueFd(static_cast<int>(fd));
+}
+
+namespace {
+
 }  // namespace
 
 Attacher::Attacher(bpf_program* entry, bpf_program* ret, bpf_program* env)
@@ -32,7 +89,11 @@ Attacher::Attacher(bpf_program* entry, bpf_program* ret, bpf_program* env)
 
 Attacher::~Attacher() {
   // Entry probes first, so no call is left open by a return probe going away before it.
-  for (auto it = links_.rbegin(); it != links_.rend(); ++it) bpf_link__destroy(*it);
+  std::vector<UniqueFd> entries;
+  std::vector<UniqueFd> returns;
+  for (auto& [link, is_return] : links_) (is_return ? returns : entries).push_back(std::move(link));
+  CloseConcurrently(entries);
+  CloseConcurrently(returns);
 }
 
 Result<AttachOutcome> Attacher::ProbeFile(const std::string& path,
@@ -71,44 +132,42 @@ Result<AttachOutcome> Attacher::ProbeFile(const std::string& path,
     return outcome;
   }
   outcome.library = c.library;
-  size_t attached = 0;
+  // One multi-uprobe link per file and program (entry, return; libc's setenv/putenv: entry),
+  // carrying every offset with its cookie: a file costs two links, not two per function, and
+  // removing a link waits for the kernel's uprobe grace period once, not once per function.
+  // The return link goes first, so no entry is recorded without its return probe in place.
+  std::vector<uint64_t> offsets;
+  std::vector<uint64_t> cookies;
   for (const ProbePoint& p : c.probes) {
-    bpf_uprobe_opts opts{};  // LIBBPF_OPTS uses C extensions that -Wpedantic refuses in C++
-    opts.sz = sizeof(opts);
-    opts.bpf_cookie = AttachCookie(p.func, *c.library);
+    offsets.push_back(p.offset);
+    cookies.push_back(AttachCookie(p.func, *c.library));
+  }
+  size_t attached = 0;
+  if (!offsets.empty()) {
     if (*c.library == LibraryClass::kLibc) {
-      bpf_link* link = bpf_program__attach_uprobe_opts(env_, -1, open_path.c_str(), p.offset,
-                                                      &opts);
-      if (link == nullptr) {
-        CountFailure(FailureReason("uprobe", errno));
-        continue;
+      Result<UniqueFd> link = UprobeMultiLink(env_, open_path, offsets, cookies, false);
+      if (link.ok()) {
+        links_.emplace_back(std::move(*link), false);
+        attached = offsets.size();
+      } else {
+        CountFailure(FailureReason("uprobe", link.status().code() == StatusCode::kNotFound
+                                                 ? ENOENT : EINVAL));
       }
-      links_.push_back(link);
-      ++attached;
-      continue;
-    }
-    opts.retprobe = true;
-    bpf_link* ret = bpf_program__attach_uprobe_opts(ret_, -1, open_path.c_str(), p.offset, &opts);
-    if (ret == nullptr) {
-      int err = errno;
-      CountFailure(FailureReason("uretprobe", err));
-      if (err == ENOENT) {
-        spdlog::info("trace: {} disappeared while its probes were attached", display_path);
-        break;
+    } else {
+      Result<UniqueFd> ret = UprobeMultiLink(ret_, open_path, offsets, cookies, true);
+      if (!ret.ok()) {
+        CountFailure("uretprobe: " + ret.status().message());
+      } else {
+        Result<UniqueFd> entry = UprobeMultiLink(entry_, open_path, offsets, cookies, false);
+        if (!entry.ok()) {
+          CountFailure("uprobe: " + entry.status().message());
+        } else {
+          links_.emplace_back(std::move(*ret), true);
+          links_.emplace_back(std::move(*entry), false);
+          attached = offsets.size();
+        }
       }
-      continue;
     }
-    opts.retprobe = false;
-    bpf_link* entry =
-        bpf_program__attach_uprobe_opts(entry_, -1, open_path.c_str(), p.offset, &opts);
-    if (entry == nullptr) {
-      CountFailure(FailureReason("uprobe", errno));
-      bpf_link__destroy(ret);
-      continue;
-    }
-    links_.push_back(ret);
-    links_.push_back(entry);
-    ++attached;
   }
   if (attached == 0) {
     spdlog::info("trace: no probe could be attached to {}", display_path);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/unique_fd.h"
 #include "trace/elf_symbols.h"
 
 struct bpf_program;
@@ -40,6 +41,13 @@ struct AttacherStats {
   std::vector<std::string> libraries;
   std::map<std::string, uint64_t> attach_failures;
 };
+
+// Attaches `program` (loaded with expected attach type BPF_TRACE_UPROBE_MULTI) at every offset of
+// the file at `path`, in every process, each offset with its cookie: one multi-uprobe link
+// (Linux 6.6). NotFound when the file is gone; InvalidArgument with the errno name otherwise.
+Result<UniqueFd> UprobeMultiLink(bpf_program* program, const std::string& path,
+                                 const std::vector<uint64_t>& offsets,
+                                 const std::vector<uint64_t>& cookies, bool is_return);
 
 class Attacher {
  public:
@@ -68,7 +76,7 @@ class Attacher {
   bpf_program* ret_;
   bpf_program* env_;
   std::map<std::pair<dev_t, ino_t>, FileState> files_;
-  std::vector<bpf_link*> links_;
+  std::vector<std::pair<UniqueFd, bool>> links_;  // (multi-uprobe link, is a return probe)
   AttacherStats stats_;
 };
 

@@ -94,10 +94,10 @@ Status Tracer::CheckSupport() {
   utsname u{};
   if (::uname(&u) != 0) return ErrnoError("uname", errno);
   int major = 0, minor = 0;
-  if (std::sscanf(u.release, "%d.%d", &major, &minor) != 2 || major < 5 ||
-      (major == 5 && minor < 15)) {
-    return NotSupported(std::string("CUDA tracing needs Linux 5.15 or later (attach cookies on "
-                                    "uprobes); this kernel is ") +
+  if (std::sscanf(u.release, "%d.%d", &major, &minor) != 2 || major < 6 ||
+      (major == 6 && minor < 6)) {
+    return NotSupported(std::string("CUDA tracing needs Linux 6.6 or later (multi-uprobe links "
+                                    "with attach cookies); this kernel is ") +
                         u.release)
         .WithReason("kernel_too_old");
   }
@@ -151,6 +151,10 @@ Status Tracer::Load() {
     return libbpf_failure("sizing the ring buffer", errno);
   }
   skel_->rodata->high_water_percent = options_.high_water_percent;
+  // The uprobe programs are attached as multi-uprobe links (attacher.h).
+  for (bpf_program* p : {skel_->progs.cuda_entry, skel_->progs.cuda_return, skel_->progs.env_entry}) {
+    bpf_program__set_expected_attach_type(p, static_cast<bpf_attach_type>(48));  // UPROBE_MULTI
+  }
   if (int err = cuda_trace__load(skel_); err != 0) {
     return libbpf_failure("loading the BPF program", -err);
   }

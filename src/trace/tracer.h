@@ -5,8 +5,8 @@
 // BPF side passes the ring's high-water mark; data records never wake it one by one.
 //
 // Start fails, with a Status that says why, where tracing cannot run: no CAP_BPF+CAP_PERFMON (or
-// CAP_SYS_ADMIN), no kernel BTF (/sys/kernel/btf/vmlinux), a kernel older than 5.15 (no attach
-// cookies on uprobes), or a BPF load failure (libbpf's message). libbpf's own printing goes to
+// CAP_SYS_ADMIN), no kernel BTF (/sys/kernel/btf/vmlinux), a kernel older than 6.6 (no multi-uprobe
+// links with attach cookies), or a BPF load failure (libbpf's message). libbpf's own printing goes to
 // spdlog at debug level, never straight to stderr.
 //
 // The Tracer owns the BPF object, the probes, the ring buffer and the drain thread; the sink is
