@@ -201,7 +201,7 @@ Status Tracer::Load() {
   discovery_ = std::make_unique<Discovery>(options_, attacher_.get(), sink_);
   discovery_->InitialScan();
   const AttacherStats& stats = attacher_->stats();
-  spdlog::info("trace: CUDA tracing on: {} libraries probed, ring buffer {} bytes, drain every {} ms",
+  spdlog::debug("trace: CUDA tracing on: {} libraries probed, ring buffer {} bytes, drain every {} ms",
                stats.libraries_probed, options_.ring_buffer_bytes, options_.drain_interval_ms);
   return Status::Ok();
 }

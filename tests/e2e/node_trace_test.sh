@@ -9,13 +9,13 @@
 # it says once why tracing is off and serves everything else.
 # Needs root (BPF); skips (77) with the reason otherwise. Usage: node_trace_test.sh <build> <src>
 set -uo pipefail
-build=$1
+build=$(cd "$1" && pwd)
 src=$2
 tmp=$(mktemp -d -t flyt-node-trace.XXXXXX)
 chmod 755 "$tmp"
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
-trap 'stop_children; rm -rf "$tmp"' EXIT
+trap 'stop_children; [ -n "${FLYT_KEEP_TMP:-}" ] || rm -rf "$tmp"' EXIT
 
 if [ "$(id -u)" != 0 ]; then
   echo "SKIPPED: CUDA tracing needs root (BPF uprobes); running as uid $(id -u)"
