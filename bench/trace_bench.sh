@@ -118,12 +118,15 @@ with_floor() {
   "$@"
   stop "$f"
 }
+# What flyt-trace probes at start: flyt's runtime (not in the default folders), NVIDIA's, libc.
+trace_dirs=(--library-dir "$flyt_runtime" --library-dir "$nvidia_runtime" --library-dir /lib/x86_64-linux-gnu)
+
 # with_tracer <json out> <command...>: runs the command under flyt-trace (started first).
 with_tracer() {
   local json=$1
   shift
   rm -f "$tmp/trace.ready"
-  "$bin/flyt-trace" --ready-file "$tmp/trace.ready" --json "$json" 2>"$tmp/trace.err" &
+  "$bin/flyt-trace" "${trace_dirs[@]}" --ready-file "$tmp/trace.ready" --json "$json" 2>"$tmp/trace.err" &
   tracer=$!
   pids+=("$tracer")
   wait_for_file "$tmp/trace.ready" "$tracer" || { cat "$tmp/trace.err" >&2; exit 1; }
@@ -164,7 +167,7 @@ for rate in "${rate_list[@]}"; do
   per_thread=$(( rate * loss_seconds / threads ))
   echo "zero loss: $rate calls/s for $loss_seconds s" >&2
   rm -f "$tmp/trace.ready"
-  "$bin/flyt-trace" --ready-file "$tmp/trace.ready" --json "$tmp/loss-$rate.json" 2>"$tmp/trace.err" &
+  "$bin/flyt-trace" "${trace_dirs[@]}" --ready-file "$tmp/trace.ready" --json "$tmp/loss-$rate.json" 2>"$tmp/trace.err" &
   tracer=$!
   pids+=("$tracer")
   wait_for_file "$tmp/trace.ready" "$tracer" || { cat "$tmp/trace.err" >&2; exit 1; }
@@ -193,7 +196,10 @@ echo "Highest rate reached with zero loss and exact counts: **$best_rate calls/s
 echo
 
 # --- 3. Node manager footprint ------------------------------------------------------------------
-if [ "$skip_node" = 1 ]; then exit 0; fi
+if [ "$skip_node" = 1 ]; then
+  if [ -n "$out" ]; then mkdir -p "$out"; cp "$tmp"/*.json "$out"/ 2>/dev/null || true; fi
+  exit 0
+fi
 load_rate=$best_rate
 [ "$load_rate" -gt 0 ] || load_rate=${rate_list[0]}
 echo "## flyt-node-manager footprint (simulated GPUs; load: $load_rate launches/s for ${loss_seconds} s)"
@@ -202,10 +208,11 @@ echo "| [trace] enabled | idle RSS MiB | idle CPU % | load RSS MiB | load CPU % 
 echo "|---|---|---|---|---|---|"
 for enabled in false true; do
   echo "node manager: [trace] enabled = $enabled" >&2
-  printf '[trace]\nenabled = %s\n' "$enabled" >"$tmp/node-$enabled.toml"
+  printf '[trace]\nenabled = %s\nlibrary_dirs = ["%s", "%s", "/lib/x86_64-linux-gnu"]\n' \
+    "$enabled" "$flyt_runtime" "$nvidia_runtime" >"$tmp/node-$enabled.toml"
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   FLYT_NVML_LIBRARY="$build/lib/libflyt-sim-nvml.so" \
-    "$bin/flyt-node-manager" --config "$tmp/node-$enabled.toml" --listen "127.0.0.1:$port" \
+    FLYT_SIM_SCENARIO="$src/sim/scenarios/h100x8-idle.toml" "$bin/flyt-node-manager" --config "$tmp/node-$enabled.toml" --listen "127.0.0.1:$port" \
     --log-level warn 2>"$tmp/node-$enabled.log" &
   node=$!
   pids+=("$node")
