@@ -154,6 +154,7 @@ void TracedProcess::SyncStream(const Target& t, uint64_t end_ns, const GpuTable&
   }
   DeviceState& dev = Device(t.device);
   if (StreamState* s = Stream(t, drops); s != nullptr) {
+    s->CountSync();
     s->SyncAll(end_ns, Cores(t.device, gpus), &dev.rates);
     dev.busy_seconds += s->TakeClosedSeconds();
   }
@@ -164,7 +165,10 @@ void TracedProcess::SyncLegacy(int32_t device, uint64_t end_ns, const GpuTable& 
   StreamState* legacy = Stream(Target{device, StreamKey{0, 0}}, drops);
   DeviceState& dev = Device(device);
   std::optional<uint32_t> cores = Cores(device, gpus);
-  if (legacy != nullptr) legacy->SyncAll(end_ns, cores, &dev.rates);
+  if (legacy != nullptr) {
+    legacy->CountSync();
+    legacy->SyncAll(end_ns, cores, &dev.rates);
+  }
   // The legacy stream waits for every blocking stream (per-thread default streams included).
   for (auto& [key, s] : dev.streams) {
     if (key.handle != 0 && !s.non_blocking()) s.SyncAll(end_ns, cores, &dev.rates);
@@ -380,6 +384,14 @@ void TracedProcess::OnCopy(const flyt_trace_copy& r, bool memset, const GpuTable
     Failure(t.device, r.h.rc, r.h.func);
     return;
   }
+  uint32_t kind = r.copy_kind;
+  if (!memset && kind == FLYT_COPY_DEFAULT) {
+    // cudaMemcpyDefault: the direction from what the pointers are (unified addressing).
+    bool src_device = IsDevicePointer(r.src);
+    bool dst_device = IsDevicePointer(r.dst);
+    kind = src_device ? (dst_device ? FLYT_COPY_DEVICE_TO_DEVICE : FLYT_COPY_DEVICE_TO_HOST)
+                      : (dst_device ? FLYT_COPY_HOST_TO_DEVICE : FLYT_COPY_HOST_TO_HOST);
+  }
   auto add = [&](CopyBytes& c) {
     if (memset) {
       c.memset += r.bytes;
@@ -387,13 +399,6 @@ void TracedProcess::OnCopy(const flyt_trace_copy& r, bool memset, const GpuTable
       return;
     }
     ++c.copies;
-    uint32_t kind = r.copy_kind;
-    if (kind == FLYT_COPY_DEFAULT) {
-      bool src_device = IsDevicePointer(r.src);
-      bool dst_device = IsDevicePointer(r.dst);
-      kind = src_device ? (dst_device ? FLYT_COPY_DEVICE_TO_DEVICE : FLYT_COPY_DEVICE_TO_HOST)
-                        : (dst_device ? FLYT_COPY_HOST_TO_DEVICE : FLYT_COPY_HOST_TO_HOST);
-    }
     switch (kind) {
       case FLYT_COPY_HOST_TO_DEVICE:
         c.host_to_device += r.bytes;
@@ -419,8 +424,16 @@ void TracedProcess::OnCopy(const flyt_trace_copy& r, bool memset, const GpuTable
     if (s != nullptr) s->Enqueue(r.h.ts_ns, 0);
     return;
   }
-  // A blocking cudaMemcpy: the copy is work on its stream from the call's entry, and the call
-  // returns once that stream (the legacy one: with it, the blocking streams) is done.
+  // A blocking cudaMemcpy synchronises its stream only when it moves data between the host and
+  // the device (CUDA's "API synchronization behavior"): a device-to-device one returns at once
+  // with the copy enqueued; a host-to-host one is a plain host copy, no stream waits for it.
+  if (kind == FLYT_COPY_DEVICE_TO_DEVICE) {
+    if (s != nullptr) s->Enqueue(r.h.ts_ns, 0);
+    return;
+  }
+  if (kind != FLYT_COPY_HOST_TO_DEVICE && kind != FLYT_COPY_DEVICE_TO_HOST) return;
+  // Host↔device: the copy is work on its stream from the call's entry, and the call returns once
+  // that stream (the legacy one: with it, the blocking streams) is done.
   if (s != nullptr) s->Enqueue(r.h.entry_ns != 0 ? r.h.entry_ns : r.h.ts_ns, 0);
   ++dev.syncs;
   SyncStream(t, r.h.ts_ns, gpus, drops);
@@ -447,6 +460,7 @@ void TracedProcess::OnSync(const flyt_trace_sync& r, const GpuTable& gpus, DropC
     ++dev.syncs;
     auto s = dev.streams.find(m.stream);
     if (s != dev.streams.end()) {
+      s->second.CountSync();
       s->second.SyncUpTo(m.record_ns, r.h.ts_ns, Cores(m.device, gpus), &dev.rates);
       dev.busy_seconds += s->second.TakeClosedSeconds();
     }
@@ -484,14 +498,11 @@ void TracedProcess::OnStream(const flyt_trace_stream& r, bool create, DropCounte
     return;  // not a stream of the program's own
   }
   if (auto it = stream_devices_.find(r.stream); it != stream_devices_.end()) {
-    // Destroyed (or its destroy was missed and the handle is reused): forget the old stream.
-    // Its busy time stays in the device's total.
-    DeviceState& old = Device(it->second);
-    if (old.streams.erase(StreamKey{r.stream, 0}) > 0 && stream_count_ > 0) --stream_count_;
+    // Destroyed (or its destroy was missed and the handle is reused): the old stream is retired.
+    Retire(Device(it->second), r.stream);
     stream_devices_.erase(it);
   } else if (!create) {
-    DeviceState& dev = Device(device);
-    if (dev.streams.erase(StreamKey{r.stream, 0}) > 0 && stream_count_ > 0) --stream_count_;
+    Retire(Device(device), r.stream);
   }
   dropped_streams_.erase(r.stream);
   if (!create) return;
@@ -505,6 +516,19 @@ void TracedProcess::OnStream(const flyt_trace_stream& r, bool create, DropCounte
   Device(device).streams.emplace(
       StreamKey{r.stream, 0},
       StreamState(r.stream, (r.flags & kStreamNonBlocking) != 0, false, 0));
+}
+
+void TracedProcess::Retire(DeviceState& dev, uint64_t handle) {
+  auto it = dev.streams.find(StreamKey{handle, 0});
+  if (it == dev.streams.end()) return;
+  // Its span, if one is open, is left open: nothing says when its work ended.
+  StreamStats stats = it->second.stats();
+  stats.destroyed = true;
+  dev.streams.erase(it);
+  if (stream_count_ > 0) --stream_count_;
+  if (options_.max_streams_per_process == 0) return;
+  if (dev.retired.size() >= options_.max_streams_per_process) dev.retired.pop_front();
+  dev.retired.push_back(std::move(stats));
 }
 
 std::vector<ProcessCuda> TracedProcess::Snapshot(const SnapshotContext& ctx) const {
@@ -578,6 +602,7 @@ std::vector<ProcessCuda> TracedProcess::Snapshot(const SnapshotContext& ctx) con
     p.failures = dev->failures;
     p.top_kernels = dev->kernels.Top(options_.top_kernels);
     for (const auto& [key, s] : dev->streams) p.streams.push_back(s.stats());
+    p.streams.insert(p.streams.end(), dev->retired.begin(), dev->retired.end());
     if (ctx.exited) {
       p.leaked_bytes = dev->device_bytes + dev->managed_bytes;
       p.leaked_allocations = dev->live_allocations;

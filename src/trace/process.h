@@ -8,12 +8,15 @@
 // CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER counts only before the process's first CUDA call (the
 // runtime has read them by then); the legacy default stream's sync also syncs the blocking
 // streams of its device (never the non-blocking ones); a device or context sync syncs every stream
-// of the calling thread's current device.
+// of the calling thread's current device (a stream's own `syncs` counts only the calls that name
+// it); a blocking cudaMemcpy is a sync only host↔device; a destroyed stream stays listed
+// (destroyed), the newest max_streams_per_process of them per device.
 //
 // Not thread-safe: the aggregator holds its lock around every call.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -91,6 +94,8 @@ class TracedProcess {
     RateWindow rates;
     double busy_seconds = 0;
     std::map<StreamKey, StreamState> streams;
+    // Destroyed streams' figures (destroyed = true), the newest max_streams_per_process.
+    std::deque<StreamStats> retired;
   };
   struct Allocation {
     uint64_t bytes = 0;
@@ -119,6 +124,8 @@ class TracedProcess {
   void SyncStream(const Target& t, uint64_t end_ns, const GpuTable& gpus, DropCounters* drops);
   void SyncLegacy(int32_t device, uint64_t end_ns, const GpuTable& gpus, DropCounters* drops);
   void SyncDevice(int32_t device, uint64_t end_ns, const GpuTable& gpus);
+  // The created stream `handle` was destroyed: its figures move to dev.retired.
+  void Retire(DeviceState& dev, uint64_t handle);
   void RemoveAllocation(std::map<uint64_t, Allocation>::iterator it);
   // A pointer inside a known device or managed allocation.
   bool IsDevicePointer(uint64_t ptr) const;
