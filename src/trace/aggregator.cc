@@ -255,7 +255,15 @@ TracedProcess* Aggregator::FindOrCreate(uint32_t pid, uint64_t cgroup_id, uint64
     if (refused_.count(pid) > 0 || JustExited(pid, ts_ns)) return nullptr;
   }
   // Only this (the drain) thread adds processes, so the pid is still absent after the unlock.
-  NewProcess info = ReadNewProcess(pid, cgroup_id);
+  NewProcess info;
+  std::string library;
+  if (auto it = pending_.find(pid); it != pending_.end()) {
+    info = std::move(it->second.info);
+    library = std::move(it->second.library);
+    pending_.erase(it);
+  } else {
+    info = ReadNewProcess(pid, cgroup_id);
+  }
   MutexLock lock(mu_);
   if (!MakeRoom()) {
     ++dropped_processes_;
@@ -266,7 +274,27 @@ TracedProcess* Aggregator::FindOrCreate(uint32_t pid, uint64_t cgroup_id, uint64
   auto process = std::make_unique<TracedProcess>(pid, std::move(info.comm), std::move(info.env),
                                                  info.cgroup_id, std::move(info.container_id),
                                                  options_, ts_ns);
+  if (!library.empty()) process->NoteLibrary(library);
   return live_.emplace(pid, std::move(process)).first->second.get();
+}
+
+void Aggregator::KeepAside(const flyt_trace_header& h, const flyt_trace_path& r) {
+  std::string path(r.path, strnlen(r.path, sizeof(r.path)));
+  if (auto it = pending_.find(h.pid); it != pending_.end()) {
+    if (it->second.library.empty() || path.find("cudart") != std::string::npos) {
+      it->second.library = std::move(path);
+    }
+    return;
+  }
+  {
+    MutexLock lock(mu_);
+    if (refused_.count(h.pid) > 0) return;
+  }
+  if (pending_.size() >= options_.max_processes) return;  // read at its first record instead
+  Pending p;
+  p.info = ReadNewProcess(h.pid, h.cgroup_id);
+  p.library = std::move(path);
+  pending_.emplace(h.pid, std::move(p));
 }
 
 void Aggregator::End(uint32_t pid, std::optional<int32_t> exit_code, uint64_t ts_ns) {
@@ -297,13 +325,23 @@ void Aggregator::OnRecord(const void* data, size_t bytes) {
     if (h.kind == FLYT_EV_EXIT) {
       End(h.pid, h.rc, h.ts_ns);
       refused_.erase(h.pid);
-    } else if (h.kind == FLYT_EV_EXEC) {
+      pending_.erase(h.pid);
+      return;
+    }
+    if (h.kind == FLYT_EV_EXEC) {
       // The program image is replaced: the CUDA state of the old one is gone with it.
       End(h.pid, std::nullopt, h.ts_ns);
       refused_.erase(h.pid);
-    } else if (auto it = live_.find(h.pid); it != live_.end()) {
-      it->second->Apply(h, &record, gpus_, &drops_);
+      pending_.erase(h.pid);
+      return;
     }
+    if (auto it = live_.find(h.pid); it != live_.end()) {
+      it->second->Apply(h, &record, gpus_, &drops_);
+      return;
+    }
+  }
+  if (h.kind == FLYT_EV_LIBRARY_OPEN) {
+    KeepAside(h, record.path);
     return;
   }
   {
@@ -353,6 +391,22 @@ void Aggregator::OnDrainEnd() {
     }
   }
   missing_once_ = std::move(missing);
+  // What was kept aside for a process that never made a CUDA call and is gone (twice in a row, as
+  // above: its records, if any, have been drained).
+  std::unordered_set<uint32_t> pending_missing;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    struct stat st {};
+    std::string path = options_.proc_root + "/" + std::to_string(it->first);
+    if (::stat(path.c_str(), &st) == 0 || errno != ENOENT) {
+      ++it;
+    } else if (pending_missing_once_.count(it->first) > 0) {
+      it = pending_.erase(it);
+    } else {
+      pending_missing.insert(it->first);
+      ++it;
+    }
+  }
+  pending_missing_once_ = std::move(pending_missing);
   if (gone.empty()) return;
   MutexLock lock(mu_);
   for (uint32_t pid : gone) End(pid, std::nullopt, now);

@@ -318,6 +318,36 @@ TEST_F(AggregatorTest, RemoteRuntimeHasNoLocalGpu) {
   EXPECT_EQ(p.gpu_uuid, "");
 }
 
+// A program shorter than a drain interval is gone when its first CUDA record is drained; its
+// environment was read when it opened the library (that record wakes the drain thread at once).
+TEST_F(AggregatorTest, EnvironmentReadWhenTheLibraryIsOpened) {
+  tree_.AddProcess(201, "short", {"FLYT_SERVER=10.0.0.6:12500"});
+  tree_.AddProcess(202, "reexec", {"FLYT_SERVER=10.0.0.7:12500"});
+  Aggregator agg(Options(tree_), clock_);
+  flyt_trace_path open{};
+  open.h = Header(FLYT_EV_LIBRARY_OPEN, 0, 201, 1);
+  std::strcpy(open.path, "/opt/flyt/lib/libcudart.so.13");
+  Feed(agg, open);
+  EXPECT_TRUE(agg.Processes().empty());  // no CUDA call yet: not a traced process
+  open.h.pid = 202;
+  Feed(agg, open);
+  flyt_trace_path exec{};
+  exec.h = Header(FLYT_EV_EXEC, 0, 202, 2);  // a new image: what was read is stale
+  Feed(agg, exec);
+  tree_.RemoveProcess(201);
+  tree_.RemoveProcess(202);
+  flyt_trace_launch l = Launch(201, 3, 0xA0);
+  l.h.library = FLYT_LIB_FLYT_RUNTIME;
+  Feed(agg, l);
+  l.h.pid = l.h.tid = 202;
+  Feed(agg, l);
+  ProcessCuda p = Find(agg.Processes(), 201);
+  EXPECT_EQ(p.comm, "short");
+  EXPECT_EQ(p.remote_server, "10.0.0.6:12500");
+  EXPECT_EQ(p.library, "/opt/flyt/lib/libcudart.so.13");
+  EXPECT_EQ(Find(agg.Processes(), 202).remote_server, "");
+}
+
 TEST_F(AggregatorTest, NvmlCrossCheck) {
   Aggregator agg(Options(tree_), clock_);
   agg.SetGpus(TwoGpus());

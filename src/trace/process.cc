@@ -290,8 +290,7 @@ void TracedProcess::Apply(const flyt_trace_header& h, const void* data, const Gp
     case FLYT_EV_LIBRARY_OPEN: {
       cuda_call = false;
       const auto& r = *static_cast<const flyt_trace_path*>(data);
-      std::string path(r.path, strnlen(r.path, sizeof(r.path)));
-      if (library_.empty() || path.find("cudart") != std::string::npos) library_ = path;
+      NoteLibrary(std::string(r.path, strnlen(r.path, sizeof(r.path))));
       break;
     }
     default:
@@ -303,6 +302,10 @@ void TracedProcess::Apply(const flyt_trace_header& h, const void* data, const Gp
 
 void TracedProcess::SetAttachedLate(const std::string& library) {
   attached_late_ = true;
+  NoteLibrary(library);
+}
+
+void TracedProcess::NoteLibrary(const std::string& library) {
   if (library_.empty() || library.find("cudart") != std::string::npos) library_ = library;
 }
 

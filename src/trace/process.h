@@ -67,6 +67,8 @@ class TracedProcess {
   void Apply(const flyt_trace_header& h, const void* data, const GpuTable& gpus,
              DropCounters* drops);
   void SetAttachedLate(const std::string& library);
+  // A CUDA library the process opened (the runtime's path is preferred to the driver's).
+  void NoteLibrary(const std::string& library);
 
   std::vector<ProcessCuda> Snapshot(const SnapshotContext& ctx) const;
 
