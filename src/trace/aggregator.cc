@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "common/status.h"
 #include "common/strings.h"
@@ -344,18 +345,53 @@ void Aggregator::OnRecord(const void* data, size_t bytes) {
     KeepAside(h, record.path);
     return;
   }
+  TracedProcess* process = nullptr;
   {
     // The common case, one lock: a process already tracked.
     MutexLock lock(mu_);
     if (auto it = live_.find(h.pid); it != live_.end()) {
-      it->second->Apply(h, &record, gpus_, &drops_);
-      return;
+      process = it->second.get();
+      if (h.kind != FLYT_EV_LAUNCH || !process->HasMappings()) {
+        process->Apply(h, &record, gpus_, &drops_);
+        return;
+      }
     }
   }
-  TracedProcess* process = FindOrCreate(h.pid, h.cgroup_id, h.ts_ns);
+  // Only this (the drain) thread adds or ends processes: `process` stays valid without the lock.
+  if (process == nullptr) process = FindOrCreate(h.pid, h.cgroup_id, h.ts_ns);
   if (process == nullptr) return;
+  if (h.kind == FLYT_EV_LAUNCH) NameLateStub(process, record.launch);
   MutexLock lock(mu_);
   process->Apply(h, &record, gpus_, &drops_);
+}
+
+void Aggregator::NameLateStub(TracedProcess* process, const flyt_trace_launch& r) {
+  std::optional<uint64_t> stub;
+  std::vector<FileMapping> mappings;
+  {
+    MutexLock lock(mu_);
+    if (!process->HasMappings()) return;
+    stub = process->StubToLookUp(r);
+    if (!stub) return;
+    mappings = process->mappings();
+  }
+  std::optional<std::string> mangled = symbols_.Lookup(mappings, *stub);
+  MutexLock lock(mu_);
+  process->NameStub(*stub, mangled, &drops_);
+}
+
+std::vector<FileMapping> Aggregator::ReadMappings(uint32_t pid) {
+  std::string dir = options_.proc_root + "/" + std::to_string(pid);
+  Result<std::string> maps = ReadFile(dir + "/maps", kMaxEnvironBytes);
+  if (!maps.ok()) return {};
+  std::vector<FileMapping> out = ParseMaps(*maps);
+  // A process in another mount namespace names its files from its own root.
+  std::error_code ec;
+  std::filesystem::path root = std::filesystem::read_symlink(dir + "/root", ec);
+  if (!ec && root != "/") {
+    for (FileMapping& m : out) m.path = dir + "/root" + m.path;
+  }
+  return out;
 }
 
 void Aggregator::OnAttachedLate(uint32_t pid, const std::string& library) {
@@ -363,8 +399,10 @@ void Aggregator::OnAttachedLate(uint32_t pid, const std::string& library) {
   // No record carries the cgroup id here: ReadNewProcess reads /proc/<pid>/cgroup instead.
   TracedProcess* process = FindOrCreate(pid, 0, NowNs());
   if (process == nullptr) return;
+  std::vector<FileMapping> mappings = ReadMappings(pid);
   MutexLock lock(mu_);
   process->SetAttachedLate(library);
+  if (!process->HasMappings()) process->SetMappings(std::move(mappings));
 }
 
 void Aggregator::OnDrainEnd() {

@@ -18,6 +18,9 @@
 // interval later), a program shorter than the interval would be gone, its environment with it.
 // Without a LIBRARY_OPEN (a static build, a late attachment) they are read at the first record.
 // What is kept aside is bounded by max_processes and forgotten when the process execs or is gone.
+// Kernel names of a process attached late (its __cudaRegisterFunction calls ran before the probes)
+// are looked up by address: /proc/<pid>/maps is read when the late attachment is reported, and a
+// launch's unnamed host stub is resolved to the symbol of the file mapped there (StubSymbolizer).
 // A process ends on its EXIT record, or when it is gone from proc_root (checked every ~2 s at the
 // end of a drain pass; ended so, it has no exit code).
 #pragma once
@@ -94,6 +97,11 @@ class Aggregator : public RecordSink {
   bool MakeRoom() FLYT_REQUIRES(mu_);
   // A LIBRARY_OPEN of a process not tracked yet: reads what it will start with (drain thread).
   void KeepAside(const flyt_trace_header& h, const flyt_trace_path& r) FLYT_EXCLUDES(mu_);
+  // A launch of a process attached late whose kernel is not named yet: the host stub's symbol,
+  // looked up in the file mapped there (drain thread; files read without the lock).
+  void NameLateStub(TracedProcess* process, const flyt_trace_launch& r) FLYT_EXCLUDES(mu_);
+  // The executable mappings of a process attached late (read while it runs).
+  std::vector<FileMapping> ReadMappings(uint32_t pid);
   void End(uint32_t pid, std::optional<int32_t> exit_code, uint64_t ts_ns) FLYT_REQUIRES(mu_);
   // A record of `pid` just after its exit (another thread's last calls): not a new process.
   bool JustExited(uint32_t pid, uint64_t ts_ns) const FLYT_REQUIRES(mu_);
@@ -115,6 +123,7 @@ class Aggregator : public RecordSink {
 
   // Drain thread only.
   CgroupResolver cgroups_;
+  StubSymbolizer symbols_;
   uint64_t next_liveness_check_ns_ = 0;
   std::unordered_set<uint32_t> missing_once_;  // gone at the last check: ended at the next
   std::unordered_map<uint32_t, Pending> pending_;  // by pid, at most max_processes

@@ -305,6 +305,29 @@ void TracedProcess::SetAttachedLate(const std::string& library) {
   NoteLibrary(library);
 }
 
+void TracedProcess::SetMappings(std::vector<FileMapping> mappings) {
+  mappings_ = std::move(mappings);
+}
+
+std::optional<uint64_t> TracedProcess::StubToLookUp(const flyt_trace_launch& r) {
+  if (mappings_.empty() || r.h.rc != 0 || IsGraphLaunch(r.h.func) || IsDriverFunc(r.h.func) ||
+      names_.Knows(r.function)) {
+    return std::nullopt;
+  }
+  uint64_t stub = names_.StubOf(r.function);
+  if (stubs_looked_up_.count(stub) > 0 ||
+      stubs_looked_up_.size() >= options_.max_kernel_names_per_process) {
+    return std::nullopt;
+  }
+  stubs_looked_up_.insert(stub);
+  return stub;
+}
+
+void TracedProcess::NameStub(uint64_t stub, const std::optional<std::string>& mangled,
+                             DropCounters* drops) {
+  if (mangled.has_value() && !names_.RegisterFunction(stub, *mangled)) ++drops->kernel_names;
+}
+
 void TracedProcess::NoteLibrary(const std::string& library) {
   if (library_.empty() || library.find("cudart") != std::string::npos) library_ = library;
 }

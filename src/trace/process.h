@@ -70,6 +70,15 @@ class TracedProcess {
   // A CUDA library the process opened (the runtime's path is preferred to the driver's).
   void NoteLibrary(const std::string& library);
 
+  // Kernel names of a process attached late (StubSymbolizer): its executable mappings, taken
+  // while it was alive; the stub a launch record needs looked up (nullopt: none, or already
+  // tried); the answer (nullopt: no symbol, its launches stay "unknown").
+  void SetMappings(std::vector<FileMapping> mappings);
+  bool HasMappings() const { return !mappings_.empty(); }
+  const std::vector<FileMapping>& mappings() const { return mappings_; }
+  std::optional<uint64_t> StubToLookUp(const flyt_trace_launch& r);
+  void NameStub(uint64_t stub, const std::optional<std::string>& mangled, DropCounters* drops);
+
   std::vector<ProcessCuda> Snapshot(const SnapshotContext& ctx) const;
 
   uint32_t pid() const { return pid_; }
@@ -154,6 +163,8 @@ class TracedProcess {
   uint64_t last_seen_ns_;
 
   KernelNames names_;
+  std::vector<FileMapping> mappings_;
+  std::unordered_set<uint64_t> stubs_looked_up_;  // at most max_kernel_names_per_process
   std::map<int32_t, DeviceState> devices_;
   std::unordered_map<uint32_t, int32_t> thread_devices_;  // cudaSetDevice per thread
   std::map<uint64_t, Allocation> allocations_;            // by base pointer
