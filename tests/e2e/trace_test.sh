@@ -10,7 +10,8 @@
 #     unsupported by flyt: failures), trace_threads (four threads' own default streams);
 #   two processes at once (separate pids, separate figures);
 #   NVIDIA's libcudart.so.13 with no driver, and the -cudart=static build: every call fails, the
-#     failures are counted by name and no memory is (figures from the programs' --calls logs);
+#     failures are counted by name and no memory is (figures from the programs' --calls logs); the
+#     static build's first run is attached late (lower bounds), its second exact;
 #   the static build stripped: reported in health.unprobeable;
 #   the driver API (trace_driver) against the test libcuda.so.1 (tests/trace/test_libcuda.c);
 #   a process started before flyt-trace: found by the /proc scan, attached_late, all its calls
@@ -172,8 +173,14 @@ else
     --calls "$tmp/nvidia_memory.calls"
   step failing nvidia_kernels "${nvidia[@]}" "$programs/trace_kernels" --keep-going \
     --calls "$tmp/nvidia_kernels.calls"
+  # The static build twice: its executable is examined once the first run has started (an exec
+  # is seen when it happens), so that run is attached late and its figures are lower bounds; the
+  # file is probed from then on, so the second run (once the probes are surely on) is exact.
   step failing static "${nvidia[@]}" "$programs/trace_kernels_static" --keep-going \
     --calls "$tmp/static.calls"
+  echo "sleep 3" >>"$tmp/failing.sh"
+  step failing static2 "${nvidia[@]}" "$programs/trace_kernels_static" --keep-going \
+    --calls "$tmp/static2.calls"
 fi
 step failing stripped env -u LD_LIBRARY_PATH "$programs/trace_kernels_static_stripped" --keep-going
 run_session failing
@@ -184,11 +191,15 @@ nvidia_runtime() {  # without LD_LIBRARY_PATH the programs load the toolkit's li
 }
 if [ -n "$no_driver" ]; then
   check "NVIDIA's runtime is the toolkit's, not flyt's" nvidia_runtime
-  for name in nvidia_memory nvidia_kernels static; do
+  for name in nvidia_memory nvidia_kernels static static2; do
     check "$name: its calls failed (cudaErrorInsufficientDriver)" \
       grep -q " cudaErrorInsufficientDriver$" "$tmp/$name.calls"
+  done
+  for name in nvidia_memory nvidia_kernels static2; do
     expect failing "$name" --program all_calls_failed --calls "$tmp/$name.calls"
   done
+  expect failing static --program all_calls_failed --calls "$tmp/static.calls" --late \
+    --lower-bounds
 fi
 check "stripped: ran to its end" passed stripped
 check "stripped static binary: reported unprobeable" python3 "$checker" --json "$tmp/failing.json" \
