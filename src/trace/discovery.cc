@@ -98,13 +98,24 @@ void Discovery::ScanProcess(uint32_t pid, bool at_start) {
   ExamineExecutable(pid, at_start);
 }
 
-void Discovery::ExamineExecutable(uint32_t pid, bool report_late) {
+void Discovery::ExamineExecutable(uint32_t pid, bool report_late, const std::string& exec_path) {
   std::string exe = options_.proc_root + "/" + std::to_string(pid) + "/exe";
   std::error_code ec;
   std::string target = std::filesystem::read_symlink(exe, ec).string();
-  if (ec) return;  // a kernel thread, or the process is gone
-  Result<AttachOutcome> outcome = attacher_->ProbeFile(exe, target);
-  if (!outcome.ok()) return;
+  Result<AttachOutcome> outcome = NotFound("no executable");
+  if (!ec) outcome = attacher_->ProbeFile(exe, target);
+  if (!outcome.ok() && !exec_path.empty()) {
+    // The process is gone (or going): its EXEC record's path names the same file, as that
+    // process saw it (its root), else as this process sees it.
+    std::string root = options_.proc_root + "/" + std::to_string(pid) + "/root";
+    bool root_there = ::access(root.c_str(), F_OK) == 0;
+    target = exec_path;
+    outcome = attacher_->ProbeFile(root_there ? ProcPath(pid, exec_path) : exec_path, exec_path);
+    if (!outcome.ok() && root_there && ::access(root.c_str(), F_OK) != 0) {
+      outcome = attacher_->ProbeFile(exec_path, exec_path);  // it went meanwhile
+    }
+  }
+  if (!outcome.ok()) return;  // a kernel thread, or the process and its file are gone
   if (!outcome->unprobeable_reason.empty()) {
     AddUnprobeable(pid, target, outcome->unprobeable_reason);
     return;
@@ -130,7 +141,7 @@ void Discovery::OnControlRecord(const void* data, size_t bytes) {
   switch (record.h.kind) {
     case FLYT_EV_EXEC:
       // Its libraries are not mapped yet: they come as LIBRARY_OPEN records.
-      ExamineExecutable(pid, /*report_late=*/false);
+      ExamineExecutable(pid, /*report_late=*/false, record.path);
       break;
     case FLYT_EV_LIBRARY_OPEN: {
       std::string path = record.path;

@@ -3,7 +3,11 @@
 // runtime); afterwards the EXEC and LIBRARY_OPEN control records of the BPF side (that process's
 // executable, the library it opened). Paths of other mount namespaces are opened through
 // /proc/<pid>/root. A process whose library was probed after it mapped it is reported to the
-// sink (OnAttachedLate); a CUDA program that cannot be probed is listed with the reason.
+// sink (OnAttachedLate); a CUDA program that cannot be probed is listed with the reason. An
+// executable is read through /proc/<pid>/exe, or, once that process is gone, through the path its
+// EXEC record names (under /proc/<pid>/root while that is there, else as given): a short-lived
+// static program is then probed for its next run (the inode is remembered) and a stripped one is
+// still reported, with its pid.
 //
 // Not thread-safe: used from the tracer's start-up, then from its drain thread only. Holds
 // pointers to the attacher and the sink, which outlive it.
@@ -36,7 +40,10 @@ class Discovery {
  private:
   void ScanLibraryDir(const std::string& dir);
   void ScanProcess(uint32_t pid, bool at_start);
-  void ExamineExecutable(uint32_t pid, bool report_late);
+  // `exec_path` (the EXEC record's path; empty from the /proc scan) stands in for
+  // /proc/<pid>/exe when the process is already gone, as a short program is by the time its
+  // EXEC record is read.
+  void ExamineExecutable(uint32_t pid, bool report_late, const std::string& exec_path = "");
   // Probes `path` as process `pid` names it; reports `pid` as late when `report_late`.
   void ExamineLibrary(uint32_t pid, const std::string& path, bool report_late);
   std::string ProcPath(uint32_t pid, const std::string& path) const;

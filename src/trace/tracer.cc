@@ -161,6 +161,9 @@ Status Tracer::Load() {
   } tracepoints[] = {
       {skel_->progs.on_exec, &skel_->links.on_exec, true},
       {skel_->progs.on_exit, &skel_->links.on_exit, true},
+      // The returns before the entries: an entry's saved path waits for its return.
+      {skel_->progs.on_openat_exit, &skel_->links.on_openat_exit, false},
+      {skel_->progs.on_openat2_exit, &skel_->links.on_openat2_exit, false},
       {skel_->progs.on_openat, &skel_->links.on_openat, false},
       {skel_->progs.on_openat2, &skel_->links.on_openat2, false},
   };
@@ -243,6 +246,26 @@ uint64_t Tracer::LostEvents() const {
   return sum;
 }
 
+void Tracer::FillProbeHealth(TracerHealth* h) const {
+  if (!attacher_) {  // stopped: what they had when Stop let them go
+    h->attach_failures = final_probe_health_.attach_failures;
+    h->libraries_probed = final_probe_health_.libraries_probed;
+    h->libraries = final_probe_health_.libraries;
+    h->unprobeable = final_probe_health_.unprobeable;
+    return;
+  }
+  if (attacher_) {
+    const AttacherStats& s = attacher_->stats();
+    h->attach_failures = s.attach_failures;
+    h->libraries_probed = s.libraries_probed;
+    h->libraries = s.libraries;
+    if (open_watch_failed_) ++h->attach_failures["open_tracepoint"];
+  }
+  if (discovery_) {
+    h->unprobeable.assign(discovery_->unprobeable().begin(), discovery_->unprobeable().end());
+  }
+}
+
 TracerHealth Tracer::Health() const {
   TracerHealth h;
   h.events_received = events_received_.load(std::memory_order_relaxed);
@@ -250,16 +273,7 @@ TracerHealth Tracer::Health() const {
   MutexLock lock(mu_);
   h.enabled = !stopped_;
   if (stopped_) h.disabled_reason = "the tracer was stopped";
-  if (attacher_) {
-    const AttacherStats& s = attacher_->stats();
-    h.attach_failures = s.attach_failures;
-    h.libraries_probed = s.libraries_probed;
-    h.libraries = s.libraries;
-    if (open_watch_failed_) ++h.attach_failures["open_tracepoint"];
-  }
-  if (discovery_) {
-    h.unprobeable.assign(discovery_->unprobeable().begin(), discovery_->unprobeable().end());
-  }
+  FillProbeHealth(&h);
   return h;
 }
 
@@ -278,6 +292,7 @@ void Tracer::Stop() {
   // Detach first (no new records), then hand over what is left.
   {
     MutexLock lock(mu_);
+    FillProbeHealth(&final_probe_health_);  // what was probed stays reported after Stop
     discovery_.reset();
     attacher_.reset();
   }
@@ -285,9 +300,12 @@ void Tracer::Stop() {
     bpf_link__destroy(skel_->links.on_exec);
     bpf_link__destroy(skel_->links.on_openat);
     bpf_link__destroy(skel_->links.on_openat2);
+    bpf_link__destroy(skel_->links.on_openat_exit);
+    bpf_link__destroy(skel_->links.on_openat2_exit);
     bpf_link__destroy(skel_->links.on_exit);
     skel_->links.on_exec = skel_->links.on_openat = skel_->links.on_openat2 =
-        skel_->links.on_exit = nullptr;
+        skel_->links.on_openat_exit = skel_->links.on_openat2_exit = skel_->links.on_exit =
+            nullptr;
   }
   if (ring_ != nullptr) {
     ring_buffer__consume(ring_);

@@ -42,7 +42,8 @@ class Tracer {
   static Result<std::unique_ptr<Tracer>> Start(const TraceOptions& options, RecordSink* sink);
 
   // enabled, events_received, events_lost, attach_failures, libraries_probed, libraries,
-  // unprobeable; the aggregator fills the process counts and the dropped figures.
+  // unprobeable; the aggregator fills the process counts and the dropped figures. After Stop it
+  // still reports what was probed and the final event counts (enabled = false).
   TracerHealth Health() const FLYT_EXCLUDES(mu_);
 
   // Detaches, drains what is left into the sink, stops the thread. Idempotent.
@@ -58,6 +59,8 @@ class Tracer {
   void DrainLoop();
   static int OnRingRecord(void* ctx, void* data, size_t bytes);
   uint64_t LostEvents() const;
+  // The attacher's and discovery's part of the health (or, once stopped, what they last had).
+  void FillProbeHealth(TracerHealth* h) const FLYT_REQUIRES(mu_);
 
   TraceOptions options_;
   RecordSink* sink_;
@@ -73,6 +76,8 @@ class Tracer {
   std::unique_ptr<Attacher> attacher_ FLYT_PT_GUARDED_BY(mu_);
   std::unique_ptr<Discovery> discovery_ FLYT_PT_GUARDED_BY(mu_);
   bool stopped_ FLYT_GUARDED_BY(mu_) = false;
+  // FillProbeHealth's figures, kept by Stop before the attacher and discovery go.
+  TracerHealth final_probe_health_ FLYT_GUARDED_BY(mu_);
 };
 
 }  // namespace flyt::trace

@@ -1,10 +1,12 @@
 // Real uprobes on real processes: the fake CUDA runtime (testdata/) run under the tracer. Needs
 // root and BPF; skips with the reason elsewhere.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -52,6 +54,15 @@ class CollectingSink : public RecordSink {
       if (j["kind"] == "exit") return true;
     }
     return false;
+  }
+  // The paths of the LIBRARY_OPEN records of `pid`.
+  std::vector<std::string> OpensOf(uint32_t pid) {
+    MutexLock lock(mu_);
+    std::vector<std::string> out;
+    for (const json& j : records_) {
+      if (j["pid"] == pid && j["kind"] == "library_open") out.push_back(j["path"]);
+    }
+    return out;
   }
   std::vector<std::pair<uint32_t, std::string>> Late() {
     MutexLock lock(mu_);
@@ -117,7 +128,7 @@ class TracerBpfTest : public ::testing::Test {
   }
 };
 
-void ExpectRunRecords(const std::vector<json>& r) {
+void ExpectRunRecords(const std::vector<json>& r, const char* library = "nvidia_runtime") {
   ASSERT_EQ(r.size(), 12u) << json(r).dump(1);
   auto expect = [&](size_t i, const char* kind, const char* func, int rc) {
     EXPECT_EQ(r[i]["kind"], kind) << i;
@@ -127,7 +138,7 @@ void ExpectRunRecords(const std::vector<json>& r) {
   };
   expect(0, "set_device", "cudaSetDevice", 0);
   EXPECT_EQ(r[0]["device"], 0);
-  EXPECT_EQ(r[0]["library"], "nvidia_runtime");
+  EXPECT_EQ(r[0]["library"], library);
   EXPECT_GT(r[0]["cgroup_id"].get<uint64_t>(), 0u);
   EXPECT_GE(r[0]["ts_ns"].get<uint64_t>(), r[0]["entry_ns"].get<uint64_t>());
   // cudaMalloc calls the driver's cuMemAlloc_v2: one record, the runtime's.
@@ -199,7 +210,13 @@ TEST_F(TracerBpfTest, ExactRecordsOfAProgramStartedAfterTheTracer) {
   EXPECT_EQ(after.events_lost, 0u);
   EXPECT_TRUE(after.attach_failures.empty()) << json(after.attach_failures).dump();
   (*tracer)->Stop();
-  EXPECT_FALSE((*tracer)->Health().enabled);
+  // Stopped, it still says what it probed and what it received (flyt-trace reports it then).
+  TracerHealth stopped = (*tracer)->Health();
+  EXPECT_FALSE(stopped.enabled);
+  EXPECT_EQ(stopped.libraries_probed, after.libraries_probed);
+  EXPECT_EQ(FakeLibraries(stopped), 2u) << json(stopped.libraries).dump();
+  EXPECT_GE(stopped.events_received, after.events_received);
+  EXPECT_GE(stopped.events_lost, after.events_lost);  // tracing is system-wide: others may flood
 }
 
 TEST_F(TracerBpfTest, AProcessStartedBeforeTheTracerIsFoundByTheProcScan) {
@@ -230,6 +247,89 @@ TEST_F(TracerBpfTest, AProcessStartedBeforeTheTracerIsFoundByTheProcScan) {
   ASSERT_TRUE(Eventually([&] { return sink.SawExit(early); }));
   ExpectRunRecords(sink.CallsOf(early));
   std::filesystem::remove(go);
+}
+
+TEST_F(TracerBpfTest, AStaticProgramIsProbedFromItsExecAndItsNextRunIsTracedFromItsFirstCall) {
+  CollectingSink sink;
+  Result<std::unique_ptr<Tracer>> tracer = Tracer::Start(TestOptions(), &sink);
+  ASSERT_TRUE(tracer.ok()) << tracer.status().ToString();
+  // The first run is examined once its exec is read: it may be gone by then (it exits at once),
+  // which must not keep its file from being probed.
+  pid_t first = Spawn({FLYT_TRACE_FAKE_STATIC, "driver"});
+  EXPECT_EQ(Wait(first), 0);
+  ASSERT_TRUE(Eventually([&] {
+    for (const std::string& lib : (*tracer)->Health().libraries) {
+      if (lib.find("trace_fake_static") != std::string::npos) return true;
+    }
+    return false;
+  }));
+  pid_t second = Spawn({FLYT_TRACE_FAKE_STATIC, "run"});
+  EXPECT_EQ(Wait(second), 7);
+  ASSERT_TRUE(Eventually([&] { return sink.SawExit(second); }));
+  ExpectRunRecords(sink.CallsOf(second), "static_runtime");
+  for (const auto& [pid, lib] : sink.Late()) EXPECT_NE(pid, static_cast<uint32_t>(second)) << lib;
+
+  // Its stripped copy cannot be probed: reported with its pid, though it is gone when examined.
+  pid_t stripped = Spawn({FLYT_TRACE_FAKE_STRIPPED, "run"});
+  EXPECT_EQ(Wait(stripped), 7);
+  bool reported = Eventually([&] {
+    for (const UnprobeableProcess& u : (*tracer)->Health().unprobeable) {
+      if (u.pid == static_cast<uint32_t>(stripped)) {
+        EXPECT_NE(u.executable.find("trace_fake_static_stripped"), std::string::npos);
+        EXPECT_NE(u.reason.find("stripped"), std::string::npos) << u.reason;
+        return true;
+      }
+    }
+    return false;
+  });
+  EXPECT_TRUE(reported);
+}
+
+TEST_F(TracerBpfTest, DriverApiStreamsAreRecordedWithTheirFlags) {
+  CollectingSink sink;
+  Result<std::unique_ptr<Tracer>> tracer = Tracer::Start(TestOptions(), &sink);
+  ASSERT_TRUE(tracer.ok()) << tracer.status().ToString();
+  pid_t p = Spawn({FLYT_TRACE_FAKE_APP, "driver"});
+  EXPECT_EQ(Wait(p), 0);
+  ASSERT_TRUE(Eventually([&] { return sink.SawExit(p); }));
+  std::vector<json> r = sink.CallsOf(p);
+  ASSERT_EQ(r.size(), 4u) << json(r).dump(1);
+  EXPECT_EQ(r[0]["kind"], "stream_create");
+  EXPECT_EQ(r[0]["func"], "cuStreamCreate");
+  EXPECT_EQ(r[0]["library"], "driver");
+  EXPECT_EQ(r[0]["stream"], 0x5001);
+  EXPECT_EQ(r[0]["stream_flags"], 1);  // CU_STREAM_NON_BLOCKING
+  EXPECT_EQ(r[1]["kind"], "stream_create");
+  EXPECT_EQ(r[1]["func"], "cuStreamCreateWithPriority");
+  EXPECT_EQ(r[1]["stream"], 0x5100);
+  EXPECT_EQ(r[1]["stream_flags"], 0);
+  EXPECT_EQ(r[1]["priority"], -2);
+  EXPECT_EQ(r[2]["kind"], "stream_destroy");
+  EXPECT_EQ(r[2]["func"], "cuStreamDestroy_v2");
+  EXPECT_EQ(r[2]["stream"], 0x5001);
+  EXPECT_EQ(r[2]["rc"], 0);
+  EXPECT_EQ(r[3]["kind"], "exit");
+}
+
+TEST_F(TracerBpfTest, OnlyLibraryOpensThatSucceedAreReported) {
+  CollectingSink sink;
+  Result<std::unique_ptr<Tracer>> tracer = Tracer::Start(TestOptions(), &sink);
+  ASSERT_TRUE(tracer.ok()) << tracer.status().ToString();
+  // As the loader tries folders: one that fails, then the one that holds it.
+  const std::string missing = "/nonexistent-flyt-test/glibc-hwcaps/libcuda.so.1";
+  const std::string present = std::string(FLYT_TRACE_FAKE_DIR) + "/libcuda.so.1";
+  EXPECT_LT(::open(missing.c_str(), O_RDONLY | O_CLOEXEC), 0);
+  int fd = ::open(present.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  // (This process is the tracer too: its own opens of the libraries it probes are there as well.)
+  uint32_t self = static_cast<uint32_t>(::getpid());
+  auto has = [&](const std::string& path) {
+    std::vector<std::string> opens = sink.OpensOf(self);
+    return std::find(opens.begin(), opens.end(), path) != opens.end();
+  };
+  ASSERT_TRUE(Eventually([&] { return has(present); }));
+  EXPECT_FALSE(has(missing));
 }
 
 TEST_F(TracerBpfTest, AnOverflowingRingCountsLostEvents) {

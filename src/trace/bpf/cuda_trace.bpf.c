@@ -1,6 +1,7 @@
 /* The BPF half of flyt's CUDA tracer: one generic uprobe entry program and one generic uretprobe
  * return program for every probed CUDA call (the attach cookie = func | library_class << 16 says
- * which), libc's setenv/putenv, and the control tracepoints (exec, opens of libcuda*, exits).
+ * which), libc's setenv/putenv, and the control tracepoints (exec, successful opens of libcuda*,
+ * exits).
  * Records go to one ring buffer in the layouts of events.h. Built by clang (-target bpf) and
  * embedded in the tracer through a bpftool skeleton (cuda_trace.skel.h).
  *
@@ -57,16 +58,25 @@ struct {
   __type(value, __u8);
 } tracked SEC(".maps");
 
-/* Scratch for paths read by the openat tracepoint before deciding to emit. */
-struct path_buf {
+/* A libcuda* path a thread is opening (sys_enter_openat), kept until the open returns: only an
+ * open that succeeded is reported (the loader tries many folders that fail first). */
+struct pending_open {
   char text[FLYT_TRACE_NAME_BYTES];
+  __s64 bytes; /* what bpf_probe_read_user_str returned: > FLYT_TRACE_NAME_BYTES - 1 = cut */
 };
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
   __uint(max_entries, 1);
   __type(key, __u32);
-  __type(value, struct path_buf);
+  __type(value, struct pending_open);
 } scratch SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 4096);
+  __type(key, __u64); /* pid_tgid */
+  __type(value, struct pending_open);
+} opening SEC(".maps");
 
 static __always_inline void count_lost(void) {
   __u32 zero = 0;
@@ -370,16 +380,21 @@ static __always_inline void emit_u64_pair(struct inflight* f, __u16 func, __u16 
 static __always_inline void emit_stream(struct inflight* f, __u16 func, __u16 lib, __s32 rc) {
   struct flyt_trace_stream* r = reserve(sizeof(*r));
   if (!r) return;
-  if (func == FLYT_FN_cudaStreamDestroy) {
+  if (func == FLYT_FN_cudaStreamDestroy || func == FLYT_FN_cuStreamDestroy_v2) {
     fill_header(&r->h, FLYT_EV_STREAM_DESTROY, func, lib, rc, f->entry_ns);
     r->stream = f->regs[0];
     r->flags = 0;
     r->priority = 0;
   } else {
+    /* (stream*[, unsigned flags[, int priority]]): the runtime's and the driver's alike;
+     * cudaStreamNonBlocking and CU_STREAM_NON_BLOCKING are both 1. */
     fill_header(&r->h, FLYT_EV_STREAM_CREATE, func, lib, rc, f->entry_ns);
     r->stream = rc == 0 ? read_u64(f->regs[0]) : 0;
     r->flags = func == FLYT_FN_cudaStreamCreate ? 0 : (__u32)f->regs[1];
-    r->priority = func == FLYT_FN_cudaStreamCreateWithPriority ? (__s32)f->regs[2] : 0;
+    r->priority = (func == FLYT_FN_cudaStreamCreateWithPriority ||
+                   func == FLYT_FN_cuStreamCreateWithPriority)
+                      ? (__s32)f->regs[2]
+                      : 0;
   }
   submit_data(r, sizeof(*r));
 }
@@ -476,6 +491,9 @@ int BPF_KRETPROBE(cuda_return) {
     case FLYT_FN_cudaStreamCreateWithFlags:
     case FLYT_FN_cudaStreamCreateWithPriority:
     case FLYT_FN_cudaStreamDestroy:
+    case FLYT_FN_cuStreamCreate:
+    case FLYT_FN_cuStreamCreateWithPriority:
+    case FLYT_FN_cuStreamDestroy_v2:
       emit_stream(f, func, lib, rc);
       break;
     case FLYT_FN_cudaSetDevice: {
@@ -561,7 +579,7 @@ int BPF_PROG(on_exec, struct task_struct* task, pid_t old_pid, struct linux_binp
 
 static __always_inline int on_open(const char* filename) {
   __u32 zero = 0;
-  struct path_buf* buf = bpf_map_lookup_elem(&scratch, &zero);
+  struct pending_open* buf = bpf_map_lookup_elem(&scratch, &zero);
   if (!buf) return 0;
   long n = bpf_probe_read_user_str(buf->text, sizeof(buf->text), filename);
   if (n <= 7) return 0;
@@ -580,18 +598,33 @@ static __always_inline int on_open(const char* filename) {
   if (b[0] != 'l' || b[1] != 'i' || b[2] != 'b' || b[3] != 'c' || b[4] != 'u' || b[5] != 'd' ||
       b[6] != 'a')
     return 0;
-  struct flyt_trace_path* r = reserve(sizeof(*r));
-  if (!r) return 0;
-  fill_header(&r->h, FLYT_EV_LIBRARY_OPEN, 0, 0, 0, 0);
-  if (n >= (long)sizeof(r->path)) r->h.flags |= FLYT_F_TRUNCATED;
-  bpf_probe_read_kernel(r->path, sizeof(r->path), buf->text);
-  r->path[FLYT_TRACE_NAME_BYTES - 1] = 0;
-  bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
+  buf->bytes = n;
+  __u64 id = bpf_get_current_pid_tgid();
+  bpf_map_update_elem(&opening, &id, buf, BPF_ANY);
   return 0;
 }
 
-/* openat/openat2 (the dynamic loader's and dlopen's opens). Syscall tracepoints need tracefs
- * mounted; fentry would not, but is refused on some kernels (EPERM without ftrace direct calls). */
+static __always_inline int on_open_return(long ret) {
+  __u64 id = bpf_get_current_pid_tgid();
+  struct pending_open* p = bpf_map_lookup_elem(&opening, &id);
+  if (!p) return 0;
+  if (ret >= 0) {
+    struct flyt_trace_path* r = reserve(sizeof(*r));
+    if (r) {
+      fill_header(&r->h, FLYT_EV_LIBRARY_OPEN, 0, 0, 0, 0);
+      if (p->bytes >= (long)sizeof(r->path)) r->h.flags |= FLYT_F_TRUNCATED;
+      bpf_probe_read_kernel(r->path, sizeof(r->path), p->text);
+      r->path[FLYT_TRACE_NAME_BYTES - 1] = 0;
+      bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
+    }
+  }
+  bpf_map_delete_elem(&opening, &id);
+  return 0;
+}
+
+/* openat/openat2 (the dynamic loader's and dlopen's opens): the path at entry, the record at a
+ * successful return. Syscall tracepoints need tracefs mounted; fentry would not, but is refused
+ * on some kernels (EPERM without ftrace direct calls). */
 SEC("tracepoint/syscalls/sys_enter_openat")
 int on_openat(struct trace_event_raw_sys_enter* ctx) {
   return on_open((const char*)BPF_CORE_READ(ctx, args[1]));
@@ -602,10 +635,21 @@ int on_openat2(struct trace_event_raw_sys_enter* ctx) {
   return on_open((const char*)BPF_CORE_READ(ctx, args[1]));
 }
 
+SEC("tracepoint/syscalls/sys_exit_openat")
+int on_openat_exit(struct trace_event_raw_sys_exit* ctx) {
+  return on_open_return(BPF_CORE_READ(ctx, ret));
+}
+
+SEC("tracepoint/syscalls/sys_exit_openat2")
+int on_openat2_exit(struct trace_event_raw_sys_exit* ctx) {
+  return on_open_return(BPF_CORE_READ(ctx, ret));
+}
+
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(on_exit, struct task_struct* task) {
   __u64 id = bpf_get_current_pid_tgid();
   bpf_map_delete_elem(&calls, &id);
+  bpf_map_delete_elem(&opening, &id);
   __u32 tgid = id >> 32;
   if ((__u32)id != tgid) return 0;
   if (!bpf_map_lookup_elem(&tracked, &tgid)) return 0;

@@ -115,6 +115,9 @@ enum flyt_trace_func {
   FLYT_FN_cudaStreamCreateWithFlags,
   FLYT_FN_cudaStreamCreateWithPriority,
   FLYT_FN_cudaStreamDestroy,
+  FLYT_FN_cuStreamCreate,             /* (CUstream*, unsigned flags): CU_STREAM_NON_BLOCKING = 1 */
+  FLYT_FN_cuStreamCreateWithPriority, /* (CUstream*, unsigned flags, int priority) */
+  FLYT_FN_cuStreamDestroy_v2,
   /* Device selection, names. */
   FLYT_FN_cudaSetDevice = 128,
   FLYT_FN___cudaRegisterFunction,

@@ -92,6 +92,13 @@ struct trace_event_raw_sys_enter {
   unsigned long args[6];
 } __attribute__((preserve_access_index));
 
+/* syscalls/sys_exit_*: the syscall number and its return value. */
+struct trace_event_raw_sys_exit {
+  struct trace_entry ent;
+  long id;
+  long ret;
+} __attribute__((preserve_access_index));
+
 struct task_struct {
   int exit_code;
 } __attribute__((preserve_access_index));

@@ -1,7 +1,11 @@
 /* The program trace_bpf_test runs under the tracer, linked with the fake libcudart.so.13.
  *   fake_app run          the call sequence the test expects, then exit code 7
  *   fake_app wait FILE    waits (up to 20 s) until FILE exists, then as `run`
- *   fake_app loop N       N cudaStreamSynchronize calls, exit 0 */
+ *   fake_app loop N       N cudaStreamSynchronize calls, exit 0
+ *   fake_app driver       driver-API streams: cuStreamCreate(&s, 1),
+ *                         cuStreamCreateWithPriority(&t, 0, -2), cuStreamDestroy_v2(s), exit 0
+ * Built twice: linked with the fake libraries (trace_fake_app), and with them compiled in, like a
+ * -cudart=static program (trace_fake_static; fake_fatbin.c gives it a .nv_fatbin section). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +28,9 @@ int __cudaLaunchKernel(const void* kernel, dim3 grid, dim3 block, void** args, s
                        void* stream);
 int cudaMemcpy(void* dst, const void* src, size_t bytes, int kind);
 int cudaStreamSynchronize(void* stream);
+int cuStreamCreate(void** stream, unsigned flags);
+int cuStreamCreateWithPriority(void** stream, unsigned flags, int priority);
+int cuStreamDestroy_v2(void* stream);
 
 static int run(void) {
   void* p = NULL;
@@ -58,11 +65,17 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 2000 && access(argv[2], F_OK) != 0; ++i) nanosleep(&tick, NULL);
     return run();
   }
+  if (argc >= 2 && strcmp(argv[1], "driver") == 0) {
+    void* s = NULL;
+    void* t = NULL;
+    if (cuStreamCreate(&s, 1) != 0 || cuStreamCreateWithPriority(&t, 0, -2) != 0) return 1;
+    return cuStreamDestroy_v2(s);
+  }
   if (argc >= 3 && strcmp(argv[1], "loop") == 0) {
     long n = atol(argv[2]);
     for (long i = 0; i < n; ++i) cudaStreamSynchronize((void*)0x77);
     return 0;
   }
-  fprintf(stderr, "usage: fake_app run | wait FILE | loop N\n");
+  fprintf(stderr, "usage: fake_app run | wait FILE | loop N | driver\n");
   return 2;
 }

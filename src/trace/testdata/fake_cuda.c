@@ -19,3 +19,16 @@ int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, 
              ? 0
              : 1;
 }
+
+/* Streams: the handle is 0x5000 + flags (+ 0x100 for one with a priority). */
+int cuStreamCreate(void** stream, unsigned flags) {
+  *stream = (void*)(0x5000ull + flags);
+  return 0;
+}
+
+int cuStreamCreateWithPriority(void** stream, unsigned flags, int priority) {
+  *stream = (void*)(0x5100ull + flags);
+  return priority < -5 ? 1 : 0;
+}
+
+int cuStreamDestroy_v2(void* stream) { return stream == 0 ? 400 : 0; }
