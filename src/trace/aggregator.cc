@@ -83,8 +83,11 @@ uint16_t KindOf(uint16_t func) {
     case FLYT_FN_cudaEventRecord_ptsz: return FLYT_EV_EVENT_RECORD;
     case FLYT_FN_cudaStreamCreate:
     case FLYT_FN_cudaStreamCreateWithFlags:
-    case FLYT_FN_cudaStreamCreateWithPriority: return FLYT_EV_STREAM_CREATE;
-    case FLYT_FN_cudaStreamDestroy: return FLYT_EV_STREAM_DESTROY;
+    case FLYT_FN_cudaStreamCreateWithPriority:
+    case FLYT_FN_cuStreamCreate:
+    case FLYT_FN_cuStreamCreateWithPriority: return FLYT_EV_STREAM_CREATE;
+    case FLYT_FN_cudaStreamDestroy:
+    case FLYT_FN_cuStreamDestroy_v2: return FLYT_EV_STREAM_DESTROY;
     case FLYT_FN_cudaSetDevice: return FLYT_EV_SET_DEVICE;
     case FLYT_FN___cudaRegisterFunction: return FLYT_EV_REGISTER_FUNCTION;
     case FLYT_FN___cudaGetKernel:

@@ -200,6 +200,36 @@ TEST_F(StreamsTest, DestroyedStreamStaysListedWithItsFigures) {
   EXPECT_EQ(destroyed, 1);
 }
 
+TEST_F(StreamsTest, DriverStreamsAndTheRuntimesNestedCreateAreOneStream) {
+  // cudaStreamCreateWithFlags calling cuStreamCreate: the driver's record first, then the
+  // runtime's, for the same handle.
+  constexpr uint64_t kD = 0x7000;
+  flyt_trace_stream inner = StreamCreate(kPid, 1, kD, 1);
+  inner.h.func = FLYT_FN_cuStreamCreate;
+  Feed(agg_, inner);
+  Feed(agg_, StreamCreate(kPid, 2, kD, 1));
+  Feed(agg_, Launch(kPid, 3, 0xA0, kD));
+  ProcessCuda p = Get();
+  int entries = 0;
+  for (const StreamStats& s : p.streams) entries += s.handle == kD;
+  EXPECT_EQ(entries, 1);
+  EXPECT_TRUE(FindStream(p, kD)->non_blocking);
+  EXPECT_EQ(FindStream(p, kD)->launches, 1u);
+  // The driver's destroy, nested in the runtime's: one destroyed entry.
+  flyt_trace_stream destroy = StreamCreate(kPid, 4, kD, 0, /*create=*/false);
+  destroy.h.func = FLYT_FN_cuStreamDestroy_v2;
+  Feed(agg_, destroy);
+  Feed(agg_, StreamCreate(kPid, 5, kD, 0, /*create=*/false));
+  p = Get();
+  entries = 0;
+  for (const StreamStats& s : p.streams) entries += s.handle == kD;
+  EXPECT_EQ(entries, 1);
+  EXPECT_TRUE(FindStream(p, kD)->destroyed);
+  TracerHealth h;
+  agg_.FillHealth(&h);
+  EXPECT_EQ(h.malformed_records, 0u);
+}
+
 TEST(StreamsBoundTest, DestroyedStreamsKeptAreBounded) {
   TempTree tree;
   FakeClock clock;

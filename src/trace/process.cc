@@ -31,6 +31,9 @@ bool IsDriverFunc(uint16_t func) {
     case FLYT_FN_cuStreamSynchronize_ptsz:
     case FLYT_FN_cuCtxSynchronize:
     case FLYT_FN_cuModuleGetFunction:
+    case FLYT_FN_cuStreamCreate:
+    case FLYT_FN_cuStreamCreateWithPriority:
+    case FLYT_FN_cuStreamDestroy_v2:
       return true;
     default:
       return false;
@@ -522,6 +525,18 @@ void TracedProcess::OnStream(const flyt_trace_stream& r, bool create, DropCounte
   }
   if (r.stream == 0 || r.stream == kLegacyStreamHandle || r.stream == kPerThreadStreamHandle) {
     return;  // not a stream of the program's own
+  }
+  if (auto it = stream_devices_.find(r.stream); it != stream_devices_.end() && create) {
+    // Created twice with nothing done in between: the runtime's cudaStreamCreate* calling the
+    // driver's cuStreamCreate (both probed). One stream.
+    DeviceState& dev = Device(it->second);
+    if (auto s = dev.streams.find(StreamKey{r.stream, 0}); s != dev.streams.end()) {
+      const StreamStats& st = s->second.stats();
+      if (st.launches == 0 && st.syncs == 0 && st.copies.copies == 0 && st.copies.memsets == 0) {
+        s->second = StreamState(r.stream, (r.flags & kStreamNonBlocking) != 0, false, 0);
+        return;
+      }
+    }
   }
   if (auto it = stream_devices_.find(r.stream); it != stream_devices_.end()) {
     // Destroyed (or its destroy was missed and the handle is reused): the old stream is retired.
