@@ -443,6 +443,18 @@ TEST_F(AggregatorTest, AttachedLateAndExec) {
   EXPECT_TRUE(all[1].exited);
 }
 
+TEST_F(AggregatorTest, FailedGetKernelOfAStubIsNotAFailureOfItsOwn) {
+  Aggregator agg(Options(tree_), clock_);
+  flyt_trace_get_kernel g = GetKernel(kPid, 1, 0, 0xA0);
+  g.h.rc = 35;  // cudaErrorInsufficientDriver
+  Feed(agg, g);
+  Feed(agg, Launch(kPid, 2, 0, 0, {1, 1, 1}, {1, 1, 1}, 0, FLYT_FN___cudaLaunchKernel, 35));
+  g.h.func = FLYT_FN_cudaGetKernel;  // the program's own call
+  Feed(agg, g);
+  ProcessCuda p = Find(agg.Processes(), kPid);
+  EXPECT_EQ(p.failures, (std::map<std::string, uint64_t>{{"cudaErrorInsufficientDriver", 2}}));
+}
+
 TEST(StubSymbolsTest, ParseMapsKeepsExecutableFileMappings) {
   std::vector<FileMapping> m = ParseMaps(
       "55d0c0000000-55d0c0001000 r--p 00000000 08:01 123   /opt/app/train\n"

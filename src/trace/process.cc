@@ -264,7 +264,9 @@ void TracedProcess::Apply(const flyt_trace_header& h, const void* data, const Gp
     case FLYT_EV_GET_KERNEL: {
       const auto& r = *static_cast<const flyt_trace_get_kernel*>(data);
       if (h.rc != 0) {
-        Failure(ThreadDevice(h.tid), h.rc, h.func);
+        // nvcc's stubs call __cudaGetKernel before each launch they make; when it fails, the
+        // launch that follows fails too and is the failure counted (the program's own call).
+        if (h.func != FLYT_FN___cudaGetKernel) Failure(ThreadDevice(h.tid), h.rc, h.func);
       } else if (!names_.GetKernel(r.handle, r.stub)) {
         ++drops->kernel_names;
       }

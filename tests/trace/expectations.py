@@ -23,7 +23,9 @@ Rules the figures assume (what the tracer counts); change a rule here, in one pl
   copies       cudaMemcpy(Async) bytes by direction and calls; cudaMemset(Async) bytes and calls.
                The driver's copies (cuMemcpy*) are not in the issue's list: not asserted.
   failures     failed calls of the traced entry points (TRACED_CALLS), by error name. Calls the
-               tracer does not probe (cudaStreamBeginCapture, cudaEventCreate...) are not counted.
+               tracer does not probe (cudaStreamBeginCapture, cudaEventCreate...) are not counted,
+               nor a failed __cudaGetKernel (nvcc's stub calls it before the launch, which fails
+               too and is the failure counted).
   leaks        at exit: device bytes/allocations never freed (leaked_*), pinned host bytes never
                freed (leaked_pinned_host_bytes).
 """
@@ -39,7 +41,7 @@ TRACED_CALLS = {
     "cudaMemcpy", "cudaMemcpyAsync", "cudaMemset", "cudaMemsetAsync",
     "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventRecord", "cudaEventSynchronize",
     "cudaEventQuery", "cudaStreamCreate", "cudaStreamCreateWithFlags",
-    "cudaStreamCreateWithPriority", "cudaSetDevice",
+    "cudaStreamCreateWithPriority", "cudaStreamDestroy", "cudaSetDevice",
     "cuMemAlloc_v2", "cuMemFree_v2", "cuLaunchKernel", "cuLaunchKernelEx", "cuGraphLaunch",
     "cuStreamSynchronize", "cuCtxSynchronize",
 }
