@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "common/status.h"
 #include "common/strings.h"
@@ -82,8 +83,11 @@ uint16_t KindOf(uint16_t func) {
     case FLYT_FN_cudaEventRecord_ptsz: return FLYT_EV_EVENT_RECORD;
     case FLYT_FN_cudaStreamCreate:
     case FLYT_FN_cudaStreamCreateWithFlags:
-    case FLYT_FN_cudaStreamCreateWithPriority: return FLYT_EV_STREAM_CREATE;
-    case FLYT_FN_cudaStreamDestroy: return FLYT_EV_STREAM_DESTROY;
+    case FLYT_FN_cudaStreamCreateWithPriority:
+    case FLYT_FN_cuStreamCreate:
+    case FLYT_FN_cuStreamCreateWithPriority: return FLYT_EV_STREAM_CREATE;
+    case FLYT_FN_cudaStreamDestroy:
+    case FLYT_FN_cuStreamDestroy_v2: return FLYT_EV_STREAM_DESTROY;
     case FLYT_FN_cudaSetDevice: return FLYT_EV_SET_DEVICE;
     case FLYT_FN___cudaRegisterFunction: return FLYT_EV_REGISTER_FUNCTION;
     case FLYT_FN___cudaGetKernel:
@@ -255,7 +259,15 @@ TracedProcess* Aggregator::FindOrCreate(uint32_t pid, uint64_t cgroup_id, uint64
     if (refused_.count(pid) > 0 || JustExited(pid, ts_ns)) return nullptr;
   }
   // Only this (the drain) thread adds processes, so the pid is still absent after the unlock.
-  NewProcess info = ReadNewProcess(pid, cgroup_id);
+  NewProcess info;
+  std::string library;
+  if (auto it = pending_.find(pid); it != pending_.end()) {
+    info = std::move(it->second.info);
+    library = std::move(it->second.library);
+    pending_.erase(it);
+  } else {
+    info = ReadNewProcess(pid, cgroup_id);
+  }
   MutexLock lock(mu_);
   if (!MakeRoom()) {
     ++dropped_processes_;
@@ -266,7 +278,27 @@ TracedProcess* Aggregator::FindOrCreate(uint32_t pid, uint64_t cgroup_id, uint64
   auto process = std::make_unique<TracedProcess>(pid, std::move(info.comm), std::move(info.env),
                                                  info.cgroup_id, std::move(info.container_id),
                                                  options_, ts_ns);
+  if (!library.empty()) process->NoteLibrary(library);
   return live_.emplace(pid, std::move(process)).first->second.get();
+}
+
+void Aggregator::KeepAside(const flyt_trace_header& h, const flyt_trace_path& r) {
+  std::string path(r.path, strnlen(r.path, sizeof(r.path)));
+  if (auto it = pending_.find(h.pid); it != pending_.end()) {
+    if (it->second.library.empty() || path.find("cudart") != std::string::npos) {
+      it->second.library = std::move(path);
+    }
+    return;
+  }
+  {
+    MutexLock lock(mu_);
+    if (refused_.count(h.pid) > 0) return;
+  }
+  if (pending_.size() >= options_.max_processes) return;  // read at its first record instead
+  Pending p;
+  p.info = ReadNewProcess(h.pid, h.cgroup_id);
+  p.library = std::move(path);
+  pending_.emplace(h.pid, std::move(p));
 }
 
 void Aggregator::End(uint32_t pid, std::optional<int32_t> exit_code, uint64_t ts_ns) {
@@ -297,27 +329,72 @@ void Aggregator::OnRecord(const void* data, size_t bytes) {
     if (h.kind == FLYT_EV_EXIT) {
       End(h.pid, h.rc, h.ts_ns);
       refused_.erase(h.pid);
-    } else if (h.kind == FLYT_EV_EXEC) {
+      pending_.erase(h.pid);
+      return;
+    }
+    if (h.kind == FLYT_EV_EXEC) {
       // The program image is replaced: the CUDA state of the old one is gone with it.
       End(h.pid, std::nullopt, h.ts_ns);
       refused_.erase(h.pid);
-    } else if (auto it = live_.find(h.pid); it != live_.end()) {
-      it->second->Apply(h, &record, gpus_, &drops_);
+      pending_.erase(h.pid);
+      return;
     }
-    return;
-  }
-  {
-    // The common case, one lock: a process already tracked.
-    MutexLock lock(mu_);
     if (auto it = live_.find(h.pid); it != live_.end()) {
       it->second->Apply(h, &record, gpus_, &drops_);
       return;
     }
   }
-  TracedProcess* process = FindOrCreate(h.pid, h.cgroup_id, h.ts_ns);
+  if (h.kind == FLYT_EV_LIBRARY_OPEN) {
+    KeepAside(h, record.path);
+    return;
+  }
+  TracedProcess* process = nullptr;
+  {
+    // The common case, one lock: a process already tracked.
+    MutexLock lock(mu_);
+    if (auto it = live_.find(h.pid); it != live_.end()) {
+      process = it->second.get();
+      if (h.kind != FLYT_EV_LAUNCH || !process->HasMappings()) {
+        process->Apply(h, &record, gpus_, &drops_);
+        return;
+      }
+    }
+  }
+  // Only this (the drain) thread adds or ends processes: `process` stays valid without the lock.
+  if (process == nullptr) process = FindOrCreate(h.pid, h.cgroup_id, h.ts_ns);
   if (process == nullptr) return;
+  if (h.kind == FLYT_EV_LAUNCH) NameLateStub(process, record.launch);
   MutexLock lock(mu_);
   process->Apply(h, &record, gpus_, &drops_);
+}
+
+void Aggregator::NameLateStub(TracedProcess* process, const flyt_trace_launch& r) {
+  std::optional<uint64_t> stub;
+  std::vector<FileMapping> mappings;
+  {
+    MutexLock lock(mu_);
+    if (!process->HasMappings()) return;
+    stub = process->StubToLookUp(r);
+    if (!stub) return;
+    mappings = process->mappings();
+  }
+  std::optional<std::string> mangled = symbols_.Lookup(mappings, *stub);
+  MutexLock lock(mu_);
+  process->NameStub(*stub, mangled, &drops_);
+}
+
+std::vector<FileMapping> Aggregator::ReadMappings(uint32_t pid) {
+  std::string dir = options_.proc_root + "/" + std::to_string(pid);
+  Result<std::string> maps = ReadFile(dir + "/maps", kMaxEnvironBytes);
+  if (!maps.ok()) return {};
+  std::vector<FileMapping> out = ParseMaps(*maps);
+  // A process in another mount namespace names its files from its own root.
+  std::error_code ec;
+  std::filesystem::path root = std::filesystem::read_symlink(dir + "/root", ec);
+  if (!ec && root != "/") {
+    for (FileMapping& m : out) m.path = dir + "/root" + m.path;
+  }
+  return out;
 }
 
 void Aggregator::OnAttachedLate(uint32_t pid, const std::string& library) {
@@ -325,8 +402,10 @@ void Aggregator::OnAttachedLate(uint32_t pid, const std::string& library) {
   // No record carries the cgroup id here: ReadNewProcess reads /proc/<pid>/cgroup instead.
   TracedProcess* process = FindOrCreate(pid, 0, NowNs());
   if (process == nullptr) return;
+  std::vector<FileMapping> mappings = ReadMappings(pid);
   MutexLock lock(mu_);
   process->SetAttachedLate(library);
+  if (!process->HasMappings()) process->SetMappings(std::move(mappings));
 }
 
 void Aggregator::OnDrainEnd() {
@@ -353,6 +432,22 @@ void Aggregator::OnDrainEnd() {
     }
   }
   missing_once_ = std::move(missing);
+  // What was kept aside for a process that never made a CUDA call and is gone (twice in a row, as
+  // above: its records, if any, have been drained).
+  std::unordered_set<uint32_t> pending_missing;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    struct stat st {};
+    std::string path = options_.proc_root + "/" + std::to_string(it->first);
+    if (::stat(path.c_str(), &st) == 0 || errno != ENOENT) {
+      ++it;
+    } else if (pending_missing_once_.count(it->first) > 0) {
+      it = pending_.erase(it);
+    } else {
+      pending_missing.insert(it->first);
+      ++it;
+    }
+  }
+  pending_missing_once_ = std::move(pending_missing);
   if (gone.empty()) return;
   MutexLock lock(mu_);
   for (uint32_t pid : gone) End(pid, std::nullopt, now);

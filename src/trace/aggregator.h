@@ -11,9 +11,18 @@
 // max_allocations_per_process live allocations and max_kernel_names_per_process kernel names
 // (what does not fit is counted in TracerHealth's dropped_* fields). A record that is shorter
 // than its kind's struct, or of an unknown kind or function, is counted as malformed and dropped.
-// A process is created on its first record (its comm and environment read then from
-// options.proc_root); it ends on its EXIT record, or when it is gone from proc_root (checked
-// every ~2 s at the end of a drain pass; ended so, it has no exit code).
+// A process is created on its first record. Its comm, environment (CUDA_VISIBLE_DEVICES,
+// FLYT_SERVER...) and container are read from options.proc_root as soon as it opens a CUDA library
+// (the LIBRARY_OPEN record wakes the drain thread at once, while the loader is still running), and
+// kept aside until that first record: read only at the first record (drained up to a drain
+// interval later), a program shorter than the interval would be gone, its environment with it.
+// Without a LIBRARY_OPEN (a static build, a late attachment) they are read at the first record.
+// What is kept aside is bounded by max_processes and forgotten when the process execs or is gone.
+// Kernel names of a process attached late (its __cudaRegisterFunction calls ran before the probes)
+// are looked up by address: /proc/<pid>/maps is read when the late attachment is reported, and a
+// launch's unnamed host stub is resolved to the symbol of the file mapped there (StubSymbolizer).
+// A process ends on its EXIT record, or when it is gone from proc_root (checked every ~2 s at the
+// end of a drain pass; ended so, it has no exit code).
 #pragma once
 
 #include <cstdint>
@@ -72,6 +81,11 @@ class Aggregator : public RecordSink {
     std::string container_id;
     uint64_t cgroup_id = 0;
   };
+  // What a process that opened a CUDA library but has no record yet will start with.
+  struct Pending {
+    NewProcess info;
+    std::string library;  // the CUDA library it opened (libcudart preferred)
+  };
 
   uint64_t NowNs() const;
   SnapshotContext Context() const FLYT_REQUIRES(mu_);
@@ -81,6 +95,13 @@ class Aggregator : public RecordSink {
   TracedProcess* FindOrCreate(uint32_t pid, uint64_t cgroup_id, uint64_t ts_ns)
       FLYT_EXCLUDES(mu_);
   bool MakeRoom() FLYT_REQUIRES(mu_);
+  // A LIBRARY_OPEN of a process not tracked yet: reads what it will start with (drain thread).
+  void KeepAside(const flyt_trace_header& h, const flyt_trace_path& r) FLYT_EXCLUDES(mu_);
+  // A launch of a process attached late whose kernel is not named yet: the host stub's symbol,
+  // looked up in the file mapped there (drain thread; files read without the lock).
+  void NameLateStub(TracedProcess* process, const flyt_trace_launch& r) FLYT_EXCLUDES(mu_);
+  // The executable mappings of a process attached late (read while it runs).
+  std::vector<FileMapping> ReadMappings(uint32_t pid);
   void End(uint32_t pid, std::optional<int32_t> exit_code, uint64_t ts_ns) FLYT_REQUIRES(mu_);
   // A record of `pid` just after its exit (another thread's last calls): not a new process.
   bool JustExited(uint32_t pid, uint64_t ts_ns) const FLYT_REQUIRES(mu_);
@@ -102,8 +123,11 @@ class Aggregator : public RecordSink {
 
   // Drain thread only.
   CgroupResolver cgroups_;
+  StubSymbolizer symbols_;
   uint64_t next_liveness_check_ns_ = 0;
   std::unordered_set<uint32_t> missing_once_;  // gone at the last check: ended at the next
+  std::unordered_map<uint32_t, Pending> pending_;  // by pid, at most max_processes
+  std::unordered_set<uint32_t> pending_missing_once_;
 };
 
 }  // namespace flyt::trace

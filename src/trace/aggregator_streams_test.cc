@@ -142,17 +142,131 @@ TEST_F(StreamsTest, BlockingMemcpyIsASyncOfItsStream) {
   // An async copy is enqueued, not a sync.
   Feed(agg_, Copy(kPid, 7 * kSecond, 0x1, 0x2, 64, FLYT_COPY_HOST_TO_DEVICE, kN));
   EXPECT_EQ(Get().syncs, 2u);
+  EXPECT_EQ(FindStream(Get(), 0)->syncs, 1u);
 }
 
-TEST_F(StreamsTest, DestroyedStreamLeavesTheListButNotTheTotals) {
+TEST_F(StreamsTest, BlockingMemcpyDeviceToDeviceOrHostToHostIsNoSync) {
+  Feed(agg_, Launch(kPid, 1 * kSecond, 0xA0, 0));
+  Feed(agg_, Copy(kPid, 2 * kSecond, 0x1, 0x2, 64, FLYT_COPY_DEVICE_TO_DEVICE, 0,
+                  FLYT_FN_cudaMemcpy));
+  Feed(agg_, Copy(kPid, 2 * kSecond, 0x1, 0x2, 64, FLYT_COPY_HOST_TO_HOST, 0,
+                  FLYT_FN_cudaMemcpy));
+  // cudaMemcpyDefault between two host pointers (no allocation known): host to host.
+  Feed(agg_, Copy(kPid, 2 * kSecond, 0x1, 0x2, 64, FLYT_COPY_DEFAULT, 0, FLYT_FN_cudaMemcpy));
+  ProcessCuda p = Get();
+  EXPECT_EQ(p.syncs, 0u);
+  EXPECT_EQ(FindStream(p, 0)->syncs, 0u);
+  EXPECT_DOUBLE_EQ(Busy(p, 0), 0.0);  // still open
+  EXPECT_EQ(p.copies.device_to_device, 64u);
+  EXPECT_EQ(p.copies.host_to_host, 128u);
+  // cudaMemcpyDefault into a device allocation: host to device, a sync.
+  Feed(agg_, Alloc(kPid, 3 * kSecond, 0xD000, 4096));
+  Feed(agg_, Copy(kPid, 3 * kSecond, 0xD000, 0x2, 64, FLYT_COPY_DEFAULT, 0, FLYT_FN_cudaMemcpy));
+  p = Get();
+  EXPECT_EQ(p.syncs, 1u);
+  EXPECT_EQ(p.copies.host_to_device, 64u);
+  EXPECT_DOUBLE_EQ(Busy(p, 0), 2.0);
+}
+
+TEST_F(StreamsTest, DestroyedStreamStaysListedWithItsFigures) {
   Feed(agg_, Launch(kPid, 1 * kSecond, 0xA0, kS));
   Feed(agg_, Sync(kPid, 2 * kSecond, FLYT_FN_cudaStreamSynchronize, kS));
   Feed(agg_, StreamCreate(kPid, 3 * kSecond, kS, 0, /*create=*/false));
   ProcessCuda p = Get();
-  EXPECT_EQ(FindStream(p, kS), nullptr);
+  const StreamStats* s = FindStream(p, kS);
+  ASSERT_NE(s, nullptr);
+  EXPECT_TRUE(s->destroyed);
+  EXPECT_EQ(s->launches, 1u);
+  EXPECT_EQ(s->syncs, 1u);
+  EXPECT_DOUBLE_EQ(s->busy_seconds, 1.0);
   EXPECT_DOUBLE_EQ(p.busy_seconds, 1.0);
-  Feed(agg_, StreamCreate(kPid, 4 * kSecond, kS, 1));  // the handle again, non-blocking now
-  EXPECT_TRUE(FindStream(Get(), kS)->non_blocking);
+  // The handle again, non-blocking now: a new entry beside the destroyed one.
+  Feed(agg_, StreamCreate(kPid, 4 * kSecond, kS, 1));
+  Feed(agg_, Launch(kPid, 5 * kSecond, 0xA0, kS));
+  p = Get();
+  int live = 0, destroyed = 0;
+  for (const StreamStats& st : p.streams) {
+    if (st.handle != kS) continue;
+    if (st.destroyed) {
+      ++destroyed;
+      EXPECT_EQ(st.launches, 1u);
+    } else {
+      ++live;
+      EXPECT_TRUE(st.non_blocking);
+      EXPECT_EQ(st.launches, 1u);
+    }
+  }
+  EXPECT_EQ(live, 1);
+  EXPECT_EQ(destroyed, 1);
+}
+
+TEST_F(StreamsTest, DriverStreamsAndTheRuntimesNestedCreateAreOneStream) {
+  // cudaStreamCreateWithFlags calling cuStreamCreate: the driver's record first, then the
+  // runtime's, for the same handle.
+  constexpr uint64_t kD = 0x7000;
+  flyt_trace_stream inner = StreamCreate(kPid, 1, kD, 1);
+  inner.h.func = FLYT_FN_cuStreamCreate;
+  Feed(agg_, inner);
+  Feed(agg_, StreamCreate(kPid, 2, kD, 1));
+  Feed(agg_, Launch(kPid, 3, 0xA0, kD));
+  ProcessCuda p = Get();
+  int entries = 0;
+  for (const StreamStats& s : p.streams) entries += s.handle == kD;
+  EXPECT_EQ(entries, 1);
+  EXPECT_TRUE(FindStream(p, kD)->non_blocking);
+  EXPECT_EQ(FindStream(p, kD)->launches, 1u);
+  // The driver's destroy, nested in the runtime's: one destroyed entry.
+  flyt_trace_stream destroy = StreamCreate(kPid, 4, kD, 0, /*create=*/false);
+  destroy.h.func = FLYT_FN_cuStreamDestroy_v2;
+  Feed(agg_, destroy);
+  Feed(agg_, StreamCreate(kPid, 5, kD, 0, /*create=*/false));
+  p = Get();
+  entries = 0;
+  for (const StreamStats& s : p.streams) entries += s.handle == kD;
+  EXPECT_EQ(entries, 1);
+  EXPECT_TRUE(FindStream(p, kD)->destroyed);
+  TracerHealth h;
+  agg_.FillHealth(&h);
+  EXPECT_EQ(h.malformed_records, 0u);
+}
+
+TEST(StreamsBoundTest, DestroyedStreamsKeptAreBounded) {
+  TempTree tree;
+  FakeClock clock;
+  TraceOptions o = Options(tree);
+  o.max_streams_per_process = 3;
+  Aggregator agg(o, clock);
+  for (uint64_t i = 1; i <= 10; ++i) {
+    Feed(agg, StreamCreate(kPid, i * kSecond, 0x1000 * i, 0));
+    Feed(agg, Launch(kPid, i * kSecond, 0xA0, 0x1000 * i));
+    Feed(agg, StreamCreate(kPid, i * kSecond, 0x1000 * i, 0, /*create=*/false));
+  }
+  ProcessCuda p = Find(agg.Processes(), kPid);
+  EXPECT_EQ(p.launches, 10u);
+  ASSERT_EQ(p.streams.size(), 3u);  // the newest three
+  EXPECT_EQ(p.streams[0].handle, 0x8000u);
+  EXPECT_EQ(p.streams[2].handle, 0xA000u);
+}
+
+TEST_F(StreamsTest, StreamSyncsCountOnlyTheCallsThatNameTheStream) {
+  // trace_kernels' pattern: a stream sync of each stream, an event sync and query on the
+  // non-blocking one, a legacy sync and two device syncs.
+  Feed(agg_, Launch(kPid, 1 * kSecond, 0xA0, kS));
+  Feed(agg_, Launch(kPid, 1 * kSecond, 0xA0, kN));
+  Feed(agg_, Launch(kPid, 1 * kSecond, 0xA0, 0));
+  Feed(agg_, Sync(kPid, 2 * kSecond, FLYT_FN_cudaStreamSynchronize, kS));
+  Feed(agg_, EventRecord(kPid, 2 * kSecond, 0xE1, kN));
+  Feed(agg_, Sync(kPid, 3 * kSecond, FLYT_FN_cudaEventSynchronize, 0xE1));
+  Feed(agg_, Sync(kPid, 3 * kSecond, FLYT_FN_cudaEventQuery, 0xE1));
+  Feed(agg_, Sync(kPid, 4 * kSecond, FLYT_FN_cudaStreamSynchronize, kN));
+  Feed(agg_, Sync(kPid, 4 * kSecond, FLYT_FN_cudaStreamSynchronize, 0));
+  Feed(agg_, Sync(kPid, 5 * kSecond, FLYT_FN_cudaDeviceSynchronize));
+  Feed(agg_, Sync(kPid, 5 * kSecond, FLYT_FN_cuCtxSynchronize));
+  ProcessCuda p = Get();
+  EXPECT_EQ(p.syncs, 7u);
+  EXPECT_EQ(FindStream(p, 0)->syncs, 1u);
+  EXPECT_EQ(FindStream(p, kS)->syncs, 1u);  // not the legacy sync, not the device syncs
+  EXPECT_EQ(FindStream(p, kN)->syncs, 3u);
 }
 
 TEST(RatesTest, LaunchesPerSecondAndCoreUsageOverTheWindow) {

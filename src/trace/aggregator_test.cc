@@ -7,6 +7,22 @@
 
 #include "trace/aggregator_testing.h"
 #include "trace/json.h"
+#include "common/status.h"
+#include "common/strings.h"
+
+// Host "stubs" for the late-attachment tests: functions of this test binary (its .symtab names
+// them; nothing registers them), standing for nvcc's host stubs, whose symbols are the kernels'
+// mangled names.
+namespace late_stub {
+__attribute__((noinline)) void Axpy(float a, const float* x, float* y, int n) {
+  for (int i = 0; i < n; ++i) y[i] += a * x[i];
+}
+template <typename T, int kUnroll>
+__attribute__((noinline)) void Scale(T* data, T factor, int n) {
+  for (int i = 0; i < n * kUnroll; ++i) data[i] *= factor;
+}
+template void Scale<float, 4>(float*, float, int);
+}  // namespace late_stub
 
 namespace flyt::trace {
 namespace {
@@ -318,6 +334,36 @@ TEST_F(AggregatorTest, RemoteRuntimeHasNoLocalGpu) {
   EXPECT_EQ(p.gpu_uuid, "");
 }
 
+// A program shorter than a drain interval is gone when its first CUDA record is drained; its
+// environment was read when it opened the library (that record wakes the drain thread at once).
+TEST_F(AggregatorTest, EnvironmentReadWhenTheLibraryIsOpened) {
+  tree_.AddProcess(201, "short", {"FLYT_SERVER=10.0.0.6:12500"});
+  tree_.AddProcess(202, "reexec", {"FLYT_SERVER=10.0.0.7:12500"});
+  Aggregator agg(Options(tree_), clock_);
+  flyt_trace_path open{};
+  open.h = Header(FLYT_EV_LIBRARY_OPEN, 0, 201, 1);
+  std::strcpy(open.path, "/opt/flyt/lib/libcudart.so.13");
+  Feed(agg, open);
+  EXPECT_TRUE(agg.Processes().empty());  // no CUDA call yet: not a traced process
+  open.h.pid = 202;
+  Feed(agg, open);
+  flyt_trace_path exec{};
+  exec.h = Header(FLYT_EV_EXEC, 0, 202, 2);  // a new image: what was read is stale
+  Feed(agg, exec);
+  tree_.RemoveProcess(201);
+  tree_.RemoveProcess(202);
+  flyt_trace_launch l = Launch(201, 3, 0xA0);
+  l.h.library = FLYT_LIB_FLYT_RUNTIME;
+  Feed(agg, l);
+  l.h.pid = l.h.tid = 202;
+  Feed(agg, l);
+  ProcessCuda p = Find(agg.Processes(), 201);
+  EXPECT_EQ(p.comm, "short");
+  EXPECT_EQ(p.remote_server, "10.0.0.6:12500");
+  EXPECT_EQ(p.library, "/opt/flyt/lib/libcudart.so.13");
+  EXPECT_EQ(Find(agg.Processes(), 202).remote_server, "");
+}
+
 TEST_F(AggregatorTest, NvmlCrossCheck) {
   Aggregator agg(Options(tree_), clock_);
   agg.SetGpus(TwoGpus());
@@ -395,6 +441,75 @@ TEST_F(AggregatorTest, AttachedLateAndExec) {
   EXPECT_FALSE(all[0].attached_late);
   EXPECT_EQ(all[0].launches, 1u);
   EXPECT_TRUE(all[1].exited);
+}
+
+TEST_F(AggregatorTest, FailedGetKernelOfAStubIsNotAFailureOfItsOwn) {
+  Aggregator agg(Options(tree_), clock_);
+  flyt_trace_get_kernel g = GetKernel(kPid, 1, 0, 0xA0);
+  g.h.rc = 35;  // cudaErrorInsufficientDriver
+  Feed(agg, g);
+  Feed(agg, Launch(kPid, 2, 0, 0, {1, 1, 1}, {1, 1, 1}, 0, FLYT_FN___cudaLaunchKernel, 35));
+  g.h.func = FLYT_FN_cudaGetKernel;  // the program's own call
+  Feed(agg, g);
+  ProcessCuda p = Find(agg.Processes(), kPid);
+  EXPECT_EQ(p.failures, (std::map<std::string, uint64_t>{{"cudaErrorInsufficientDriver", 2}}));
+}
+
+TEST(StubSymbolsTest, ParseMapsKeepsExecutableFileMappings) {
+  std::vector<FileMapping> m = ParseMaps(
+      "55d0c0000000-55d0c0001000 r--p 00000000 08:01 123   /opt/app/train\n"
+      "55d0c0001000-55d0c0005000 r-xp 00001000 08:01 123   /opt/app/train\n"
+      "7f0000000000-7f0000100000 rw-p 00000000 00:00 0 \n"
+      "7f0000100000-7f0000200000 r-xp 00000000 00:00 0   [vdso]\n"
+      "7f0000200000-7f0000300000 r-xp 00010000 08:01 9   /old/lib.so (deleted)\n"
+      "7f0000300000-7f0000400000 r-xp 00002000 08:01 77  /usr/lib/a b.so\n"
+      "garbage\n");
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0].start, 0x55d0c0001000u);
+  EXPECT_EQ(m[0].end, 0x55d0c0005000u);
+  EXPECT_EQ(m[0].offset, 0x1000u);
+  EXPECT_EQ(m[0].path, "/opt/app/train");
+  EXPECT_EQ(m[1].path, "/usr/lib/a b.so");
+}
+
+TEST(StubSymbolsTest, StubAddressToItsSymbolThroughTheMappedFile) {
+  Result<std::string> maps = ReadFile("/proc/self/maps", 4u << 20);
+  ASSERT_TRUE(maps.ok());
+  std::vector<FileMapping> mappings = ParseMaps(*maps);
+  StubSymbolizer symbols;
+  auto axpy = reinterpret_cast<uint64_t>(&late_stub::Axpy);
+  std::optional<std::string> name = symbols.Lookup(mappings, axpy);
+  ASSERT_TRUE(name.has_value());
+  EXPECT_EQ(*name, "_ZN9late_stub4AxpyEfPKfPfi");
+  EXPECT_EQ(Demangle(*name), "late_stub::Axpy(float, float const*, float*, int)");
+  EXPECT_EQ(symbols.Lookup(mappings, axpy), name);  // cached
+  EXPECT_FALSE(symbols.Lookup(mappings, axpy + 1).has_value());  // not a function's start
+  EXPECT_FALSE(symbols.Lookup(mappings, 0x10).has_value());       // not mapped
+}
+
+// A process attached late: its stubs were registered before the probes; the launches' stubs (a
+// kernel handle from __cudaGetKernel, or the stub itself) are named through its mappings.
+TEST_F(AggregatorTest, AttachedLateKernelNamesFromTheMappedFilesSymbols) {
+  Result<std::string> maps = ReadFile("/proc/self/maps", 4u << 20);
+  ASSERT_TRUE(maps.ok());
+  std::ofstream(tree_.proc() + "/" + std::to_string(kPid) + "/maps") << *maps;
+  Aggregator agg(Options(tree_), clock_);
+  agg.OnAttachedLate(kPid, "/usr/local/cuda/lib64/libcudart.so.13");
+  auto axpy = reinterpret_cast<uint64_t>(&late_stub::Axpy);
+  auto scale = reinterpret_cast<uint64_t>(&late_stub::Scale<float, 4>);
+  Feed(agg, GetKernel(kPid, 1, 0xC0FFEE, axpy));
+  for (int i = 0; i < 3; ++i) {
+    Feed(agg, Launch(kPid, 2, 0xC0FFEE, 0, {1, 1, 1}, {1, 1, 1}, 0, FLYT_FN___cudaLaunchKernel));
+  }
+  Feed(agg, Launch(kPid, 3, scale, 0, {2, 1, 1}, {1, 1, 1}, 0, FLYT_FN_cudaLaunchKernelExC));
+  Feed(agg, Launch(kPid, 4, 0xBAD0, 0, {1, 1, 1}, {1, 1, 1}, 0, FLYT_FN___cudaLaunchKernel));
+  ProcessCuda p = Find(agg.Processes(), kPid);
+  ASSERT_EQ(p.top_kernels.size(), 3u);
+  EXPECT_EQ(p.top_kernels[0].name, "late_stub::Axpy(float, float const*, float*, int)");
+  EXPECT_EQ(p.top_kernels[0].launches, 3u);
+  // Then, one launch each (ties by name): a handle whose stub was never seen, and the ExC one.
+  EXPECT_EQ(p.top_kernels[1].name, "unknown");
+  EXPECT_EQ(p.top_kernels[2].name, "void late_stub::Scale<float, 4>(float*, float, int)");
 }
 
 TEST_F(AggregatorTest, LateAttachReadsTheCgroupAndStragglersAfterExitAreNotANewProcess) {

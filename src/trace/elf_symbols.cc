@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "common/unique_fd.h"
@@ -92,26 +93,34 @@ bool StartsWith(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
 }
 
-}  // namespace
+// An ELF file opened and its section table checked against the file's size.
+struct OpenedElf {
+  UniqueFd fd;
+  std::unique_ptr<Elf, ElfCloser> elf;
+  GElf_Ehdr ehdr{};
+  std::vector<Section> sections;
+};
 
-Result<ElfInfo> ReadElfInfo(const std::string& path) {
+Result<OpenedElf> OpenElf(const std::string& path) {
   static const bool kVersionOk = elf_version(EV_CURRENT) != EV_NONE;
   if (!kVersionOk) return Internal("libelf: " + std::string(elf_errmsg(-1)));
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return ErrnoError("open " + path, errno);
+  OpenedElf out;
+  out.fd = UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!out.fd.valid()) return ErrnoError("open " + path, errno);
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) return ErrnoError("stat " + path, errno);
+  if (::fstat(out.fd.get(), &st) != 0) return ErrnoError("stat " + path, errno);
   if (!S_ISREG(st.st_mode)) return InvalidArgument(path + ": not a regular file");
-  std::unique_ptr<Elf, ElfCloser> elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
-  if (!elf) return ElfError(path, "elf_begin");
-  if (elf_kind(elf.get()) != ELF_K_ELF) return InvalidArgument(path + ": not an ELF file");
-  GElf_Ehdr ehdr;
-  if (gelf_getehdr(elf.get(), &ehdr) == nullptr) return ElfError(path, "header");
-  if (gelf_getclass(elf.get()) != ELFCLASS64) return InvalidArgument(path + ": not a 64-bit ELF");
+  out.elf.reset(elf_begin(out.fd.get(), ELF_C_READ_MMAP, nullptr));
+  if (!out.elf) return ElfError(path, "elf_begin");
+  Elf* elf = out.elf.get();
+  if (elf_kind(elf) != ELF_K_ELF) return InvalidArgument(path + ": not an ELF file");
+  GElf_Ehdr& ehdr = out.ehdr;
+  if (gelf_getehdr(elf, &ehdr) == nullptr) return ElfError(path, "header");
+  if (gelf_getclass(elf) != ELFCLASS64) return InvalidArgument(path + ": not a 64-bit ELF");
   size_t shstrndx = 0;
-  if (elf_getshdrstrndx(elf.get(), &shstrndx) != 0) return ElfError(path, "section names");
+  if (elf_getshdrstrndx(elf, &shstrndx) != 0) return ElfError(path, "section names");
   size_t count = 0;
-  if (elf_getshdrnum(elf.get(), &count) != 0) return ElfError(path, "section count");
+  if (elf_getshdrnum(elf, &count) != 0) return ElfError(path, "section count");
 
   // The header's count (libelf shortens its own to what fits in a truncated file).
   uint64_t declared = ehdr.e_shnum != 0 ? ehdr.e_shnum : count;
@@ -121,18 +130,17 @@ Result<ElfInfo> ReadElfInfo(const std::string& path) {
     return InvalidArgument(path + ": malformed ELF (the section table lies past the end of the "
                            "file: truncated?)");
   }
-  ElfInfo info;
-  info.type = ehdr.e_type;
-  std::vector<Section> sections(count);
+  std::vector<Section>& sections = out.sections;
+  sections.resize(count);
   for (size_t i = 0; i < count; ++i) {
-    Elf_Scn* scn = elf_getscn(elf.get(), i);
+    Elf_Scn* scn = elf_getscn(elf, i);
     if (scn == nullptr) return ElfError(path, "section " + std::to_string(i));
     sections[i].scn = scn;
     if (gelf_getshdr(scn, &sections[i].header) == nullptr) {
       return ElfError(path, "section header " + std::to_string(i));
     }
     if (i == 0) continue;
-    const char* name = elf_strptr(elf.get(), shstrndx, sections[i].header.sh_name);
+    const char* name = elf_strptr(elf, shstrndx, sections[i].header.sh_name);
     if (name == nullptr) return ElfError(path, "name of section " + std::to_string(i));
     sections[i].name = name;
     // Every section's bytes must lie inside the file (libelf checks the rest on access).
@@ -144,18 +152,62 @@ Result<ElfInfo> ReadElfInfo(const std::string& path) {
                              " lies past the end of the file: truncated?)");
     }
   }
+  return out;
+}
+
+}  // namespace
+
+Result<ElfInfo> ReadElfInfo(const std::string& path) {
+  Result<OpenedElf> opened = OpenElf(path);
+  if (!opened.ok()) return opened.status();
+  Elf* elf = opened->elf.get();
+  const std::vector<Section>& sections = opened->sections;
+  ElfInfo info;
+  info.type = opened->ehdr.e_type;
   for (const Section& s : sections) {
     if (s.name == ".nv_fatbin") info.has_nv_fatbin = true;
     if (s.header.sh_type == SHT_SYMTAB) {
       info.has_symtab = true;
-      FLYT_RETURN_IF_ERROR(ReadSymbols(elf.get(), path, sections, s, false, &info));
+      FLYT_RETURN_IF_ERROR(ReadSymbols(elf, path, sections, s, false, &info));
     } else if (s.header.sh_type == SHT_DYNSYM) {
-      FLYT_RETURN_IF_ERROR(ReadSymbols(elf.get(), path, sections, s, true, &info));
+      FLYT_RETURN_IF_ERROR(ReadSymbols(elf, path, sections, s, true, &info));
     } else if (s.header.sh_type == SHT_DYNAMIC) {
-      FLYT_RETURN_IF_ERROR(ReadNeeded(elf.get(), path, s, &info));
+      FLYT_RETURN_IF_ERROR(ReadNeeded(elf, path, s, &info));
     }
   }
   return info;
+}
+
+Result<std::map<uint64_t, std::string>> FunctionsAtOffsets(const std::string& path,
+                                                           const std::set<uint64_t>& offsets) {
+  Result<OpenedElf> opened = OpenElf(path);
+  if (!opened.ok()) return opened.status();
+  Elf* elf = opened->elf.get();
+  const std::vector<Section>& sections = opened->sections;
+  std::map<uint64_t, std::string> out;
+  // .symtab first (it has the local and hidden functions), then .dynsym for what is left.
+  for (uint32_t type : {SHT_SYMTAB, SHT_DYNSYM}) {
+    for (const Section& table : sections) {
+      if (table.header.sh_type != type || table.header.sh_entsize == 0) continue;
+      Elf_Data* data = elf_getdata(table.scn, nullptr);
+      if (data == nullptr) return ElfError(path, table.name);
+      size_t count = data->d_size / table.header.sh_entsize;
+      for (size_t i = 1; i < count && out.size() < offsets.size(); ++i) {
+        GElf_Sym sym;
+        if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) {
+          return ElfError(path, table.name + " entry " + std::to_string(i));
+        }
+        int kind = GELF_ST_TYPE(sym.st_info);
+        if (sym.st_shndx == SHN_UNDEF || (kind != STT_FUNC && kind != STT_GNU_IFUNC)) continue;
+        std::optional<uint64_t> offset = FileOffset(sections, sym.st_shndx, sym.st_value);
+        if (!offset || offsets.count(*offset) == 0 || out.count(*offset) > 0) continue;
+        const char* name = elf_strptr(elf, table.header.sh_link, sym.st_name);
+        if (name == nullptr || *name == 0) continue;
+        out.emplace(*offset, name);
+      }
+    }
+  }
+  return out;
 }
 
 std::optional<LibraryClass> ClassByName(const std::string& basename) {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,12 @@ struct ElfInfo {
 
 // Reads `path` (any path the kernel can open: /proc/<pid>/root/..., /proc/<pid>/exe).
 Result<ElfInfo> ReadElfInfo(const std::string& path);
+
+// The function symbols (.symtab, then .dynsym) that start at the given file offsets: offset →
+// name as the file spells it (mangled). For the kernel names of a process attached late: an nvcc
+// host stub's symbol is its kernel's mangled name. Offsets no function starts at are left out.
+Result<std::map<uint64_t, std::string>> FunctionsAtOffsets(const std::string& path,
+                                                           const std::set<uint64_t>& offsets);
 
 struct ProbePoint {
   uint16_t func = 0;

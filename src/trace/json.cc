@@ -49,6 +49,7 @@ json ToJson(const StreamStats& s) {
           {"non_blocking", s.non_blocking},
           {"per_thread", s.per_thread},
           {"thread", s.thread},
+          {"destroyed", s.destroyed},
           {"launches", s.launches},
           {"copies", ToJson(s.copies)},
           {"syncs", s.syncs},

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <memory>
 
 #include "common/strings.h"
+#include "trace/elf_symbols.h"
 
 namespace flyt::trace {
 
@@ -49,11 +51,83 @@ bool KernelNames::ModuleFunction(uint64_t function, std::string_view mangled) {
 
 const std::string& KernelNames::Resolve(uint64_t function) const {
   static const std::string* const unknown = new std::string(kUnknownKernel);
-  uint64_t stub = function;
-  if (auto h = handles_.find(function); h != handles_.end()) stub = h->second;
-  if (auto s = stubs_.find(stub); s != stubs_.end()) return s->second;
+  if (auto s = stubs_.find(StubOf(function)); s != stubs_.end()) return s->second;
   if (auto f = functions_.find(function); f != functions_.end()) return f->second;
   return *unknown;
+}
+
+bool KernelNames::Knows(uint64_t function) const {
+  return stubs_.count(StubOf(function)) > 0 || functions_.count(function) > 0;
+}
+
+uint64_t KernelNames::StubOf(uint64_t function) const {
+  auto h = handles_.find(function);
+  return h == handles_.end() ? function : h->second;
+}
+
+std::vector<FileMapping> ParseMaps(std::string_view text, size_t max) {
+  // "start-end perms offset dev inode   path"
+  std::vector<FileMapping> out;
+  for (std::string_view line : Split(text, '\n')) {
+    if (out.size() >= max) break;
+    std::vector<std::string_view> f;
+    size_t i = 0;
+    while (f.size() < 5 && i < line.size()) {
+      size_t j = line.find(' ', i);
+      if (j == std::string_view::npos) j = line.size();
+      if (j > i) f.push_back(line.substr(i, j - i));
+      i = j + 1;
+    }
+    if (f.size() < 5 || i >= line.size()) continue;
+    std::string_view path = Trim(line.substr(i));
+    if (path.empty() || path[0] != '/' || f[1].size() < 3 || f[1][2] != 'x') continue;
+    constexpr std::string_view kDeleted = " (deleted)";
+    if (path.size() >= kDeleted.size() && path.substr(path.size() - kDeleted.size()) == kDeleted) {
+      continue;  // the file on disk is not that one any more
+    }  // the file on disk is not that one any more
+    size_t dash = f[0].find('-');
+    if (dash == std::string_view::npos) continue;
+    FileMapping m;
+    char* end = nullptr;
+    std::string start(f[0].substr(0, dash)), stop(f[0].substr(dash + 1)), offset(f[2]);
+    m.start = std::strtoull(start.c_str(), &end, 16);
+    if (*end != 0) continue;
+    m.end = std::strtoull(stop.c_str(), &end, 16);
+    if (*end != 0 || m.end <= m.start) continue;
+    m.offset = std::strtoull(offset.c_str(), &end, 16);
+    if (*end != 0) continue;
+    m.path = std::string(path);
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+std::optional<std::string> StubSymbolizer::Lookup(const std::vector<FileMapping>& mappings,
+                                                  uint64_t address) {
+  const FileMapping* m = nullptr;
+  for (const FileMapping& candidate : mappings) {
+    if (address >= candidate.start && address < candidate.end) {
+      m = &candidate;
+      break;
+    }
+  }
+  if (m == nullptr) return std::nullopt;
+  uint64_t offset = address - m->start + m->offset;
+  auto file = files_.find(m->path);
+  if (file != files_.end()) {
+    if (auto it = file->second.find(offset); it != file->second.end()) return it->second;
+  }
+  std::optional<std::string> name;
+  if (Result<std::map<uint64_t, std::string>> found = FunctionsAtOffsets(m->path, {offset});
+      found.ok() && !found->empty()) {
+    name = found->begin()->second;
+  }
+  if (file == files_.end() && files_.size() < kMaxFiles) {
+    file = files_.emplace(m->path, std::unordered_map<uint64_t, std::optional<std::string>>())
+               .first;
+  }
+  if (file != files_.end() && file->second.size() < kMaxPerFile) file->second[offset] = name;
+  return name;
 }
 
 void KernelTable::Add(const std::string& name, const uint32_t grid[3], const uint32_t block[3],

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -44,6 +45,10 @@ class KernelNames {
 
   // handle → stub → name, stub → name, CUfunction → name; "unknown" when none knows it.
   const std::string& Resolve(uint64_t function) const;
+  bool Knows(uint64_t function) const;
+  // The host stub a launch's `function` stands for: the stub its kernel handle was obtained for,
+  // or `function` itself (cudaLaunchKernel(Ex) pass the stub).
+  uint64_t StubOf(uint64_t function) const;
 
   size_t size() const { return stubs_.size() + handles_.size() + functions_.size(); }
 
@@ -54,6 +59,34 @@ class KernelNames {
   std::unordered_map<uint64_t, std::string> stubs_;      // stub → demangled name
   std::unordered_map<uint64_t, uint64_t> handles_;       // kernel handle → stub
   std::unordered_map<uint64_t, std::string> functions_;  // CUfunction → demangled name
+};
+
+// One executable, file-backed mapping of a process (a line of /proc/<pid>/maps).
+struct FileMapping {
+  uint64_t start = 0;
+  uint64_t end = 0;
+  uint64_t offset = 0;  // file offset of `start`
+  std::string path;
+};
+
+// The executable file-backed mappings of /proc/<pid>/maps text (at most `max` of them).
+std::vector<FileMapping> ParseMaps(std::string_view text, size_t max = 4096);
+
+// Kernel names of a process attached late, whose __cudaRegisterFunction calls ran before the
+// probes: a host stub's address → the mapping holding it (a snapshot of /proc/<pid>/maps taken
+// while the process was alive) → file + offset → the function symbol there (.symtab/.dynsym; an
+// nvcc host stub's symbol is its kernel's mangled name). Results are cached per file (at most
+// kMaxFiles files and kMaxPerFile offsets each; beyond, files are read again). Reads files:
+// the drain thread only, without the aggregator's lock. Not thread-safe.
+class StubSymbolizer {
+ public:
+  static constexpr size_t kMaxFiles = 64;
+  static constexpr size_t kMaxPerFile = 4096;
+  // The mangled name of the function starting at `address`, if a mapping and a symbol say so.
+  std::optional<std::string> Lookup(const std::vector<FileMapping>& mappings, uint64_t address);
+
+ private:
+  std::unordered_map<std::string, std::unordered_map<uint64_t, std::optional<std::string>>> files_;
 };
 
 class KernelTable {

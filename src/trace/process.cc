@@ -31,6 +31,9 @@ bool IsDriverFunc(uint16_t func) {
     case FLYT_FN_cuStreamSynchronize_ptsz:
     case FLYT_FN_cuCtxSynchronize:
     case FLYT_FN_cuModuleGetFunction:
+    case FLYT_FN_cuStreamCreate:
+    case FLYT_FN_cuStreamCreateWithPriority:
+    case FLYT_FN_cuStreamDestroy_v2:
       return true;
     default:
       return false;
@@ -154,6 +157,7 @@ void TracedProcess::SyncStream(const Target& t, uint64_t end_ns, const GpuTable&
   }
   DeviceState& dev = Device(t.device);
   if (StreamState* s = Stream(t, drops); s != nullptr) {
+    s->CountSync();
     s->SyncAll(end_ns, Cores(t.device, gpus), &dev.rates);
     dev.busy_seconds += s->TakeClosedSeconds();
   }
@@ -164,7 +168,10 @@ void TracedProcess::SyncLegacy(int32_t device, uint64_t end_ns, const GpuTable& 
   StreamState* legacy = Stream(Target{device, StreamKey{0, 0}}, drops);
   DeviceState& dev = Device(device);
   std::optional<uint32_t> cores = Cores(device, gpus);
-  if (legacy != nullptr) legacy->SyncAll(end_ns, cores, &dev.rates);
+  if (legacy != nullptr) {
+    legacy->CountSync();
+    legacy->SyncAll(end_ns, cores, &dev.rates);
+  }
   // The legacy stream waits for every blocking stream (per-thread default streams included).
   for (auto& [key, s] : dev.streams) {
     if (key.handle != 0 && !s.non_blocking()) s.SyncAll(end_ns, cores, &dev.rates);
@@ -257,7 +264,9 @@ void TracedProcess::Apply(const flyt_trace_header& h, const void* data, const Gp
     case FLYT_EV_GET_KERNEL: {
       const auto& r = *static_cast<const flyt_trace_get_kernel*>(data);
       if (h.rc != 0) {
-        Failure(ThreadDevice(h.tid), h.rc, h.func);
+        // nvcc's stubs call __cudaGetKernel before each launch they make; when it fails, the
+        // launch that follows fails too and is the failure counted (the program's own call).
+        if (h.func != FLYT_FN___cudaGetKernel) Failure(ThreadDevice(h.tid), h.rc, h.func);
       } else if (!names_.GetKernel(r.handle, r.stub)) {
         ++drops->kernel_names;
       }
@@ -286,8 +295,7 @@ void TracedProcess::Apply(const flyt_trace_header& h, const void* data, const Gp
     case FLYT_EV_LIBRARY_OPEN: {
       cuda_call = false;
       const auto& r = *static_cast<const flyt_trace_path*>(data);
-      std::string path(r.path, strnlen(r.path, sizeof(r.path)));
-      if (library_.empty() || path.find("cudart") != std::string::npos) library_ = path;
+      NoteLibrary(std::string(r.path, strnlen(r.path, sizeof(r.path))));
       break;
     }
     default:
@@ -299,6 +307,33 @@ void TracedProcess::Apply(const flyt_trace_header& h, const void* data, const Gp
 
 void TracedProcess::SetAttachedLate(const std::string& library) {
   attached_late_ = true;
+  NoteLibrary(library);
+}
+
+void TracedProcess::SetMappings(std::vector<FileMapping> mappings) {
+  mappings_ = std::move(mappings);
+}
+
+std::optional<uint64_t> TracedProcess::StubToLookUp(const flyt_trace_launch& r) {
+  if (mappings_.empty() || r.h.rc != 0 || IsGraphLaunch(r.h.func) || IsDriverFunc(r.h.func) ||
+      names_.Knows(r.function)) {
+    return std::nullopt;
+  }
+  uint64_t stub = names_.StubOf(r.function);
+  if (stubs_looked_up_.count(stub) > 0 ||
+      stubs_looked_up_.size() >= options_.max_kernel_names_per_process) {
+    return std::nullopt;
+  }
+  stubs_looked_up_.insert(stub);
+  return stub;
+}
+
+void TracedProcess::NameStub(uint64_t stub, const std::optional<std::string>& mangled,
+                             DropCounters* drops) {
+  if (mangled.has_value() && !names_.RegisterFunction(stub, *mangled)) ++drops->kernel_names;
+}
+
+void TracedProcess::NoteLibrary(const std::string& library) {
   if (library_.empty() || library.find("cudart") != std::string::npos) library_ = library;
 }
 
@@ -380,6 +415,14 @@ void TracedProcess::OnCopy(const flyt_trace_copy& r, bool memset, const GpuTable
     Failure(t.device, r.h.rc, r.h.func);
     return;
   }
+  uint32_t kind = r.copy_kind;
+  if (!memset && kind == FLYT_COPY_DEFAULT) {
+    // cudaMemcpyDefault: the direction from what the pointers are (unified addressing).
+    bool src_device = IsDevicePointer(r.src);
+    bool dst_device = IsDevicePointer(r.dst);
+    kind = src_device ? (dst_device ? FLYT_COPY_DEVICE_TO_DEVICE : FLYT_COPY_DEVICE_TO_HOST)
+                      : (dst_device ? FLYT_COPY_HOST_TO_DEVICE : FLYT_COPY_HOST_TO_HOST);
+  }
   auto add = [&](CopyBytes& c) {
     if (memset) {
       c.memset += r.bytes;
@@ -387,13 +430,6 @@ void TracedProcess::OnCopy(const flyt_trace_copy& r, bool memset, const GpuTable
       return;
     }
     ++c.copies;
-    uint32_t kind = r.copy_kind;
-    if (kind == FLYT_COPY_DEFAULT) {
-      bool src_device = IsDevicePointer(r.src);
-      bool dst_device = IsDevicePointer(r.dst);
-      kind = src_device ? (dst_device ? FLYT_COPY_DEVICE_TO_DEVICE : FLYT_COPY_DEVICE_TO_HOST)
-                        : (dst_device ? FLYT_COPY_HOST_TO_DEVICE : FLYT_COPY_HOST_TO_HOST);
-    }
     switch (kind) {
       case FLYT_COPY_HOST_TO_DEVICE:
         c.host_to_device += r.bytes;
@@ -419,8 +455,16 @@ void TracedProcess::OnCopy(const flyt_trace_copy& r, bool memset, const GpuTable
     if (s != nullptr) s->Enqueue(r.h.ts_ns, 0);
     return;
   }
-  // A blocking cudaMemcpy: the copy is work on its stream from the call's entry, and the call
-  // returns once that stream (the legacy one: with it, the blocking streams) is done.
+  // A blocking cudaMemcpy synchronises its stream only when it moves data between the host and
+  // the device (CUDA's "API synchronization behavior"): a device-to-device one returns at once
+  // with the copy enqueued; a host-to-host one is a plain host copy, no stream waits for it.
+  if (kind == FLYT_COPY_DEVICE_TO_DEVICE) {
+    if (s != nullptr) s->Enqueue(r.h.ts_ns, 0);
+    return;
+  }
+  if (kind != FLYT_COPY_HOST_TO_DEVICE && kind != FLYT_COPY_DEVICE_TO_HOST) return;
+  // Host↔device: the copy is work on its stream from the call's entry, and the call returns once
+  // that stream (the legacy one: with it, the blocking streams) is done.
   if (s != nullptr) s->Enqueue(r.h.entry_ns != 0 ? r.h.entry_ns : r.h.ts_ns, 0);
   ++dev.syncs;
   SyncStream(t, r.h.ts_ns, gpus, drops);
@@ -447,6 +491,7 @@ void TracedProcess::OnSync(const flyt_trace_sync& r, const GpuTable& gpus, DropC
     ++dev.syncs;
     auto s = dev.streams.find(m.stream);
     if (s != dev.streams.end()) {
+      s->second.CountSync();
       s->second.SyncUpTo(m.record_ns, r.h.ts_ns, Cores(m.device, gpus), &dev.rates);
       dev.busy_seconds += s->second.TakeClosedSeconds();
     }
@@ -483,15 +528,24 @@ void TracedProcess::OnStream(const flyt_trace_stream& r, bool create, DropCounte
   if (r.stream == 0 || r.stream == kLegacyStreamHandle || r.stream == kPerThreadStreamHandle) {
     return;  // not a stream of the program's own
   }
+  if (auto it = stream_devices_.find(r.stream); it != stream_devices_.end() && create) {
+    // Created twice with nothing done in between: the runtime's cudaStreamCreate* calling the
+    // driver's cuStreamCreate (both probed). One stream.
+    DeviceState& dev = Device(it->second);
+    if (auto s = dev.streams.find(StreamKey{r.stream, 0}); s != dev.streams.end()) {
+      const StreamStats& st = s->second.stats();
+      if (st.launches == 0 && st.syncs == 0 && st.copies.copies == 0 && st.copies.memsets == 0) {
+        s->second = StreamState(r.stream, (r.flags & kStreamNonBlocking) != 0, false, 0);
+        return;
+      }
+    }
+  }
   if (auto it = stream_devices_.find(r.stream); it != stream_devices_.end()) {
-    // Destroyed (or its destroy was missed and the handle is reused): forget the old stream.
-    // Its busy time stays in the device's total.
-    DeviceState& old = Device(it->second);
-    if (old.streams.erase(StreamKey{r.stream, 0}) > 0 && stream_count_ > 0) --stream_count_;
+    // Destroyed (or its destroy was missed and the handle is reused): the old stream is retired.
+    Retire(Device(it->second), r.stream);
     stream_devices_.erase(it);
   } else if (!create) {
-    DeviceState& dev = Device(device);
-    if (dev.streams.erase(StreamKey{r.stream, 0}) > 0 && stream_count_ > 0) --stream_count_;
+    Retire(Device(device), r.stream);
   }
   dropped_streams_.erase(r.stream);
   if (!create) return;
@@ -505,6 +559,19 @@ void TracedProcess::OnStream(const flyt_trace_stream& r, bool create, DropCounte
   Device(device).streams.emplace(
       StreamKey{r.stream, 0},
       StreamState(r.stream, (r.flags & kStreamNonBlocking) != 0, false, 0));
+}
+
+void TracedProcess::Retire(DeviceState& dev, uint64_t handle) {
+  auto it = dev.streams.find(StreamKey{handle, 0});
+  if (it == dev.streams.end()) return;
+  // Its span, if one is open, is left open: nothing says when its work ended.
+  StreamStats stats = it->second.stats();
+  stats.destroyed = true;
+  dev.streams.erase(it);
+  if (stream_count_ > 0) --stream_count_;
+  if (options_.max_streams_per_process == 0) return;
+  if (dev.retired.size() >= options_.max_streams_per_process) dev.retired.pop_front();
+  dev.retired.push_back(std::move(stats));
 }
 
 std::vector<ProcessCuda> TracedProcess::Snapshot(const SnapshotContext& ctx) const {
@@ -578,6 +645,7 @@ std::vector<ProcessCuda> TracedProcess::Snapshot(const SnapshotContext& ctx) con
     p.failures = dev->failures;
     p.top_kernels = dev->kernels.Top(options_.top_kernels);
     for (const auto& [key, s] : dev->streams) p.streams.push_back(s.stats());
+    p.streams.insert(p.streams.end(), dev->retired.begin(), dev->retired.end());
     if (ctx.exited) {
       p.leaked_bytes = dev->device_bytes + dev->managed_bytes;
       p.leaked_allocations = dev->live_allocations;

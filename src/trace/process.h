@@ -8,12 +8,15 @@
 // CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER counts only before the process's first CUDA call (the
 // runtime has read them by then); the legacy default stream's sync also syncs the blocking
 // streams of its device (never the non-blocking ones); a device or context sync syncs every stream
-// of the calling thread's current device.
+// of the calling thread's current device (a stream's own `syncs` counts only the calls that name
+// it); a blocking cudaMemcpy is a sync only host↔device; a destroyed stream stays listed
+// (destroyed), the newest max_streams_per_process of them per device.
 //
 // Not thread-safe: the aggregator holds its lock around every call.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -64,6 +67,17 @@ class TracedProcess {
   void Apply(const flyt_trace_header& h, const void* data, const GpuTable& gpus,
              DropCounters* drops);
   void SetAttachedLate(const std::string& library);
+  // A CUDA library the process opened (the runtime's path is preferred to the driver's).
+  void NoteLibrary(const std::string& library);
+
+  // Kernel names of a process attached late (StubSymbolizer): its executable mappings, taken
+  // while it was alive; the stub a launch record needs looked up (nullopt: none, or already
+  // tried); the answer (nullopt: no symbol, its launches stay "unknown").
+  void SetMappings(std::vector<FileMapping> mappings);
+  bool HasMappings() const { return !mappings_.empty(); }
+  const std::vector<FileMapping>& mappings() const { return mappings_; }
+  std::optional<uint64_t> StubToLookUp(const flyt_trace_launch& r);
+  void NameStub(uint64_t stub, const std::optional<std::string>& mangled, DropCounters* drops);
 
   std::vector<ProcessCuda> Snapshot(const SnapshotContext& ctx) const;
 
@@ -91,6 +105,8 @@ class TracedProcess {
     RateWindow rates;
     double busy_seconds = 0;
     std::map<StreamKey, StreamState> streams;
+    // Destroyed streams' figures (destroyed = true), the newest max_streams_per_process.
+    std::deque<StreamStats> retired;
   };
   struct Allocation {
     uint64_t bytes = 0;
@@ -119,6 +135,8 @@ class TracedProcess {
   void SyncStream(const Target& t, uint64_t end_ns, const GpuTable& gpus, DropCounters* drops);
   void SyncLegacy(int32_t device, uint64_t end_ns, const GpuTable& gpus, DropCounters* drops);
   void SyncDevice(int32_t device, uint64_t end_ns, const GpuTable& gpus);
+  // The created stream `handle` was destroyed: its figures move to dev.retired.
+  void Retire(DeviceState& dev, uint64_t handle);
   void RemoveAllocation(std::map<uint64_t, Allocation>::iterator it);
   // A pointer inside a known device or managed allocation.
   bool IsDevicePointer(uint64_t ptr) const;
@@ -145,6 +163,8 @@ class TracedProcess {
   uint64_t last_seen_ns_;
 
   KernelNames names_;
+  std::vector<FileMapping> mappings_;
+  std::unordered_set<uint64_t> stubs_looked_up_;  // at most max_kernel_names_per_process
   std::map<int32_t, DeviceState> devices_;
   std::unordered_map<uint32_t, int32_t> thread_devices_;  // cudaSetDevice per thread
   std::map<uint64_t, Allocation> allocations_;            // by base pointer

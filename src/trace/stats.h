@@ -6,7 +6,7 @@
 // Terms, as the docs use them:
 //   enqueue→sync span: from the first kernel or copy enqueued on a stream after its last sync to
 //     the return of the call that synchronised it (stream, event, device or context sync, a
-//     blocking cudaMemcpy). The sum of a stream's spans is its "busy" time. These are host-side
+//     blocking host↔device cudaMemcpy). The sum of a stream's spans is its "busy" time. These are host-side
 //     times: no GPU timestamp is claimed.
 //   core usage: thread-seconds (min(grid × block threads, the GPU's cores) × span) per second of
 //     wall time, i.e. how many of the GPU's cores the process kept busy on average.
@@ -53,8 +53,13 @@ struct StreamStats {
   bool non_blocking = false;  // created with cudaStreamNonBlocking
   bool per_thread = false;    // a thread's per-thread default stream (tid in `thread`)
   uint32_t thread = 0;
+  bool destroyed = false;     // cudaStreamDestroy'ed; its figures are final
   uint64_t launches = 0;
   CopyBytes copies;
+  // The calls that synchronised this stream by naming it: cudaStreamSynchronize/cuStreamSynchronize
+  // on it, an event sync or successful query of an event last recorded on it, a host↔device
+  // blocking cudaMemcpy on it. Syncs that reach it through the legacy stream or the device
+  // (cudaDeviceSynchronize, cuCtxSynchronize) close its spans but count only in ProcessCuda.syncs.
   uint64_t syncs = 0;
   double busy_seconds = 0;    // sum of enqueue→sync spans
 };
@@ -85,6 +90,10 @@ struct ProcessCuda {
   double launches_per_second = 0;    // over the last rate window
   double busy_seconds = 0;           // sum over streams of enqueue→sync spans
   double core_usage = 0;             // cores, over the last rate window (see above)
+  // Successful cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize,
+  // cudaEventQuery (cudaSuccess), cuStreamSynchronize, cuCtxSynchronize, and blocking cudaMemcpy
+  // host→device or device→host (not device→device nor host→host: CUDA does not synchronise the
+  // stream for those).
   uint64_t syncs = 0;
 
   uint64_t device_memory_bytes = 0;  // live now (cudaMalloc*, cuMemAlloc, pitch, async)
@@ -92,8 +101,12 @@ struct ProcessCuda {
   uint64_t managed_memory_bytes = 0; // cudaMallocManaged, live
   uint64_t pinned_host_bytes = 0;    // cudaMallocHost/cudaHostAlloc, live
   uint64_t pinned_host_peak_bytes = 0;
-  uint64_t allocations = 0;          // successful
-  uint64_t frees = 0;                // successful
+  // Successful allocation calls of every kind (device: cudaMalloc, cudaMallocAsync,
+  // cudaMallocFromPoolAsync, cudaMallocPitch, cuMemAlloc; managed: cudaMallocManaged; pinned host:
+  // cudaMallocHost, cudaHostAlloc), and successful frees (cudaFree, cudaFreeAsync, cuMemFree,
+  // cudaFreeHost) of a pointer the tracer saw allocated (the others are unknown_frees).
+  uint64_t allocations = 0;
+  uint64_t frees = 0;
   // Successful frees of a pointer the tracer never saw allocated (allocated before the probe was
   // attached, or beyond max_allocations_per_process): counted here, never subtracted.
   uint64_t unknown_frees = 0;

@@ -80,7 +80,6 @@ void StreamState::Enqueue(uint64_t ts_ns, uint64_t threads) {
 
 void StreamState::Close(uint64_t start_ns, uint64_t end_ns, uint64_t widest,
                         std::optional<uint32_t> cores, RateWindow* rates) {
-  ++stats_.syncs;
   if (end_ns <= start_ns) return;
   double seconds = static_cast<double>(end_ns - start_ns) / kNsPerSecond;
   stats_.busy_seconds += seconds;
@@ -92,11 +91,7 @@ void StreamState::Close(uint64_t start_ns, uint64_t end_ns, uint64_t widest,
 }
 
 void StreamState::SyncAll(uint64_t end_ns, std::optional<uint32_t> cores, RateWindow* rates) {
-  if (open_since_ns_ == 0) {
-    ++stats_.syncs;
-  } else {
-    Close(open_since_ns_, end_ns, widest_, cores, rates);
-  }
+  if (open_since_ns_ != 0) Close(open_since_ns_, end_ns, widest_, cores, rates);
   open_since_ns_ = 0;
   widest_ = 0;
   marks_.clear();
@@ -105,9 +100,7 @@ void StreamState::SyncAll(uint64_t end_ns, std::optional<uint32_t> cores, RateWi
 void StreamState::SyncUpTo(uint64_t record_ns, uint64_t end_ns, std::optional<uint32_t> cores,
                            RateWindow* rates) {
   if (open_since_ns_ == 0 || open_since_ns_ > record_ns) {
-    // Nothing enqueued before the event is still open.
-    ++stats_.syncs;
-    return;
+    return;  // nothing enqueued before the event is still open
   }
   // What was enqueued after the record stays open; it is found in the event's mark (or, for an
   // event older than the marks kept, it is taken as still running: the span stays open).
@@ -116,10 +109,7 @@ void StreamState::SyncUpTo(uint64_t record_ns, uint64_t end_ns, std::optional<ui
   if (mark == marks_.end()) {
     bool later_mark = std::any_of(marks_.begin(), marks_.end(),
                                   [&](const Mark& m) { return m.record_ns > record_ns; });
-    if (later_mark || marks_.size() >= kMaxMarks) {
-      ++stats_.syncs;
-      return;
-    }
+    if (later_mark || marks_.size() >= kMaxMarks) return;
     SyncAll(end_ns, cores, rates);  // no mark: nothing was recorded after the event
     return;
   }

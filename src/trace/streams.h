@@ -2,7 +2,7 @@
 //
 // A stream's enqueue→sync span opens with the first kernel or copy enqueued after its last sync
 // and closes when a call that synchronises it returns (stream, device or context sync, an event
-// sync or successful event query, a blocking cudaMemcpy). Busy time is the sum of the spans;
+// sync or successful event query, a blocking host↔device cudaMemcpy). Busy time is the sum of the spans;
 // core usage is, per span, min(grid × block threads of the widest launch in it, the GPU's cores)
 // × the span's length, added to the window second by second. An event sync closes the span only
 // up to the work enqueued before the event was recorded: what was enqueued after stays open (it
@@ -59,6 +59,10 @@ class StreamState {
   // Synchronised up to an event recorded at record_ns (cudaEventSynchronize/Query).
   void SyncUpTo(uint64_t record_ns, uint64_t end_ns, std::optional<uint32_t> cores,
                 RateWindow* rates);
+  // A call that names this stream synchronised it (stats().syncs). The syncs that reach it through
+  // another stream or the device (a legacy-stream sync reaching a blocking stream, a device or
+  // context sync) close its span without counting here: they count for the process.
+  void CountSync() { ++stats_.syncs; }
   // An event was recorded on this stream at ts_ns.
   void MarkEvent(uint64_t ts_ns);
 

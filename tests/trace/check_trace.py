@@ -9,7 +9,10 @@ Exits 1 when any check failed, 2 on a usage error.
       "HANDLE name=0x..." lines (its streams); --launch-log cross-checks the launches against the
       sim server's launch log or the test driver's (FLYT_TEST_LIBCUDA_LOG) for that pid; --late:
       the process was started before the tracer (attached_late true); --remote: flyt's runtime,
-      remote true and remote_server SERVER.
+      remote true and remote_server SERVER. --lower-bounds (with --late): the process was probed
+      after it had started making calls (a static build's exec is examined once it runs): the
+      counters seen must not exceed the expected ones (failures by name too), the exit code may
+      be missing (no probe hit, no EXIT record); names, shapes and streams are not checked.
   check_trace.py --json J --unprobeable PID --executable PATH [--label TEXT]
       health.unprobeable names the process (and its executable), with a reason.
   check_trace.py --json J --health
@@ -118,6 +121,32 @@ def check_process(c, p, exp, handles, late=False, remote=None):
     if remote is not None:
         c.equal("remote", True, p.get("remote"))
         c.equal("remote_server", remote, p.get("remote_server"))
+
+
+def check_lower_bounds(c, p, exp):
+    """A process probed part-way: what was seen is at most what the program did."""
+    c.equal("attached_late", True, bool(p.get("attached_late")))
+    def at_most(what, want, seen):
+        if seen is None or (isinstance(seen, int) and 0 <= seen <= want):
+            c.ok(what, f"{seen} (at most {want})")
+        else:
+            c.fail(what, f"at most {want}", seen)
+    for key in SCALAR_KEYS:
+        if key not in exp:
+            continue
+        want = exp[key]
+        want = want[2] if isinstance(want, tuple) else want
+        if key == "exit_code":
+            c.ok(key, p.get(key)) if p.get(key) in (None, want) else c.fail(key, f"{want} or none",
+                                                                             p.get(key))
+            continue
+        at_most(key, want, p.get(key) or 0)
+    for key in COPY_KEYS:
+        at_most(f"copies.{key}", exp.get("copies", {}).get(key, 0),
+                (p.get("copies") or {}).get(key, 0))
+    seen = {k: v for k, v in (p.get("failures") or {}).items() if v}
+    for name, n in sorted(seen.items()):
+        at_most(f"failures.{name}", exp.get("failures", {}).get(name, 0), n)
 
 
 def check_kernels(c, p, want):
@@ -237,11 +266,33 @@ def self_test():
             if c.failures == 0:
                 problems.append(f"{name}: {path} changed, and no check failed")
     problems += launch_log_self_test(handles)
+    problems += lower_bounds_self_test(handles)
     for p in problems:
         print("FAIL: self-test:", p)
     print(f"self-test: {len(expectations.PROGRAMS)} expectations, "
           f"{'FAILED' if problems else 'all checks bite'}")
     return 1 if problems else 0
+
+
+def lower_bounds_self_test(handles):
+    """--lower-bounds: the full figures and none at all pass; one figure above fails."""
+    problems = []
+    exp = expectations.trace_memory()
+    proc = synthesize(exp, handles)
+    proc["attached_late"] = True
+    empty = {"pid": 1, "exited": True, "attached_late": True, "exit_code": None}
+    for what, report in (("the full figures", proc), ("nothing seen", empty)):
+        c = Checker("lower bounds", quiet=True)
+        check_lower_bounds(c, report, exp)
+        if c.failures:
+            problems.append(f"lower bounds: {what} fail {c.failures} checks")
+    for mutated in (dict(proc, syncs=proc["syncs"] + 1), dict(proc, attached_late=False),
+                    dict(proc, failures={"cudaErrorMemoryAllocation": 4})):
+        c = Checker("lower bounds", quiet=True)
+        check_lower_bounds(c, mutated, exp)
+        if c.failures == 0:
+            problems.append("lower bounds: a figure above the expected one, and no check failed")
+    return problems
 
 
 def launch_log_self_test(handles):
@@ -342,6 +393,7 @@ def main():
     ap.add_argument("--calls")
     ap.add_argument("--launch-log")
     ap.add_argument("--late", action="store_true")
+    ap.add_argument("--lower-bounds", action="store_true")
     ap.add_argument("--remote")
     ap.add_argument("--label")
     ap.add_argument("--unprobeable", type=int)
@@ -388,6 +440,10 @@ def main():
     p = find_process(c, doc, args.pid)
     if p is not None:
         exp = expectations.PROGRAMS[args.program](args)
+        if args.lower_bounds:
+            c.equal("exited", True, p.get("exited"))
+            check_lower_bounds(c, p, exp)
+            return 1 if c.failures else 0
         check_process(c, p, exp, handles_of(args.out), late=args.late, remote=args.remote)
         if args.launch_log:
             check_launch_log(c, p, args.pid, args.launch_log)

@@ -15,13 +15,17 @@ Rules the figures assume (what the tracer counts); change a rule here, in one pl
   stream syncs a stream's own syncs: cudaStreamSynchronize on it, an event sync or query of an
                event last recorded on it, a blocking cudaMemcpy on it (the legacy stream).
                cudaDeviceSynchronize and cuCtxSynchronize count for the process, no stream.
-  allocations  successful device allocations (cudaMalloc, cudaMallocAsync, cudaMallocPitch,
-  / frees      cudaMallocManaged, cuMemAlloc_v2) and their successful frees; pinned host memory
-               (cudaMallocHost, cudaHostAlloc) is counted apart, in pinned_host_*.
+  allocations  successful allocation calls of every kind: device (cudaMalloc, cudaMallocAsync,
+  / frees      cudaMallocPitch, cuMemAlloc_v2), managed (cudaMallocManaged) and pinned host
+               (cudaMallocHost, cudaHostAlloc), and the successful frees of what was seen
+               allocated (cudaFree, cudaFreeAsync, cuMemFree_v2, cudaFreeHost) (stats.h). The
+               bytes are apart: device_memory_*, managed_memory_bytes, pinned_host_*.
   copies       cudaMemcpy(Async) bytes by direction and calls; cudaMemset(Async) bytes and calls.
                The driver's copies (cuMemcpy*) are not in the issue's list: not asserted.
   failures     failed calls of the traced entry points (TRACED_CALLS), by error name. Calls the
-               tracer does not probe (cudaStreamBeginCapture, cudaEventCreate...) are not counted.
+               tracer does not probe (cudaStreamBeginCapture, cudaEventCreate...) are not counted,
+               nor a failed __cudaGetKernel (nvcc's stub calls it before the launch, which fails
+               too and is the failure counted).
   leaks        at exit: device bytes/allocations never freed (leaked_*), pinned host bytes never
                freed (leaked_pinned_host_bytes).
 """
@@ -37,7 +41,7 @@ TRACED_CALLS = {
     "cudaMemcpy", "cudaMemcpyAsync", "cudaMemset", "cudaMemsetAsync",
     "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventRecord", "cudaEventSynchronize",
     "cudaEventQuery", "cudaStreamCreate", "cudaStreamCreateWithFlags",
-    "cudaStreamCreateWithPriority", "cudaSetDevice",
+    "cudaStreamCreateWithPriority", "cudaStreamDestroy", "cudaSetDevice",
     "cuMemAlloc_v2", "cuMemFree_v2", "cuLaunchKernel", "cuLaunchKernelEx", "cuGraphLaunch",
     "cuStreamSynchronize", "cuCtxSynchronize",
 }
@@ -70,8 +74,8 @@ def trace_memory():
     return {
         "launches": 0,
         "kernels": {},  # name → [shapes] or an int (launches only); exactly these names
-        "allocations": 8,                                       # a0..a4, async, pitch, r
-        "frees": 6,                                             # async, pitch, a0 a1 a2 r
+        "allocations": 10,                                      # a0..a4, h, h2, async, pitch, r
+        "frees": 7,                                             # async, pitch, a0 a1 a2 r, h
         "device_memory_peak_bytes": live + 2 * MiB,             # 6,570,041 (with r)
         "device_memory_bytes": 12345 + 256 * KiB,               # 274,489 live at exit
         "managed_memory_bytes": 0,

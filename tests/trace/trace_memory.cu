@@ -18,7 +18,9 @@
 //   cudaFree              a0 a1 a2 r;  cudaFreeHost h
 //   exit 0 with a3 + a4 = 274,489 bytes in 2 device allocations and h2's 65,536 pinned bytes live.
 //
-// Totals: 8 device allocations (5 + async + pitch + r), 6 frees; copies H2D 1,060,921,
+// Totals: 10 allocations (5 + h + h2 + async + pitch + r), 7 frees (async, pitch, a0 a1 a2 r, h);
+// syncs: 4 (cudaDeviceSynchronize, cudaStreamSynchronize(0), the H2D and D2H cudaMemcpy; the D2D
+// and H2H ones do not synchronise the stream); copies H2D 1,060,921,
 // D2H 266,240, D2D 1,048,576, H2H 100 in 6 calls; memset 3,149,824 bytes in 2 calls.
 #include <cstdint>
 #include <cstdio>
