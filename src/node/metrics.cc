@@ -264,7 +264,7 @@ void RenderCuda(Writer& w, const MetricsInput& in) {
            return p.exited ? u(p.leaked_bytes) : std::nullopt;
          });
   family("flyt_cuda_syncs_total", "counter",
-         "Synchronising calls (stream, event, device, context syncs; blocking copies).",
+         "Synchronising calls (stream, event, device, context syncs; blocking host<->device copies).",
          [&](const trace::ProcessCuda& p) { return u(p.syncs); });
 
   w.Family("flyt_cuda_copy_bytes_total", "counter",

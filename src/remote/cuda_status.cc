@@ -14,7 +14,7 @@ struct ErrorInfo {
 
 constexpr ErrorInfo kErrors[] = {
 #define FLYT_CUDA_ERROR(name, value, sticky, text) {value, "cudaError" #name, text, sticky},
-#include "remote/cuda_errors.def"
+#include "cuda/cuda_errors.def"
 #undef FLYT_CUDA_ERROR
 };
 

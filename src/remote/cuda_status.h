@@ -19,7 +19,7 @@ namespace flyt::remote {
 
 enum class CudaError : uint32_t {
 #define FLYT_CUDA_ERROR(name, value, sticky, text) k##name = value,
-#include "remote/cuda_errors.def"
+#include "cuda/cuda_errors.def"
 #undef FLYT_CUDA_ERROR
 };
 

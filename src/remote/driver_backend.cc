@@ -828,7 +828,7 @@ CudaError CudaErrorFromDriver(int cu_result) {
 #define FLYT_CUDA_ERROR(name, value, sticky, text) \
   case value:                                      \
     return ErrorCode::k##name;
-#include "remote/cuda_errors.def"
+#include "cuda/cuda_errors.def"
 #undef FLYT_CUDA_ERROR
     default:
       return ErrorCode::kUnknown;

@@ -30,7 +30,7 @@ CudaStatus Error(CudaError code, std::string message) { return {code, std::move(
 #define cudaErrorSuccess cudaSuccess
 #define FLYT_CUDA_ERROR(name, value, sticky, text) \
   static_assert(static_cast<int>(cudaError##name) == (value), "error code " #name);
-#include "remote/cuda_errors.def"
+#include "cuda/cuda_errors.def"
 #undef FLYT_CUDA_ERROR
 #undef cudaErrorSuccess
 

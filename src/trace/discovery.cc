@@ -146,6 +146,8 @@ void Discovery::OnControlRecord(const void* data, size_t bytes) {
     case FLYT_EV_LIBRARY_OPEN: {
       std::string path = record.path;
       if (!IsCudaLibraryName(Basename(path))) return;
+      // A tracer's own examination (see cuda_trace.bpf.c's on_open): never followed.
+      if (path.rfind("/proc/", 0) == 0) return;
       ExamineLibrary(pid, path, /*report_late=*/false);
       if (options_.watch_setenv) {
         std::string maps = options_.proc_root + "/" + std::to_string(pid) + "/maps";

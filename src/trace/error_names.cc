@@ -14,7 +14,7 @@ struct NamedCode {
 // remote library is linked).
 constexpr NamedCode kRuntime[] = {
 #define FLYT_CUDA_ERROR(Name, value, sticky, description) {value, "cudaError" #Name},
-#include "remote/cuda_errors.def"
+#include "cuda/cuda_errors.def"
 #undef FLYT_CUDA_ERROR
 };
 

@@ -241,6 +241,37 @@ check "late: no event lost, a library probed" python3 "$checker" --json "$tmp/la
   --label late
 expect late late --program trace_kernels --late "${sim[@]}"
 
+# ---- two tracers on one machine (two node managers, say): neither follows the other's file reads ----
+# A tracer opens the libraries it probes through /proc/<pid>/root/...: another tracer taking that
+# for a program loading CUDA would open it through /proc again, and the two would never stop.
+"$trace_bin" "${library_dirs[@]}" --raw --json "$tmp/twin_a.jsonl" --ready-file "$tmp/twin_a.ready" \
+  >"$tmp/twin_a.out" 2>&1 &
+twin_a=$!
+pids+=("$twin_a")
+check "twin tracer A attaches" wait_for 60 test -e "$tmp/twin_a.ready"
+"$trace_bin" "${library_dirs[@]}" --json "$tmp/twin_b.json" --ready-file "$tmp/twin_b.ready" \
+  >"$tmp/twin_b.out" 2>&1 &
+twin_b=$!
+pids+=("$twin_b")
+check "twin tracer B attaches" wait_for 60 test -e "$tmp/twin_b.ready"
+"$tmp/to" "$tmp/twin.prog" "${flyt_env[@]}" "$programs/trace_kernels"
+kill -TERM "$twin_b" "$twin_a" 2>/dev/null
+wait "$twin_b" "$twin_a"
+check "twin tracers: A saw no library open through /proc (B's examinations are not programs)" \
+  python3 -c '
+import json, sys
+opens = [r for r in map(json.loads, open(sys.argv[1])) if r["kind"] == "library_open"]
+bad = [r["path"] for r in opens if r["path"].startswith("/proc/")]
+print("library opens:", len(opens), "through /proc:", bad[:3])
+sys.exit(1 if bad else 0)' "$tmp/twin_a.jsonl"
+check "twin tracers: B counted the program's 22 launches" python3 -c '
+import json, sys
+pid = int(open(sys.argv[2]).read().split("PID ")[1].split()[0])
+d = json.load(open(sys.argv[1]))
+n = sum(p["launches"] for p in d["processes"] if p["pid"] == pid)
+print("launches:", n)
+sys.exit(0 if n == 22 else 1)' "$tmp/twin_b.json" "$tmp/twin.prog"
+
 kill "${pids[0]}" 2>/dev/null
 if [ "$failures" -gt 0 ]; then
   echo "--- server log (tail)"

@@ -583,6 +583,12 @@ static __always_inline int on_open(const char* filename) {
   if (!buf) return 0;
   long n = bpf_probe_read_user_str(buf->text, sizeof(buf->text), filename);
   if (n <= 7) return 0;
+  /* A path through /proc (/proc/<pid>/root/..., /proc/self/fd/N) is a tracer examining a file —
+   * this one's or another node manager's on the same machine — never a program loading CUDA; two
+   * tracers answering each other's opens would never stop. */
+  if (buf->text[0] == '/' && buf->text[1] == 'p' && buf->text[2] == 'r' && buf->text[3] == 'o' &&
+      buf->text[4] == 'c' && buf->text[5] == '/')
+    return 0;
   /* The basename: after the last '/', searched backwards from the end. */
   long base = 0;
   for (int k = 0; k < FLYT_TRACE_NAME_BYTES; k++) {
