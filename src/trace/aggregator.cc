@@ -214,6 +214,8 @@ Aggregator::NewProcess Aggregator::ReadNewProcess(uint32_t pid, uint64_t cgroup_
   std::string dir = options_.proc_root + "/" + std::to_string(pid);
   if (Result<std::string> comm = ReadFile(dir + "/comm", kMaxCommBytes); comm.ok()) {
     out.comm = SanitizeUtf8(Trim(*comm));
+  } else if (auto it = exec_names_.find(pid); it != exec_names_.end()) {
+    out.comm = it->second;  // gone already: the name its exec gave it
   }
   if (Result<std::string> env_text = ReadFile(dir + "/environ", kMaxEnvironBytes); env_text.ok()) {
     out.env = ParseEnviron(*env_text);
@@ -237,6 +239,16 @@ Aggregator::NewProcess Aggregator::ReadNewProcess(uint32_t pid, uint64_t cgroup_
   out.cgroup_id = cgroup_id;
   out.container_id = cgroups_.ContainerId(cgroup_id);
   return out;
+}
+
+void Aggregator::NoteExecName(uint32_t pid, const flyt_trace_path& r) {
+  constexpr size_t kCommBytes = 15;  // TASK_COMM_LEN - 1: what /proc/<pid>/comm holds
+  std::string_view path(r.path, strnlen(r.path, sizeof(r.path)));
+  const size_t slash = path.rfind('/');
+  std::string_view base = slash == std::string_view::npos ? path : path.substr(slash + 1);
+  // Every exec on the machine comes here; only the recent ones can still be asked for.
+  if (exec_names_.size() >= 4 * static_cast<size_t>(options_.max_processes)) exec_names_.clear();
+  exec_names_[pid] = SanitizeUtf8(std::string(base.substr(0, kCommBytes)));
 }
 
 bool Aggregator::MakeRoom() {
@@ -328,12 +340,14 @@ void Aggregator::OnRecord(const void* data, size_t bytes) {
     MutexLock lock(mu_);
     if (h.kind == FLYT_EV_EXIT) {
       End(h.pid, h.rc, h.ts_ns);
+      exec_names_.erase(h.pid);
       refused_.erase(h.pid);
       pending_.erase(h.pid);
       return;
     }
     if (h.kind == FLYT_EV_EXEC) {
       // The program image is replaced: the CUDA state of the old one is gone with it.
+      NoteExecName(h.pid, record.path);
       End(h.pid, std::nullopt, h.ts_ns);
       refused_.erase(h.pid);
       pending_.erase(h.pid);

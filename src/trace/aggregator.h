@@ -94,6 +94,7 @@ class Aggregator : public RecordSink {
   // The process's table entry, created when there is room (nullptr: dropped).
   TracedProcess* FindOrCreate(uint32_t pid, uint64_t cgroup_id, uint64_t ts_ns)
       FLYT_EXCLUDES(mu_);
+  void NoteExecName(uint32_t pid, const flyt_trace_path& record);  // drain thread
   bool MakeRoom() FLYT_REQUIRES(mu_);
   // A LIBRARY_OPEN of a process not tracked yet: reads what it will start with (drain thread).
   void KeepAside(const flyt_trace_header& h, const flyt_trace_path& r) FLYT_EXCLUDES(mu_);
@@ -127,6 +128,9 @@ class Aggregator : public RecordSink {
   uint64_t next_liveness_check_ns_ = 0;
   std::unordered_set<uint32_t> missing_once_;  // gone at the last check: ended at the next
   std::unordered_map<uint32_t, Pending> pending_;  // by pid, at most max_processes
+  // The program each pid last exec'd, as its comm would read (the basename, 15 bytes): the name of
+  // a process already gone from /proc when it is first read. Drain thread only; bounded.
+  std::unordered_map<uint32_t, std::string> exec_names_;
   std::unordered_set<uint32_t> pending_missing_once_;
 };
 

@@ -423,6 +423,17 @@ TEST_F(AggregatorTest, ProcessGoneFromProcEndsWithoutExitCode) {
   EXPECT_EQ(p.leaked_bytes, 64u);
 }
 
+// A program gone from /proc before anything of it was read is named by its exec, as comm would.
+TEST_F(AggregatorTest, AProcessGoneFromProcIsNamedByItsExec) {
+  Aggregator agg(Options(tree_), clock_);
+  flyt_trace_path exec{};
+  exec.h = Header(FLYT_EV_EXEC, FLYT_FN_NONE, 301, 1);
+  std::strcpy(exec.path, "/work/build/tests/trace/trace_kernels_static");
+  Feed(agg, exec);
+  Feed(agg, Launch(301, 2, 0xA0));  // /proc/301 never existed in this tree
+  EXPECT_EQ(Find(agg.Processes(), 301).comm, "trace_kernels_s");
+}
+
 TEST_F(AggregatorTest, AttachedLateAndExec) {
   Aggregator agg(Options(tree_), clock_);
   agg.OnAttachedLate(kPid, "/usr/local/cuda/lib64/libcudart.so.13");
