@@ -38,7 +38,7 @@ Status ReadTraceSection(const Reader& r, const toml::table& t, trace::TraceOptio
       {"enabled", "ring_buffer_bytes", "drain_interval_ms", "high_water_percent", "max_processes",
        "max_streams_per_process", "max_allocations_per_process", "max_kernel_names_per_process",
        "top_kernels", "exited_keep_seconds", "rate_window_seconds", "watch_setenv",
-       "library_dirs"}));
+       "launch_results", "library_dirs"}));
   if (const toml::node* e = t.get("enabled")) {
     if (e->is_boolean()) {
       o.mode = *e->value<bool>() ? trace::TraceMode::kOn : trace::TraceMode::kOff;
@@ -68,6 +68,7 @@ Status ReadTraceSection(const Reader& r, const toml::table& t, trace::TraceOptio
   FLYT_RETURN_IF_ERROR(GetU32(r, t, "exited_keep_seconds", 0, 7 * 86400, o.exited_keep_seconds));
   FLYT_RETURN_IF_ERROR(GetU32(r, t, "rate_window_seconds", 1, 3600, o.rate_window_seconds));
   FLYT_RETURN_IF_ERROR(r.GetBool(t, "trace", "watch_setenv", o.watch_setenv));
+  FLYT_RETURN_IF_ERROR(r.GetBool(t, "trace", "launch_results", o.launch_results));
   if (const toml::node* dirs = t.get("library_dirs")) {
     const toml::array* list = dirs->as_array();
     if (list == nullptr) return r.Error(dirs, "trace.library_dirs", "expected an array of strings");

@@ -26,6 +26,7 @@ TEST(NodeConfigTest, ShippedConfigLoadsAndMatchesTheDefaults) {
   EXPECT_EQ(c->trace.exited_keep_seconds, t.exited_keep_seconds);
   EXPECT_EQ(c->trace.rate_window_seconds, t.rate_window_seconds);
   EXPECT_EQ(c->trace.watch_setenv, t.watch_setenv);
+  EXPECT_EQ(c->trace.launch_results, t.launch_results);
   EXPECT_EQ(c->trace.library_dirs, t.library_dirs);
   const http::ServerOptions d;
   EXPECT_EQ(c->http.threads, d.threads);
@@ -72,6 +73,7 @@ top_kernels = 5
 exited_keep_seconds = 60
 rate_window_seconds = 5
 watch_setenv = false
+launch_results = true
 library_dirs = ["/opt/cuda/lib64"]
 [log]
 level = "debug"
@@ -107,6 +109,7 @@ level = "debug"
   EXPECT_EQ(c->trace.exited_keep_seconds, 60u);
   EXPECT_EQ(c->trace.rate_window_seconds, 5u);
   EXPECT_FALSE(c->trace.watch_setenv);
+  EXPECT_TRUE(c->trace.launch_results);
   EXPECT_EQ(c->trace.library_dirs, std::vector<std::string>{"/opt/cuda/lib64"});
 }
 
@@ -145,6 +148,7 @@ TEST(NodeConfigTest, BrokenConfigsNameTheKeyAndTheProblem) {
       {"[trace]\ntop_kernels = 101\n", "trace.top_kernels: value 101 is out of range [1, 100]"},
       {"[trace]\nmax_processes = 0\n", "trace.max_processes: value 0 is out of range"},
       {"[trace]\nwatch_setenv = 1\n", "trace.watch_setenv: expected true or false"},
+      {"[trace]\nlaunch_results = \"yes\"\n", "trace.launch_results: expected true or false"},
       {"[trace]\nlibrary_dirs = \"/usr/lib\"\n", "trace.library_dirs: expected an array of strings"},
       {"[trace]\nlibrary_dirs = [\"lib\"]\n", "trace.library_dirs[0]: expected an absolute path"},
       {"[trace]\nlibrary_dirs = [3]\n", "trace.library_dirs[0]: expected a string"},

@@ -362,13 +362,14 @@ void Aggregator::OnRecord(const void* data, size_t bytes) {
     KeepAside(h, record.path);
     return;
   }
+  const bool unread_name = h.kind == FLYT_EV_REGISTER_FUNCTION && record.name.name[0] == 0;
   TracedProcess* process = nullptr;
   {
     // The common case, one lock: a process already tracked.
     MutexLock lock(mu_);
     if (auto it = live_.find(h.pid); it != live_.end()) {
       process = it->second.get();
-      if (h.kind != FLYT_EV_LAUNCH || !process->HasMappings()) {
+      if ((h.kind != FLYT_EV_LAUNCH || !process->HasMappings()) && !unread_name) {
         process->Apply(h, &record, gpus_, &drops_);
         return;
       }
@@ -378,6 +379,7 @@ void Aggregator::OnRecord(const void* data, size_t bytes) {
   if (process == nullptr) process = FindOrCreate(h.pid, h.cgroup_id, h.ts_ns);
   if (process == nullptr) return;
   if (h.kind == FLYT_EV_LAUNCH) NameLateStub(process, record.launch);
+  if (unread_name) NameUnreadStub(process, h.pid, record.name.address);
   MutexLock lock(mu_);
   process->Apply(h, &record, gpus_, &drops_);
 }
@@ -395,6 +397,24 @@ void Aggregator::NameLateStub(TracedProcess* process, const flyt_trace_launch& r
   std::optional<std::string> mangled = symbols_.Lookup(mappings, *stub);
   MutexLock lock(mu_);
   process->NameStub(*stub, mangled, &drops_);
+}
+
+void Aggregator::NameUnreadStub(TracedProcess* process, uint32_t pid, uint64_t stub) {
+  std::vector<FileMapping> mappings;
+  {
+    MutexLock lock(mu_);
+    mappings = process->mappings();
+  }
+  std::optional<std::string> mangled = symbols_.Lookup(mappings, stub);
+  if (!mangled) {
+    // Not mapped when last read (a library loaded since), or never read (traced from its start).
+    mappings = ReadMappings(pid);
+    mangled = symbols_.Lookup(mappings, stub);
+    MutexLock lock(mu_);
+    if (!mappings.empty()) process->SetMappings(std::move(mappings));
+  }
+  MutexLock lock(mu_);
+  process->NameStub(stub, mangled, &drops_);
 }
 
 std::vector<FileMapping> Aggregator::ReadMappings(uint32_t pid) {

@@ -101,7 +101,11 @@ class Aggregator : public RecordSink {
   // A launch of a process attached late whose kernel is not named yet: the host stub's symbol,
   // looked up in the file mapped there (drain thread; files read without the lock).
   void NameLateStub(TracedProcess* process, const flyt_trace_launch& r) FLYT_EXCLUDES(mu_);
-  // The executable mappings of a process attached late (read while it runs).
+  // A __cudaRegisterFunction whose name the BPF side could not read (the string's page not yet
+  // in memory: the runtime stores the pointer without touching it): the host stub's symbol, looked
+  // up in the file mapped there, the mappings re-read when they do not cover it (drain thread).
+  void NameUnreadStub(TracedProcess* process, uint32_t pid, uint64_t stub) FLYT_EXCLUDES(mu_);
+  // The executable mappings of a process (read while it runs).
   std::vector<FileMapping> ReadMappings(uint32_t pid);
   void End(uint32_t pid, std::optional<int32_t> exit_code, uint64_t ts_ns) FLYT_REQUIRES(mu_);
   // A record of `pid` just after its exit (another thread's last calls): not a new process.

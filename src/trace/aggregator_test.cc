@@ -523,6 +523,30 @@ TEST_F(AggregatorTest, AttachedLateKernelNamesFromTheMappedFilesSymbols) {
   EXPECT_EQ(p.top_kernels[2].name, "void late_stub::Scale<float, 4>(float*, float, int)");
 }
 
+// A process traced from its start whose registered names the BPF side could not read (the
+// strings' page not yet in memory: the record's name is empty): each stub is named from its
+// symbol, through the mappings read then; a name that was read is taken as it is.
+TEST_F(AggregatorTest, RegisteredNamesThatCouldNotBeReadComeFromTheStubsSymbols) {
+  Result<std::string> maps = ReadFile("/proc/self/maps", 4u << 20);
+  ASSERT_TRUE(maps.ok());
+  std::ofstream(tree_.proc() + "/" + std::to_string(kPid) + "/maps") << *maps;
+  Aggregator agg(Options(tree_), clock_);
+  auto axpy = reinterpret_cast<uint64_t>(&late_stub::Axpy);
+  auto scale = reinterpret_cast<uint64_t>(&late_stub::Scale<float, 4>);
+  Feed(agg, Name(kPid, 1, axpy, ""));
+  Feed(agg, Name(kPid, 2, scale, "_Z7Renamedv"));
+  Feed(agg, GetKernel(kPid, 3, 0xC0FFEE, axpy));
+  Feed(agg, Launch(kPid, 4, 0xC0FFEE, 0, {1, 1, 1}, {1, 1, 1}, 0, FLYT_FN___cudaLaunchKernel));
+  Feed(agg, Launch(kPid, 5, 0xC0FFEE, 0, {1, 1, 1}, {1, 1, 1}, 0, FLYT_FN___cudaLaunchKernel));
+  Feed(agg, Launch(kPid, 6, scale, 0, {1, 1, 1}, {1, 1, 1}, 0, FLYT_FN_cudaLaunchKernel));
+  ProcessCuda p = Find(agg.Processes(), kPid);
+  EXPECT_FALSE(p.attached_late);
+  ASSERT_EQ(p.top_kernels.size(), 2u);
+  EXPECT_EQ(p.top_kernels[0].name, "late_stub::Axpy(float, float const*, float*, int)");
+  EXPECT_EQ(p.top_kernels[0].launches, 2u);
+  EXPECT_EQ(p.top_kernels[1].name, "Renamed()");
+}
+
 TEST_F(AggregatorTest, LateAttachReadsTheCgroupAndStragglersAfterExitAreNotANewProcess) {
   std::string id(64, 'd');
   std::string path = "/system.slice/docker-" + id + ".scope";

@@ -23,12 +23,6 @@ std::string Basename(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// "uprobe: ENOENT"-style keys keep the failure map small and stable.
-std::string FailureReason(const char* what, int err) {
-  const char* name = strerrorname_np(err);
-  return std::string(what) + ": " + (name != nullptr ? name : std::to_string(err).c_str());
-}
-
 // Closes the links' descriptors, each on a thread of its own: removing a link waits for the
 // kernel's uprobe grace period, and the waits of several links overlap.
 void CloseConcurrently(std::vector<UniqueFd>& links) {
@@ -80,12 +74,7 @@ Result<UniqueFd> UprobeMultiLink(bpf_program* program, const std::string& path,
   return UniqueFd(static_cast<int>(fd));
 }
 
-namespace {
-
-}  // namespace
-
-Attacher::Attacher(bpf_program* entry, bpf_program* ret, bpf_program* env)
-    : entry_(entry), ret_(ret), env_(env) {}
+Attacher::Attacher(const AttachPrograms& programs) : programs_(programs) {}
 
 Attacher::~Attacher() {
   // Entry probes first, so no call is left open by a return probe going away before it.
@@ -127,47 +116,60 @@ Result<AttachOutcome> Attacher::ProbeFile(const std::string& path,
   Classification c = Classify(Basename(display_path), *info);
   AttachOutcome outcome;
   outcome.unprobeable_reason = c.unprobeable_reason;
-  if (!c.library || (*c.library == LibraryClass::kLibc && env_ == nullptr)) {
+  if (!c.library || (*c.library == LibraryClass::kLibc && programs_.env == nullptr)) {
     files_[key].outcome = outcome;
     return outcome;
   }
   outcome.library = c.library;
-  // One multi-uprobe link per file and program (entry, return; libc's setenv/putenv: entry),
-  // carrying every offset with its cookie: a file costs two links, not two per function, and
-  // removing a link waits for the kernel's uprobe grace period once, not once per function.
-  // The return link goes first, so no entry is recorded without its return probe in place.
-  std::vector<uint64_t> offsets;
-  std::vector<uint64_t> cookies;
-  for (const ProbePoint& p : c.probes) {
-    offsets.push_back(p.offset);
-    cookies.push_back(AttachCookie(p.func, *c.library));
-  }
-  size_t attached = 0;
-  if (!offsets.empty()) {
-    if (*c.library == LibraryClass::kLibc) {
-      Result<UniqueFd> link = UprobeMultiLink(env_, open_path, offsets, cookies, false);
-      if (link.ok()) {
-        links_.emplace_back(std::move(*link), false);
-        attached = offsets.size();
-      } else {
-        CountFailure(FailureReason("uprobe", link.status().code() == StatusCode::kNotFound
-                                                 ? ENOENT : EINVAL));
-      }
-    } else {
-      Result<UniqueFd> ret = UprobeMultiLink(ret_, open_path, offsets, cookies, true);
-      if (!ret.ok()) {
-        CountFailure("uretprobe: " + ret.status().message());
-      } else {
-        Result<UniqueFd> entry = UprobeMultiLink(entry_, open_path, offsets, cookies, false);
-        if (!entry.ok()) {
-          CountFailure("uprobe: " + entry.status().message());
-        } else {
-          links_.emplace_back(std::move(*ret), true);
-          links_.emplace_back(std::move(*entry), false);
-          attached = offsets.size();
-        }
-      }
+  // One multi-uprobe link per file and program (entry, return, launch, register; libc's
+  // setenv/putenv: entry), carrying every offset with its cookie: a file costs a few links, not
+  // two per function, and removing a link waits for the kernel's uprobe grace period once, not
+  // once per function. The return link goes before the entry link, so no entry is recorded
+  // without its return probe in place. Kernel launches and __cudaRegisterFunction go to their
+  // entry-only programs when there are.
+  struct Points {
+    std::vector<uint64_t> offsets;
+    std::vector<uint64_t> cookies;
+    void Add(const ProbePoint& p, uint64_t cookie) {
+      offsets.push_back(p.offset);
+      cookies.push_back(cookie);
     }
+  };
+  Points generic;
+  Points launches;
+  Points registers;
+  for (const ProbePoint& p : c.probes) {
+    const uint64_t cookie = AttachCookie(p.func, *c.library, p.code_before, p.code_after);
+    if (programs_.launch != nullptr && IsKernelLaunch(p.func)) {
+      launches.Add(p, cookie);
+    } else if (programs_.register_ != nullptr && p.func == FLYT_FN___cudaRegisterFunction) {
+      registers.Add(p, cookie);
+    } else {
+      generic.Add(p, cookie);
+    }
+  }
+  // One link; counts the failure by `what` and returns false when it cannot be made.
+  auto link = [&](bpf_program* program, const Points& points, bool is_return, const char* what) {
+    if (points.offsets.empty()) return false;
+    Result<UniqueFd> made =
+        UprobeMultiLink(program, open_path, points.offsets, points.cookies, is_return);
+    if (!made.ok()) {
+      CountFailure(std::string(what) + ": " + made.status().message());
+      return false;
+    }
+    links_.emplace_back(std::move(*made), is_return);
+    return true;
+  };
+  size_t attached = 0;
+  if (*c.library == LibraryClass::kLibc) {
+    if (link(programs_.env, generic, false, "uprobe")) attached += generic.offsets.size();
+  } else {
+    if (link(programs_.ret, generic, true, "uretprobe") &&
+        link(programs_.entry, generic, false, "uprobe")) {
+      attached += generic.offsets.size();
+    }
+    if (link(programs_.launch, launches, false, "uprobe")) attached += launches.offsets.size();
+    if (link(programs_.register_, registers, false, "uprobe")) attached += registers.offsets.size();
   }
   if (attached == 0) {
     spdlog::info("trace: no probe could be attached to {}", display_path);

@@ -1,7 +1,7 @@
 // Puts the tracer's uprobes on files: once per inode (device, inode), whatever processes map the
-// file and under whatever path, with pid = -1 so every process that maps it is traced. For each
-// probed function the uretprobe is attached before the uprobe (an entry without its return would
-// leave a call open); a function whose probes fail is counted by reason and skipped. A file that
+// file and under whatever path, with pid = -1 so every process that maps it is traced. The
+// uretprobes are attached before the uprobes (an entry without its return would leave a call
+// open); probes that fail are counted by reason and skipped. A file that
 // is not CUDA (an executable without the runtime) is remembered by inode too, so an exec of
 // /bin/sh is examined once. A file that is gone (a library deleted mid-attach, a process that
 // exited) gives one log line and an error the caller may ignore.
@@ -49,11 +49,20 @@ Result<UniqueFd> UprobeMultiLink(bpf_program* program, const std::string& path,
                                  const std::vector<uint64_t>& offsets,
                                  const std::vector<uint64_t>& cookies, bool is_return);
 
+// The BPF programs probes are attached to; they belong to the caller's BPF object and outlive the
+// Attacher.
+struct AttachPrograms {
+  bpf_program* entry = nullptr;     // the generic entry + return pair
+  bpf_program* ret = nullptr;
+  bpf_program* env = nullptr;       // setenv/putenv, entry (null: libc is not probed)
+  bpf_program* launch = nullptr;    // kernel launches, entry only (null: the generic pair, and
+                                    // their results)
+  bpf_program* register_ = nullptr; // __cudaRegisterFunction, sleepable entry (null: the pair)
+};
+
 class Attacher {
  public:
-  // `entry`/`ret` are the generic CUDA programs, `env` the setenv/putenv entry program (null:
-  // libc is not probed). The programs belong to the caller's BPF object and outlive this.
-  Attacher(bpf_program* entry, bpf_program* ret, bpf_program* env);
+  explicit Attacher(const AttachPrograms& programs);
   ~Attacher();
   Attacher(const Attacher&) = delete;
   Attacher& operator=(const Attacher&) = delete;
@@ -72,9 +81,7 @@ class Attacher {
   };
   void CountFailure(const std::string& reason) { ++stats_.attach_failures[reason]; }
 
-  bpf_program* entry_;
-  bpf_program* ret_;
-  bpf_program* env_;
+  AttachPrograms programs_;
   std::map<std::pair<dev_t, ino_t>, FileState> files_;
   std::vector<std::pair<UniqueFd, bool>> links_;  // (multi-uprobe link, is a return probe)
   AttacherStats stats_;

@@ -36,7 +36,7 @@ constexpr uint32_t kGonePid = 4000000000u;
 TEST(Discovery, AStrippedStaticProgramThatIsAlreadyGoneIsReportedFromItsExecPath) {
   TraceOptions options;
   options.library_dirs.clear();
-  Attacher attacher(nullptr, nullptr, nullptr);
+  Attacher attacher(AttachPrograms{});
   NullSink sink;
   Discovery discovery(options, &attacher, &sink);
   flyt_trace_path r = ExecRecord(kGonePid, FLYT_TRACE_FAKE_STRIPPED);
@@ -57,7 +57,7 @@ TEST(Discovery, AStrippedStaticProgramThatIsAlreadyGoneIsReportedFromItsExecPath
 
 TEST(Discovery, AnExecWhoseFileIsGoneToo) {
   TraceOptions options;
-  Attacher attacher(nullptr, nullptr, nullptr);
+  Attacher attacher(AttachPrograms{});
   NullSink sink;
   Discovery discovery(options, &attacher, &sink);
   flyt_trace_path r = ExecRecord(kGonePid, "/nonexistent/flyt-trace-test-program");

@@ -166,6 +166,9 @@ Result<ElfInfo> ReadElfInfo(const std::string& path) {
   info.type = opened->ehdr.e_type;
   for (const Section& s : sections) {
     if (s.name == ".nv_fatbin") info.has_nv_fatbin = true;
+    if ((s.header.sh_flags & SHF_EXECINSTR) != 0 && s.header.sh_type != SHT_NOBITS) {
+      info.code_sections.emplace_back(s.header.sh_offset, s.header.sh_offset + s.header.sh_size);
+    }
     if (s.header.sh_type == SHT_SYMTAB) {
       info.has_symtab = true;
       FLYT_RETURN_IF_ERROR(ReadSymbols(elf, path, sections, s, false, &info));
@@ -256,7 +259,15 @@ Classification Classify(const std::string& basename, const ElfInfo& info) {
   for (const auto& [name, offset] : *symbols) {
     std::optional<ProbeSpec> spec = FindProbe(name);
     if (!spec || !Carries(*out.library, *spec)) continue;
-    out.probes.push_back({spec->func, name, offset});
+    ProbePoint p{spec->func, name, offset};
+    for (const auto& [begin, end] : info.code_sections) {
+      if (offset >= begin && offset < end) {
+        p.code_before = offset - begin;
+        p.code_after = end - offset;
+        break;
+      }
+    }
+    out.probes.push_back(std::move(p));
   }
   if (out.probes.empty()) out.library.reset();
   return out;

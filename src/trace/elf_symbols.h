@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -34,6 +35,8 @@ struct ElfInfo {
   bool has_nv_fatbin = false;
   bool references_register_fatbinary = false;  // __cudaRegisterFatBinary undefined in .dynsym
   bool flyt_runtime = false;                   // exports kFlytRuntimeMarker
+  // File-offset ranges [begin, end) of the sections that hold code (SHF_EXECINSTR).
+  std::vector<std::pair<uint64_t, uint64_t>> code_sections;
 };
 
 // Reads `path` (any path the kernel can open: /proc/<pid>/root/..., /proc/<pid>/exe).
@@ -49,6 +52,10 @@ struct ProbePoint {
   uint16_t func = 0;
   std::string symbol;
   uint64_t offset = 0;  // file offset, as a uprobe takes it
+  // Bytes from the start of the code section holding the function to it, and from it to the
+  // section's end (0, 0 when no code section holds it): where the library's code lies once mapped.
+  uint64_t code_before = 0;
+  uint64_t code_after = 0;
 };
 
 struct Classification {

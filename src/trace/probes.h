@@ -48,9 +48,23 @@ ProbeFamily FamilyOf(LibraryClass library);
 // Whether a file of class `library` carries the probe `spec`.
 bool Carries(LibraryClass library, const ProbeSpec& spec);
 
-// The attach cookie of a probe: func | library_class << 16 (events.h).
-inline uint64_t AttachCookie(uint16_t func, LibraryClass library) {
-  return static_cast<uint64_t>(func) | static_cast<uint64_t>(library) << 16;
+// The attach cookie of a probe (events.h): func | library_class << 16, and the distances from the
+// function back to the start and on to the end of its code section, in 16-byte units rounded up
+// (so the range the BPF side rebuilds covers the code), each clamped to 20 bits.
+inline uint64_t AttachCookie(uint16_t func, LibraryClass library, uint64_t code_before = 0,
+                             uint64_t code_after = 0) {
+  auto units = [](uint64_t bytes) {
+    uint64_t u = (bytes + 15) / 16;
+    return u > FLYT_COOKIE_CODE_MAX_UNITS ? FLYT_COOKIE_CODE_MAX_UNITS : u;
+  };
+  return static_cast<uint64_t>(func) | static_cast<uint64_t>(library) << 16 |
+         units(code_before) << 24 | units(code_after) << 44;
+}
+
+// Kernel launches (not graph launches): recorded at entry unless launch results are asked for.
+inline bool IsKernelLaunch(uint16_t func) {
+  return func >= FLYT_FN_cudaLaunchKernel && func <= FLYT_FN_cuLaunchKernelEx_ptsz &&
+         func != FLYT_FN_cudaGraphLaunch && func != FLYT_FN_cudaGraphLaunch_ptsz;
 }
 
 // "cudaMalloc", "launch", "nvidia_runtime"; "func 77" / "kind 99" / "library 9" when unknown.

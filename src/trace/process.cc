@@ -256,7 +256,11 @@ void TracedProcess::Apply(const flyt_trace_header& h, const void* data, const Gp
       // code, so it does not end the window in which setenv still counts.
       cuda_call = false;
       const auto& r = *static_cast<const flyt_trace_name*>(data);
-      if (!names_.RegisterFunction(r.address, std::string_view(r.name, strnlen(r.name, sizeof(r.name))))) {
+      // An empty name is one the BPF side could not read: the aggregator names the stub from
+      // its symbol instead (Aggregator::NameUnreadStub).
+      if (r.name[0] != 0 &&
+          !names_.RegisterFunction(r.address,
+                                   std::string_view(r.name, strnlen(r.name, sizeof(r.name))))) {
         ++drops->kernel_names;
       }
       break;
@@ -315,7 +319,8 @@ void TracedProcess::SetMappings(std::vector<FileMapping> mappings) {
 }
 
 std::optional<uint64_t> TracedProcess::StubToLookUp(const flyt_trace_launch& r) {
-  if (mappings_.empty() || r.h.rc != 0 || IsGraphLaunch(r.h.func) || IsDriverFunc(r.h.func) ||
+  if (mappings_.empty() || r.h.rc != 0 || r.function == 0 || IsGraphLaunch(r.h.func) ||
+      IsDriverFunc(r.h.func) ||
       names_.Knows(r.function)) {
     return std::nullopt;
   }

@@ -34,6 +34,10 @@ struct TraceOptions {
   uint32_t exited_keep_seconds = 300;        // an exited process stays listed (its leaks) this long
   uint32_t rate_window_seconds = 10;         // launches/s and core usage are over this window
   bool watch_setenv = true;                  // probe libc's setenv/putenv for CUDA_ variables
+  // Kernel launches are recorded at entry (one trap, no return probe; a launch that fails is
+  // still counted as a launch). true: they get a return probe too, and a failed launch is a
+  // failure by error code, not a launch.
+  bool launch_results = false;
   // Probed at start-up, before any process maps them (so a first process is traced from its first
   // call), besides what the /proc scan and exec/open events find.
   std::vector<std::string> library_dirs = {"/usr/local/cuda/lib64", "/usr/lib/x86_64-linux-gnu",

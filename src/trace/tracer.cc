@@ -144,19 +144,39 @@ Status Tracer::Load() {
                        (lines.empty() ? "" : ": libbpf: " + lines))
         .WithReason("bpf_load_failed");
   };
-  skel_ = cuda_trace__open();
-  if (skel_ == nullptr) return libbpf_failure("opening the BPF object", errno);
-  if (bpf_map__set_max_entries(skel_->maps.events,
-                               static_cast<uint32_t>(options_.ring_buffer_bytes)) != 0) {
-    return libbpf_failure("sizing the ring buffer", errno);
-  }
-  skel_->rodata->high_water_percent = options_.high_water_percent;
-  // The uprobe programs are attached as multi-uprobe links (attacher.h).
-  for (bpf_program* p : {skel_->progs.cuda_entry, skel_->progs.cuda_return, skel_->progs.env_entry}) {
-    bpf_program__set_expected_attach_type(p, static_cast<bpf_attach_type>(48));  // UPROBE_MULTI
-  }
-  if (int err = cuda_trace__load(skel_); err != 0) {
-    return libbpf_failure("loading the BPF program", -err);
+  // Opens and loads the BPF object; `with_register`: with the sleepable __cudaRegisterFunction
+  // program, which a kernel without sleepable multi-uprobes refuses (the names then come from the
+  // generic return probe, and from the stubs' symbols where that read fails).
+  auto open_and_load = [&](bool with_register) -> Status {
+    if (skel_ != nullptr) cuda_trace__destroy(skel_);
+    skel_ = cuda_trace__open();
+    if (skel_ == nullptr) return libbpf_failure("opening the BPF object", errno);
+    if (bpf_map__set_max_entries(skel_->maps.events,
+                                 static_cast<uint32_t>(options_.ring_buffer_bytes)) != 0) {
+      return libbpf_failure("sizing the ring buffer", errno);
+    }
+    skel_->rodata->high_water_bytes =
+        options_.ring_buffer_bytes / 100 * options_.high_water_percent;
+    // The uprobe programs are attached as multi-uprobe links (attacher.h).
+    for (bpf_program* p : {skel_->progs.cuda_entry, skel_->progs.cuda_return,
+                           skel_->progs.cuda_launch, skel_->progs.cuda_register,
+                           skel_->progs.env_entry}) {
+      bpf_program__set_expected_attach_type(p, static_cast<bpf_attach_type>(48));  // UPROBE_MULTI
+    }
+    if (with_register) {
+      bpf_program__set_flags(skel_->progs.cuda_register,
+                             bpf_program__flags(skel_->progs.cuda_register) | BPF_F_SLEEPABLE);
+    } else {
+      bpf_program__set_autoload(skel_->progs.cuda_register, false);
+    }
+    if (int err = cuda_trace__load(skel_); err != 0) {
+      return libbpf_failure("loading the BPF program", -err);
+    }
+    return Status::Ok();
+  };
+  if (Status s = open_and_load(true); !s.ok()) {
+    spdlog::info("trace: {}; loading again without the sleepable name reader", s.message());
+    FLYT_RETURN_IF_ERROR(open_and_load(false));
   }
   struct {
     bpf_program* program;
@@ -199,8 +219,14 @@ Status Tracer::Load() {
   }
 
   MutexLock lock(mu_);
-  attacher_ = std::make_unique<Attacher>(skel_->progs.cuda_entry, skel_->progs.cuda_return,
-                                         options_.watch_setenv ? skel_->progs.env_entry : nullptr);
+  AttachPrograms programs;
+  programs.entry = skel_->progs.cuda_entry;
+  programs.ret = skel_->progs.cuda_return;
+  programs.env = options_.watch_setenv ? skel_->progs.env_entry : nullptr;
+  programs.launch = options_.launch_results ? nullptr : skel_->progs.cuda_launch;
+  programs.register_ = bpf_program__fd(skel_->progs.cuda_register) >= 0
+                           ? skel_->progs.cuda_register : nullptr;
+  attacher_ = std::make_unique<Attacher>(programs);
   discovery_ = std::make_unique<Discovery>(options_, attacher_.get(), sink_);
   discovery_->InitialScan();
   const AttacherStats& stats = attacher_->stats();

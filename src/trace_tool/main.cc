@@ -42,6 +42,9 @@ int main(int argc, char** argv) {
                  "seconds to trace without a COMMAND (0: attach and stop at once; default: until "
                  "SIGINT/SIGTERM)")
       ->check(CLI::NonNegativeNumber);
+  app.add_flag("--launch-results", options.launch_results,
+               "give kernel launches a return probe too: a failed launch is counted as a failure "
+               "by error code, not as a launch (costs a second trap per launch)");
   app.add_flag("--raw", raw, "one JSON object per record (JSON Lines)");
   app.add_option("--json", json_path, "write the output here (default: stdout)");
   app.add_option("--ready-file", ready_file, "created once the probes are attached");

@@ -80,13 +80,20 @@ flyt_env=(env FLYT_SIM_DEVICE=1 "FLYT_SERVER=$endpoint" "LD_LIBRARY_PATH=$runtim
 library_dirs=(--library-dir "$runtime_dir" --library-dir "$build/tests/trace/driver"
   --library-dir /usr/local/cuda/lib64 --library-dir /lib/x86_64-linux-gnu)
 
-# traced <session> <command...>: runs the command under flyt-trace (killed after 90 s); the JSON
-# in $tmp/<session>.json, flyt-trace's own output in $tmp/<session>.out.
+# traced <session> [flyt-trace options...] -- <command...>: runs the command under flyt-trace
+# (killed after 90 s); the JSON in $tmp/<session>.json, flyt-trace's own output in
+# $tmp/<session>.out.
 traced() {
   local session=$1
   shift
-  run_bounded 90 "$session" "$trace_bin" "${library_dirs[@]}" --json "$tmp/$session.json" \
-    --ready-file "$tmp/$session.ready" -- "$@"
+  local options=()
+  while [ "$1" != "--" ]; do
+    options+=("$1")
+    shift
+  done
+  shift
+  run_bounded 90 "$session" "$trace_bin" "${library_dirs[@]}" "${options[@]}" \
+    --json "$tmp/$session.json" --ready-file "$tmp/$session.ready" -- "$@"
   check "$session: flyt-trace exits 0" test "$(cat "$tmp/$session.rc")" = 0
   if [ "$(cat "$tmp/$session.rc")" != 0 ]; then
     echo "--- flyt-trace output ($session):"
@@ -131,9 +138,11 @@ step() {
     echo "$background"
   } >>"$tmp/$session.sh"
 }
-run_session() {
-  echo wait >>"$tmp/$1.sh"
-  traced "$1" sh "$tmp/$1.sh"
+run_session() {  # run_session <session> [flyt-trace options...]
+  local session=$1
+  shift
+  echo wait >>"$tmp/$session.sh"
+  traced "$session" "$@" -- sh "$tmp/$session.sh"
 }
 
 # ---- flyt's runtime against the sim server, one program after another ----
@@ -199,11 +208,24 @@ if [ -n "$no_driver" ]; then
     check "$name: its calls failed (cudaErrorInsufficientDriver)" \
       grep -q " cudaErrorInsufficientDriver$" "$tmp/$name.calls"
   done
-  for name in nvidia_memory nvidia_kernels static2; do
-    expect flyt "$name" --program all_calls_failed --calls "$tmp/$name.calls"
+  # Kernel launches are recorded at entry: each launch call counts as a launch of its kernel,
+  # with its shape (the program's own expectation gives them), failed or not.
+  expect flyt nvidia_memory --program all_calls_failed --calls "$tmp/nvidia_memory.calls" \
+    --like trace_memory
+  for name in nvidia_kernels static2; do
+    expect flyt "$name" --program all_calls_failed --calls "$tmp/$name.calls" --like trace_kernels
   done
-  expect flyt static --program all_calls_failed --calls "$tmp/static.calls" --late \
-    --lower-bounds
+  expect flyt static --program all_calls_failed --calls "$tmp/static.calls" --like trace_kernels \
+    --late --lower-bounds
+
+  # With --launch-results, launches get their return probe too: a failed launch is a failure by
+  # its error code, not a launch.
+  session results
+  step results nvidia_kernels_results "${nvidia[@]}" "$programs/trace_kernels" --keep-going \
+    --calls "$tmp/nvidia_kernels_results.calls"
+  run_session results --launch-results
+  expect results nvidia_kernels_results --program all_calls_failed --launch-results \
+    --calls "$tmp/nvidia_kernels_results.calls"
 fi
 check "stripped: ran to its end" passed stripped
 check "stripped static binary: reported unprobeable" python3 "$checker" --json "$tmp/flyt.json" \

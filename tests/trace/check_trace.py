@@ -247,11 +247,18 @@ def self_test():
     problems = []
     for name, make in expectations.PROGRAMS.items():
         if name == "all_calls_failed":
-            exp = expectations.all_calls_failed(
-                ["cudaMalloc cudaErrorInsufficientDriver", "cudaEventCreate cudaErrorInsufficientDriver",
-                 "cudaLaunchKernel cudaErrorInsufficientDriver", "cudaFree cudaSuccess"])
-            if exp["failures"] != {"cudaErrorInsufficientDriver": 2}:
-                problems.append(f"all_calls_failed: {exp['failures']}")
+            calls = ["cudaMalloc cudaErrorInsufficientDriver",
+                     "cudaEventCreate cudaErrorInsufficientDriver",
+                     "cudaLaunchKernel cudaErrorInsufficientDriver", "cudaFree cudaSuccess"]
+            # With launch results, the failed launch is a failure ...
+            exp = expectations.all_calls_failed(calls, launch_results=True)
+            if exp["failures"] != {"cudaErrorInsufficientDriver": 2} or exp["launches"] != 0:
+                problems.append(f"all_calls_failed (launch results): {exp}")
+            # ... recorded at entry, a launch (the program `like` names its kernel).
+            exp = expectations.all_calls_failed(calls, like="trace_memory")
+            if exp["failures"] != {"cudaErrorInsufficientDriver": 1} or exp["launches"] != 1:
+                problems.append(f"all_calls_failed (at entry): {exp}")
+            exp = expectations.all_calls_failed(calls, launch_results=True)
         else:
             exp = make(args)
         proc = synthesize(exp, handles)
@@ -391,6 +398,10 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--calls")
+    ap.add_argument("--like", choices=sorted(expectations.PROGRAMS),
+                    help="all_calls_failed: the program whose kernels its launches have")
+    ap.add_argument("--launch-results", action="store_true",
+                    help="the trace was taken with --launch-results (failed launches are failures)")
     ap.add_argument("--launch-log")
     ap.add_argument("--late", action="store_true")
     ap.add_argument("--lower-bounds", action="store_true")

@@ -4,10 +4,13 @@ check_trace.py (which tests/e2e/trace_test.sh runs on flyt-trace's JSON).
 Each program's source opens with the call-by-call account these figures come from.
 
 Rules the figures assume (what the tracer counts); change a rule here, in one place:
-  launches     successful launch calls (cudaLaunchKernel and __cudaLaunchKernel, their _ptsz
-               twins, cudaLaunchKernelExC, cuLaunchKernel, cuLaunchKernelEx, and graph launches,
-               which appear under the kernel name "graph"); a failed launch is a failure, not a
-               launch. A launch through the runtime that reaches the driver is counted once.
+  launches     launch calls (cudaLaunchKernel and __cudaLaunchKernel, their _ptsz twins,
+               cudaLaunchKernelExC, cuLaunchKernel, cuLaunchKernelEx, and graph launches, which
+               appear under the kernel name "graph"). Kernel launches are recorded at entry: a
+               kernel launch that fails still counts as a launch, not a failure — unless the trace
+               was taken with --launch-results, where a failed launch is a failure, not a launch.
+               A graph launch is always recorded with its result (a failed one is a failure). A
+               launch through the runtime that reaches the driver is counted once.
   syncs        successful cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize,
                cudaEventQuery (cudaSuccess), cuStreamSynchronize, cuCtxSynchronize, and blocking
                cudaMemcpy host→device and device→host (not device→device, not host→host: CUDA
@@ -29,6 +32,8 @@ Rules the figures assume (what the tracer counts); change a rule here, in one pl
   leaks        at exit: device bytes/allocations never freed (leaked_*), pinned host bytes never
                freed (leaked_pinned_host_bytes).
 """
+
+import argparse
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -217,18 +222,34 @@ def trace_threads():
     }
 
 
-def all_calls_failed(calls_lines):
+# The kernel launch entry points (recorded at entry unless launch results are asked for).
+KERNEL_LAUNCHES = {"cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel",
+                   "cuLaunchKernel", "cuLaunchKernelEx"}
+
+
+def all_calls_failed(calls_lines, like=None, launch_results=False):
     """A program whose every call failed (NVIDIA's runtime with no driver, the static build): the
-    failures are the traced calls its --calls log lists; nothing else happened."""
+    failures are the traced calls its --calls log lists; nothing else happened — but for its
+    kernel launches, which are recorded at entry unless launch_results: launches then, each of its
+    kernel with its shape, as in the expectation of the program `like` (the same source run
+    where its calls succeed)."""
     failures = {}
+    launches = 0
     for line in calls_lines:
         parts = line.split()
         if len(parts) != 2 or parts[1] in ("cudaSuccess", "CUDA_SUCCESS"):
             continue
-        if parts[0] in TRACED_CALLS:
+        if parts[0] in KERNEL_LAUNCHES and not launch_results:
+            launches += 1
+        elif parts[0] in TRACED_CALLS:
             failures[parts[1]] = failures.get(parts[1], 0) + 1
+    kernels = {}
+    if launches:
+        if like is None:
+            raise ValueError("all_calls_failed: launches at entry need the program's kernels (like)")
+        kernels = PROGRAMS[like](argparse.Namespace(repeat=1))["kernels"]
     return {
-        "launches": 0, "kernels": {},
+        "launches": launches, "kernels": kernels,
         "allocations": 0, "frees": 0,
         "device_memory_peak_bytes": 0, "device_memory_bytes": 0, "managed_memory_bytes": 0,
         "pinned_host_peak_bytes": 0, "pinned_host_bytes": 0,
@@ -249,5 +270,8 @@ PROGRAMS = {
     "trace_graph_gpu": lambda args: trace_graph_gpu(),
     "trace_driver": lambda args: trace_driver(),
     "trace_threads": lambda args: trace_threads(),
-    "all_calls_failed": lambda args: all_calls_failed(open(args.calls).read().splitlines()),
+    "all_calls_failed": lambda args: all_calls_failed(open(args.calls).read().splitlines(),
+                                                      like=getattr(args, "like", None),
+                                                      launch_results=getattr(args, "launch_results",
+                                                                             False)),
 }

@@ -1,7 +1,7 @@
 /* The BPF half of flyt's CUDA tracer: one generic uprobe entry program and one generic uretprobe
- * return program for every probed CUDA call (the attach cookie = func | library_class << 16 says
- * which), libc's setenv/putenv, and the control tracepoints (exec, successful opens of libcuda*,
- * exits).
+ * return program for every probed CUDA call (the attach cookie = func | library_class << 16 | ...,
+ * events.h, says which), an entry-only program for kernel launches, libc's setenv/putenv, and the
+ * control tracepoints (exec, successful opens of libcuda*, exits).
  * Records go to one ring buffer in the layouts of events.h. Built by clang (-target bpf) and
  * embedded in the tracer through a bpftool skeleton (cuda_trace.skel.h).
  *
@@ -18,8 +18,8 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-/* Set by user space before load (TraceOptions.high_water_percent). */
-const volatile __u32 high_water_percent = 50;
+/* Set by user space before load: ring_buffer_bytes × high_water_percent / 100. */
+const volatile __u64 high_water_bytes = 8 << 20;
 
 struct {
   __uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -34,21 +34,42 @@ struct {
   __type(value, __u64);
 } lost SEC(".maps");
 
-/* A thread's outermost probed call in flight: its arguments and entry time. */
+/* A thread's outermost probed call in flight (entry + return probes): its arguments and entry
+ * time. */
 struct inflight {
   __u64 regs[6];  /* rdi, rsi, rdx, rcx, r8, r9 */
   __u64 stack[3]; /* the first three stack arguments (launches only) */
-  __u64 entry_ns;
-  __u32 cookie;
-  __u32 depth; /* probed calls of this thread in progress, this one included */
+  __u64 entry_ns; /* 0 where the record needs no entry time (it then takes its return time) */
+  __u64 sp;       /* the stack pointer at entry */
+  __u32 cookie;   /* func | library_class << 16 */
+  __u32 depth;    /* probed calls of this thread in progress, this one included; 0: none */
+};
+
+/* Per thread, in task storage (freed with the thread; no table to fill up, no lookup by key). */
+struct thread_state {
+  struct inflight call;
+  /* The last kernel launch counted at entry: where its frame was and where it returns to. A
+   * launch entered at the same stack pointer with the same return address under another name is
+   * that launch's tail jump (NVIDIA's __cudaLaunchKernel jumps to cudaLaunchKernel). */
+  __u64 launch_sp;
+  __u64 launch_ra;
+  /* The code of the CUDA runtime this thread last called into: a driver call returning into it
+   * is the runtime's, made on the program's behalf, and already recorded at the runtime. */
+  __u64 code_begin;
+  __u64 code_end;
+  __u32 launch_func;
+  __u8 code_static; /* that runtime is linked into the executable: its code is the program's too */
+  __u8 tracked;     /* this thread's process is in `tracked` */
+  __u8 silent;      /* the call in flight is the runtime's own driver call: no record */
+  __u8 pad;
 };
 
 struct {
-  __uint(type, BPF_MAP_TYPE_HASH);
-  __uint(max_entries, 16384);
-  __type(key, __u64); /* pid_tgid */
-  __type(value, struct inflight);
-} calls SEC(".maps");
+  __uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __type(key, int);
+  __type(value, struct thread_state);
+} threads SEC(".maps");
 
 /* Processes (tgid) that produced a record: their leader's exit is reported. */
 struct {
@@ -93,20 +114,20 @@ static __always_inline void* reserve(__u64 bytes) {
 /* Data records: no wakeup, unless this record made the ring's fill cross the high-water mark. */
 static __always_inline void submit_data(void* rec, __u64 bytes) {
   __u64 avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
-  __u64 size = bpf_ringbuf_query(&events, BPF_RB_RING_SIZE);
-  __u64 mark = size / 100 * high_water_percent;
   __u64 flags = BPF_RB_NO_WAKEUP;
   /* avail already counts this record (8 bytes of ring header each). */
-  if (avail >= mark && avail < mark + bytes + 8 + 64) flags = BPF_RB_FORCE_WAKEUP;
+  if (avail >= high_water_bytes && avail < high_water_bytes + bytes + 8 + 64)
+    flags = BPF_RB_FORCE_WAKEUP;
   bpf_ringbuf_submit(rec, flags);
 }
 
+/* entry_ns 0: the record's own time (a call whose entry time is not kept). */
 static __always_inline void fill_header(struct flyt_trace_header* h, __u16 kind, __u16 func,
                                         __u16 library, __s32 rc, __u64 entry_ns) {
   __u64 pid_tgid = bpf_get_current_pid_tgid();
   h->ts_ns = bpf_ktime_get_ns();
   h->cgroup_id = bpf_get_current_cgroup_id();
-  h->entry_ns = entry_ns;
+  h->entry_ns = entry_ns != 0 ? entry_ns : h->ts_ns;
   h->pid = pid_tgid >> 32;
   h->tid = (__u32)pid_tgid;
   h->kind = kind;
@@ -117,10 +138,19 @@ static __always_inline void fill_header(struct flyt_trace_header* h, __u16 kind,
   h->reserved = 0;
 }
 
-static __always_inline void mark_tracked(void) {
+/* The process's exit will be reported: once per thread, not per record. */
+static __always_inline void mark_tracked(struct thread_state* st) {
+  if (st->tracked) return;
   __u32 tgid = bpf_get_current_pid_tgid() >> 32;
   __u8 one = 1;
-  if (!bpf_map_lookup_elem(&tracked, &tgid)) bpf_map_update_elem(&tracked, &tgid, &one, BPF_ANY);
+  if (bpf_map_lookup_elem(&tracked, &tgid) ||
+      bpf_map_update_elem(&tracked, &tgid, &one, BPF_ANY) == 0)
+    st->tracked = 1;
+}
+
+static __always_inline struct thread_state* thread_state(int create) {
+  return bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0,
+                              create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
 }
 
 static __always_inline __u64 read_u64(__u64 address) {
@@ -154,25 +184,8 @@ static __always_inline int is_per_thread(__u32 func) {
   return 0;
 }
 
-SEC("uprobe")
-int BPF_KPROBE(cuda_entry) {
-  __u64 id = bpf_get_current_pid_tgid();
-  struct inflight* cur = bpf_map_lookup_elem(&calls, &id);
-  if (cur) {
-    /* A probed call inside another one (runtime -> driver, or runtime -> runtime). */
-    cur->depth += 1;
-    return 0;
-  }
-  struct inflight f = {};
-  f.cookie = (__u32)bpf_get_attach_cookie(ctx);
-  f.depth = 1;
-  f.regs[0] = PT_REGS_PARM1(ctx);
-  f.regs[1] = PT_REGS_PARM2(ctx);
-  f.regs[2] = PT_REGS_PARM3(ctx);
-  f.regs[3] = PT_REGS_PARM4(ctx);
-  f.regs[4] = PT_REGS_PARM5(ctx);
-  f.regs[5] = ctx->r9; /* bpf_tracing.h of libbpf 1.1 has no PT_REGS_PARM6 */
-  switch (f.cookie & 0xffff) {
+static __always_inline int is_kernel_launch_with_stack_args(__u32 func) {
+  switch (func) {
     case FLYT_FN_cudaLaunchKernel:
     case FLYT_FN_cudaLaunchKernel_ptsz:
     case FLYT_FN___cudaLaunchKernel:
@@ -180,22 +193,90 @@ int BPF_KPROBE(cuda_entry) {
     case FLYT_FN_cudaLaunchCooperativeKernel:
     case FLYT_FN_cudaLaunchCooperativeKernel_ptsz:
     case FLYT_FN_cuLaunchKernel:
-    case FLYT_FN_cuLaunchKernel_ptsz: {
-      /* [sp] is the return address; the stack arguments follow it. */
-      __u64 sp = PT_REGS_SP(ctx);
-      bpf_probe_read_user(&f.stack, sizeof(f.stack), (const void*)(sp + 8));
-      break;
-    }
+    case FLYT_FN_cuLaunchKernel_ptsz:
+      return 1;
   }
-  f.entry_ns = bpf_ktime_get_ns();
-  bpf_map_update_elem(&calls, &id, &f, BPF_ANY);
   return 0;
 }
 
-static __always_inline void emit_launch(struct inflight* f, __u16 func, __u16 lib, __s32 rc) {
+/* Copies, memsets, syncs and launches keep their entry time (a blocking copy's span, a sync's
+ * wait, a launch's enqueue); the other calls are stamped once, at return. */
+static __always_inline int keeps_entry_time(__u32 func) {
+  return func <= FLYT_FN_cuGraphLaunch_ptsz ||
+         (func >= FLYT_FN_cudaMemcpy && func <= FLYT_FN_cuCtxSynchronize);
+}
+
+/* Where the code of the runtime being entered lies (the cookie carries the distances from the
+ * function to the ends of its code section; ±16 bytes of slack cover the 16-byte units and the
+ * breakpoint's byte). */
+static __always_inline void note_runtime(struct thread_state* st, struct pt_regs* ctx,
+                                         __u64 cookie, __u32 lib) {
+  __u64 ip = PT_REGS_IP(ctx);
+  st->code_begin = ip - FLYT_COOKIE_CODE_BEFORE(cookie) - 16;
+  st->code_end = ip + FLYT_COOKIE_CODE_AFTER(cookie) + 16;
+  st->code_static = lib == FLYT_LIB_STATIC_RUNTIME;
+}
+
+/* Whether a call entered at `sp`, returning to `ra`, is the runtime's own (made on the program's
+ * behalf inside a runtime call already recorded): it returns into the runtime's code.
+ * A runtime linked into the executable shares its code range with the program, so there: whether
+ * the last launch counted is still in progress — its frame is above this one and its return
+ * address is still in place. */
+static __always_inline int made_by_runtime(struct thread_state* st, __u64 ra, __u64 sp) {
+  if (st->code_end == 0) return 0;
+  if (!st->code_static) return ra >= st->code_begin && ra < st->code_end;
+  return st->launch_sp != 0 && sp < st->launch_sp && read_u64(st->launch_sp) == st->launch_ra;
+}
+
+/* A probed call's entry (entry + return probes): its arguments are kept until its return. */
+SEC("uprobe")
+int BPF_KPROBE(cuda_entry) {
+  struct thread_state* st = thread_state(1);
+  if (!st) return 0;
+  __u64 sp = PT_REGS_SP(ctx);
+  if (st->call.depth) {
+    /* A probed call inside another one (runtime -> driver, or runtime -> runtime) — unless the
+     * one in flight left without its return probe firing (its frame is gone: this call's stack
+     * pointer is above it), which must not silence the thread for good. */
+    if (sp <= st->call.sp) {
+      st->call.depth += 1;
+      return 0;
+    }
+  }
+  __u64 cookie = bpf_get_attach_cookie(ctx);
+  __u32 func = FLYT_COOKIE_FUNC(cookie);
+  __u32 lib = FLYT_COOKIE_LIBRARY(cookie);
+  st->call.cookie = (__u32)(cookie & 0xffffff);
+  st->call.depth = 1;
+  st->call.sp = sp;
+  st->silent = 0;
+  if (lib == FLYT_LIB_DRIVER) {
+    if (st->code_end != 0 && made_by_runtime(st, read_u64(sp), sp)) {
+      st->silent = 1;
+      return 0;
+    }
+  } else {
+    note_runtime(st, ctx, cookie, lib);
+  }
+  st->call.regs[0] = PT_REGS_PARM1(ctx);
+  st->call.regs[1] = PT_REGS_PARM2(ctx);
+  st->call.regs[2] = PT_REGS_PARM3(ctx);
+  st->call.regs[3] = PT_REGS_PARM4(ctx);
+  st->call.regs[4] = PT_REGS_PARM5(ctx);
+  st->call.regs[5] = ctx->r9; /* bpf_tracing.h of libbpf 1.1 has no PT_REGS_PARM6 */
+  /* [sp] is the return address; the stack arguments follow it. */
+  if (is_kernel_launch_with_stack_args(func))
+    bpf_probe_read_user(st->call.stack, sizeof(st->call.stack), (const void*)(sp + 8));
+  st->call.entry_ns = keeps_entry_time(func) ? bpf_ktime_get_ns() : 0;
+  return 0;
+}
+
+static __always_inline void emit_launch(const __u64* regs, const __u64* stack, __u16 func,
+                                        __u16 lib, __s32 rc, __u64 entry_ns, __u16 flags) {
   struct flyt_trace_launch* r = reserve(sizeof(*r));
   if (!r) return;
-  fill_header(&r->h, FLYT_EV_LAUNCH, func, lib, rc, f->entry_ns);
+  fill_header(&r->h, FLYT_EV_LAUNCH, func, lib, rc, entry_ns);
+  r->h.flags = flags;
   r->reserved = 0;
   r->function = 0;
   r->stream = 0;
@@ -210,68 +291,66 @@ static __always_inline void emit_launch(struct inflight* f, __u16 func, __u16 li
     case FLYT_FN_cudaLaunchCooperativeKernel:
     case FLYT_FN_cudaLaunchCooperativeKernel_ptsz:
       /* (func, dim3 grid = {x|y<<32, z}, dim3 block = {x|y<<32, z}, args; shmem, stream) */
-      r->function = f->regs[0];
-      r->grid[0] = (__u32)f->regs[1];
-      r->grid[1] = (__u32)(f->regs[1] >> 32);
-      r->grid[2] = (__u32)f->regs[2];
-      r->block[0] = (__u32)f->regs[3];
-      r->block[1] = (__u32)(f->regs[3] >> 32);
-      r->block[2] = (__u32)f->regs[4];
-      r->shared_bytes = (__u32)f->stack[0];
-      r->stream = f->stack[1];
+      r->function = regs[0];
+      r->grid[0] = (__u32)regs[1];
+      r->grid[1] = (__u32)(regs[1] >> 32);
+      r->grid[2] = (__u32)regs[2];
+      r->block[0] = (__u32)regs[3];
+      r->block[1] = (__u32)(regs[3] >> 32);
+      r->block[2] = (__u32)regs[4];
+      r->shared_bytes = (__u32)stack[0];
+      r->stream = stack[1];
       break;
     case FLYT_FN_cudaLaunchKernelExC:
     case FLYT_FN_cudaLaunchKernelExC_ptsz: {
-      /* (const cudaLaunchConfig_t* {dim3 grid; dim3 block; size_t smem; stream; ...}, func) */
-      __u32 dims[6] = {};
-      __u64 tail[2] = {};
-      bpf_probe_read_user(dims, sizeof(dims), (const void*)f->regs[0]);
-      bpf_probe_read_user(tail, sizeof(tail), (const void*)(f->regs[0] + 24));
-      r->function = f->regs[1];
-      r->grid[0] = dims[0];
-      r->grid[1] = dims[1];
-      r->grid[2] = dims[2];
-      r->block[0] = dims[3];
-      r->block[1] = dims[4];
-      r->block[2] = dims[5];
-      r->shared_bytes = (__u32)tail[0];
-      r->stream = tail[1];
+      /* (const cudaLaunchConfig_t* {dim3 grid; dim3 block; size_t smem @24; stream @32; ...},
+       * func): one read of the first 40 bytes. */
+      __u32 c[10] = {};
+      bpf_probe_read_user(c, sizeof(c), (const void*)regs[0]);
+      r->function = regs[1];
+      r->grid[0] = c[0];
+      r->grid[1] = c[1];
+      r->grid[2] = c[2];
+      r->block[0] = c[3];
+      r->block[1] = c[4];
+      r->block[2] = c[5];
+      r->shared_bytes = c[6];
+      r->stream = (__u64)c[8] | (__u64)c[9] << 32;
       break;
     }
     case FLYT_FN_cuLaunchKernel:
     case FLYT_FN_cuLaunchKernel_ptsz:
       /* (f, gx, gy, gz, bx, by; bz, smem, stream, params, extra) */
-      r->function = f->regs[0];
-      r->grid[0] = (__u32)f->regs[1];
-      r->grid[1] = (__u32)f->regs[2];
-      r->grid[2] = (__u32)f->regs[3];
-      r->block[0] = (__u32)f->regs[4];
-      r->block[1] = (__u32)f->regs[5];
-      r->block[2] = (__u32)f->stack[0];
-      r->shared_bytes = (__u32)f->stack[1];
-      r->stream = f->stack[2];
+      r->function = regs[0];
+      r->grid[0] = (__u32)regs[1];
+      r->grid[1] = (__u32)regs[2];
+      r->grid[2] = (__u32)regs[3];
+      r->block[0] = (__u32)regs[4];
+      r->block[1] = (__u32)regs[5];
+      r->block[2] = (__u32)stack[0];
+      r->shared_bytes = (__u32)stack[1];
+      r->stream = stack[2];
       break;
     case FLYT_FN_cuLaunchKernelEx:
     case FLYT_FN_cuLaunchKernelEx_ptsz: {
-      /* (const CUlaunchConfig* {7 x unsigned: grid, block, smem; CUstream @32; ...}, f) */
-      __u32 dims[7] = {};
-      __u64 stream = 0;
-      bpf_probe_read_user(dims, sizeof(dims), (const void*)f->regs[0]);
-      bpf_probe_read_user(&stream, sizeof(stream), (const void*)(f->regs[0] + 32));
-      r->function = f->regs[1];
-      r->grid[0] = dims[0];
-      r->grid[1] = dims[1];
-      r->grid[2] = dims[2];
-      r->block[0] = dims[3];
-      r->block[1] = dims[4];
-      r->block[2] = dims[5];
-      r->shared_bytes = dims[6];
-      r->stream = stream;
+      /* (const CUlaunchConfig* {7 x unsigned: grid, block, smem; CUstream @32; ...}, f): one
+       * read of the first 40 bytes. */
+      __u32 c[10] = {};
+      bpf_probe_read_user(c, sizeof(c), (const void*)regs[0]);
+      r->function = regs[1];
+      r->grid[0] = c[0];
+      r->grid[1] = c[1];
+      r->grid[2] = c[2];
+      r->block[0] = c[3];
+      r->block[1] = c[4];
+      r->block[2] = c[5];
+      r->shared_bytes = c[6];
+      r->stream = (__u64)c[8] | (__u64)c[9] << 32;
       break;
     }
     default: /* cudaGraphLaunch, cuGraphLaunch: (exec, stream) */
-      r->function = f->regs[0];
-      r->stream = f->regs[1];
+      r->function = regs[0];
+      r->stream = regs[1];
       break;
   }
   if (is_per_thread(func)) r->h.flags |= FLYT_F_PER_THREAD;
@@ -282,7 +361,7 @@ static __always_inline void emit_alloc(struct inflight* f, __u16 func, __u16 lib
   struct flyt_trace_alloc* r = reserve(sizeof(*r));
   if (!r) return;
   fill_header(&r->h, FLYT_EV_ALLOC, func, lib, rc, f->entry_ns);
-  r->ptr = read_u64(f->regs[0]);
+  r->ptr = rc == 0 ? read_u64(f->regs[0]) : 0; /* a failed call's out-pointer is not read */
   r->bytes = f->regs[1];
   r->stream = 0;
   r->memory = FLYT_MEM_DEVICE;
@@ -307,7 +386,6 @@ static __always_inline void emit_alloc(struct inflight* f, __u16 func, __u16 lib
       r->memory = FLYT_MEM_HOST_PINNED;
       break;
   }
-  if (rc != 0) r->ptr = 0;
   if (is_per_thread(func)) r->h.flags |= FLYT_F_PER_THREAD;
   submit_data(r, sizeof(*r));
 }
@@ -412,27 +490,62 @@ static __always_inline void emit_name(struct inflight* f, __u16 func, __u16 lib,
   submit_data(r, sizeof(*r));
 }
 
+/* A kernel launch's entry, where launches are recorded at entry (no return probe: the launch
+ * costs one trap). Nesting is told apart without a return: a tail jump from the launch just
+ * counted (same frame, same return address, another name), a launch the runtime makes itself —
+ * of the driver, or of another of its own entry points (made_by_runtime) — and a launch inside a
+ * probed call in flight (a runtime call that launches). */
+SEC("uprobe")
+int BPF_KPROBE(cuda_launch) {
+  struct thread_state* st = thread_state(1);
+  if (!st) return 0;
+  __u64 sp = PT_REGS_SP(ctx);
+  if (st->call.depth) {
+    if (sp <= st->call.sp) return 0;
+    st->call.depth = 0; /* the call in flight left without its return probe firing */
+  }
+  __u64 cookie = bpf_get_attach_cookie(ctx);
+  __u32 func = FLYT_COOKIE_FUNC(cookie);
+  __u32 lib = FLYT_COOKIE_LIBRARY(cookie);
+  /* [sp]: the return address, then the first three stack arguments — one read. */
+  __u64 w[4] = {};
+  bpf_probe_read_user(w, sizeof(w), (const void*)sp);
+  if (sp == st->launch_sp && w[0] == st->launch_ra && func != st->launch_func) return 0;
+  if (made_by_runtime(st, w[0], sp)) return 0;
+  if (lib != FLYT_LIB_DRIVER) note_runtime(st, ctx, cookie, lib);
+  st->launch_sp = sp;
+  st->launch_ra = w[0];
+  st->launch_func = func;
+  mark_tracked(st);
+  __u64 regs[6] = {PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx),
+                   PT_REGS_PARM4(ctx), PT_REGS_PARM5(ctx), ctx->r9};
+  emit_launch(regs, &w[1], func, lib, 0, 0, FLYT_F_AT_ENTRY);
+  return 0;
+}
+
 SEC("uretprobe")
 int BPF_KRETPROBE(cuda_return) {
-  __u64 id = bpf_get_current_pid_tgid();
-  struct inflight* f = bpf_map_lookup_elem(&calls, &id);
-  if (!f) return 0;
-  __u32 cookie = (__u32)bpf_get_attach_cookie(ctx);
+  struct thread_state* st = thread_state(0);
+  if (!st || st->call.depth == 0) return 0;
+  struct inflight* f = &st->call;
   if (f->depth > 1) {
     f->depth -= 1;
     return 0;
   }
+  __u32 cookie = (__u32)(bpf_get_attach_cookie(ctx) & 0xffffff);
   /* A return without its entry (its uprobe failed to attach) must not close the outer call. */
   if (f->cookie != cookie) return 0;
+  f->depth = 0;
+  if (st->silent) return 0;
 
-  __u16 func = cookie & 0xffff;
-  __u16 lib = (cookie >> 16) & 0xff;
+  __u16 func = FLYT_COOKIE_FUNC(cookie);
+  __u16 lib = FLYT_COOKIE_LIBRARY(cookie);
   __s32 rc = (__s32)PT_REGS_RC(ctx);
-  mark_tracked();
+  mark_tracked(st);
 
   switch (func) {
     case FLYT_FN_cudaLaunchKernel ... FLYT_FN_cuGraphLaunch_ptsz:
-      emit_launch(f, func, lib, rc);
+      emit_launch(f->regs, f->stack, func, lib, rc, f->entry_ns, 0);
       break;
     case FLYT_FN_cudaMalloc:
     case FLYT_FN_cudaMallocAsync:
@@ -506,7 +619,7 @@ int BPF_KRETPROBE(cuda_return) {
       break;
     }
     case FLYT_FN___cudaRegisterFunction:
-      /* void (void** handle, const char* hostFun, char* deviceFun, const char* deviceName, ...) */
+      /* Where no sleepable program could be loaded: the name as far as it is in memory. */
       emit_name(f, func, lib, 0, FLYT_EV_REGISTER_FUNCTION, f->regs[1], f->regs[2]);
       break;
     case FLYT_FN_cuModuleGetFunction:
@@ -515,7 +628,33 @@ int BPF_KRETPROBE(cuda_return) {
                 f->regs[2]);
       break;
   }
-  bpf_map_delete_elem(&calls, &id);
+  return 0;
+}
+
+/* __cudaRegisterFunction(void** handle, const char* hostFun, char* deviceFun, ...), at entry,
+ * in a sleepable program: the runtime keeps the name's pointer without reading it, and at load
+ * time the page of the program's .rodata that holds it is often not in memory yet, where a
+ * plain read fails. A sleepable program may fault it in (bpf_copy_from_user), so the name is
+ * read whole; the call returns nothing, so nothing is lost by not waiting for its return. */
+SEC("uprobe.s")
+int BPF_KPROBE(cuda_register, void** handle, const char* host_fun, const char* device_fun) {
+  char touch;
+  /* The name's first page, and the next one when 256 bytes from its start reach there. */
+  bpf_copy_from_user(&touch, 1, device_fun);
+  if ((((__u64)device_fun) & 4095) > 4096 - FLYT_TRACE_NAME_BYTES)
+    bpf_copy_from_user(&touch, 1, device_fun + FLYT_TRACE_NAME_BYTES - 1);
+  __u32 lib = FLYT_COOKIE_LIBRARY(bpf_get_attach_cookie(ctx));
+  struct flyt_trace_name* r = reserve(sizeof(*r));
+  if (!r) return 0;
+  fill_header(&r->h, FLYT_EV_REGISTER_FUNCTION, FLYT_FN___cudaRegisterFunction, lib, 0, 0);
+  r->address = (__u64)host_fun;
+  r->name[0] = 0;
+  long n = bpf_probe_read_user_str(r->name, sizeof(r->name), device_fun);
+  if (n >= (long)sizeof(r->name)) r->h.flags |= FLYT_F_TRUNCATED;
+  if (n < 0) r->name[0] = 0;
+  struct thread_state* st = thread_state(1);
+  if (st) mark_tracked(st);
+  submit_data(r, sizeof(*r));
   return 0;
 }
 
@@ -559,7 +698,8 @@ int BPF_KPROBE(env_entry, const char* name, const char* value) {
     if (m >= 64) r->h.flags |= FLYT_F_TRUNCATED;
     if (m < 0) r->text[at + 1] = 0;
   }
-  mark_tracked();
+  struct thread_state* st = thread_state(1);
+  if (st) mark_tracked(st);
   bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
   return 0;
 }
@@ -567,6 +707,8 @@ int BPF_KPROBE(env_entry, const char* name, const char* value) {
 /* exec and exit come from BTF-typed raw tracepoints (tp_btf): no tracefs mount needed. */
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct* task, pid_t old_pid, struct linux_binprm* bprm) {
+  /* A new program: what the thread knew of the old one's code and calls no longer holds. */
+  bpf_task_storage_delete(&threads, bpf_get_current_task_btf());
   struct flyt_trace_path* r = reserve(sizeof(*r));
   if (!r) return 0;
   fill_header(&r->h, FLYT_EV_EXEC, 0, 0, 0, 0);
@@ -654,7 +796,6 @@ int on_openat2_exit(struct trace_event_raw_sys_exit* ctx) {
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(on_exit, struct task_struct* task) {
   __u64 id = bpf_get_current_pid_tgid();
-  bpf_map_delete_elem(&calls, &id);
   bpf_map_delete_elem(&opening, &id);
   __u32 tgid = id >> 32;
   if ((__u32)id != tgid) return 0;

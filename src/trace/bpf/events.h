@@ -4,10 +4,13 @@
  * FLYT_TRACE_ABI_VERSION.
  *
  * Every record starts with struct flyt_trace_header; `kind` says which struct follows.
- * Call records (launch, alloc, free, copy, ...) are written when the probed call RETURNS, with
- * its return code in `rc` (0 = success); their arguments were saved at entry. Only the outermost
- * probed call of a thread is written: a runtime call that reaches another probed function (the
- * runtime calling the driver, or one runtime entry point calling another) is recorded once.
+ * Call records (alloc, free, copy, ...) are written when the probed call RETURNS, with its return
+ * code in `rc` (0 = success); their arguments were saved at entry. Kernel launches are written at
+ * ENTRY (flag FLYT_F_AT_ENTRY, rc 0: the result is not read) unless the tracer was started with
+ * launch results on, which records them at return like the rest. Only the outermost probed call of
+ * a thread is written: a runtime call that reaches another probed function (the runtime calling
+ * the driver, or one runtime entry point calling another, by a call or a tail jump) is recorded
+ * once.
  *
  * Plain C: no C++ in here, fixed-width types only, every struct naturally aligned (no padding
  * holes: the BPF and x86-64 layouts are the same). */
@@ -55,7 +58,11 @@ enum flyt_trace_kind {
 };
 
 /* Which probed function a record came from (`func`). The attach cookie of every probe is
- * (func | library_class << 16), so the BPF side knows both without a lookup. */
+ *   func | library_class << 16 | code_before << 24 | code_after << 44
+ * so the BPF side knows both without a lookup; code_before/code_after (20 bits each, in 16-byte
+ * units, clamped) are the distances from the function back to the start and on to the end of the
+ * code section holding it: the BPF side learns from them where a runtime's code lies in the
+ * process, to tell a driver call made by the runtime from one the program made itself. */
 enum flyt_trace_func {
   FLYT_FN_NONE = 0,
   /* Launches. */
@@ -154,9 +161,9 @@ enum flyt_trace_memory {
 };
 
 struct flyt_trace_header {
-  flyt_u64 ts_ns;     /* bpf_ktime_get_ns() at return (CLOCK_MONOTONIC) */
+  flyt_u64 ts_ns;     /* bpf_ktime_get_ns() when written (CLOCK_MONOTONIC) */
   flyt_u64 cgroup_id; /* bpf_get_current_cgroup_id(): cgroup v2 id (the directory's inode) */
-  flyt_u64 entry_ns;  /* at entry, for call records; 0 otherwise */
+  flyt_u64 entry_ns;  /* at entry for launches, copies, memsets, syncs; else = ts_ns */
   flyt_u32 pid;       /* tgid, as the root PID namespace sees it */
   flyt_u32 tid;
   flyt_u16 kind;      /* enum flyt_trace_kind */
@@ -169,6 +176,14 @@ struct flyt_trace_header {
 
 #define FLYT_F_TRUNCATED 1u  /* a name/path/env text was cut to fit */
 #define FLYT_F_PER_THREAD 2u /* a _ptsz/_ptds entry point: stream 0 means the per-thread stream */
+#define FLYT_F_AT_ENTRY 4u   /* written at the call's entry: rc is 0, not the call's result */
+
+/* The attach cookie's fields (see enum flyt_trace_func). */
+#define FLYT_COOKIE_FUNC(c) ((c) & 0xffffu)
+#define FLYT_COOKIE_LIBRARY(c) (((c) >> 16) & 0xffu)
+#define FLYT_COOKIE_CODE_BEFORE(c) ((((c) >> 24) & 0xfffffull) << 4)
+#define FLYT_COOKIE_CODE_AFTER(c) ((((c) >> 44) & 0xfffffull) << 4)
+#define FLYT_COOKIE_CODE_MAX_UNITS 0xfffffull
 
 struct flyt_trace_launch {
   struct flyt_trace_header h;

@@ -4,8 +4,9 @@
  *   fake_app loop N       N cudaStreamSynchronize calls, exit 0
  *   fake_app driver       driver-API streams: cuStreamCreate(&s, 1),
  *                         cuStreamCreateWithPriority(&t, 0, -2), cuStreamDestroy_v2(s), exit 0
- * Built twice: linked with the fake libraries (trace_fake_app), and with them compiled in, like a
- * -cudart=static program (trace_fake_static; fake_fatbin.c gives it a .nv_fatbin section). */
+ * Built three times: linked with the fake libraries (trace_fake_app); with both compiled in, like a
+ * -cudart=static program (trace_fake_static; fake_fatbin.c gives it a .nv_fatbin section); and
+ * with the runtime compiled in over the fake libcuda.so.1 (trace_fake_static_rt). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,10 @@ int cudaFree(void* ptr);
 int cudaStreamCreateWithFlags(void** stream, unsigned flags);
 int cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** args, size_t shared,
                      void* stream);
+int __cudaLaunchKernel_ptsz(const void* kernel, dim3 grid, dim3 block, void** args,
+                            size_t shared, void* stream);
+int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                   unsigned bz, unsigned smem, void* stream, void** params, void** extra);
 int __cudaLaunchKernel(const void* kernel, dim3 grid, dim3 block, void** args, size_t shared,
                        void* stream);
 int cudaMemcpy(void* dst, const void* src, size_t bytes, int kind);
@@ -49,6 +54,11 @@ static int run(void) {
   cudaLaunchKernel((const void*)0x1234, grid, block, NULL, 128, s);
   dim3 one = {1, 1, 1}, block2 = {64, 2, 1};
   __cudaLaunchKernel((const void*)0x999, one, block2, NULL, 0, NULL);
+  __cudaLaunchKernel_ptsz((const void*)0x998, one, block2, NULL, 0, NULL);
+  dim3 none = {0, 1, 1}; /* an empty block: the launch fails (the driver's rc 1) */
+  if (cudaLaunchKernel((const void*)0x1235, grid, none, NULL, 0, s) != 1) return 1;
+  /* The program's own driver launch, after runtime ones from the same frame. */
+  cuLaunchKernel((void*)0x4242, 5, 1, 1, 128, 1, 1, 0, s, NULL, NULL);
   cudaMemcpy((void*)0x10, (const void*)0x20, 4096, 1);
   cudaStreamSynchronize(s);
   fake_set_rc(4);
