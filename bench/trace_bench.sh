@@ -63,12 +63,21 @@ for f in "$bin/flyt-gpu-server" "$bin/flyt-trace" "$bin/flyt-bench-trace-loop" \
   [ -e "$f" ] || { echo "$0: $f is missing (build the bench targets: -DFLYT_BUILD_BENCH=ON)" >&2; exit 1; }
 done
 
+# BPF run-time statistics add two clock reads to every program run, traced or floor: off for the
+# run, restored after.
+stats_was=$(sysctl -n kernel.bpf_stats_enabled 2>/dev/null || echo 0)
+if [ "$stats_was" = 1 ]; then
+  echo "note: kernel.bpf_stats_enabled was 1; off for this run" >&2
+  sysctl -qw kernel.bpf_stats_enabled=0
+fi
+
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/flyt-trace-bench.XXXXXX")
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   rm -rf "$tmp"
+  if [ "$stats_was" = 1 ]; then sysctl -qw kernel.bpf_stats_enabled=1; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM

@@ -79,6 +79,7 @@ json ToJson(const GpuInfo& g) {
           {"name", g.name},
           {"pci_bus_id", g.pci_bus_id},
           {"serial", Opt(g.serial)},
+          {"cores", Opt(g.cores)},
           {"lost", g.lost},
           {"memory_total_bytes", Opt(g.memory_total_bytes)},
           {"memory_used_bytes", Opt(g.memory_used_bytes)},
@@ -255,6 +256,7 @@ Result<GpuInfo> GpuFromJson(const json& j) {
   Get(j, "sm_clock_mhz", g.sm_clock_mhz);
   Get(j, "memory_clock_mhz", g.memory_clock_mhz);
   Get(j, "max_sm_clock_mhz", g.max_sm_clock_mhz);
+  Get(j, "cores", g.cores);
   Get(j, "max_memory_clock_mhz", g.max_memory_clock_mhz);
   Get(j, "pcie_rx_kb_per_s", g.pcie_rx_kb_per_s);
   Get(j, "pcie_tx_kb_per_s", g.pcie_tx_kb_per_s);

@@ -285,6 +285,11 @@ class NvmlBackend final : public Backend {
       std::string s = CString(serial, sizeof(serial));
       if (!s.empty()) id.serial = s;
     }
+    unsigned int cores = 0;
+    if (api().DeviceGetNumGpuCores &&
+        api().DeviceGetNumGpuCores(dev.handle, &cores) == NVML_SUCCESS && cores > 0) {
+      id.cores = cores;
+    }
     unsigned int mhz = 0;
     if (api().DeviceGetMaxClockInfo &&
         api().DeviceGetMaxClockInfo(dev.handle, NVML_CLOCK_SM, &mhz) == NVML_SUCCESS) {

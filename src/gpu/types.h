@@ -51,6 +51,7 @@ struct GpuInfo {
   std::string pci_bus_id;  // "00000000:18:00.0"
   std::optional<std::string> serial;
   std::optional<uint32_t> pci_device_id;  // (device << 16) | vendor
+  std::optional<uint32_t> cores;          // CUDA cores (nvmlDeviceGetNumGpuCores; not on MIG)
 
   // True when the GPU fell off the bus (NVML_ERROR_GPU_IS_LOST): no readings below are valid.
   bool lost = false;

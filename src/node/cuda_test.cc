@@ -145,6 +145,7 @@ class TwoGpus final : public gpu::Backend {
       g.uuid = "GPU-" + std::to_string(i);
       g.pci_bus_id = "00000000:1" + std::to_string(i) + ":00.0";
       g.name = "NVIDIA H100";
+      if (i == 1) g.cores = 16896;  // GPU 0's driver does not say
       if (i == 0) {
         gpu::ProcessInfo p;
         p.pid = 41000;
@@ -287,6 +288,8 @@ TEST(CudaTracingTest, FeedsGpusOnChangeAndNvmlProcessesEverySample) {
     EXPECT_EQ(f->gpus_[1].uuid, "GPU-1");
     EXPECT_EQ(f->gpus_[1].pci_bus_id, "00000000:11:00.0");
     EXPECT_EQ(f->gpus_[1].name, "NVIDIA H100");
+    EXPECT_EQ(f->gpus_[1].cores, 16896u);  // NVML's core count: the tracer's core usage
+    EXPECT_FALSE(f->gpus_[0].cores);
     EXPECT_EQ(f->nvml_.at(41000), std::set<std::string>{"GPU-0"});
   }
   snap.gpus.pop_back();

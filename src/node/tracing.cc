@@ -13,8 +13,8 @@ std::vector<trace::GpuIdentity> GpuIdentities(const gpu::GpuSnapshot& snap) {
     id.uuid = g.uuid;
     id.pci_bus_id = g.pci_bus_id;
     id.name = g.name;
-    // GpuInfo carries no core or SM count yet, nor MIG instance UUIDs: the tracer's core usage
-    // is then unknown (its default) and MIG processes map to their parent GPU.
+    id.cores = g.cores;  // NVML's core count: the tracer's core usage is unknown without it
+    // GpuInfo carries no SM count, nor MIG instance UUIDs: MIG processes map to their parent GPU.
     out.push_back(std::move(id));
   }
   return out;

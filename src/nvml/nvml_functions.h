@@ -68,6 +68,8 @@
   X(DeviceGetMaxClockInfo, kOptional, nvmlReturn_t,                                                 \
     (nvmlDevice_t device, nvmlClockType_t type, unsigned int* mhz), (device, type, mhz),            \
     nvmlDeviceGetMaxClockInfo)                                                                       \
+  X(DeviceGetNumGpuCores, kOptional, nvmlReturn_t, (nvmlDevice_t device, unsigned int* cores),      \
+    (device, cores), nvmlDeviceGetNumGpuCores)                                                       \
   X(DeviceGetPcieThroughput, kOptional, nvmlReturn_t,                                               \
     (nvmlDevice_t device, nvmlPcieUtilCounter_t counter, unsigned int* kb_per_s),                   \
     (device, counter, kb_per_s), nvmlDeviceGetPcieThroughput)                                        \

@@ -23,6 +23,7 @@ constexpr std::pair<Field, const char*> kFieldNames[] = {
     {Field::kEnergy, "energy"},
     {Field::kClocks, "clocks"},
     {Field::kMaxClocks, "max_clocks"},
+    {Field::kCores, "cores"},
     {Field::kPcie, "pcie"},
     {Field::kCodec, "codec"},
     {Field::kFan, "fan"},
@@ -369,6 +370,7 @@ Status ParseGpus(const Parser& p, const toml::table& root, const std::filesystem
                                           "max_sm_clock_mhz",
                                           "idle_sm_clock_mhz",
                                           "max_mem_clock_mhz",
+                                          "cores",
                                           "idle_temperature_c",
                                           "max_temperature_c",
                                           "fan",
@@ -415,6 +417,8 @@ Status ParseGpus(const Parser& p, const toml::table& root, const std::filesystem
         base.max_sm_clock_mhz = static_cast<uint32_t>(sm);
         base.idle_sm_clock_mhz = static_cast<uint32_t>(idle_sm);
         base.max_mem_clock_mhz = static_cast<uint32_t>(memclk);
+        FLYT_ASSIGN_OR_RETURN(double cores, p.Number(*t, "cores", field, 0.0, 0, 1 << 20));
+        base.cores = static_cast<uint32_t>(cores);
         FLYT_ASSIGN_OR_RETURN(double idle_t,
                               p.Number(*t, "idle_temperature_c", field, 30.0, 0, 120));
         FLYT_ASSIGN_OR_RETURN(double max_t,

@@ -29,6 +29,7 @@ enum class Field {
   kEnergy,
   kClocks,
   kMaxClocks,
+  kCores,
   kPcie,
   kCodec,
   kFan,
@@ -82,6 +83,7 @@ struct GpuSpec {
   uint32_t max_sm_clock_mhz = 0;
   uint32_t idle_sm_clock_mhz = 0;
   uint32_t max_mem_clock_mhz = 0;
+  uint32_t cores = 0;  // CUDA cores (nvmlDeviceGetNumGpuCores); 0: not reported (NOT_SUPPORTED)
   uint32_t idle_temperature_c = 30;
   uint32_t max_temperature_c = 75;  // at 100% utilisation
   bool has_fan = false;

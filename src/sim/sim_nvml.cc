@@ -526,6 +526,15 @@ nvmlReturn_t DeviceGetMaxClockInfo(nvmlDevice_t device, nvmlClockType_t type,
   });
 }
 
+nvmlReturn_t DeviceGetNumGpuCores(nvmlDevice_t device, unsigned int* cores) noexcept {
+  if (cores == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  return DeviceCall(device, Field::kCores, [&](Sim&, Device& dev, double) {
+    if (dev.spec->cores == 0) return NVML_ERROR_NOT_SUPPORTED;
+    *cores = dev.spec->cores;
+    return NVML_SUCCESS;
+  });
+}
+
 nvmlReturn_t DeviceGetPcieThroughput(nvmlDevice_t device, nvmlPcieUtilCounter_t counter,
                                      unsigned int* kb_per_s) noexcept {
   if (kb_per_s == nullptr) return NVML_ERROR_INVALID_ARGUMENT;

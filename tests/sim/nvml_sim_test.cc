@@ -85,6 +85,7 @@ TEST_F(NvmlSimTest, H100TrainingNodeReadsWhatTheScenarioSays) {
     EXPECT_EQ(g.energy_mj, 10ULL * 661760);  // 10 s at constant power
     EXPECT_EQ(g.sm_clock_mhz, 1980u);
     EXPECT_EQ(g.max_sm_clock_mhz, 1980u);
+    EXPECT_EQ(g.cores, 16896u);  // nvmlDeviceGetNumGpuCores
     EXPECT_EQ(g.memory_clock_mhz, 2619u);
     EXPECT_EQ(g.pcie_rx_kb_per_s, 97u * 2400);
     EXPECT_EQ(g.performance_state, 0u);
@@ -131,6 +132,7 @@ TEST_F(NvmlSimTest, OldDriverFallsBackToUnversionedEntryPoints) {
   EXPECT_EQ((*lib)->BoundSymbol("DeviceGetClocksEventReasons"),
             "nvmlDeviceGetCurrentClocksThrottleReasons");
   EXPECT_EQ((*lib)->BoundSymbol("DeviceGetPciInfo"), "nvmlDeviceGetPciInfo_v2");
+  EXPECT_EQ((*lib)->BoundSymbol("DeviceGetNumGpuCores"), "");  // an old driver has no core count
 
   SetTime(10);
   auto backend = Open(Scenario("h100x8-training"), /*legacy=*/true);
@@ -139,6 +141,7 @@ TEST_F(NvmlSimTest, OldDriverFallsBackToUnversionedEntryPoints) {
   ASSERT_TRUE(snap.ok());
   const GpuInfo& g = snap->gpus[3];
   EXPECT_EQ(g.pci_bus_id, "00000000:5D:00.0");  // through nvmlDeviceGetPciInfo_v2
+  EXPECT_FALSE(g.cores);                         // unknown, not 0
   // The v1 memory structure has no `reserved`; NVML counts it as used there.
   EXPECT_FALSE(g.memory_reserved_bytes);
   EXPECT_EQ(g.memory_used_bytes, (73216 + 4 + 529) * kMiB);
