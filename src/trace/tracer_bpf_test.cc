@@ -288,23 +288,36 @@ TEST_F(TracerBpfTest, AProcessStartedBeforeTheTracerIsFoundByTheProcScan) {
   std::filesystem::remove(go);
 }
 
+// A static program's file is probed once its exec is read. Runs `path driver` (gone, maybe, before
+// it is examined: that must not keep the file from being probed), waits until the file whose name
+// holds `name` is probed, then runs `path run`, traced from its first call: its pid once its exit
+// is seen, -1 (reported) otherwise.
+pid_t RunAfterItsExecIsProbed(Tracer& tracer, CollectingSink& sink, const char* path,
+                              const std::string& name) {
+  pid_t first = Spawn({path, "driver"});
+  EXPECT_EQ(Wait(first), 0);
+  bool probed = Eventually([&] {
+    for (const std::string& lib : tracer.Health().libraries) {
+      if (lib.find(name) != std::string::npos) return true;
+    }
+    return false;
+  });
+  EXPECT_TRUE(probed) << name << " was not probed";
+  if (!probed) return -1;
+  pid_t second = Spawn({path, "run"});
+  EXPECT_EQ(Wait(second), 7);
+  bool exited = Eventually([&] { return sink.SawExit(second); });
+  EXPECT_TRUE(exited) << "no exit of " << second;
+  return exited ? second : -1;
+}
+
 TEST_F(TracerBpfTest, AStaticProgramIsProbedFromItsExecAndItsNextRunIsTracedFromItsFirstCall) {
   CollectingSink sink;
   Result<std::unique_ptr<Tracer>> tracer = Tracer::Start(TestOptions(), &sink);
   ASSERT_TRUE(tracer.ok()) << tracer.status().ToString();
-  // The first run is examined once its exec is read: it may be gone by then (it exits at once),
-  // which must not keep its file from being probed.
-  pid_t first = Spawn({FLYT_TRACE_FAKE_STATIC, "driver"});
-  EXPECT_EQ(Wait(first), 0);
-  ASSERT_TRUE(Eventually([&] {
-    for (const std::string& lib : (*tracer)->Health().libraries) {
-      if (lib.find("trace_fake_static") != std::string::npos) return true;
-    }
-    return false;
-  }));
-  pid_t second = Spawn({FLYT_TRACE_FAKE_STATIC, "run"});
-  EXPECT_EQ(Wait(second), 7);
-  ASSERT_TRUE(Eventually([&] { return sink.SawExit(second); }));
+  pid_t second = RunAfterItsExecIsProbed(**tracer, sink, FLYT_TRACE_FAKE_STATIC,
+                                         "trace_fake_static");
+  ASSERT_GT(second, 0);
   ExpectRunRecords(sink.CallsOf(second), {.library = "static_runtime", .driver_probed = false});
   for (const auto& [pid, lib] : sink.Late()) EXPECT_NE(pid, static_cast<uint32_t>(second)) << lib;
 
@@ -347,21 +360,48 @@ TEST_F(TracerBpfTest, AStaticRuntimeOverALibcudaCountsEachLaunchOnce) {
     CollectingSink sink;
     Result<std::unique_ptr<Tracer>> tracer = Tracer::Start(options, &sink);
     ASSERT_TRUE(tracer.ok()) << tracer.status().ToString();
-    // Probed from its exec: the first run may be gone before; the second is traced throughout.
-    pid_t first = Spawn({FLYT_TRACE_FAKE_STATIC_RT, "driver"});
-    EXPECT_EQ(Wait(first), 0);
-    ASSERT_TRUE(Eventually([&] {
-      for (const std::string& lib : (*tracer)->Health().libraries) {
-        if (lib.find("trace_fake_static_rt") != std::string::npos) return true;
-      }
-      return false;
-    }));
-    pid_t second = Spawn({FLYT_TRACE_FAKE_STATIC_RT, "run"});
-    EXPECT_EQ(Wait(second), 7);
-    ASSERT_TRUE(Eventually([&] { return sink.SawExit(second); }));
+    pid_t second = RunAfterItsExecIsProbed(**tracer, sink, FLYT_TRACE_FAKE_STATIC_RT,
+                                           "trace_fake_static_rt");
+    ASSERT_GT(second, 0);
     ExpectRunRecords(sink.CallsOf(second),
                      {.library = "static_runtime", .launch_results = launch_results});
   }
+}
+
+// Another tracer's return probes on the same launches (here one with launch results: a uretprobe
+// on every launch) put the kernel's trampoline where the return addresses were: after a tail jump
+// the callee finds it there. Launches are still told apart by the real return addresses, for
+// both tracers, with the runtime a library and compiled in.
+TEST_F(TracerBpfTest, TwoTracersOneWithLaunchResultsBothCountEachLaunchOnce) {
+  TraceOptions with_results = TestOptions();
+  with_results.launch_results = true;
+  CollectingSink a;
+  CollectingSink b;
+  Result<std::unique_ptr<Tracer>> ta = Tracer::Start(with_results, &a);
+  ASSERT_TRUE(ta.ok()) << ta.status().ToString();
+  Result<std::unique_ptr<Tracer>> tb = Tracer::Start(TestOptions(), &b);
+  ASSERT_TRUE(tb.ok()) << tb.status().ToString();
+  pid_t p = Spawn({FLYT_TRACE_FAKE_APP, "run"});
+  EXPECT_EQ(Wait(p), 7);
+  ASSERT_TRUE(Eventually([&] { return a.SawExit(p) && b.SawExit(p); }));
+  ExpectRunRecords(a.CallsOf(p), {.launch_results = true});
+  ExpectRunRecords(b.CallsOf(p));
+
+  // The static runtime: both tracers probe the executable from its first exec.
+  pid_t first = Spawn({FLYT_TRACE_FAKE_STATIC_RT, "driver"});
+  EXPECT_EQ(Wait(first), 0);
+  auto probed = [](Tracer& t) {
+    for (const std::string& lib : t.Health().libraries) {
+      if (lib.find("trace_fake_static_rt") != std::string::npos) return true;
+    }
+    return false;
+  };
+  ASSERT_TRUE(Eventually([&] { return probed(**ta) && probed(**tb); }));
+  pid_t s = Spawn({FLYT_TRACE_FAKE_STATIC_RT, "run"});
+  EXPECT_EQ(Wait(s), 7);
+  ASSERT_TRUE(Eventually([&] { return a.SawExit(s) && b.SawExit(s); }));
+  ExpectRunRecords(a.CallsOf(s), {.library = "static_runtime", .launch_results = true});
+  ExpectRunRecords(b.CallsOf(s), {.library = "static_runtime"});
 }
 
 TEST_F(TracerBpfTest, DriverApiStreamsAreRecordedWithTheirFlags) {

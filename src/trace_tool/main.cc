@@ -14,6 +14,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <string>
 #include <vector>
@@ -51,6 +52,8 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
   app.add_option("command", command, "the command to trace (after --)");
   CLI11_PARSE(app, argc, argv);
+  // Logs go to stderr: stdout carries the JSON (or the --raw lines) when no --json file is given.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("flyt-trace"));
   spdlog::set_level(spdlog::level::from_str(log_level));
   if (!library_dirs.empty()) options.library_dirs = library_dirs;
   std::FILE* out = stdout;

@@ -28,32 +28,14 @@ tmp=$(mktemp -d -t flyt-trace-e2e.XXXXXX)
 . "$(dirname "$0")/lib.sh"
 trap 'stop_children; rm -rf "$tmp"' EXIT
 
-skip() {
-  echo "SKIPPED: $*"
-  exit 77
-}
-[ "$(id -u)" = 0 ] || skip "flyt-trace needs root (BPF uprobes); running as uid $(id -u)"
-trace_bin=""
-for candidate in "$build/bin/flyt-trace" "$build/src/trace_tool/flyt-trace"; do
-  [ -x "$candidate" ] && trace_bin=$candidate && break
-done
-[ -n "$trace_bin" ] || skip "flyt-trace is not built (looked in $build/bin and $build/src/trace_tool)"
-programs=$build/tests/trace
-remote_setup "$build" "$programs/trace_kernels"
+# shellcheck source=trace_lib.sh
+. "$(dirname "$0")/trace_lib.sh"
+remote_setup "$build" "$build/tests/trace/trace_kernels"
 for p in trace_memory trace_kernels_ptds trace_kernels_static trace_kernels_static_stripped \
   trace_graph trace_threads trace_driver; do
-  [ -x "$programs/$p" ] || skip "tests/trace/$p is not built"
+  [ -x "$build/tests/trace/$p" ] || skip "tests/trace/$p is not built"
 done
-"$trace_bin" --duration 0 >"$tmp/probe.json" 2>"$tmp/probe.err"
-rc=$?
-if [ $rc = 3 ]; then
-  skip "tracing is unavailable here: $(tr '\n' ' ' <"$tmp/probe.err")"
-elif [ $rc != 0 ]; then
-  echo "FAIL: flyt-trace --duration 0 exited $rc:"
-  cat "$tmp/probe.err"
-  exit 1
-fi
-checker=$src/tests/trace/check_trace.py
+trace_preflight
 
 port=$(free_port)
 endpoint=127.0.0.1:$port
@@ -62,15 +44,6 @@ log=$tmp/launches.jsonl
 pids+=("$!")
 check "server starts" wait_for 20 "$server_bin" stats --server "$endpoint"
 
-# A wrapper that runs a program with its output in a file of its own (the tracer's COMMAND runs
-# several), keeping its pid (exec).
-cat >"$tmp/to" <<'EOF'
-#!/bin/sh
-out=$1
-shift
-exec "$@" >"$out" 2>&1
-EOF
-chmod +x "$tmp/to"
 flyt_env=(env FLYT_SIM_DEVICE=1 "FLYT_SERVER=$endpoint" "LD_LIBRARY_PATH=$runtime_dir")
 
 # The folders whose CUDA libraries flyt-trace probes at start, as an operator lists them in
@@ -80,70 +53,6 @@ flyt_env=(env FLYT_SIM_DEVICE=1 "FLYT_SERVER=$endpoint" "LD_LIBRARY_PATH=$runtim
 library_dirs=(--library-dir "$runtime_dir" --library-dir "$build/tests/trace/driver"
   --library-dir /usr/local/cuda/lib64 --library-dir /lib/x86_64-linux-gnu)
 
-# traced <session> [flyt-trace options...] -- <command...>: runs the command under flyt-trace
-# (killed after 90 s); the JSON in $tmp/<session>.json, flyt-trace's own output in
-# $tmp/<session>.out.
-traced() {
-  local session=$1
-  shift
-  local options=()
-  while [ "$1" != "--" ]; do
-    options+=("$1")
-    shift
-  done
-  shift
-  run_bounded 90 "$session" "$trace_bin" "${library_dirs[@]}" "${options[@]}" \
-    --json "$tmp/$session.json" --ready-file "$tmp/$session.ready" -- "$@"
-  check "$session: flyt-trace exits 0" test "$(cat "$tmp/$session.rc")" = 0
-  if [ "$(cat "$tmp/$session.rc")" != 0 ]; then
-    echo "--- flyt-trace output ($session):"
-    tail -20 "$tmp/$session.out"
-  fi
-  check "$session: flyt-trace wrote its JSON" python3 -c "import json,sys; json.load(open(sys.argv[1]))" \
-    "$tmp/$session.json"
-  check "$session: no event lost, a library probed" python3 "$checker" --json "$tmp/$session.json" \
-    --health --label "$session"
-}
-pid_of() { sed -n 's/^PID \([0-9]*\)$/\1/p' "$tmp/$1.prog" | head -1; }
-passed() {  # passed <name>: the program ran to its end
-  grep -q ": PASS$" "$tmp/$1.prog" && return 0
-  echo "--- $1 output:"
-  cat "$tmp/$1.prog"
-  return 1
-}
-# expect <json session> <name> <check_trace.py args...>: the figures of program <name>.
-expect() {
-  local session=$1 name=$2
-  shift 2
-  check "$name: ran to its end" passed "$name"
-  local pid
-  pid=$(pid_of "$name")
-  check "$name: figures as expected" python3 "$checker" --json "$tmp/$session.json" --pid "${pid:-0}" \
-    --out "$tmp/$name.prog" --label "$name (pid ${pid:-?})" "$@"
-}
-
-# session <name>: starts the shell script flyt-trace's COMMAND runs for session <name>;
-# step <session> [&] <program name> <command...>: adds a program to it (with "&": in the background;
-# the script waits for every one at its end). Its output goes to $tmp/<program name>.prog.
-session() { echo "#!/bin/sh" >"$tmp/$1.sh"; }
-step() {
-  local session=$1 background=""
-  shift
-  [ "$1" = "&" ] && background=" &" && shift
-  local name=$1
-  shift
-  {
-    printf '%q %q' "$tmp/to" "$tmp/$name.prog"
-    printf ' %q' "$@"
-    echo "$background"
-  } >>"$tmp/$session.sh"
-}
-run_session() {  # run_session <session> [flyt-trace options...]
-  local session=$1
-  shift
-  echo wait >>"$tmp/$session.sh"
-  traced "$session" "$@" -- sh "$tmp/$session.sh"
-}
 
 # ---- flyt's runtime against the sim server, one program after another ----
 # One flyt-trace session runs every program but the early one (starting and stopping flyt-trace
@@ -231,6 +140,15 @@ check "stripped: ran to its end" passed stripped
 check "stripped static binary: reported unprobeable" python3 "$checker" --json "$tmp/flyt.json" \
   --unprobeable "$(pid_of stripped)" --executable "$programs/trace_kernels_static_stripped" \
   --label "stripped static binary"
+
+# Without --json the JSON goes to stdout, and flyt-trace's log lines (the stripped binary's
+# warning, info lines) to stderr: stdout stays one JSON document.
+"$trace_bin" "${library_dirs[@]}" --log-level info -- "$tmp/to" "$tmp/stdout_case.prog" \
+  env -u LD_LIBRARY_PATH "$programs/trace_kernels_static_stripped" --keep-going \
+  >"$tmp/stdout.json" 2>"$tmp/stdout.err"
+check "flyt-trace's JSON on stdout is one JSON document while it logs" \
+  python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$tmp/stdout.json"
+check "flyt-trace's log lines go to stderr" grep -q "cannot be traced" "$tmp/stdout.err"
 
 check "the driver program ran on the test driver" test -s "$tmp/driver_launches.jsonl"
 expect flyt driver --program trace_driver --launch-log "$tmp/driver_launches.jsonl"

@@ -206,6 +206,25 @@ static __always_inline int keeps_entry_time(__u32 func) {
          (func >= FLYT_FN_cudaMemcpy && func <= FLYT_FN_cuCtxSynchronize);
 }
 
+/* The return address of a call entered at `sp`, given what lies at [sp]: a uretprobe on a frame —
+ * another tracer's, or this one's with launch results — replaces the return address there with
+ * the kernel's trampoline (after a tail jump the callee finds it so), and the kernel keeps the
+ * real one in the task's return instance for that frame. Direct reads through the task's BTF
+ * pointer: no helper call. */
+static __always_inline __u64 return_address(__u64 sp, __u64 at_sp) {
+  struct task_struct* task = bpf_get_current_task_btf();
+  struct uprobe_task* ut = task->utask;
+  if (!ut) return at_sp;
+  struct return_instance* ri = ut->return_instances;
+#pragma unroll
+  for (int i = 0; i < 8; i++) {
+    if (!ri) break;
+    if (ri->stack == sp) return ri->orig_ret_vaddr;
+    ri = ri->next;
+  }
+  return at_sp;
+}
+
 /* Where the code of the runtime being entered lies (the cookie carries the distances from the
  * function to the ends of its code section; ±16 bytes of slack cover the 16-byte units and the
  * breakpoint's byte). */
@@ -225,7 +244,8 @@ static __always_inline void note_runtime(struct thread_state* st, struct pt_regs
 static __always_inline int made_by_runtime(struct thread_state* st, __u64 ra, __u64 sp) {
   if (st->code_end == 0) return 0;
   if (!st->code_static) return ra >= st->code_begin && ra < st->code_end;
-  return st->launch_sp != 0 && sp < st->launch_sp && read_u64(st->launch_sp) == st->launch_ra;
+  return st->launch_sp != 0 && sp < st->launch_sp &&
+         return_address(st->launch_sp, read_u64(st->launch_sp)) == st->launch_ra;
 }
 
 /* A probed call's entry (entry + return probes): its arguments are kept until its return. */
@@ -251,7 +271,7 @@ int BPF_KPROBE(cuda_entry) {
   st->call.sp = sp;
   st->silent = 0;
   if (lib == FLYT_LIB_DRIVER) {
-    if (st->code_end != 0 && made_by_runtime(st, read_u64(sp), sp)) {
+    if (st->code_end != 0 && made_by_runtime(st, return_address(sp, read_u64(sp)), sp)) {
       st->silent = 1;
       return 0;
     }
@@ -302,9 +322,12 @@ static __always_inline void emit_launch(const __u64* regs, const __u64* stack, _
       r->stream = stack[1];
       break;
     case FLYT_FN_cudaLaunchKernelExC:
-    case FLYT_FN_cudaLaunchKernelExC_ptsz: {
-      /* (const cudaLaunchConfig_t* {dim3 grid; dim3 block; size_t smem @24; stream @32; ...},
-       * func): one read of the first 40 bytes. */
+    case FLYT_FN_cudaLaunchKernelExC_ptsz:
+    case FLYT_FN_cuLaunchKernelEx:
+    case FLYT_FN_cuLaunchKernelEx_ptsz: {
+      /* (config*, func). Both configs open alike: grid and block (6 x u32), the dynamic shared
+       * memory at 24 (cudaLaunchConfig_t: size_t; CUlaunchConfig: u32 + padding), the stream at
+       * 32. One read of the first 40 bytes. */
       __u32 c[10] = {};
       bpf_probe_read_user(c, sizeof(c), (const void*)regs[0]);
       r->function = regs[1];
@@ -331,23 +354,6 @@ static __always_inline void emit_launch(const __u64* regs, const __u64* stack, _
       r->shared_bytes = (__u32)stack[1];
       r->stream = stack[2];
       break;
-    case FLYT_FN_cuLaunchKernelEx:
-    case FLYT_FN_cuLaunchKernelEx_ptsz: {
-      /* (const CUlaunchConfig* {7 x unsigned: grid, block, smem; CUstream @32; ...}, f): one
-       * read of the first 40 bytes. */
-      __u32 c[10] = {};
-      bpf_probe_read_user(c, sizeof(c), (const void*)regs[0]);
-      r->function = regs[1];
-      r->grid[0] = c[0];
-      r->grid[1] = c[1];
-      r->grid[2] = c[2];
-      r->block[0] = c[3];
-      r->block[1] = c[4];
-      r->block[2] = c[5];
-      r->shared_bytes = c[6];
-      r->stream = (__u64)c[8] | (__u64)c[9] << 32;
-      break;
-    }
     default: /* cudaGraphLaunch, cuGraphLaunch: (exec, stream) */
       r->function = regs[0];
       r->stream = regs[1];
@@ -510,6 +516,7 @@ int BPF_KPROBE(cuda_launch) {
   /* [sp]: the return address, then the first three stack arguments — one read. */
   __u64 w[4] = {};
   bpf_probe_read_user(w, sizeof(w), (const void*)sp);
+  w[0] = return_address(sp, w[0]);
   if (sp == st->launch_sp && w[0] == st->launch_ra && func != st->launch_func) return 0;
   if (made_by_runtime(st, w[0], sp)) return 0;
   if (lib != FLYT_LIB_DRIVER) note_runtime(st, ctx, cookie, lib);

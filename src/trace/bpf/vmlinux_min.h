@@ -108,8 +108,22 @@ struct trace_event_raw_sys_exit {
   long ret;
 } __attribute__((preserve_access_index));
 
+/* The uretprobe state of a task: the frames whose return addresses the kernel replaced with its
+ * trampoline, newest first; `stack` is the stack pointer at the probed entry (where the return
+ * address lies), `orig_ret_vaddr` the real return address. */
+struct return_instance {
+  unsigned long stack;
+  unsigned long orig_ret_vaddr;
+  struct return_instance* next;
+} __attribute__((preserve_access_index));
+
+struct uprobe_task {
+  struct return_instance* return_instances;
+} __attribute__((preserve_access_index));
+
 struct task_struct {
   int exit_code;
+  struct uprobe_task* utask;
 } __attribute__((preserve_access_index));
 
 #endif /* FLYT_TRACE_BPF_VMLINUX_MIN_H_ */
