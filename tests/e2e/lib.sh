@@ -148,9 +148,24 @@ start_manager() {
 # the manager with the token; log in $tmp/<name>.log. FLYT_SIM_START in the caller's environment
 # passes through. Records its pid in node_pids[<name>] and its port in node_ports[<name>].
 declare -A node_pids=() node_ports=()
+# A node manager traces every CUDA program on the machine when it runs as root: one started by a
+# test that is not about tracing gets [trace] enabled = false (appended to its --config file, or
+# in a file of its own), so that tests running side by side do not trace each other's programs.
 start_node() {
   local name=$1 scenario=$2 manager=$3 token=$4
   shift 4
+  local args=("$@") i has_config=""
+  for ((i = 0; i < ${#args[@]}; i++)); do
+    if [ "${args[$i]}" = "--config" ] && [ $((i + 1)) -lt ${#args[@]} ]; then
+      has_config=${args[$((i + 1))]}
+    fi
+  done
+  if [ -z "$has_config" ]; then
+    printf '[trace]\nenabled = false\n' >"$tmp/$name.trace-off.toml"
+    set -- "$@" --config "$tmp/$name.trace-off.toml"
+  elif ! grep -q '^\[trace\]' "$has_config"; then
+    printf '\n[trace]\nenabled = false\n' >>"$has_config"
+  fi
   local port
   port=$(free_port)
   FLYT_NVML_LIBRARY="$build/lib/libflyt-sim-nvml.so" \

@@ -159,8 +159,9 @@ try {
     return n >= 3 ? n : null;
   });
   check('the utilization chart has data points', points !== null, String(points));
-  // uPlot drew the series: the canvas holds pixels of the series colour (#4e9af1).
-  const drawn = await page.evaluate(() => {
+  // uPlot drew the series: the canvas holds pixels of the series colour (#4e9af1). It draws on
+  // a later frame than the one that set its data (a loaded machine makes that visible): polled.
+  const seriesPixels = () => page.evaluate(() => {
     const canvas = document.querySelector('[data-testid=chart-util] canvas');
     if (!canvas) return 0;
     const ctx = canvas.getContext('2d');
@@ -171,6 +172,10 @@ try {
     }
     return n;
   });
+  const drawn = (await waitFor('series pixels', async () => {
+    const n = await seriesPixels();
+    return n > 20 ? n : null;
+  })) ?? (await seriesPixels());
   check('the chart is drawn (series pixels on the canvas)', drawn > 20, `${drawn} pixels`);
   const history = await api(`/nodes/${encodeURIComponent(idle)}/gpus/0/history?since=-300`);
   check('the API has history for the same GPU', history.points.length >= 3);
