@@ -44,61 +44,6 @@ size_t RecordSize(uint16_t kind) {
   }
 }
 
-// The kind a probed function's records have (0: not a function that writes records).
-uint16_t KindOf(uint16_t func) {
-  if (func >= FLYT_FN_cudaLaunchKernel && func <= FLYT_FN_cuGraphLaunch_ptsz) return FLYT_EV_LAUNCH;
-  switch (func) {
-    case FLYT_FN_cudaMalloc:
-    case FLYT_FN_cudaMallocAsync:
-    case FLYT_FN_cudaMallocAsync_ptsz:
-    case FLYT_FN_cudaMallocFromPoolAsync:
-    case FLYT_FN_cudaMallocFromPoolAsync_ptsz:
-    case FLYT_FN_cudaMallocManaged:
-    case FLYT_FN_cudaMallocPitch:
-    case FLYT_FN_cudaMallocHost:
-    case FLYT_FN_cudaHostAlloc:
-    case FLYT_FN_cuMemAlloc_v2: return FLYT_EV_ALLOC;
-    case FLYT_FN_cudaFree:
-    case FLYT_FN_cudaFreeAsync:
-    case FLYT_FN_cudaFreeAsync_ptsz:
-    case FLYT_FN_cudaFreeHost:
-    case FLYT_FN_cuMemFree_v2: return FLYT_EV_FREE;
-    case FLYT_FN_cudaMemcpy:
-    case FLYT_FN_cudaMemcpy_ptds:
-    case FLYT_FN_cudaMemcpyAsync:
-    case FLYT_FN_cudaMemcpyAsync_ptsz: return FLYT_EV_COPY;
-    case FLYT_FN_cudaMemset:
-    case FLYT_FN_cudaMemset_ptds:
-    case FLYT_FN_cudaMemsetAsync:
-    case FLYT_FN_cudaMemsetAsync_ptsz: return FLYT_EV_MEMSET;
-    case FLYT_FN_cudaStreamSynchronize:
-    case FLYT_FN_cudaStreamSynchronize_ptsz:
-    case FLYT_FN_cudaDeviceSynchronize:
-    case FLYT_FN_cudaEventSynchronize:
-    case FLYT_FN_cudaEventQuery:
-    case FLYT_FN_cuStreamSynchronize:
-    case FLYT_FN_cuStreamSynchronize_ptsz:
-    case FLYT_FN_cuCtxSynchronize: return FLYT_EV_SYNC;
-    case FLYT_FN_cudaEventRecord:
-    case FLYT_FN_cudaEventRecord_ptsz: return FLYT_EV_EVENT_RECORD;
-    case FLYT_FN_cudaStreamCreate:
-    case FLYT_FN_cudaStreamCreateWithFlags:
-    case FLYT_FN_cudaStreamCreateWithPriority:
-    case FLYT_FN_cuStreamCreate:
-    case FLYT_FN_cuStreamCreateWithPriority: return FLYT_EV_STREAM_CREATE;
-    case FLYT_FN_cudaStreamDestroy:
-    case FLYT_FN_cuStreamDestroy_v2: return FLYT_EV_STREAM_DESTROY;
-    case FLYT_FN_cudaSetDevice: return FLYT_EV_SET_DEVICE;
-    case FLYT_FN___cudaRegisterFunction: return FLYT_EV_REGISTER_FUNCTION;
-    case FLYT_FN___cudaGetKernel:
-    case FLYT_FN_cudaGetKernel: return FLYT_EV_GET_KERNEL;
-    case FLYT_FN_cuModuleGetFunction: return FLYT_EV_MODULE_FUNCTION;
-    case FLYT_FN_setenv:
-    case FLYT_FN_putenv: return FLYT_EV_SETENV;
-    default: return 0;
-  }
-}
-
 bool IsControl(uint16_t kind) {
   return kind == FLYT_EV_EXEC || kind == FLYT_EV_LIBRARY_OPEN || kind == FLYT_EV_EXIT;
 }
@@ -128,7 +73,7 @@ bool Validate(const void* data, size_t bytes, RecordBuffer* buffer) {
   size_t need = RecordSize(h.kind);
   if (need == 0 || bytes < need || h.pid == 0) return false;
   std::memcpy(buffer, data, need);
-  if (!IsControl(h.kind) && KindOf(h.func) != h.kind) return false;
+  if (!IsControl(h.kind) && flyt_trace_kind_of(h.func) != h.kind) return false;
   switch (h.kind) {
     case FLYT_EV_ALLOC: return buffer->alloc.memory <= FLYT_MEM_HOST_PINNED;
     case FLYT_EV_FREE: return buffer->free.memory <= FLYT_MEM_HOST_PINNED;

@@ -202,8 +202,9 @@ static __always_inline int is_kernel_launch_with_stack_args(__u32 func) {
 /* Copies, memsets, syncs and launches keep their entry time (a blocking copy's span, a sync's
  * wait, a launch's enqueue); the other calls are stamped once, at return. */
 static __always_inline int keeps_entry_time(__u32 func) {
-  return func <= FLYT_FN_cuGraphLaunch_ptsz ||
-         (func >= FLYT_FN_cudaMemcpy && func <= FLYT_FN_cuCtxSynchronize);
+  __u16 kind = flyt_trace_kind_of(func);
+  return kind == FLYT_EV_LAUNCH || kind == FLYT_EV_COPY || kind == FLYT_EV_MEMSET ||
+         kind == FLYT_EV_SYNC;
 }
 
 /* The return address of a call entered at `sp`, given what lies at [sp]: a uretprobe on a frame —
@@ -550,73 +551,43 @@ int BPF_KRETPROBE(cuda_return) {
   __s32 rc = (__s32)PT_REGS_RC(ctx);
   mark_tracked(st);
 
-  switch (func) {
-    case FLYT_FN_cudaLaunchKernel ... FLYT_FN_cuGraphLaunch_ptsz:
+  switch (flyt_trace_kind_of(func)) {
+    case FLYT_EV_LAUNCH:
       emit_launch(f->regs, f->stack, func, lib, rc, f->entry_ns, 0);
       break;
-    case FLYT_FN_cudaMalloc:
-    case FLYT_FN_cudaMallocAsync:
-    case FLYT_FN_cudaMallocAsync_ptsz:
-    case FLYT_FN_cudaMallocFromPoolAsync:
-    case FLYT_FN_cudaMallocFromPoolAsync_ptsz:
-    case FLYT_FN_cudaMallocManaged:
-    case FLYT_FN_cudaMallocPitch:
-    case FLYT_FN_cudaMallocHost:
-    case FLYT_FN_cudaHostAlloc:
-    case FLYT_FN_cuMemAlloc_v2:
+    case FLYT_EV_ALLOC:
       emit_alloc(f, func, lib, rc);
       break;
-    case FLYT_FN_cudaFree:
-    case FLYT_FN_cudaFreeAsync:
-    case FLYT_FN_cudaFreeAsync_ptsz:
-    case FLYT_FN_cudaFreeHost:
-    case FLYT_FN_cuMemFree_v2:
+    case FLYT_EV_FREE:
       emit_free(f, func, lib, rc);
       break;
-    case FLYT_FN_cudaMemcpy:
-    case FLYT_FN_cudaMemcpy_ptds:
-    case FLYT_FN_cudaMemcpyAsync:
-    case FLYT_FN_cudaMemcpyAsync_ptsz:
+    case FLYT_EV_COPY:
       emit_copy(f, func, lib, rc, FLYT_EV_COPY);
       break;
-    case FLYT_FN_cudaMemset:
-    case FLYT_FN_cudaMemset_ptds:
-    case FLYT_FN_cudaMemsetAsync:
-    case FLYT_FN_cudaMemsetAsync_ptsz:
+    case FLYT_EV_MEMSET:
       emit_copy(f, func, lib, rc, FLYT_EV_MEMSET);
       break;
-    case FLYT_FN_cudaStreamSynchronize:
-    case FLYT_FN_cudaStreamSynchronize_ptsz:
-    case FLYT_FN_cudaEventSynchronize:
-    case FLYT_FN_cudaEventQuery:
-    case FLYT_FN_cuStreamSynchronize:
-    case FLYT_FN_cuStreamSynchronize_ptsz:
-      emit_u64_pair(f, func, lib, rc, FLYT_EV_SYNC, f->regs[0], 0);
+    case FLYT_EV_SYNC: {
+      /* The stream or event synchronised; a device or context sync names none. */
+      __u64 object = (func == FLYT_FN_cudaDeviceSynchronize || func == FLYT_FN_cuCtxSynchronize)
+                         ? 0
+                         : f->regs[0];
+      emit_u64_pair(f, func, lib, rc, FLYT_EV_SYNC, object, 0);
       break;
-    case FLYT_FN_cudaDeviceSynchronize:
-    case FLYT_FN_cuCtxSynchronize:
-      emit_u64_pair(f, func, lib, rc, FLYT_EV_SYNC, 0, 0);
-      break;
-    case FLYT_FN_cudaEventRecord:
-    case FLYT_FN_cudaEventRecord_ptsz:
+    }
+    case FLYT_EV_EVENT_RECORD:
       emit_u64_pair(f, func, lib, rc, FLYT_EV_EVENT_RECORD, f->regs[0], f->regs[1]);
       break;
-    case FLYT_FN___cudaGetKernel:
-    case FLYT_FN_cudaGetKernel:
+    case FLYT_EV_GET_KERNEL:
       /* (cudaKernel_t* out, const void* stub) */
       emit_u64_pair(f, func, lib, rc, FLYT_EV_GET_KERNEL, rc == 0 ? read_u64(f->regs[0]) : 0,
                     f->regs[1]);
       break;
-    case FLYT_FN_cudaStreamCreate:
-    case FLYT_FN_cudaStreamCreateWithFlags:
-    case FLYT_FN_cudaStreamCreateWithPriority:
-    case FLYT_FN_cudaStreamDestroy:
-    case FLYT_FN_cuStreamCreate:
-    case FLYT_FN_cuStreamCreateWithPriority:
-    case FLYT_FN_cuStreamDestroy_v2:
+    case FLYT_EV_STREAM_CREATE:
+    case FLYT_EV_STREAM_DESTROY:
       emit_stream(f, func, lib, rc);
       break;
-    case FLYT_FN_cudaSetDevice: {
+    case FLYT_EV_SET_DEVICE: {
       struct flyt_trace_set_device* r = reserve(sizeof(*r));
       if (!r) break;
       fill_header(&r->h, FLYT_EV_SET_DEVICE, func, lib, rc, f->entry_ns);
@@ -625,11 +596,11 @@ int BPF_KRETPROBE(cuda_return) {
       submit_data(r, sizeof(*r));
       break;
     }
-    case FLYT_FN___cudaRegisterFunction:
+    case FLYT_EV_REGISTER_FUNCTION:
       /* Where no sleepable program could be loaded: the name as far as it is in memory. */
       emit_name(f, func, lib, 0, FLYT_EV_REGISTER_FUNCTION, f->regs[1], f->regs[2]);
       break;
-    case FLYT_FN_cuModuleGetFunction:
+    case FLYT_EV_MODULE_FUNCTION:
       /* (CUfunction* out, CUmodule, const char* name) */
       emit_name(f, func, lib, rc, FLYT_EV_MODULE_FUNCTION, rc == 0 ? read_u64(f->regs[0]) : 0,
                 f->regs[2]);

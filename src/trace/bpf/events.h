@@ -174,6 +174,62 @@ struct flyt_trace_header {
   flyt_u32 reserved;
 };
 
+/* The kind of the records a probed function writes (0: none): the one list both halves use (the
+ * BPF side picks the record to write by it, user space checks each record against it). */
+static inline __attribute__((always_inline)) flyt_u16 flyt_trace_kind_of(flyt_u32 func) {
+  if (func >= FLYT_FN_cudaLaunchKernel && func <= FLYT_FN_cuGraphLaunch_ptsz) return FLYT_EV_LAUNCH;
+  switch (func) {
+    case FLYT_FN_cudaMalloc:
+    case FLYT_FN_cudaMallocAsync:
+    case FLYT_FN_cudaMallocAsync_ptsz:
+    case FLYT_FN_cudaMallocFromPoolAsync:
+    case FLYT_FN_cudaMallocFromPoolAsync_ptsz:
+    case FLYT_FN_cudaMallocManaged:
+    case FLYT_FN_cudaMallocPitch:
+    case FLYT_FN_cudaMallocHost:
+    case FLYT_FN_cudaHostAlloc:
+    case FLYT_FN_cuMemAlloc_v2: return FLYT_EV_ALLOC;
+    case FLYT_FN_cudaFree:
+    case FLYT_FN_cudaFreeAsync:
+    case FLYT_FN_cudaFreeAsync_ptsz:
+    case FLYT_FN_cudaFreeHost:
+    case FLYT_FN_cuMemFree_v2: return FLYT_EV_FREE;
+    case FLYT_FN_cudaMemcpy:
+    case FLYT_FN_cudaMemcpy_ptds:
+    case FLYT_FN_cudaMemcpyAsync:
+    case FLYT_FN_cudaMemcpyAsync_ptsz: return FLYT_EV_COPY;
+    case FLYT_FN_cudaMemset:
+    case FLYT_FN_cudaMemset_ptds:
+    case FLYT_FN_cudaMemsetAsync:
+    case FLYT_FN_cudaMemsetAsync_ptsz: return FLYT_EV_MEMSET;
+    case FLYT_FN_cudaStreamSynchronize:
+    case FLYT_FN_cudaStreamSynchronize_ptsz:
+    case FLYT_FN_cudaDeviceSynchronize:
+    case FLYT_FN_cudaEventSynchronize:
+    case FLYT_FN_cudaEventQuery:
+    case FLYT_FN_cuStreamSynchronize:
+    case FLYT_FN_cuStreamSynchronize_ptsz:
+    case FLYT_FN_cuCtxSynchronize: return FLYT_EV_SYNC;
+    case FLYT_FN_cudaEventRecord:
+    case FLYT_FN_cudaEventRecord_ptsz: return FLYT_EV_EVENT_RECORD;
+    case FLYT_FN_cudaStreamCreate:
+    case FLYT_FN_cudaStreamCreateWithFlags:
+    case FLYT_FN_cudaStreamCreateWithPriority:
+    case FLYT_FN_cuStreamCreate:
+    case FLYT_FN_cuStreamCreateWithPriority: return FLYT_EV_STREAM_CREATE;
+    case FLYT_FN_cudaStreamDestroy:
+    case FLYT_FN_cuStreamDestroy_v2: return FLYT_EV_STREAM_DESTROY;
+    case FLYT_FN_cudaSetDevice: return FLYT_EV_SET_DEVICE;
+    case FLYT_FN___cudaRegisterFunction: return FLYT_EV_REGISTER_FUNCTION;
+    case FLYT_FN___cudaGetKernel:
+    case FLYT_FN_cudaGetKernel: return FLYT_EV_GET_KERNEL;
+    case FLYT_FN_cuModuleGetFunction: return FLYT_EV_MODULE_FUNCTION;
+    case FLYT_FN_setenv:
+    case FLYT_FN_putenv: return FLYT_EV_SETENV;
+    default: return 0;
+  }
+}
+
 #define FLYT_F_TRUNCATED 1u  /* a name/path/env text was cut to fit */
 #define FLYT_F_PER_THREAD 2u /* a _ptsz/_ptds entry point: stream 0 means the per-thread stream */
 #define FLYT_F_AT_ENTRY 4u   /* written at the call's entry: rc is 0, not the call's result */
