@@ -346,18 +346,32 @@ void Aggregator::NameLateStub(TracedProcess* process, const flyt_trace_launch& r
 
 void Aggregator::NameUnreadStub(TracedProcess* process, uint32_t pid, uint64_t stub) {
   std::vector<FileMapping> mappings;
+  bool reread = false;
   {
     MutexLock lock(mu_);
+    // Each stub once, within the per-process bound on names: a library registering thousands
+    // of kernels costs one lookup each, not one per record.
     mappings = process->mappings();
+    const bool covered = std::any_of(mappings.begin(), mappings.end(), [&](const FileMapping& m) {
+      return stub >= m.start && stub < m.end;
+    });
+    // Not mapped when last read (a library loaded since), or never read (traced from its
+    // start): the mappings are read again, at most once per drain. Otherwise the stub waits
+    // (unclaimed) for its first launch, named then through the mappings it has.
+    reread = !covered && process->maps_read_drain() != drains_;
+    if (!covered && !reread) return;
+    if (!process->ClaimStubLookUp(stub)) return;
+    if (reread) process->set_maps_read_drain(drains_);
+  }
+  if (reread) {
+    std::vector<FileMapping> fresh = ReadMappings(pid);
+    if (!fresh.empty()) {
+      mappings = fresh;
+      MutexLock lock(mu_);
+      process->SetMappings(std::move(fresh));
+    }
   }
   std::optional<std::string> mangled = symbols_.Lookup(mappings, stub);
-  if (!mangled) {
-    // Not mapped when last read (a library loaded since), or never read (traced from its start).
-    mappings = ReadMappings(pid);
-    mangled = symbols_.Lookup(mappings, stub);
-    MutexLock lock(mu_);
-    if (!mappings.empty()) process->SetMappings(std::move(mappings));
-  }
   MutexLock lock(mu_);
   process->NameStub(stub, mangled, &drops_);
 }
@@ -392,6 +406,7 @@ void Aggregator::OnDrainEnd() {
   std::vector<uint32_t> pids;
   {
     MutexLock lock(mu_);
+    ++drains_;
     while (!exited_.empty() && exited_.front().expires_ns <= now) exited_.pop_front();
     if (now < next_liveness_check_ns_) return;
     next_liveness_check_ns_ = now + kLivenessIntervalNs;

@@ -120,6 +120,7 @@ class Aggregator : public RecordSink {
   std::map<uint32_t, std::set<std::string>> nvml_ FLYT_GUARDED_BY(mu_);
   std::unordered_map<uint32_t, std::unique_ptr<TracedProcess>> live_ FLYT_GUARDED_BY(mu_);
   std::deque<Exited> exited_ FLYT_GUARDED_BY(mu_);  // oldest first
+  uint64_t drains_ FLYT_GUARDED_BY(mu_) = 0;        // OnDrainEnd calls so far
   std::unordered_set<uint32_t> refused_ FLYT_GUARDED_BY(mu_);  // dropped for lack of room
   DropCounters drops_ FLYT_GUARDED_BY(mu_);
   uint64_t processes_traced_ FLYT_GUARDED_BY(mu_) = 0;

@@ -126,13 +126,18 @@ Result<AttachOutcome> Attacher::ProbeFile(const std::string& path,
   // two per function, and removing a link waits for the kernel's uprobe grace period once, not
   // once per function. The return link goes before the entry link, so no entry is recorded
   // without its return probe in place. Kernel launches and __cudaRegisterFunction go to their
-  // entry-only programs when there are.
+  // entry-only programs when there are — not a runtime linked into the executable's launches:
+  // its code range is the program's too, so only the depth count of the generic pair tells its
+  // own nested launches apart. Points whose entry-only link fails fall back to the generic pair.
   struct Points {
     std::vector<uint64_t> offsets;
     std::vector<uint64_t> cookies;
-    void Add(const ProbePoint& p, uint64_t cookie) {
-      offsets.push_back(p.offset);
+    void Add(uint64_t offset, uint64_t cookie) {
+      offsets.push_back(offset);
       cookies.push_back(cookie);
+    }
+    void AddAll(const Points& other) {
+      for (size_t i = 0; i < other.offsets.size(); ++i) Add(other.offsets[i], other.cookies[i]);
     }
   };
   Points generic;
@@ -140,12 +145,13 @@ Result<AttachOutcome> Attacher::ProbeFile(const std::string& path,
   Points registers;
   for (const ProbePoint& p : c.probes) {
     const uint64_t cookie = AttachCookie(p.func, *c.library, p.code_before, p.code_after);
-    if (programs_.launch != nullptr && IsKernelLaunch(p.func)) {
-      launches.Add(p, cookie);
+    if (programs_.launch != nullptr && IsKernelLaunch(p.func) &&
+        *c.library != LibraryClass::kStaticRuntime) {
+      launches.Add(p.offset, cookie);
     } else if (programs_.register_ != nullptr && p.func == FLYT_FN___cudaRegisterFunction) {
-      registers.Add(p, cookie);
+      registers.Add(p.offset, cookie);
     } else {
-      generic.Add(p, cookie);
+      generic.Add(p.offset, cookie);
     }
   }
   // One link; counts the failure by `what` and returns false when it cannot be made.
@@ -164,12 +170,24 @@ Result<AttachOutcome> Attacher::ProbeFile(const std::string& path,
   if (*c.library == LibraryClass::kLibc) {
     if (link(programs_.env, generic, false, "uprobe")) attached += generic.offsets.size();
   } else {
-    if (link(programs_.ret, generic, true, "uretprobe") &&
-        link(programs_.entry, generic, false, "uprobe")) {
-      attached += generic.offsets.size();
+    if (link(programs_.launch, launches, false, "uprobe")) {
+      attached += launches.offsets.size();
+    } else {
+      generic.AddAll(launches);
     }
-    if (link(programs_.launch, launches, false, "uprobe")) attached += launches.offsets.size();
-    if (link(programs_.register_, registers, false, "uprobe")) attached += registers.offsets.size();
+    if (link(programs_.register_, registers, false, "uprobe")) {
+      attached += registers.offsets.size();
+    } else {
+      generic.AddAll(registers);
+    }
+    if (link(programs_.ret, generic, true, "uretprobe")) {
+      if (link(programs_.entry, generic, false, "uprobe")) {
+        attached += generic.offsets.size();
+      } else {
+        // A return probe without its entry would only cost a trap on every call: dropped.
+        links_.pop_back();
+      }
+    }
   }
   if (attached == 0) {
     spdlog::info("trace: no probe could be attached to {}", display_path);

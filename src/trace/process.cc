@@ -325,12 +325,17 @@ std::optional<uint64_t> TracedProcess::StubToLookUp(const flyt_trace_launch& r) 
     return std::nullopt;
   }
   uint64_t stub = names_.StubOf(r.function);
+  if (!ClaimStubLookUp(stub)) return std::nullopt;
+  return stub;
+}
+
+bool TracedProcess::ClaimStubLookUp(uint64_t stub) {
   if (stubs_looked_up_.count(stub) > 0 ||
       stubs_looked_up_.size() >= options_.max_kernel_names_per_process) {
-    return std::nullopt;
+    return false;
   }
   stubs_looked_up_.insert(stub);
-  return stub;
+  return true;
 }
 
 void TracedProcess::NameStub(uint64_t stub, const std::optional<std::string>& mangled,

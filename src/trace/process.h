@@ -77,6 +77,13 @@ class TracedProcess {
   bool HasMappings() const { return !mappings_.empty(); }
   const std::vector<FileMapping>& mappings() const { return mappings_; }
   std::optional<uint64_t> StubToLookUp(const flyt_trace_launch& r);
+  // Whether `stub` may be looked up in the symbols now: each stub once, at most
+  // max_kernel_names_per_process stubs (claims it when so).
+  bool ClaimStubLookUp(uint64_t stub);
+  // The drain in which the mappings were last read (the aggregator's count): re-read at most
+  // once per drain.
+  uint64_t maps_read_drain() const { return maps_read_drain_; }
+  void set_maps_read_drain(uint64_t drain) { maps_read_drain_ = drain; }
   void NameStub(uint64_t stub, const std::optional<std::string>& mangled, DropCounters* drops);
 
   std::vector<ProcessCuda> Snapshot(const SnapshotContext& ctx) const;
@@ -165,6 +172,7 @@ class TracedProcess {
   KernelNames names_;
   std::vector<FileMapping> mappings_;
   std::unordered_set<uint64_t> stubs_looked_up_;  // at most max_kernel_names_per_process
+  uint64_t maps_read_drain_ = ~uint64_t{0};
   std::map<int32_t, DeviceState> devices_;
   std::unordered_map<uint32_t, int32_t> thread_devices_;  // cudaSetDevice per thread
   std::map<uint64_t, Allocation> allocations_;            // by base pointer

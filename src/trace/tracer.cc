@@ -148,6 +148,10 @@ Status Tracer::Load() {
   // program, which a kernel without sleepable multi-uprobes refuses (the names then come from the
   // generic return probe, and from the stubs' symbols where that read fails).
   auto open_and_load = [&](bool with_register) -> Status {
+    {
+      MutexLock lock(log_mu);
+      last_libbpf_lines.clear();  // a failure's message names only its own attempt's lines
+    }
     if (skel_ != nullptr) cuda_trace__destroy(skel_);
     skel_ = cuda_trace__open();
     if (skel_ == nullptr) return libbpf_failure("opening the BPF object", errno);
@@ -175,7 +179,7 @@ Status Tracer::Load() {
     return Status::Ok();
   };
   if (Status s = open_and_load(true); !s.ok()) {
-    spdlog::info("trace: {}; loading again without the sleepable name reader", s.message());
+    spdlog::warn("trace: {}; loading again without the sleepable name reader", s.message());
     FLYT_RETURN_IF_ERROR(open_and_load(false));
   }
   struct {

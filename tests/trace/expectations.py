@@ -8,7 +8,8 @@ Rules the figures assume (what the tracer counts); change a rule here, in one pl
                cudaLaunchKernelExC, cuLaunchKernel, cuLaunchKernelEx, and graph launches, which
                appear under the kernel name "graph"). Kernel launches are recorded at entry: a
                kernel launch that fails still counts as a launch, not a failure — unless the trace
-               was taken with --launch-results, where a failed launch is a failure, not a launch.
+               was taken with --launch-results, where a failed launch is a failure, not a launch, and
+               for a runtime linked into the executable (its launches keep their return probes).
                A graph launch is always recorded with its result (a failed one is a failure). A
                launch through the runtime that reaches the driver is counted once.
   syncs        successful cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize,

@@ -48,20 +48,23 @@ struct inflight {
 /* Per thread, in task storage (freed with the thread; no table to fill up, no lookup by key). */
 struct thread_state {
   struct inflight call;
-  /* The last kernel launch counted at entry: where its frame was and where it returns to. A
-   * launch entered at the same stack pointer with the same return address under another name is
-   * that launch's tail jump (NVIDIA's __cudaLaunchKernel jumps to cudaLaunchKernel). */
+  /* The last kernel launch counted at entry: where its frame was and where it returns to. The
+   * runtime's launch entry point it jumps to (NVIDIA's __cudaLaunchKernel is `jmp
+   * cudaLaunchKernel`) is entered at the same stack pointer with the same return address. */
   __u64 launch_sp;
   __u64 launch_ra;
-  /* The code of the CUDA runtime this thread last called into: a driver call returning into it
-   * is the runtime's, made on the program's behalf, and already recorded at the runtime. */
+  /* The code of the CUDA runtime library, and of the driver, this thread last called into: a
+   * call returning into one of them is that library's own, made on the program's behalf inside
+   * a call already recorded. (A runtime linked into the executable has no such range: its
+   * launches keep their return probe, and the depth count tells nesting.) */
   __u64 code_begin;
   __u64 code_end;
+  __u64 driver_begin;
+  __u64 driver_end;
   __u32 launch_func;
-  __u8 code_static; /* that runtime is linked into the executable: its code is the program's too */
   __u8 tracked;     /* this thread's process is in `tracked` */
   __u8 silent;      /* the call in flight is the runtime's own driver call: no record */
-  __u8 pad;
+  __u8 pad[2];
 };
 
 struct {
@@ -226,27 +229,39 @@ static __always_inline __u64 return_address(__u64 sp, __u64 at_sp) {
   return at_sp;
 }
 
-/* Where the code of the runtime being entered lies (the cookie carries the distances from the
+/* Where the code of the library being entered lies (the cookie carries the distances from the
  * function to the ends of its code section; ±16 bytes of slack cover the 16-byte units and the
- * breakpoint's byte). */
-static __always_inline void note_runtime(struct thread_state* st, struct pt_regs* ctx,
-                                         __u64 cookie, __u32 lib) {
+ * breakpoint's byte). A runtime linked into the executable shares its range with the program:
+ * not noted (its calls keep their return probes). */
+static __always_inline void note_code(struct thread_state* st, struct pt_regs* ctx, __u64 cookie,
+                                      __u32 lib) {
   __u64 ip = PT_REGS_IP(ctx);
-  st->code_begin = ip - FLYT_COOKIE_CODE_BEFORE(cookie) - 16;
-  st->code_end = ip + FLYT_COOKIE_CODE_AFTER(cookie) + 16;
-  st->code_static = lib == FLYT_LIB_STATIC_RUNTIME;
+  __u64 begin = ip - FLYT_COOKIE_CODE_BEFORE(cookie) - 16;
+  __u64 end = ip + FLYT_COOKIE_CODE_AFTER(cookie) + 16;
+  if (lib == FLYT_LIB_DRIVER) {
+    st->driver_begin = begin;
+    st->driver_end = end;
+  } else if (lib != FLYT_LIB_STATIC_RUNTIME) {
+    st->code_begin = begin;
+    st->code_end = end;
+  }
 }
 
-/* Whether a call entered at `sp`, returning to `ra`, is the runtime's own (made on the program's
- * behalf inside a runtime call already recorded): it returns into the runtime's code.
- * A runtime linked into the executable shares its code range with the program, so there: whether
- * the last launch counted is still in progress — its frame is above this one and its return
- * address is still in place. */
-static __always_inline int made_by_runtime(struct thread_state* st, __u64 ra, __u64 sp) {
-  if (st->code_end == 0) return 0;
-  if (!st->code_static) return ra >= st->code_begin && ra < st->code_end;
-  return st->launch_sp != 0 && sp < st->launch_sp &&
-         return_address(st->launch_sp, read_u64(st->launch_sp)) == st->launch_ra;
+/* Whether a call returning to `ra` is a CUDA library's own, made on the program's behalf inside a
+ * call already recorded: it returns into the runtime's code, or (a driver call) the driver's. */
+static __always_inline int made_by_library(struct thread_state* st, __u64 ra, __u32 lib) {
+  if (ra >= st->code_begin && ra < st->code_end) return 1;
+  return lib == FLYT_LIB_DRIVER && ra >= st->driver_begin && ra < st->driver_end;
+}
+
+/* The runtime's launch entry points that jump to another (same frame, same return address): the
+ * one counted, then the one it jumps to. Only these pairs: two launches a program makes from one
+ * call instruction through a pointer are two launches. */
+static __always_inline int is_launch_tail_jump(__u32 from, __u32 to) {
+  return (from == FLYT_FN___cudaLaunchKernel && to == FLYT_FN_cudaLaunchKernel) ||
+         (from == FLYT_FN___cudaLaunchKernel_ptsz &&
+          (to == FLYT_FN_cudaLaunchKernel_ptsz || to == FLYT_FN_cudaLaunchKernel)) ||
+         (from == FLYT_FN_cudaLaunchKernel_ptsz && to == FLYT_FN_cudaLaunchKernel);
 }
 
 /* A probed call's entry (entry + return probes): its arguments are kept until its return. */
@@ -272,12 +287,12 @@ int BPF_KPROBE(cuda_entry) {
   st->call.sp = sp;
   st->silent = 0;
   if (lib == FLYT_LIB_DRIVER) {
-    if (st->code_end != 0 && made_by_runtime(st, return_address(sp, read_u64(sp)), sp)) {
+    if (st->code_end != 0 && made_by_library(st, return_address(sp, read_u64(sp)), 0)) {
       st->silent = 1;
       return 0;
     }
   } else {
-    note_runtime(st, ctx, cookie, lib);
+    note_code(st, ctx, cookie, lib);
   }
   st->call.regs[0] = PT_REGS_PARM1(ctx);
   st->call.regs[1] = PT_REGS_PARM2(ctx);
@@ -498,10 +513,11 @@ static __always_inline void emit_name(struct inflight* f, __u16 func, __u16 lib,
 }
 
 /* A kernel launch's entry, where launches are recorded at entry (no return probe: the launch
- * costs one trap). Nesting is told apart without a return: a tail jump from the launch just
- * counted (same frame, same return address, another name), a launch the runtime makes itself —
- * of the driver, or of another of its own entry points (made_by_runtime) — and a launch inside a
- * probed call in flight (a runtime call that launches). */
+ * costs one trap). Nesting is told apart without a return: the runtime's tail jump from the
+ * launch just counted (is_launch_tail_jump), a launch a CUDA library makes itself — the runtime
+ * of the driver or of another of its entry points, the driver of another of its own
+ * (made_by_library) — and a launch inside a probed call in flight (a runtime call that
+ * launches). A runtime linked into the executable is not attached here (attacher.cc). */
 SEC("uprobe")
 int BPF_KPROBE(cuda_launch) {
   struct thread_state* st = thread_state(1);
@@ -518,9 +534,10 @@ int BPF_KPROBE(cuda_launch) {
   __u64 w[4] = {};
   bpf_probe_read_user(w, sizeof(w), (const void*)sp);
   w[0] = return_address(sp, w[0]);
-  if (sp == st->launch_sp && w[0] == st->launch_ra && func != st->launch_func) return 0;
-  if (made_by_runtime(st, w[0], sp)) return 0;
-  if (lib != FLYT_LIB_DRIVER) note_runtime(st, ctx, cookie, lib);
+  if (sp == st->launch_sp && w[0] == st->launch_ra && is_launch_tail_jump(st->launch_func, func))
+    return 0;
+  if (made_by_library(st, w[0], lib)) return 0;
+  note_code(st, ctx, cookie, lib);
   st->launch_sp = sp;
   st->launch_ra = w[0];
   st->launch_func = func;

@@ -37,6 +37,15 @@ int cuStreamCreate(void** stream, unsigned flags);
 int cuStreamCreateWithPriority(void** stream, unsigned flags, int priority);
 int cuStreamDestroy_v2(void* stream);
 
+/* A launch from a frame below run()'s, whose locals are never written: the stack slots the
+ * earlier launches left keep their old values under it. */
+__attribute__((noinline)) static void launch_from_deeper(void* s) {
+  volatile char untouched[512];
+  (void)untouched;
+  dim3 grid = {3, 1, 1}, block = {16, 1, 1};
+  cudaLaunchKernel((const void*)0x1236, grid, block, NULL, 0, s);
+}
+
 static int run(void) {
   void* p = NULL;
   void* q = NULL;
@@ -57,6 +66,8 @@ static int run(void) {
   __cudaLaunchKernel_ptsz((const void*)0x998, one, block2, NULL, 0, NULL);
   dim3 none = {0, 1, 1}; /* an empty block: the launch fails (the driver's rc 1) */
   if (cudaLaunchKernel((const void*)0x1235, grid, none, NULL, 0, s) != 1) return 1;
+  /* From a deeper frame than the launches before, over stack they left untouched. */
+  launch_from_deeper(s);
   /* The program's own driver launch, after runtime ones from the same frame. */
   cuLaunchKernel((void*)0x4242, 5, 1, 1, 128, 1, 1, 0, s, NULL, NULL);
   cudaMemcpy((void*)0x10, (const void*)0x20, 4096, 1);
