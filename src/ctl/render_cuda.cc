@@ -11,14 +11,7 @@
 namespace flyt::ctl {
 
 using nlohmann::json;
-using render_fields::Array;
-using render_fields::Clip;
-using render_fields::Find;
-using render_fields::Flag;
-using render_fields::Integer;
-using render_fields::Number;
-using render_fields::Text;
-using render_fields::TextOr;
+using namespace render_fields;  // NOLINT: the never-throwing field readers
 
 std::string HumanBytes(double bytes) {
   if (!std::isfinite(bytes) || bytes < 0) return "-";

@@ -167,12 +167,8 @@ Status Tracer::Load() {
                            skel_->progs.env_entry}) {
       bpf_program__set_expected_attach_type(p, static_cast<bpf_attach_type>(48));  // UPROBE_MULTI
     }
-    if (with_register) {
-      bpf_program__set_flags(skel_->progs.cuda_register,
-                             bpf_program__flags(skel_->progs.cuda_register) | BPF_F_SLEEPABLE);
-    } else {
-      bpf_program__set_autoload(skel_->progs.cuda_register, false);
-    }
+    // cuda_register is sleepable by its section name (uprobe.s).
+    if (!with_register) bpf_program__set_autoload(skel_->progs.cuda_register, false);
     if (int err = cuda_trace__load(skel_); err != 0) {
       return libbpf_failure("loading the BPF program", -err);
     }
