@@ -1,0 +1,551 @@
+// ClientManager against a fake cluster manager (fake_cluster.h) and programs played by raw Unix
+// socket clients: leases handed out and shared, released after the grace and not before, a
+// killed program counted as gone, refusals and outages passed on with their codes, failed leases
+// replaced, and hostile local clients cut off without harm to the others.
+#include "client_manager/manager.h"
+
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <thread>
+
+#include "client_manager/fake_cluster.h"
+#include "common/clock.h"
+#include "common/unique_fd.h"
+
+namespace flyt::client_manager {
+namespace {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+bool WaitUntil(const std::function<bool()>& pred, milliseconds limit = milliseconds(15000)) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  return pred();
+}
+
+sockaddr_un Address(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+  return addr;
+}
+
+// A program's end of the socket.
+class Program {
+ public:
+  explicit Program(const std::string& path) : fd_(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_un addr = Address(path);
+    connected_ = ::connect(fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  }
+  bool connected() const { return connected_; }
+  bool Send(const std::string& text) {
+    return ::send(fd_.get(), text.data(), text.size(), MSG_NOSIGNAL) ==
+           static_cast<ssize_t>(text.size());
+  }
+  bool Acquire(const json& profile = nullptr) {
+    json req{{"op", "acquire"}, {"pid", ::getpid()}, {"program", "test"}, {"version", 1}};
+    if (!profile.is_null()) req["profile"] = profile;
+    return Send(req.dump() + "\n");
+  }
+  // The next line as JSON; nullopt on timeout or close (closed() tells which).
+  std::optional<json> Read(milliseconds timeout = milliseconds(15000)) {
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      size_t nl = in_.find('\n');
+      if (nl != std::string::npos) {
+        std::string line = in_.substr(0, nl);
+        in_.erase(0, nl + 1);
+        return json::parse(line, nullptr, false);
+      }
+      auto left = std::chrono::duration_cast<milliseconds>(end - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return std::nullopt;
+      pollfd p{fd_.get(), POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+      char buf[4096];
+      ssize_t n = ::recv(fd_.get(), buf, sizeof buf, 0);
+      if (n <= 0) {
+        closed_ = true;
+        return std::nullopt;
+      }
+      in_.append(buf, static_cast<size_t>(n));
+    }
+  }
+  // Whether the manager closes the connection within `timeout` (lines before it are skipped).
+  bool ClosedWithin(milliseconds timeout = milliseconds(15000)) {
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    while (!closed_ && std::chrono::steady_clock::now() < end) {
+      (void)Read(milliseconds(50));
+    }
+    return closed_;
+  }
+  void Close() { fd_.Reset(); }
+
+ private:
+  UniqueFd fd_;
+  bool connected_ = false;
+  bool closed_ = false;
+  std::string in_;
+};
+
+class ManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/flyt-cm-test.XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    config_.name = "client-a";
+    config_.socket_path = dir_ + "/run/flyt/cm.sock";
+    config_.cluster_manager = cluster_.url();
+    config_.token = "client-token";
+    config_.lease.sm_percent = 25;
+    config_.lease.memory_mb = 4096;
+    config_.release_after = seconds(30);
+    config_.ttl_seconds = 60;
+    config_.acquire_timeout = seconds(5);
+    tuning_.max_poll = milliseconds(10);
+  }
+  void TearDown() override {
+    manager_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  ClientManager& Start(Clock& clock) {
+    manager_ = std::make_unique<ClientManager>(config_, clock, tuning_);
+    Status s = manager_->Start();
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return *manager_;
+  }
+  ManagerStats Stats() { return manager_->GetStats(); }
+  // Waits for `passes` more loop passes: everything the loop can see now has been looked at.
+  void Settle(int passes = 3) {
+    const uint64_t from = Stats().loop_passes;
+    manager_->Wake();
+    ASSERT_TRUE(WaitUntil([&] { return Stats().loop_passes >= from + passes; }));
+  }
+  size_t ProgramsOn(const std::string& lease_id) {
+    for (const LeaseView& l : Stats().leases) {
+      if (l.id == lease_id) return l.programs;
+    }
+    return 0;
+  }
+
+  FakeCluster cluster_;
+  std::string dir_;
+  ClientManagerConfig config_;
+  ManagerTuning tuning_;
+  FakeClock fake_clock_;
+  std::unique_ptr<ClientManager> manager_;
+};
+
+TEST_F(ManagerTest, AnAcquireGetsTheServerAndTheSecret) {
+  Start(fake_clock_);
+  Program p(config_.socket_path);
+  ASSERT_TRUE(p.connected());
+  ASSERT_TRUE(p.Acquire());
+  auto answer = p.Read();
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ((*answer)["ok"], true) << answer->dump();
+  EXPECT_EQ((*answer)["server"], "127.0.0.1:12501");
+  EXPECT_EQ((*answer)["secret"], "secret-1-0123456789abcdef0123456789abcdef");
+  EXPECT_EQ((*answer)["lease_id"], "rlease-1");
+  EXPECT_EQ((*answer)["node"], "node-a");
+  EXPECT_EQ((*answer)["gpu_uuid"], "GPU-aaaa");
+  EXPECT_EQ((*answer)["memory_mb"], 4096);
+  // The lease request: the default profile, this client's name, the ttl, the client token.
+  ASSERT_EQ(cluster_.bodies().size(), 1u);
+  const json body = cluster_.bodies()[0];
+  EXPECT_EQ(body["sm_percent"], 25);
+  EXPECT_EQ(body["memory_mb"], 4096);
+  EXPECT_EQ(body["client"], "client-a");
+  EXPECT_EQ(body["ttl_seconds"], 60);
+  EXPECT_FALSE(body.contains("sm_count"));
+  EXPECT_EQ(cluster_.last_auth(), "Bearer client-token");
+}
+
+TEST_F(ManagerTest, AProgramsProfileOverridesTheDefaults) {
+  Start(fake_clock_);
+  Program p(config_.socket_path);
+  ASSERT_TRUE(p.Acquire({{"sm_count", 32}, {"memory_mb", 1000}, {"gpu_model", "H100"}}));
+  auto answer = p.Read();
+  ASSERT_TRUE(answer && (*answer)["ok"] == true);
+  const json body = cluster_.bodies().at(0);
+  EXPECT_EQ(body["sm_count"], 32);
+  EXPECT_FALSE(body.contains("sm_percent"));  // sm_count replaces the default's percent
+  EXPECT_EQ(body["memory_mb"], 1000);
+  EXPECT_EQ(body["gpu_model"], "H100");
+}
+
+TEST_F(ManagerTest, ProgramsWithOneProfileShareOneLeaseAndConcurrentOnesWaitForOneRequest) {
+  cluster_.create_delay_ms = 300;
+  Start(fake_clock_);
+  std::vector<std::unique_ptr<Program>> programs;
+  for (int i = 0; i < 5; ++i) {
+    programs.push_back(std::make_unique<Program>(config_.socket_path));
+    ASSERT_TRUE(programs.back()->Acquire());
+  }
+  for (auto& p : programs) {
+    auto answer = p->Read();
+    ASSERT_TRUE(answer.has_value());
+    EXPECT_EQ((*answer)["lease_id"], "rlease-1");
+  }
+  Program later(config_.socket_path);
+  ASSERT_TRUE(later.Acquire());
+  auto answer = later.Read();
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ((*answer)["lease_id"], "rlease-1");
+  EXPECT_EQ(cluster_.creates.load(), 1);
+  EXPECT_TRUE(WaitUntil([&] { return ProgramsOn("rlease-1") == 6; }));
+  // Another profile is another lease.
+  Program other(config_.socket_path);
+  ASSERT_TRUE(other.Acquire({{"memory_mb", 1}}));
+  answer = other.Read();
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ((*answer)["lease_id"], "rlease-2");
+}
+
+TEST_F(ManagerTest, ReleasedReleaseAfterTheLastProgramLeftAndNotBefore) {
+  Start(fake_clock_);
+  auto a = std::make_unique<Program>(config_.socket_path);
+  auto b = std::make_unique<Program>(config_.socket_path);
+  ASSERT_TRUE(a->Acquire());
+  ASSERT_TRUE(a->Read().has_value());
+  ASSERT_TRUE(b->Acquire());
+  ASSERT_TRUE(b->Read().has_value());
+  a->Close();
+  ASSERT_TRUE(WaitUntil([&] { return ProgramsOn("rlease-1") == 1; }));
+  fake_clock_.Advance(seconds(60));  // one program still connected: kept (and renewed)
+  Settle();
+  EXPECT_TRUE(cluster_.deleted().empty());
+  b->Close();
+  ASSERT_TRUE(WaitUntil([&] { return ProgramsOn("rlease-1") == 0; }));
+  fake_clock_.Advance(seconds(29));
+  Settle();
+  EXPECT_TRUE(cluster_.deleted().empty()) << "released before release_after";
+  fake_clock_.Advance(seconds(2));
+  ASSERT_TRUE(WaitUntil([&] { return cluster_.deleted().size() == 1; }));
+  EXPECT_EQ(cluster_.deleted()[0], "rlease-1");
+  ASSERT_TRUE(WaitUntil([&] { return Stats().leases.empty(); }));
+  EXPECT_GE(cluster_.renews.load(), 1);
+  // The next program gets a new lease.
+  Program c(config_.socket_path);
+  ASSERT_TRUE(c.Acquire());
+  auto answer = c.Read();
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ((*answer)["lease_id"], "rlease-2");
+}
+
+TEST_F(ManagerTest, AProgramThatComesBackWithinTheGraceKeepsTheLease) {
+  Start(fake_clock_);
+  auto a = std::make_unique<Program>(config_.socket_path);
+  ASSERT_TRUE(a->Acquire());
+  ASSERT_TRUE(a->Read().has_value());
+  a.reset();
+  ASSERT_TRUE(WaitUntil([&] { return ProgramsOn("rlease-1") == 0; }));
+  fake_clock_.Advance(seconds(20));
+  Program b(config_.socket_path);
+  ASSERT_TRUE(b.Acquire());
+  auto answer = b.Read();
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ((*answer)["lease_id"], "rlease-1");
+  fake_clock_.Advance(seconds(20));
+  Settle();
+  EXPECT_TRUE(cluster_.deleted().empty());
+}
+
+TEST_F(ManagerTest, AKilledProgramCountsAsDisconnected) {
+  Start(fake_clock_);
+  // The child only makes system calls after fork (the test has threads).
+  const std::string request =
+      R"({"op":"acquire","pid":1,"program":"victim","version":1})" + std::string("\n");
+  sockaddr_un addr = Address(config_.socket_path);
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  pid_t child = ::fork();
+  if (child == 0) {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) ::_exit(2);
+    if (::write(fd, request.data(), request.size()) < 0) ::_exit(3);
+    char buf[4096];
+    if (::read(fd, buf, sizeof buf) <= 0) ::_exit(4);
+    if (::write(ready[1], "x", 1) != 1) ::_exit(5);
+    for (;;) ::pause();
+  }
+  ::close(ready[1]);
+  char x = 0;
+  ASSERT_EQ(::read(ready[0], &x, 1), 1);
+  ::close(ready[0]);
+  ASSERT_TRUE(WaitUntil([&] { return ProgramsOn("rlease-1") == 1; }));
+  ASSERT_EQ(::kill(child, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WaitUntil([&] { return ProgramsOn("rlease-1") == 0; }));
+  fake_clock_.Advance(seconds(31));
+  ASSERT_TRUE(WaitUntil([&] { return cluster_.deleted().size() == 1; }));
+}
+
+TEST_F(ManagerTest, RefusalsReachTheProgramWithTheClustersReasons) {
+  Start(fake_clock_);
+  cluster_.create_mode = FakeCluster::CreateMode::kInsufficient;
+  Program p(config_.socket_path);
+  ASSERT_TRUE(p.Acquire());
+  auto answer = p.Read();
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ((*answer)["ok"], false);
+  EXPECT_EQ((*answer)["code"], "insufficient_gpus");
+  EXPECT_NE((*answer)["error"].get<std::string>().find(
+                "node-b: 2 without room for 64 SMs, 1 without 40000 MiB free"),
+            std::string::npos)
+      << answer->dump();
+  EXPECT_TRUE(p.ClosedWithin());
+
+  cluster_.create_mode = FakeCluster::CreateMode::kNeverFits;
+  Program q(config_.socket_path);
+  ASSERT_TRUE(q.Acquire());
+  answer = q.Read();
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ((*answer)["code"], "never_fits");
+  // A refusal is not remembered: the next program asks again and may get one.
+  cluster_.create_mode = FakeCluster::CreateMode::kGrant;
+  Program r(config_.socket_path);
+  ASSERT_TRUE(r.Acquire());
+  answer = r.Read();
+  ASSERT_TRUE(answer && (*answer)["ok"] == true);
+}
+
+TEST_F(ManagerTest, ALeaseWithoutARunningServerIsReleasedAndRefused) {
+  Start(fake_clock_);
+  cluster_.create_mode = FakeCluster::CreateMode::kNotReady;
+  Program p(config_.socket_path);
+  ASSERT_TRUE(p.Acquire());
+  auto answer = p.Read();
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ((*answer)["code"], "unavailable");
+  EXPECT_NE((*answer)["error"].get<std::string>().find("the node did not start it"),
+            std::string::npos);
+  ASSERT_TRUE(WaitUntil([&] { return cluster_.deleted().size() == 1; }));
+}
+
+TEST_F(ManagerTest, AClusterManagerThatNeverAnswersCostsAcquireTimeoutAtMost) {
+  config_.acquire_timeout = milliseconds(500);
+  cluster_.create_mode = FakeCluster::CreateMode::kHang;
+  Start(SystemClock::Instance());
+  Program p(config_.socket_path);
+  Program q(config_.socket_path);
+  ASSERT_TRUE(p.Acquire());
+  ASSERT_TRUE(q.Acquire());
+  for (Program* prog : {&p, &q}) {
+    auto answer = prog->Read(milliseconds(15000));
+    ASSERT_TRUE(answer.has_value());
+    EXPECT_EQ((*answer)["ok"], false);
+    EXPECT_EQ((*answer)["code"], "unavailable");
+    EXPECT_NE((*answer)["error"].get<std::string>().find(cluster_.url()), std::string::npos)
+        << answer->dump();
+  }
+  EXPECT_EQ(cluster_.creates.load(), 1);
+}
+
+TEST_F(ManagerTest, AnUnreachableClusterManagerIsUnavailable) {
+  // A port nobody listens on: bound, then closed.
+  {
+    httplib::Server s;
+    std::thread t;
+    auto port = http::Listen(s, "127.0.0.1", 0, t);
+    ASSERT_TRUE(port.ok());
+    config_.cluster_manager = "http://127.0.0.1:" + std::to_string(*port);
+    s.stop();
+    t.join();
+  }
+  Start(fake_clock_);
+  Program p(config_.socket_path);
+  ASSERT_TRUE(p.Acquire());
+  auto answer = p.Read();
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ((*answer)["code"], "unavailable");
+  EXPECT_NE((*answer)["error"].get<std::string>().find("cannot reach the cluster manager"),
+            std::string::npos)
+      << answer->dump();
+}
+
+TEST_F(ManagerTest, ARenewAnsweredLeaseFailedDropsTheLeaseAndTheNextProgramGetsANewOne) {
+  Start(fake_clock_);
+  Program a(config_.socket_path);
+  ASSERT_TRUE(a.Acquire());
+  ASSERT_TRUE(a.Read().has_value());
+  cluster_.renew_mode = FakeCluster::RenewMode::kLeaseFailed;
+  fake_clock_.Advance(config_.RenewInterval() + milliseconds(1));
+  auto event = a.Read();
+  ASSERT_TRUE(event.has_value());
+  EXPECT_EQ((*event)["event"], "lease_failed");
+  EXPECT_EQ((*event)["lease_id"], "rlease-1");
+  EXPECT_NE((*event)["error"].get<std::string>().find("exited with signal 9"), std::string::npos);
+  // The failed lease's share is given back.
+  ASSERT_TRUE(WaitUntil([&] { return cluster_.deleted().size() == 1; }));
+  Program b(config_.socket_path);
+  ASSERT_TRUE(b.Acquire());
+  auto answer = b.Read();
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ((*answer)["lease_id"], "rlease-2");
+  EXPECT_EQ(Stats().leases_dropped, 1u);
+}
+
+TEST_F(ManagerTest, ARenewAnsweredAlreadyEndedDropsTheLease) {
+  Start(fake_clock_);
+  Program a(config_.socket_path);
+  ASSERT_TRUE(a.Acquire());
+  ASSERT_TRUE(a.Read().has_value());
+  cluster_.renew_mode = FakeCluster::RenewMode::kAlreadyEnded;
+  fake_clock_.Advance(config_.RenewInterval() + milliseconds(1));
+  auto event = a.Read();
+  ASSERT_TRUE(event.has_value());
+  EXPECT_EQ((*event)["event"], "lease_failed");
+  EXPECT_EQ((*event)["code"], "already_ended");
+  ASSERT_TRUE(WaitUntil([&] { return Stats().leases.empty(); }));
+  EXPECT_TRUE(cluster_.deleted().empty());  // nothing left to release
+}
+
+TEST_F(ManagerTest, ATransientRenewFailureKeepsTheLease) {
+  Start(fake_clock_);
+  Program a(config_.socket_path);
+  ASSERT_TRUE(a.Acquire());
+  ASSERT_TRUE(a.Read().has_value());
+  cluster_.renew_mode = FakeCluster::RenewMode::kDown;
+  fake_clock_.Advance(config_.RenewInterval() + milliseconds(1));
+  ASSERT_TRUE(WaitUntil([&] { return cluster_.renews.load() >= 1; }));
+  cluster_.renew_mode = FakeCluster::RenewMode::kOk;
+  fake_clock_.Advance(config_.RenewInterval());
+  ASSERT_TRUE(WaitUntil([&] {
+    auto leases = Stats().leases;
+    return leases.size() == 1 && leases[0].renewals >= 1;
+  }));
+  EXPECT_FALSE(a.Read(milliseconds(100)).has_value());  // no event pushed
+}
+
+TEST_F(ManagerTest, HostileClientsAreCutOffAndTheOthersAreServed) {
+  tuning_.first_line_timeout = milliseconds(200);
+  Start(SystemClock::Instance());
+  Program garbage(config_.socket_path);
+  ASSERT_TRUE(garbage.Send("this is not json\n"));
+  auto answer = garbage.Read();
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ((*answer)["code"], "invalid_argument");
+  EXPECT_TRUE(garbage.ClosedWithin());
+
+  Program wrong_type(config_.socket_path);
+  ASSERT_TRUE(wrong_type.Send(R"({"op":"acquire","profile":{"memory_mb":"lots"}})" "\n"));
+  EXPECT_TRUE(wrong_type.ClosedWithin());
+  Program unknown_op(config_.socket_path);
+  ASSERT_TRUE(unknown_op.Send(R"({"op":"format-disk"})" "\n"));
+  EXPECT_TRUE(unknown_op.ClosedWithin());
+
+  Program huge(config_.socket_path);
+  std::string big(70 << 10, 'x');
+  (void)huge.Send(big);
+  EXPECT_TRUE(huge.ClosedWithin());
+
+  Program silent(config_.socket_path);
+  EXPECT_TRUE(silent.ClosedWithin());  // first_line_timeout
+
+  Program twice(config_.socket_path);
+  ASSERT_TRUE(twice.Acquire());
+  ASSERT_TRUE(twice.Read().has_value());
+  ASSERT_TRUE(twice.Acquire());
+  EXPECT_TRUE(twice.ClosedWithin());
+
+  EXPECT_GE(Stats().closed_protocol, 6u);
+  Program good(config_.socket_path);
+  ASSERT_TRUE(good.Acquire());
+  answer = good.Read();
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ((*answer)["ok"], true);
+}
+
+TEST_F(ManagerTest, NoMemorySizeAnywhereIsAClearRefusal) {
+  config_.lease.memory_mb.reset();
+  Start(fake_clock_);
+  Program p(config_.socket_path);
+  ASSERT_TRUE(p.Acquire());
+  auto answer = p.Read();
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ((*answer)["code"], "invalid_argument");
+  EXPECT_NE((*answer)["error"].get<std::string>().find("FLYT_REMOTE_MEMORY_MB"),
+            std::string::npos);
+  EXPECT_EQ(cluster_.creates.load(), 0);
+}
+
+TEST_F(ManagerTest, TooManyConnectionsAreRefused) {
+  config_.max_connections = 2;
+  Start(fake_clock_);
+  Program a(config_.socket_path), b(config_.socket_path);
+  ASSERT_TRUE(WaitUntil([&] { return Stats().connections == 2; }));
+  Program c(config_.socket_path);
+  auto answer = c.Read();
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ((*answer)["code"], "resource_exhausted");
+  EXPECT_TRUE(c.ClosedWithin());
+}
+
+TEST_F(ManagerTest, TheSocketGetsItsModeAndDirectoryAndAStaleOneIsReplaced) {
+  config_.socket_mode = 0660;
+  // A socket file left by a manager that died (bound, never listened on, closed).
+  std::filesystem::create_directories(dir_ + "/run/flyt");
+  {
+    UniqueFd stale(::socket(AF_UNIX, SOCK_STREAM, 0));
+    sockaddr_un addr = Address(config_.socket_path);
+    ASSERT_EQ(::bind(stale.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  }
+  Start(fake_clock_);
+  struct stat st{};
+  ASSERT_EQ(::stat(config_.socket_path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+  Program p(config_.socket_path);
+  ASSERT_TRUE(p.Acquire());
+  ASSERT_TRUE(p.Read().has_value());
+
+  // A second manager on the same path refuses to start and leaves the first alone.
+  ClientManager second(config_, fake_clock_, tuning_);
+  Status s = second.Start();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("already listens"), std::string::npos) << s.ToString();
+  Program q(config_.socket_path);
+  ASSERT_TRUE(q.Acquire());
+  ASSERT_TRUE(q.Read().has_value());
+
+  // Stopping releases the lease and removes the socket.
+  manager_->Stop();
+  EXPECT_EQ(cluster_.deleted().size(), 1u);
+  EXPECT_FALSE(std::filesystem::exists(config_.socket_path));
+}
+
+TEST_F(ManagerTest, AFileThatIsNotASocketIsNeverRemoved) {
+  std::filesystem::create_directories(dir_ + "/run/flyt");
+  std::ofstream(config_.socket_path) << "precious";
+  ClientManager manager(config_, fake_clock_, tuning_);
+  Status s = manager.Start();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("not a socket"), std::string::npos) << s.ToString();
+  std::ifstream in(config_.socket_path);
+  std::string text;
+  in >> text;
+  EXPECT_EQ(text, "precious");
+}
+
+}  // namespace
+}  // namespace flyt::client_manager
