@@ -41,6 +41,7 @@ struct ClientOptions {
   uint32_t pid = 0;
   int32_t runtime_version = 0;
   uint64_t capabilities = kAllCapabilities;
+  std::string secret;  // the lease's secret, sent in the hello (empty: none)
   size_t batch_bytes = 256 << 10;       // flush the send buffer past this
   size_t inline_data_bytes = 64 << 10;  // copy bulk data up to this into the buffer
 };

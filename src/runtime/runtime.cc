@@ -63,6 +63,16 @@ constexpr PropAttr kPropAttrs[] = {
 #undef FLYT_DEVICE_PROP
 };
 
+// The lease the machine's flyt-client-manager gives this process (FLYT_CLIENT_MANAGER...).
+CudaResult<std::unique_ptr<ManagerSession>> LeaseFromClientManager() {
+  FLYT_CUDA_ASSIGN_OR_RETURN(DiscoveryOptions options,
+                             DiscoveryOptions::FromEnvironment(
+                                 [](const char* name) { return std::getenv(name); }));
+  options.program = program_invocation_short_name;
+  options.pid = static_cast<uint32_t>(::getpid());
+  return ManagerSession::Acquire(options);
+}
+
 }  // namespace
 
 Runtime& Runtime::Get() {
@@ -157,18 +167,28 @@ CudaResult<remote::Connection*> Runtime::Connection() {
   if (connection_) return connection_.get();
   if (connect_error_) return *connect_error_;
   const char* server = std::getenv("FLYT_SERVER");
-  if (server == nullptr || *server == '\0') {
-    connect_error_ = Error(CudaError::kNoDevice,
-                           "FLYT_SERVER is not set: flyt's libcudart runs CUDA calls on a "
-                           "flyt-gpu-server; set FLYT_SERVER=HOST:PORT or FLYT_SERVER=unix:PATH");
-    log_->error("{}", connect_error_->message());
-    return *connect_error_;
+  std::string address = server != nullptr ? server : "";
+  std::string source = "FLYT_SERVER=" + address;
+  std::unique_ptr<ManagerSession> session;
+  if (address.empty()) {
+    // No server named: the machine's flyt-client-manager leases one (server_discovery.h).
+    CudaResult<std::unique_ptr<ManagerSession>> leased = LeaseFromClientManager();
+    if (!leased.ok()) {
+      log_->error("{}", leased.status().message());
+      // No room now is worth another try later; anything else is remembered.
+      if (leased.status().code() != CudaError::kDevicesUnavailable) {
+        connect_error_ = leased.status();
+      }
+      return leased.status();
+    }
+    session = std::move(leased).value();
+    address = session->server().address;
+    source = "the GPU server " + address + " of lease " + session->server().lease_id;
   }
-  Result<remote::Endpoint> endpoint = remote::ParseEndpoint(server);
+  Result<remote::Endpoint> endpoint = remote::ParseEndpoint(address);
   if (!endpoint.ok()) {
     connect_error_ = Error(CudaError::kInitializationError,
-                           "FLYT_SERVER=" + std::string(server) + ": " +
-                               endpoint.status().message());
+                           source + ": " + endpoint.status().message());
     log_->error("{}", connect_error_->message());
     return *connect_error_;
   }
@@ -176,6 +196,7 @@ CudaResult<remote::Connection*> Runtime::Connection() {
   options.label = ProgramLabel();
   options.pid = static_cast<uint32_t>(::getpid());
   options.runtime_version = kRuntimeVersion;
+  if (session) options.secret = session->server().secret;
   Result<std::unique_ptr<remote::Connection>> conn = remote::Connection::Open(*endpoint, options);
   if (!conn.ok() && conn.status().code() == StatusCode::kResourceExhausted) {
     // The server serves as many clients as it may (--max-clients). Not kept: a later call
@@ -194,6 +215,12 @@ CudaResult<remote::Connection*> Runtime::Connection() {
     return *connect_error_;
   }
   connection_ = std::move(conn).value();
+  if (session) {
+    log_->info("flyt-client-manager on {}: lease {} on node {} (GPU {})", session->socket_path(),
+               session->server().lease_id, session->server().node, session->server().gpu_uuid);
+    session->Watch(log_);
+    manager_session_ = std::move(session);
+  }
   const remote::ServerInfo& info = connection_->server();
   log_->info("connected to {} at {} (backend {}{}), client {}", info.label, endpoint->ToString(),
              info.backend, info.simulated ? ", SIMULATED device" : "", info.client_id);

@@ -4,9 +4,13 @@
 // atexit still find it).
 //
 // What it owns:
-//   - the connection to the flyt GPU server (FLYT_SERVER=HOST:PORT or unix:PATH), opened at the
-//     first call that needs the device; a missing or unreachable server is remembered and reported
-//     by every such call (cudaErrorNoDevice / cudaErrorInitializationError, logged once);
+//   - the connection to the flyt GPU server (FLYT_SERVER=HOST:PORT or unix:PATH, else the one
+//     the machine's flyt-client-manager leases: server_discovery.h), opened at the first call
+//     that needs the device; a missing or unreachable server is remembered and reported by every
+//     such call (cudaErrorNoDevice / cudaErrorInitializationError, logged once), a busy one or
+//     a cluster without room now (cudaErrorDevicesUnavailable) is not;
+//   - the connection to the flyt-client-manager that leased the server, open for the process's
+//     life (it counts the program as connected);
 //   - what the program registered: fatbins (shipped to the server lazily, the first time one of
 //     their kernels or variables is used), kernels by host stub, __device__/__constant__ variables;
 //   - the program's streams and events (cudaStream_t / cudaEvent_t are pointers to records here;
@@ -42,6 +46,7 @@
 #include "remote/address_ranges.h"
 #include "remote/client.h"
 #include "runtime/error_state.h"
+#include "runtime/server_discovery.h"
 
 namespace spdlog {
 class logger;
@@ -219,6 +224,7 @@ class Runtime {
   // Once set, read without the lock through conn_.
   std::unique_ptr<remote::Connection> connection_ FLYT_GUARDED_BY(connect_mu_);
   std::optional<CudaStatus> connect_error_ FLYT_GUARDED_BY(connect_mu_);
+  std::unique_ptr<ManagerSession> manager_session_ FLYT_GUARDED_BY(connect_mu_);
   std::atomic<remote::Connection*> conn_{nullptr};
   std::atomic<bool> loss_logged_{false};  // the lost connection has been reported once
   std::atomic<bool> forked_child_{false};  // this is a fork of the process that connected

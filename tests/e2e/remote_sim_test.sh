@@ -361,9 +361,12 @@ c['refused_max_clients'] >= 1 and c['closed_idle'] == 1 else 1)" <"$tmp/full_sta
 check "stats count what was turned away and why" turned_away_counted
 
 # ---- no server, unreachable server ----
-LD_LIBRARY_PATH=$runtime_dir "$build/tests/remote/api_semantics" >"$tmp/unset.out" 2>&1
-check "FLYT_SERVER unset: cudaErrorNoDevice" grep -q "cudaErrorNoDevice" "$tmp/unset.out"
+FLYT_CLIENT_MANAGER=$tmp/no-manager.sock LD_LIBRARY_PATH=$runtime_dir \
+  "$build/tests/remote/api_semantics" >"$tmp/unset.out" 2>&1
+check "FLYT_SERVER unset, no client manager: cudaErrorNoDevice" grep -q "cudaErrorNoDevice" "$tmp/unset.out"
 check "FLYT_SERVER unset: a log line says so" grep -q "FLYT_SERVER is not set" "$tmp/unset.out"
+check "FLYT_SERVER unset: the log names the client manager's socket" \
+  grep -q "no flyt-client-manager listens on $tmp/no-manager.sock" "$tmp/unset.out"
 FLYT_SERVER="unix:$tmp/nobody.sock" LD_LIBRARY_PATH=$runtime_dir \
   "$build/tests/remote/api_semantics" >"$tmp/unreachable.out" 2>&1
 check "unreachable server: cudaErrorInitializationError" \

@@ -1,0 +1,219 @@
+// Server discovery against a fake flyt-client-manager socket: the request the runtime sends,
+// the answer it reads, and every failure as the CUDA error and message a program sees — no
+// manager, a manager that never answers, refusals with the cluster's reasons, bad variables.
+#include "runtime/server_discovery.h"
+
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <thread>
+
+#include "common/unique_fd.h"
+
+namespace flyt::runtime {
+namespace {
+
+using nlohmann::json;
+using remote::CudaError;
+using std::chrono::milliseconds;
+
+// A manager that accepts one connection at a time, reads one line and answers with `answer`
+// (nothing when empty), then keeps the connection until the test ends.
+class FakeManager {
+ public:
+  FakeManager(const std::string& path, std::string answer) : answer_(std::move(answer)) {
+    fd_.Reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+    EXPECT_EQ(::bind(fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    EXPECT_EQ(::listen(fd_.get(), 8), 0);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~FakeManager() {
+    stop_ = true;
+    ::shutdown(fd_.get(), SHUT_RDWR);
+    thread_.join();
+  }
+  json request() {
+    while (!got_.load()) std::this_thread::sleep_for(milliseconds(5));
+    return json::parse(request_);
+  }
+  void Push(const std::string& line) { (void)!::write(conn_.get(), line.data(), line.size()); }
+
+ private:
+  void Serve() {
+    int c = ::accept(fd_.get(), nullptr, nullptr);
+    if (c < 0) return;
+    conn_.Reset(c);
+    std::string in;
+    char buf[4096];
+    while (in.find('\n') == std::string::npos) {
+      ssize_t n = ::read(c, buf, sizeof buf);
+      if (n <= 0) return;
+      in.append(buf, static_cast<size_t>(n));
+    }
+    request_ = in.substr(0, in.find('\n'));
+    got_ = true;
+    if (!answer_.empty()) (void)!::write(c, answer_.data(), answer_.size());
+    while (!stop_) {
+      pollfd p{c, POLLIN, 0};
+      if (::poll(&p, 1, 20) > 0 && ::read(c, buf, sizeof buf) <= 0) return;
+    }
+  }
+
+  UniqueFd fd_;
+  UniqueFd conn_;
+  std::string answer_;
+  std::string request_;
+  std::atomic<bool> got_{false};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+class DiscoveryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/flyt-discovery.XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    options_.socket_path = dir_ + "/cm.sock";
+    options_.timeout = milliseconds(5000);
+    options_.program = "vector_add";
+    options_.pid = 42;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string dir_;
+  DiscoveryOptions options_;
+};
+
+TEST_F(DiscoveryTest, TheAnswerGivesTheServerAndSecret) {
+  options_.profile = json{{"sm_percent", 50}, {"memory_mb", 2048}};
+  FakeManager manager(options_.socket_path,
+                      R"({"ok":true,"server":"10.0.0.5:12501","secret":"s3cr3t","lease_id":"rlease-1",)"
+                      R"("node":"node-a","gpu_uuid":"GPU-1","sm_count":66,"memory_mb":2048})" "\n");
+  auto session = ManagerSession::Acquire(options_);
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  const LeasedServer& s = (*session)->server();
+  EXPECT_EQ(s.address, "10.0.0.5:12501");
+  EXPECT_EQ(s.secret, "s3cr3t");
+  EXPECT_EQ(s.lease_id, "rlease-1");
+  EXPECT_EQ(s.node, "node-a");
+  EXPECT_EQ(s.gpu_uuid, "GPU-1");
+  EXPECT_EQ(s.sm_count, 66);
+  const json req = manager.request();
+  EXPECT_EQ(req["op"], "acquire");
+  EXPECT_EQ(req["pid"], 42);
+  EXPECT_EQ(req["program"], "vector_add");
+  EXPECT_EQ(req["version"], 1);
+  EXPECT_EQ(req["profile"]["sm_percent"], 50);
+  EXPECT_EQ(req["profile"]["memory_mb"], 2048);
+}
+
+TEST_F(DiscoveryTest, NoManagerIsNoDeviceNamingTheSocket) {
+  const auto start = std::chrono::steady_clock::now();
+  auto session = ManagerSession::Acquire(options_);
+  ASSERT_FALSE(session.ok());
+  EXPECT_EQ(session.status().code(), CudaError::kNoDevice);
+  const std::string& m = session.status().message();
+  EXPECT_NE(m.find("FLYT_SERVER is not set"), std::string::npos) << m;
+  EXPECT_NE(m.find("no flyt-client-manager listens on " + options_.socket_path), std::string::npos)
+      << m;
+  EXPECT_NE(m.find("No such file or directory"), std::string::npos) << m;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(4));
+}
+
+TEST_F(DiscoveryTest, AManagerThatNeverAnswersIsBoundedByTheTimeout) {
+  options_.timeout = milliseconds(300);
+  FakeManager manager(options_.socket_path, "");
+  auto session = ManagerSession::Acquire(options_);
+  ASSERT_FALSE(session.ok());
+  EXPECT_EQ(session.status().code(), CudaError::kDevicesUnavailable);
+  EXPECT_NE(session.status().message().find("within 300 ms (FLYT_CLIENT_MANAGER_TIMEOUT_MS)"),
+            std::string::npos)
+      << session.status().message();
+}
+
+TEST_F(DiscoveryTest, RefusalsBecomeCudaErrorsWithTheClustersReasons) {
+  const std::map<std::string, CudaError> cases = {
+      {"insufficient_gpus", CudaError::kDevicesUnavailable},
+      {"never_fits", CudaError::kNoDevice},
+      {"unavailable", CudaError::kNoDevice},
+      {"unauthenticated", CudaError::kNoDevice},
+  };
+  for (const auto& [code, error] : cases) {
+    std::filesystem::remove(options_.socket_path);
+    FakeManager manager(options_.socket_path,
+                        json{{"ok", false},
+                             {"code", code},
+                             {"error", "node-b: 2 without room for 64 SMs"}}.dump() + "\n");
+    auto session = ManagerSession::Acquire(options_);
+    ASSERT_FALSE(session.ok()) << code;
+    EXPECT_EQ(session.status().code(), error) << code;
+    EXPECT_NE(session.status().message().find("node-b: 2 without room for 64 SMs (" + code + ")"),
+              std::string::npos)
+        << session.status().message();
+    EXPECT_NE(session.status().message().find(options_.socket_path), std::string::npos);
+  }
+}
+
+TEST_F(DiscoveryTest, AClosedOrGarbledAnswerIsAClearError) {
+  {
+    FakeManager manager(options_.socket_path, "not json\n");
+    auto session = ManagerSession::Acquire(options_);
+    ASSERT_FALSE(session.ok());
+    EXPECT_EQ(session.status().code(), CudaError::kNoDevice);
+  }
+  std::filesystem::remove(options_.socket_path);
+  {
+    FakeManager manager(options_.socket_path, R"({"ok":true})" "\n");
+    auto session = ManagerSession::Acquire(options_);
+    ASSERT_FALSE(session.ok());
+    EXPECT_NE(session.status().message().find("without a server"), std::string::npos);
+  }
+}
+
+TEST_F(DiscoveryTest, TheEnvironmentGivesSocketTimeoutAndProfile) {
+  std::map<std::string, std::string> env = {
+      {"FLYT_CLIENT_MANAGER", "/tmp/x.sock"},      {"FLYT_CLIENT_MANAGER_TIMEOUT_MS", "1500"},
+      {"FLYT_REMOTE_SM_COUNT", "16"},              {"FLYT_REMOTE_MEMORY_MB", "4096"},
+      {"FLYT_REMOTE_GPU_MODEL", "NVIDIA H100"}};
+  auto lookup = [&](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  auto o = DiscoveryOptions::FromEnvironment(lookup);
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_EQ(o->socket_path, "/tmp/x.sock");
+  EXPECT_EQ(o->timeout, milliseconds(1500));
+  EXPECT_EQ(o->profile, (json{{"sm_count", 16}, {"memory_mb", 4096}, {"gpu_model", "NVIDIA H100"}}));
+
+  env.clear();
+  o = DiscoveryOptions::FromEnvironment(lookup);
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->socket_path, "/run/flyt/client-manager.sock");
+  EXPECT_EQ(o->timeout, milliseconds(60000));
+  EXPECT_TRUE(o->profile.is_null());
+
+  for (const auto& [name, value] :
+       std::map<std::string, std::string>{{"FLYT_CLIENT_MANAGER_TIMEOUT_MS", "soon"},
+                                          {"FLYT_REMOTE_SM_PERCENT", "101"},
+                                          {"FLYT_REMOTE_MEMORY_MB", "-1"}}) {
+    env = {{name, value}};
+    o = DiscoveryOptions::FromEnvironment(lookup);
+    ASSERT_FALSE(o.ok()) << name;
+    EXPECT_EQ(o.status().code(), CudaError::kInitializationError);
+    EXPECT_NE(o.status().message().find(name + "=" + value), std::string::npos);
+  }
+  env = {{"FLYT_REMOTE_SM_PERCENT", "10"}, {"FLYT_REMOTE_SM_COUNT", "8"}};
+  EXPECT_FALSE(DiscoveryOptions::FromEnvironment(lookup).ok());
+}
+
+}  // namespace
+}  // namespace flyt::runtime
