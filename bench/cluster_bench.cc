@@ -3,7 +3,8 @@
 // way (score the GPUs as they read now, no ledger, poll until a timeout). Prints Markdown tables
 // for docs/benchmarks.md. The HTTP half is bench/cluster_http_bench.sh.
 //
-//   build/bin/flyt-bench-cluster [--calls N] [--passes N] [--seeds N] [--hours H] [--part latency|sim]
+//   build/bin/flyt-bench-cluster [--calls N] [--passes N] [--seeds N] [--hours H]
+//                                [--part latency|sim|remote]
 //
 // Part 1, decision latency: a sched::Ledger with 1,000 nodes × 8 GPUs (600 nodes of H100 80GB, 400
 // of A100 40GB; readings from idle to busy; about 75% of the GPUs already in exclusive leases) and a
@@ -12,6 +13,13 @@
 // so every call sees the same ledger) and whole JobQueue::Schedule passes (on a copy of the queue;
 // the leases a pass granted are released again, untimed). Wall time and the thread's CPU time, on a
 // FakeClock-driven ledger; nothing else runs in the process.
+//
+// Part 3, remote-lease decisions (issue 15): the same 1,000 nodes × 8 GPUs, every node serving
+// remote GPUs (132 SMs in steps of 8 on the H100s, 108 on the A100s; two nodes in three under
+// MPS), about 25% of the GPUs in exclusive leases and about half of the rest carrying 1-4
+// fractional remote shares. It times single Ledger::AllocateRemote calls (8-64 SMs or 10-50%,
+// 2-30 GiB, some asking for a model or pinned to a node; a granted lease is released again,
+// untimed) beside exclusive Ledger::Allocate calls on the same ledger.
 //
 // Part 2, placement quality: a deterministic discrete-event simulation (fixed seeds) of one
 // synthetic arrival sequence played once per policy (the autotuner's; flyt with the score and the
@@ -50,6 +58,7 @@ using flyt::sched::Ledger;
 using flyt::sched::Policy;
 using flyt::sched::QueuedJob;
 using flyt::sched::QueueOptions;
+using flyt::sched::RemoteRequest;
 using flyt::sched::SchedulePass;
 using SteadyClock = std::chrono::steady_clock;
 
@@ -748,6 +757,115 @@ void RunSimulation(int seeds, double hours) {
 
 }  // namespace
 
+// ---- part 3: remote-lease decisions ----------------------------------------------------------
+
+void RunRemote(int calls) {
+  FakeClock clock;
+  Ledger ledger(clock);
+  Rng rng(20261501);
+  size_t gpus_total = 0, exclusive_gpus = 0, shares = 0, shared_gpus = 0;
+  for (int n = 0; n < 1000; ++n) {
+    char name[32];
+    std::snprintf(name, sizeof(name), "node-%04d", n);
+    const bool h100 = n % 5 < 3;
+    const GpuModel& model = h100 ? kH100 : kA100;
+    const uint32_t sms = h100 ? 132 : 108;
+    const bool mps = n % 3 != 0;
+    std::vector<GpuState> gpus;
+    for (uint32_t i = 0; i < 8; ++i) {
+      GpuState g = RandomGpu(rng, model, i, name);
+      g.sm_count = sms;
+      g.sm_granularity = 8;
+      g.remote_capable = true;
+      g.shared = mps;
+      const double u = rng.Uniform();
+      Lease l;
+      l.owner = "someone";
+      l.granted_at = clock.WallNow();
+      l.ttl = std::chrono::hours(24);
+      l.expires_at = l.granted_at + l.ttl;
+      if (u < 0.25) {
+        l.id = "pre-x-" + std::string(name) + "-" + std::to_string(i);
+        l.exclusive = true;
+        l.gpus.push_back(LeasedGpu{name, i, g.uuid, g.name, 0.5, 0, 0});
+        ledger.Restore(l);
+        ++exclusive_gpus;
+      } else if (u < 0.625) {
+        const int count = mps ? rng.Int(1, 4) : 1;
+        uint32_t used_sms = 0;
+        uint64_t used_mib = 0;
+        for (int k = 0; k < count; ++k) {
+          const uint32_t share = static_cast<uint32_t>(rng.Int(1, 4)) * 8;
+          const uint64_t mib = static_cast<uint64_t>(rng.Int(2, 16)) * 1024;
+          if (used_sms + share > sms || used_mib + mib > model.total_mib) break;
+          used_sms += share;
+          used_mib += mib;
+          Lease r = l;
+          r.id = "pre-r-" + std::string(name) + "-" + std::to_string(i) + "-" + std::to_string(k);
+          r.exclusive = false;
+          r.remote = true;
+          r.gpus.push_back(LeasedGpu{name, i, g.uuid, g.name, 0.5, mib * kMiB, share});
+          ledger.Restore(r);
+          ++shares;
+        }
+        ++shared_gpus;
+      }
+      gpus.push_back(std::move(g));
+    }
+    gpus_total += gpus.size();
+    ledger.UpdateNode(name, std::move(gpus));
+  }
+
+  Samples remote_all, remote_granted, remote_refused, exclusive;
+  for (int c = 0; c < calls; ++c) {
+    RemoteRequest req;
+    if (rng.Uniform() < 0.5) {
+      req.sm_count = static_cast<uint32_t>(rng.Int(8, 64));
+    } else {
+      req.sm_percent = rng.Int(10, 50);
+    }
+    req.memory_bytes = static_cast<uint64_t>(rng.Int(2, 30)) * kGiB;
+    const double m = rng.Uniform();
+    req.gpu_model = m < 0.7 ? "" : m < 0.9 ? "H100" : "A100";
+    if (rng.Uniform() < 0.1) {
+      char node[32];
+      std::snprintf(node, sizeof(node), "node-%04d", rng.Int(0, 999));
+      req.node = node;
+    }
+    req.ttl = std::chrono::seconds(60);
+    req.owner = "bench";
+    Timer t;
+    auto lease = ledger.AllocateRemote(req);
+    remote_all.Add(t);
+    if (lease.ok()) {
+      remote_granted.Add(t);
+      (void)ledger.Release(lease->id);
+    } else {
+      remote_refused.Add(t);
+    }
+    const AllocationRequest ex = RandomRequest(rng);
+    Timer te;
+    auto granted = ledger.Allocate(ex);
+    exclusive.Add(te);
+    if (granted.ok()) (void)ledger.Release(granted->id);
+  }
+  std::printf("### Remote-lease decisions: 1,000 nodes × 8 GPUs with fractional shares\n\n");
+  std::printf("Ledger: %zu GPUs on 1,000 nodes (every node serving remote GPUs, two in three under "
+              "MPS), %zu in exclusive leases, %zu carrying %zu remote shares.\n\n",
+              gpus_total, exclusive_gpus, shared_gpus, shares);
+  std::printf("| measure | calls | wall p50 | wall p99 | CPU p50 | CPU p99 |\n|---|---|---|---|---|---|\n");
+  auto row = [](const char* what, const Samples& v) {
+    std::printf("| %s | %zu | %.3f ms | %.3f ms | %.3f ms | %.3f ms |\n", what, v.wall_us.size(),
+                Percentile(v.wall_us, 50) / 1000, Percentile(v.wall_us, 99) / 1000,
+                Percentile(v.cpu_us, 50) / 1000, Percentile(v.cpu_us, 99) / 1000);
+  };
+  row("`Ledger::AllocateRemote`, all requests", remote_all);
+  row("`Ledger::AllocateRemote`, granted", remote_granted);
+  row("`Ledger::AllocateRemote`, refused", remote_refused);
+  row("`Ledger::Allocate` (exclusive), same ledger", exclusive);
+  std::printf("\n");
+}
+
 int main(int argc, char** argv) {
   int calls = 3000, passes = 10, seeds = 10;
   double hours = 8;
@@ -774,7 +892,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: flyt-bench-cluster [--calls N] [--passes N] [--seeds N] [--hours H] "
-                   "[--part latency|sim]\n");
+                   "[--part latency|sim|remote]\n");
       return 2;
     }
   }
@@ -784,5 +902,6 @@ int main(int argc, char** argv) {
   }
   if (part.empty() || part == "latency") RunLatency(calls, passes);
   if (part.empty() || part == "sim") RunSimulation(seeds, hours);
+  if (part.empty() || part == "remote") RunRemote(calls);
   return 0;
 }

@@ -34,7 +34,8 @@
 //
 // The implementation is split by concern: replication.cc (write-through, catch-up, reload, the
 // live stream's marks), inventory.cc (node and client heartbeats, node removal), commands.cc
-// (leases and jobs: the rest of what changes state on a caller's request), scheduler.cc (the scheduler thread, expiry, starting jobs), views.cc (the
+// (leases and jobs: the rest of what changes state on a caller's request), remote.cc (remote
+// leases, and the reconciliation of the nodes' GPU servers), scheduler.cc (the scheduler thread, expiry, starting jobs), views.cc (the
 // read-side JSON and /metrics), node_worker.cc (the node calls) and cluster.cc (lifecycle, ids).
 //
 // Thread-safety: every public method may be called from any thread. One mutex (mu_) guards the
@@ -107,6 +108,9 @@ struct ClusterCounters {
   uint64_t submissions_too_large = 0;  // submissions over [jobs] max_expanded_bytes
   uint64_t gpu_conflicts = 0;        // heartbeats refused: a GPU another node reported first
   uint64_t nodes_removed = 0;        // DELETE /api/v1/nodes/{name}
+  uint64_t remote_grants = 0;        // remote leases answered 201 (server up)
+  uint64_t remote_refusals = 0;      // remote lease requests refused: no GPU with room
+  uint64_t remote_start_failures = 0;  // granted, but the node did not start the server (503)
   double last_pass_seconds = 0;
 };
 
@@ -157,6 +161,31 @@ class Cluster : private NodeWorkerHost {
                                const nlohmann::json& body) FLYT_EXCLUDES(mu_);
   Status Release(const Caller& caller, const std::string& id) FLYT_EXCLUDES(mu_);
   nlohmann::json Allocations() const FLYT_EXCLUDES(mu_);
+
+  // Remote leases (remote.cc; docs/api.md "Remote leases"): a share of one GPU, served by a GPU
+  // server its node manager starts. CreateRemoteLease places the lease and stores it (state
+  // starting), then — with no lock held — asks the node to start the server (PUT
+  // /api/v1/gpu-servers/{id}, at most [remote] server_start_timeout_s) and answers only once it
+  // is up (state ready, with the server's address and the secret). A node that does not start it
+  // gets the lease released (event with the node's reason) and the caller a 503 unavailable.
+  // The secret is in the create answer and in RemoteLease for the owner or an admin only.
+  Result<nlohmann::json> CreateRemoteLease(const Caller& caller, const nlohmann::json& body,
+                                           const std::string& idempotency_key = "")
+      FLYT_EXCLUDES(mu_);
+  // 409 lease_failed when its server failed; 409 already_ended when released or expired.
+  Result<nlohmann::json> RenewRemoteLease(const Caller& caller, const std::string& id,
+                                          const nlohmann::json& body) FLYT_EXCLUDES(mu_);
+  // Releases the lease and tells its node to drain the server (queued on the node worker).
+  Result<nlohmann::json> ReleaseRemoteLease(const Caller& caller, const std::string& id)
+      FLYT_EXCLUDES(mu_);
+  // The live remote leases (without secrets), optionally of one node and/or client.
+  nlohmann::json RemoteLeases(const std::string& node, const std::string& client) const
+      FLYT_EXCLUDES(mu_);
+  // One remote lease: its owner or an admin only (403 otherwise), with the secret.
+  Result<nlohmann::json> RemoteLease(const Caller& caller, const std::string& id) const
+      FLYT_EXCLUDES(mu_);
+  // The GPU servers the nodes reported in their latest heartbeats, each with its "node".
+  nlohmann::json GpuServers(const std::string& node) const FLYT_EXCLUDES(mu_);
 
   // Jobs: one per experiment of the submitted task. The task's single-valued parameters are
   // stored once (a TaskRecord); each job holds its own values. A submission whose expansion
@@ -275,6 +304,22 @@ class Cluster : private NodeWorkerHost {
   // when the lease is known to have existed and ended.
   Status LeaseGoneLocked(const std::string& id) const FLYT_REQUIRES(mu_);
 
+  // ---- remote.cc ----
+  // A node's heartbeat reported its GPU servers (`now`; `before`: the previous report): events
+  // for servers that started, failed or stopped; a live lease whose server failed or stopped
+  // becomes failed (its share stays held until released or expired); one still starting whose
+  // server runs becomes ready.
+  Status ReconcileGpuServersLocked(store::Txn& txn, const std::string& node,
+                                   const GpuServersReport& before, const GpuServersReport& now)
+      FLYT_REQUIRES(mu_);
+  // The heartbeat reply's gpu_servers.desired for a node: every live (starting or ready) remote
+  // lease on it, with its secret.
+  nlohmann::json DesiredGpuServersLocked(const std::string& node) const FLYT_REQUIRES(mu_);
+  // Queues the drain of a remote lease's server on its node (no-op without an API address).
+  void DrainGpuServerLocked(const sched::Lease& lease) FLYT_REQUIRES(mu_);
+  // The remote part of a lease (a default one when none is known).
+  RemoteLeaseInfo RemoteInfoLocked(const std::string& id) const FLYT_REQUIRES(mu_);
+
   // ---- inventory.cc ----
   // A heartbeat refused for a GPU (uuid, first node) another node reported: counted always; logged
   // and recorded as an event at most every 10 minutes per node name.
@@ -330,6 +375,8 @@ class Cluster : private NodeWorkerHost {
   std::map<std::string, Job> jobs_ FLYT_GUARDED_BY(mu_);
   std::map<std::string, TaskRecord> tasks_ FLYT_GUARDED_BY(mu_);  // by id (the submission's)
   std::map<std::string, std::string> job_of_lease_ FLYT_GUARDED_BY(mu_);
+  // The remote part of each remote lease the ledger holds (from the lease rows).
+  std::map<std::string, RemoteLeaseInfo> remote_ FLYT_GUARDED_BY(mu_);
   // Leases known to have ended (from this manager's deletions and the store's tombstones), the
   // newest kMaxEndedLeases of them: a second release is "already ended", not "never existed".
   std::set<std::string> ended_leases_ FLYT_GUARDED_BY(mu_);

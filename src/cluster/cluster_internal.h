@@ -9,7 +9,10 @@
 #include <vector>
 
 #include <map>
+#include <optional>
 #include <string_view>
+
+#include <nlohmann/json.hpp>
 
 #include "cluster/cluster.h"
 #include "common/json_fields.h"
@@ -46,5 +49,24 @@ inline double Seconds(std::chrono::system_clock::duration d) {
 // The labels of a node, client or lease (commands.cc).
 Status LabelsField(const JsonFields& f, std::string_view key,
                    std::map<std::string, std::string>& out);
+
+// ---- shared by the lease commands (commands.cc defines them; remote.cc uses them too) ----
+// What a caller may touch: admins everything, others only what they own (else 403).
+Status CheckOwner(const Caller& caller, const std::string& owner, const std::string& what);
+// The Idempotency-Key of a request: "" for none; else 1-255 printable ASCII characters.
+Status CheckIdempotencyKey(const std::string& key);
+// What tells two requests with one key apart: a hash of the body's canonical JSON.
+std::string RequestHash(const nlohmann::json& body);
+// An idempotent request: the key's scope (the caller's token name and the endpoint), the key
+// and the body's hash. Empty key: not idempotent.
+struct Idempotency {
+  std::string scope;
+  std::string key;
+  std::string hash;
+};
+// Inside the request's transaction: a key seen before (and not expired) with the same body fills
+// `replay` with the first answer; with another body it is a 409.
+Status LookUpKey(store::Txn& txn, const Idempotency& idem, int64_t now_ms,
+                 std::optional<nlohmann::json>& replay);
 
 }  // namespace flyt::cluster::internal

@@ -634,6 +634,10 @@ TEST(ClusterConfigTest, TheShippedConfigIsTheDefaults) {
   EXPECT_EQ(c->http.max_connections, d.http.max_connections);
   EXPECT_EQ(c->http.request_deadline_seconds, d.http.request_deadline_seconds);
   EXPECT_EQ(c->http.idle_timeout_seconds, d.http.idle_timeout_seconds);
+  EXPECT_EQ(c->remote_enabled, d.remote_enabled);
+  EXPECT_EQ(c->remote_default_ttl, d.remote_default_ttl);
+  EXPECT_EQ(c->remote_max_ttl, d.remote_max_ttl);
+  EXPECT_EQ(c->remote_server_start_timeout, d.remote_server_start_timeout);
   EXPECT_TRUE(c->tokens.empty());
 }
 

@@ -24,7 +24,12 @@ using internal::GpuKeys;
 using internal::IsPlaceholderUuid;
 using internal::kGpuClaimedReason;
 using internal::kMiB;
+using internal::CheckIdempotencyKey;
+using internal::CheckOwner;
+using internal::Idempotency;
 using internal::LabelsField;
+using internal::LookUpKey;
+using internal::RequestHash;
 using nlohmann::json;
 using store::Durability;
 using store::Table;
@@ -53,64 +58,6 @@ Status NotRunning(const Job& job) {
 
 // The message of a job that no node of the cluster could ever hold.
 constexpr const char* kCannotRun = "cannot run in this cluster: ";
-
-// What a caller may touch: admins everything, others only what they own.
-Status CheckOwner(const Caller& caller, const std::string& owner, const std::string& what) {
-  if (caller.role == Role::kAdmin || caller.name == owner) return Status::Ok();
-  return PermissionDenied(what + " belongs to " + (owner.empty() ? "nobody" : owner) + ", not to " +
-                          caller.name);
-}
-// The Idempotency-Key of a request: "" for none; else 1-255 printable ASCII characters.
-Status CheckIdempotencyKey(const std::string& key) {
-  bool ok = key.size() <= kMaxIdempotencyKeyChars;
-  for (char c : key) ok = ok && c >= 0x20 && c <= 0x7e;
-  if (ok) return Status::Ok();
-  return InvalidArgument("Idempotency-Key must be 1-" + std::to_string(kMaxIdempotencyKeyChars) +
-                         " printable ASCII characters");
-}
-
-// What tells two requests with one key apart: FNV-1a (64 bits) of the body's canonical JSON
-// (nlohmann::json keeps object keys sorted), and its length.
-std::string RequestHash(const json& body) {
-  const std::string text = DumpJson(body);
-  uint64_t h = 14695981039346656037ULL;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  return std::string(hex) + ":" + std::to_string(text.size());
-}
-
-// An idempotent request: the key's scope (the caller's token name and the endpoint), the key
-// and the body's hash. Empty key: not idempotent.
-struct Idempotency {
-  std::string scope;
-  std::string key;
-  std::string hash;
-};
-
-// Inside the request's transaction: a key seen before (and not expired) with the same body fills
-// `replay` with the first answer; with another body it is a 409.
-Status LookUpKey(store::Txn& txn, const Idempotency& idem, int64_t now_ms,
-                 std::optional<json>& replay) {
-  if (idem.key.empty()) return Status::Ok();
-  FLYT_ASSIGN_OR_RETURN(std::optional<store::IdempotencyRecord> rec,
-                        txn.GetIdempotency(idem.scope, idem.key));
-  if (!rec || rec->expires_ms < now_ms) return Status::Ok();
-  if (rec->request_hash != idem.hash) {
-    return Status(StatusCode::kAlreadyExists,
-                  "Idempotency-Key '" + idem.key +
-                      "' was used before with a different request; use a new key for a new "
-                      "request")
-        .WithReason("idempotency_key_reused");
-  }
-  json answer = json::parse(rec->response, nullptr, false);
-  if (!answer.is_object()) return Internal("the stored answer of Idempotency-Key is unreadable");
-  replay = std::move(answer);
-  return Status::Ok();
-}
 
 // The parameter sections of a task, as the estimator expands them.
 constexpr const char* kParameterSections[] = {"parameters", "parallel_config"};
@@ -147,6 +94,57 @@ std::optional<uint64_t> ExpandedBytes(const json& spec, uint64_t& shared, uint64
 }  // namespace
 
 namespace internal {
+// What a caller may touch: admins everything, others only what they own.
+Status CheckOwner(const Caller& caller, const std::string& owner, const std::string& what) {
+  if (caller.role == Role::kAdmin || caller.name == owner) return Status::Ok();
+  return PermissionDenied(what + " belongs to " + (owner.empty() ? "nobody" : owner) + ", not to " +
+                          caller.name);
+}
+// The Idempotency-Key of a request: "" for none; else 1-255 printable ASCII characters.
+Status CheckIdempotencyKey(const std::string& key) {
+  bool ok = key.size() <= kMaxIdempotencyKeyChars;
+  for (char c : key) ok = ok && c >= 0x20 && c <= 0x7e;
+  if (ok) return Status::Ok();
+  return InvalidArgument("Idempotency-Key must be 1-" + std::to_string(kMaxIdempotencyKeyChars) +
+                         " printable ASCII characters");
+}
+
+// What tells two requests with one key apart: FNV-1a (64 bits) of the body's canonical JSON
+// (nlohmann::json keeps object keys sorted), and its length.
+std::string RequestHash(const json& body) {
+  const std::string text = DumpJson(body);
+  uint64_t h = 14695981039346656037ULL;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return std::string(hex) + ":" + std::to_string(text.size());
+}
+
+// Inside the request's transaction: a key seen before (and not expired) with the same body fills
+// `replay` with the first answer; with another body it is a 409.
+Status LookUpKey(store::Txn& txn, const Idempotency& idem, int64_t now_ms,
+                 std::optional<json>& replay) {
+  if (idem.key.empty()) return Status::Ok();
+  FLYT_ASSIGN_OR_RETURN(std::optional<store::IdempotencyRecord> rec,
+                        txn.GetIdempotency(idem.scope, idem.key));
+  if (!rec || rec->expires_ms < now_ms) return Status::Ok();
+  if (rec->request_hash != idem.hash) {
+    return Status(StatusCode::kAlreadyExists,
+                  "Idempotency-Key '" + idem.key +
+                      "' was used before with a different request; use a new key for a new "
+                      "request")
+        .WithReason("idempotency_key_reused");
+  }
+  json answer = json::parse(rec->response, nullptr, false);
+  if (!answer.is_object()) return Internal("the stored answer of Idempotency-Key is unreadable");
+  replay = std::move(answer);
+  return Status::Ok();
+}
+
+
 Status LabelsField(const JsonFields& f, std::string_view key,
                    std::map<std::string, std::string>& out) {
   return f.OptionalStringMap(key, 64, 128, 1024, out);
@@ -273,6 +271,11 @@ Result<json> Cluster::Renew(const Caller& caller, const std::string& id, const j
         auto existing = ledger_->Find(id);
         if (!existing) return LeaseGoneLocked(id);
         FLYT_RETURN_IF_ERROR(CheckOwner(caller, existing->owner, "lease " + id));
+        if (existing->remote) {
+          // Its state (a failed server) and TTL bounds are the remote lease API's.
+          return InvalidArgument("lease " + id + " is a remote lease: renew it with POST "
+                                 "/api/v1/remote-leases/" + id + "/renew");
+        }
         Result<sched::Lease> renewed = ledger_->Renew(id, ttl);
         if (!renewed.ok()) {
           // The ledger still held it, so it existed: NotFound here means its TTL ran out.
@@ -312,6 +315,16 @@ Status Cluster::FinishJobOfLeaseLocked(store::Txn& txn, const std::string& lease
 }
 
 Status Cluster::Release(const Caller& caller, const std::string& id) {
+  {
+    // A remote lease released here is released as DELETE /api/v1/remote-leases/{id} does it
+    // (its node drains the server).
+    MutexLock lock(mu_);
+    auto existing = ledger_->Find(id);
+    if (existing && existing->remote) {
+      lock.Unlock();
+      return ReleaseRemoteLease(caller, id).status();
+    }
+  }
   MutexLock lock(mu_);
   FLYT_RETURN_IF_ERROR(
       WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {

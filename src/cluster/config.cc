@@ -48,7 +48,7 @@ Result<ClusterConfig> ParseClusterConfig(std::string_view text, const std::strin
   ClusterConfig c;
   FLYT_RETURN_IF_ERROR(
       r.CheckKeys(root, "", {"manager", "http", "ledger", "queue", "jobs", "auth", "nodes", "events",
-                             "web", "log"}));
+                             "remote", "web", "log"}));
   auto seconds = [&](const toml::table& t, const std::string& section, const char* key,
                      int64_t min, int64_t max, std::chrono::seconds& out) -> Status {
     int64_t v = out.count();
@@ -231,6 +231,20 @@ Result<ClusterConfig> ParseClusterConfig(std::string_view text, const std::strin
     int64_t size = static_cast<int64_t>(c.max_event_bytes);
     FLYT_RETURN_IF_ERROR(r.GetInt(*ev, "events", "max_event_bytes", 256, 1 << 20, size));
     c.max_event_bytes = static_cast<size_t>(size);
+  }
+  FLYT_ASSIGN_OR_RETURN(const toml::table* rm, r.Section(root, "remote"));
+  if (rm != nullptr) {
+    FLYT_RETURN_IF_ERROR(r.CheckKeys(
+        *rm, "remote", {"enabled", "default_ttl_s", "max_ttl_s", "server_start_timeout_s"}));
+    FLYT_RETURN_IF_ERROR(r.GetBool(*rm, "remote", "enabled", c.remote_enabled));
+    FLYT_RETURN_IF_ERROR(seconds(*rm, "remote", "max_ttl_s", 10, 30 * 86400, c.remote_max_ttl));
+    FLYT_RETURN_IF_ERROR(
+        seconds(*rm, "remote", "default_ttl_s", 10, 30 * 86400, c.remote_default_ttl));
+    if (c.remote_default_ttl > c.remote_max_ttl) {
+      return r.Error(rm, "remote.default_ttl_s", "must not be longer than remote.max_ttl_s");
+    }
+    FLYT_RETURN_IF_ERROR(seconds(*rm, "remote", "server_start_timeout_s", 1, 600,
+                                 c.remote_server_start_timeout));
   }
   FLYT_ASSIGN_OR_RETURN(const toml::table* w, r.Section(root, "web"));
   if (w != nullptr) {

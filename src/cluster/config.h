@@ -84,6 +84,13 @@ struct ClusterConfig {
   uint64_t event_max_bytes = 64ULL << 20;  // "max_bytes": and by their total size (body and kind)
   size_t max_events_per_heartbeat = 20;   // further events of one heartbeat are dropped (counted)
   size_t max_event_bytes = 4096;  // a node event larger than this (as JSON) is truncated, marked so
+  // [remote]: remote leases (POST /api/v1/remote-leases), shares of one GPU served by a GPU
+  // server on its node.
+  bool remote_enabled = true;
+  std::chrono::seconds remote_default_ttl{60};   // "default_ttl_s"
+  std::chrono::seconds remote_max_ttl{86400};    // "max_ttl_s" (at most 30 days)
+  // How long a POST waits for the node to start the lease's GPU server ("server_start_timeout_s").
+  std::chrono::seconds remote_server_start_timeout{15};
   // [web]
   bool web_enabled = true;  // serve the dashboard at /
   // Where the built dashboard is (index.html, app.js, app.css); "" finds it next to the program:

@@ -84,7 +84,7 @@ bool ValidName(const std::string& s) {
 Result<json> Cluster::Heartbeat(const Caller& caller, const json& body) {
   JsonFields b(body);
   FLYT_RETURN_IF_ERROR(
-      b.Only({"name", "api_url", "labels", "version", "snapshot", "events", "cuda"}));
+      b.Only({"name", "api_url", "labels", "version", "snapshot", "events", "cuda", "gpu_servers"}));
   NodeRecord incoming;
   FLYT_RETURN_IF_ERROR(b.OptionalString("name", 128, incoming.name));
   if (!ValidName(incoming.name)) {
@@ -117,6 +117,10 @@ Result<json> Cluster::Heartbeat(const Caller& caller, const json& body) {
   }
   incoming.snapshot = std::move(*snap);
   FLYT_RETURN_IF_ERROR(CudaField(b, incoming.cuda));
+  // The node's GPU servers (absent: the node runs none, or predates them).
+  if (b.Has("gpu_servers")) {
+    FLYT_ASSIGN_OR_RETURN(incoming.gpu_servers, GpuServersFromJson(body["gpu_servers"]));
+  }
   std::vector<json> node_events;
   const json* events = nullptr;
   // Events past the first [events] max_per_heartbeat are dropped and counted, not refused; an
@@ -178,7 +182,7 @@ Result<json> Cluster::Heartbeat(const Caller& caller, const json& body) {
     auto it = nodes_.find(incoming.name);
     if (it != nodes_.end() && (caller.role == Role::kAdmin || it->second.registered_by.empty() ||
                                it->second.registered_by == caller.name)) {
-      ledger_->UpdateNode(it->first, LedgerGpus(it->second.snapshot), clock_.SteadyNow());
+      ledger_->UpdateNode(it->first, LedgerGpus(it->second), clock_.SteadyNow());
     }
   }
   Status s = WriteLocked(Durability::kRelaxed, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
@@ -222,6 +226,10 @@ Result<json> Cluster::Heartbeat(const Caller& caller, const json& body) {
     rec.version = incoming.version;
     rec.snapshot = std::move(incoming.snapshot);
     rec.cuda = std::move(incoming.cuda);
+    const GpuServersReport servers_before = std::move(rec.gpu_servers);
+    rec.gpu_servers = incoming.gpu_servers;
+    FLYT_RETURN_IF_ERROR(
+        ReconcileGpuServersLocked(txn, rec.name, servers_before, rec.gpu_servers));
     if (is_new) rec.registered_at = now;
     rec.last_heartbeat = now;
     ++rec.heartbeats;
@@ -269,9 +277,14 @@ Result<json> Cluster::Heartbeat(const Caller& caller, const json& body) {
     return s;
   }
   if (queue_.size() > 0) Wake(/*strong=*/false);
-  return json{{"ok", true},
-              {"heartbeat_interval_seconds",
-               std::max<int64_t>(1, config_.ledger.unreachable_after.count() / 3)}};
+  json reply = {{"ok", true},
+                {"heartbeat_interval_seconds",
+                 std::max<int64_t>(1, config_.ledger.unreachable_after.count() / 3)}};
+  // The GPU servers this node should run: it starts what it lacks and drains the rest.
+  if (incoming.gpu_servers.enabled) {
+    reply["gpu_servers"] = {{"desired", DesiredGpuServersLocked(incoming.name)}};
+  }
+  return reply;
 }
 
 void Cluster::ReportGpuConflictLocked(const std::string& node,

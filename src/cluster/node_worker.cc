@@ -92,6 +92,27 @@ Result<json> NodeWorker::DeleteSession(const std::string& url, const std::string
   return (*client)->Delete("/api/v1/monitoring/sessions/" + session);
 }
 
+Result<json> NodeWorker::StartGpuServer(const std::string& url, const std::string& lease_id,
+                                        const json& body, std::chrono::seconds timeout) const {
+  auto client = NodeClient(url, node_api_token_);
+  if (!client.ok()) return client.status();
+  (*client)->SetTimeouts(std::chrono::seconds(5), timeout);
+  return (*client)->Put("/api/v1/gpu-servers/" + lease_id, body);
+}
+
+void NodeWorker::DrainGpuServer(const std::string& url, const std::string& lease_id) {
+  Post([this, url, lease_id] {
+    auto client = NodeClient(url, node_api_token_);
+    if (!client.ok()) return;
+    (*client)->SetTimeouts(std::chrono::seconds(5), std::chrono::seconds(10));
+    Result<json> answer = (*client)->Delete("/api/v1/gpu-servers/" + lease_id);
+    if (!answer.ok() && answer.status().code() != StatusCode::kNotFound) {
+      spdlog::warn("draining the GPU server of {} at {}: {} (the node's next heartbeat drains it)",
+                   lease_id, url, answer.status().message());
+    }
+  });
+}
+
 void NodeWorker::DoOpen(const std::string& job_id) {
   std::optional<SessionTarget> target = host_.SessionToOpen(job_id);
   if (!target) return;

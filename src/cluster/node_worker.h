@@ -1,6 +1,8 @@
 // NodeWorker: the cluster manager's one thread that talks to node managers — it opens a GPU
 // monitoring session on the node when a job starts and closes it (keeping its stats) when the
-// job ends.
+// job ends, and tells a node to drain the GPU server of a remote lease that ended. A remote
+// lease's server is started with StartGpuServer, on the caller's thread (the API request waits
+// for it), with no lock held.
 //
 // A call to a node may take seconds or time out; the cluster's state lock must never be held
 // across one, or every API request and the scheduler would wait on a slow node. So the cluster
@@ -14,6 +16,7 @@
 // every method may be called from any thread; Start and Stop from the owner only.
 #pragma once
 
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -72,6 +75,16 @@ class NodeWorker {
   // Closes a session on a node now, on the caller's thread, and returns its stats (for a caller
   // that must wait for them and holds no lock).
   Result<nlohmann::json> DeleteSession(const std::string& url, const std::string& session) const;
+
+  // PUT /api/v1/gpu-servers/{lease} on the node at `url` with `body` (section 2 of the remote
+  // lease contract), waiting at most `timeout` for the node's answer (the server record), on the
+  // caller's thread. The caller holds no lock.
+  Result<nlohmann::json> StartGpuServer(const std::string& url, const std::string& lease_id,
+                                        const nlohmann::json& body,
+                                        std::chrono::seconds timeout) const;
+  // Queues DELETE /api/v1/gpu-servers/{lease} on the node at `url` (drain); a 404 is fine. A call
+  // that fails is logged; the node's next heartbeat reconciliation drains it anyway.
+  void DrainGpuServer(const std::string& url, const std::string& lease_id) FLYT_EXCLUDES(mu_);
 
  private:
   void Post(std::function<void()> task) FLYT_EXCLUDES(mu_);

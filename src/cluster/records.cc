@@ -1,5 +1,6 @@
 #include "cluster/records.h"
 
+#include "common/json_fields.h"
 #include "gpu/json.h"
 
 namespace flyt::cluster {
@@ -106,7 +107,8 @@ json ToJson(const NodeRecord& n) {
           {"last_heartbeat_ms", ToMillis(n.last_heartbeat)},
           {"heartbeats", n.heartbeats},
           {"reachable", n.reachable},
-          {"registered_by", n.registered_by}};
+          {"registered_by", n.registered_by},
+          {"gpu_servers", n.gpu_servers.enabled ? ToJson(n.gpu_servers) : json(nullptr)}};
 }
 
 Result<NodeRecord> NodeFromJson(const json& j) {
@@ -134,6 +136,10 @@ Result<NodeRecord> NodeFromJson(const json& j) {
   n.heartbeats = Optional<uint64_t>(j, "heartbeats", 0);
   n.reachable = Optional<bool>(j, "reachable", true);
   n.registered_by = Optional<std::string>(j, "registered_by", "");
+  if (j.contains("gpu_servers") && j["gpu_servers"].is_object()) {
+    auto report = GpuServersFromJson(j["gpu_servers"]);
+    if (report.ok()) n.gpu_servers = std::move(*report);  // else: as if the node had none yet
+  }
   return n;
 }
 
@@ -167,12 +173,14 @@ json ToJson(const sched::Lease& l) {
                     {"score", g.score},
                     {"reserved_mb", static_cast<double>(g.reserved_bytes) / (1 << 20)},
                     {"reserved_bytes", g.reserved_bytes}});
+    if (l.remote) gpus.back()["sm_count"] = g.sm_count;
   }
   return {{"id", l.id},
           {"owner", l.owner},
           {"node", node},
           {"gpus", gpus},
           {"exclusive", l.exclusive},
+          {"kind", l.remote ? "remote" : l.exclusive ? "exclusive" : "shared"},
           {"labels", Labels(l.labels)},
           {"granted_at", gpu::FormatTime(l.granted_at)},
           {"granted_at_ms", ToMillis(l.granted_at)},
@@ -186,6 +194,8 @@ Result<sched::Lease> LeaseFromJson(const json& j) {
   FLYT_ASSIGN_OR_RETURN(l.id, Field<std::string>(j, "id", "lease"));
   l.owner = Optional<std::string>(j, "owner", "");
   l.exclusive = Optional<bool>(j, "exclusive", true);
+  l.remote = Optional<std::string>(j, "kind", "") == "remote";
+  if (l.remote) l.exclusive = false;
   FLYT_ASSIGN_OR_RETURN(l.labels, LabelsFrom(j.value("labels", json()), "labels"));
   FLYT_ASSIGN_OR_RETURN(int64_t granted, Field<int64_t>(j, "granted_at_ms", "lease " + l.id));
   FLYT_ASSIGN_OR_RETURN(int64_t expires, Field<int64_t>(j, "expires_at_ms", "lease " + l.id));
@@ -203,9 +213,178 @@ Result<sched::Lease> LeaseFromJson(const json& j) {
     lg.name = Optional<std::string>(g, "name", "");
     lg.score = Optional<double>(g, "score", 0);
     lg.reserved_bytes = Optional<uint64_t>(g, "reserved_bytes", 0);
+    lg.sm_count = Optional<uint32_t>(g, "sm_count", 0);
     l.gpus.push_back(std::move(lg));
   }
+  if (l.remote && l.gpus.size() != 1) return InvalidArgument("remote lease " + l.id + ": not one GPU");
   return l;
+}
+
+json ToJson(const sched::Lease& lease, const RemoteLeaseInfo& r) {
+  json j = ToJson(lease);
+  json remote = {{"client", r.client},
+                 {"sm_count_asked", r.sm_count_asked},
+                 {"sm_percent", r.sm_percent ? json(*r.sm_percent) : json(nullptr)},
+                 {"state", r.state},
+                 {"reason", r.reason},
+                 {"secret", r.secret},
+                 {"server_address", r.server_address},
+                 {"server_state", r.server_state},
+                 {"server_pid", r.server_pid ? json(*r.server_pid) : json(nullptr)}};
+  j["remote"] = std::move(remote);
+  return j;
+}
+
+Result<std::optional<RemoteLeaseInfo>> RemoteInfoFromJson(const json& j) {
+  if (Optional<std::string>(j, "kind", "") != "remote") return std::optional<RemoteLeaseInfo>();
+  auto it = j.find("remote");
+  if (it == j.end() || !it->is_object()) {
+    return InvalidArgument("remote lease " + Optional<std::string>(j, "id", "") +
+                           ": its remote part is missing");
+  }
+  const json& r = *it;
+  RemoteLeaseInfo info;
+  info.client = Optional<std::string>(r, "client", "");
+  info.sm_count_asked = Optional<uint32_t>(r, "sm_count_asked", 0);
+  if (r.contains("sm_percent") && r["sm_percent"].is_number()) {
+    info.sm_percent = r["sm_percent"].get<double>();
+  }
+  info.state = Optional<std::string>(r, "state", "starting");
+  info.reason = Optional<std::string>(r, "reason", "");
+  info.secret = Optional<std::string>(r, "secret", "");
+  info.server_address = Optional<std::string>(r, "server_address", "");
+  info.server_state = Optional<std::string>(r, "server_state", "");
+  if (r.contains("server_pid") && r["server_pid"].is_number_integer()) {
+    info.server_pid = r["server_pid"].get<int64_t>();
+  }
+  return std::optional<RemoteLeaseInfo>(std::move(info));
+}
+
+json RemoteLeaseView(const sched::Lease& l, const RemoteLeaseInfo& r, WallTime now,
+                     bool with_secret) {
+  const sched::LeasedGpu* g = l.gpus.empty() ? nullptr : &l.gpus.front();
+  json server = {{"address", r.server_address.empty() ? json(nullptr) : json(r.server_address)},
+                 {"state", r.server_state.empty() ? json(nullptr) : json(r.server_state)}};
+  if (r.server_pid) server["pid"] = *r.server_pid;
+  json j = {{"id", l.id},
+            {"kind", "remote"},
+            {"owner", l.owner},
+            {"client", r.client},
+            {"node", g ? json(g->node) : json(nullptr)},
+            {"gpu", g ? json{{"uuid", g->uuid}, {"index", g->index}, {"name", g->name}}
+                      : json(nullptr)},
+            {"sm_count", g ? g->sm_count : 0},
+            {"sm_count_asked", r.sm_count_asked > 0 ? json(r.sm_count_asked) : json(nullptr)},
+            {"memory_mb", g ? g->reserved_bytes >> 20 : 0},
+            {"state", r.state},
+            {"server", server},
+            {"granted_at", gpu::FormatTime(l.granted_at)},
+            {"expires_at", gpu::FormatTime(l.expires_at)},
+            {"ttl_seconds", l.ttl.count()},
+            {"expires_in_seconds",
+             std::max(0.0, std::chrono::duration<double>(l.expires_at - now).count())},
+            {"labels", Labels(l.labels)}};
+  if (r.sm_percent) j["sm_percent"] = *r.sm_percent;
+  if (!r.reason.empty()) j["reason"] = r.reason;
+  if (with_secret) j["secret"] = r.secret;
+  return j;
+}
+
+namespace {
+
+constexpr size_t kMaxGpuServers = 1024;
+constexpr size_t kMaxCapacityGpus = 256;
+
+// One server record of a node, rebuilt from its known fields (a newer node may send more; a
+// secret is never kept).
+Result<json> ServerRecordFromJson(const json& value, const std::string& name) {
+  FLYT_RETURN_IF_ERROR(JsonFields::Of(value, name).status());
+  JsonFields f(value, name + ".");
+  json out = json::object();
+  FLYT_ASSIGN_OR_RETURN(std::string lease_id, f.RequiredString("lease_id", 128));
+  FLYT_ASSIGN_OR_RETURN(std::string state,
+                        f.RequiredEnum("state", {"starting", "running", "draining", "stopped",
+                                                 "failed"}));
+  out["lease_id"] = lease_id;
+  out["state"] = state;
+  for (const char* key : {"gpu_uuid", "address", "started_at", "ended_at"}) {
+    std::string v;
+    FLYT_RETURN_IF_ERROR(f.OptionalString(key, 256, v));
+    if (f.Has(key)) out[key] = v;
+  }
+  std::string reason;
+  FLYT_RETURN_IF_ERROR(f.OptionalString("reason", 4096, reason));
+  if (f.Has("reason")) out["reason"] = reason;
+  for (const char* key : {"gpu_index", "pid", "sm_count", "sm_count_granted", "memory_mb",
+                          "clients"}) {
+    int64_t v = 0;
+    FLYT_RETURN_IF_ERROR(f.OptionalInt<int64_t>(key, 0, int64_t{1} << 40, v));
+    if (f.Has(key)) out[key] = v;
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<GpuServersReport> GpuServersFromJson(const json& j) {
+  FLYT_ASSIGN_OR_RETURN(JsonFields f, JsonFields::Of(j, "gpu_servers"));
+  GpuServersReport r;
+  r.enabled = true;
+  FLYT_RETURN_IF_ERROR(f.OptionalBool("enabled", r.enabled));
+  const json* servers = nullptr;
+  FLYT_RETURN_IF_ERROR(f.OptionalArray("servers", kMaxGpuServers, servers));
+  if (servers != nullptr) {
+    for (size_t i = 0; i < servers->size(); ++i) {
+      FLYT_ASSIGN_OR_RETURN(json rec, ServerRecordFromJson((*servers)[i], "gpu_servers.servers[" +
+                                                                              std::to_string(i) +
+                                                                              "]"));
+      r.servers.push_back(std::move(rec));
+    }
+  }
+  const json* gpus = nullptr;
+  FLYT_RETURN_IF_ERROR(f.OptionalArray("gpus", kMaxCapacityGpus, gpus));
+  if (gpus != nullptr) {
+    for (size_t i = 0; i < gpus->size(); ++i) {
+      const std::string name = "gpu_servers.gpus[" + std::to_string(i) + "]";
+      FLYT_RETURN_IF_ERROR(JsonFields::Of((*gpus)[i], name).status());
+      JsonFields g((*gpus)[i], name + ".");
+      GpuServerCapacity c;
+      FLYT_ASSIGN_OR_RETURN(c.uuid, g.RequiredString("uuid", 128));
+      FLYT_RETURN_IF_ERROR(g.OptionalInt<uint32_t>("index", 0, 65535, c.index));
+      if (g.Has("sm_count")) {
+        FLYT_ASSIGN_OR_RETURN(c.sm_count, g.RequiredInt<uint32_t>("sm_count", 1, 1 << 20));
+      }
+      if (g.Has("sm_granularity")) {
+        FLYT_ASSIGN_OR_RETURN(c.sm_granularity,
+                              g.RequiredInt<uint32_t>("sm_granularity", 1, 1 << 20));
+      }
+      if (g.Has("memory_total_mb")) {
+        FLYT_ASSIGN_OR_RETURN(c.memory_total_mb,
+                              g.RequiredInt<uint64_t>("memory_total_mb", 1, uint64_t{1} << 32));
+      }
+      FLYT_RETURN_IF_ERROR(g.OptionalBool("shared", c.shared));
+      FLYT_RETURN_IF_ERROR(g.OptionalString("mps", 32, c.mps));
+      FLYT_RETURN_IF_ERROR(g.OptionalString("mps_reason", 1024, c.mps_reason));
+      r.gpus.push_back(std::move(c));
+    }
+  }
+  return r;
+}
+
+json ToJson(const GpuServersReport& r) {
+  json gpus = json::array();
+  for (const GpuServerCapacity& c : r.gpus) {
+    json g = {{"uuid", c.uuid},
+              {"index", c.index},
+              {"sm_count", c.sm_count ? json(*c.sm_count) : json(nullptr)},
+              {"sm_granularity", c.sm_granularity ? json(*c.sm_granularity) : json(nullptr)},
+              {"memory_total_mb", c.memory_total_mb ? json(*c.memory_total_mb) : json(nullptr)},
+              {"shared", c.shared},
+              {"mps", c.mps}};
+    if (!c.mps_reason.empty()) g["mps_reason"] = c.mps_reason;
+    gpus.push_back(std::move(g));
+  }
+  return {{"enabled", r.enabled}, {"servers", r.servers}, {"gpus", gpus}};
 }
 
 json ToJson(const sched::AllocationRequest& r) {
@@ -356,6 +535,24 @@ sched::GpuState LedgerGpu(const gpu::GpuInfo& g) {
 std::vector<sched::GpuState> LedgerGpus(const gpu::GpuSnapshot& snapshot) {
   std::vector<sched::GpuState> out;
   for (const gpu::GpuInfo& g : snapshot.gpus) out.push_back(LedgerGpu(g));
+  return out;
+}
+
+std::vector<sched::GpuState> LedgerGpus(const NodeRecord& node) {
+  std::vector<sched::GpuState> out = LedgerGpus(node.snapshot);
+  if (!node.gpu_servers.enabled) return out;
+  for (sched::GpuState& g : out) {
+    for (const GpuServerCapacity& c : node.gpu_servers.gpus) {
+      if (c.uuid != g.uuid) continue;
+      g.remote_capable = true;
+      g.sm_count = c.sm_count;
+      g.sm_granularity = c.sm_granularity;
+      g.shared = c.shared;
+      // The probe's total (what a server may hand out) when NVML has none.
+      if (!g.memory_total_bytes && c.memory_total_mb) g.memory_total_bytes = *c.memory_total_mb << 20;
+      break;
+    }
+  }
   return out;
 }
 

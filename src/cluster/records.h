@@ -34,6 +34,27 @@ struct CudaSummary {
   bool exited = false;
 };
 
+// One GPU as the node's GPU servers know it (heartbeat gpu_servers.gpus: `flyt-gpu-server
+// probe` at the node manager's start, and its MPS check).
+struct GpuServerCapacity {
+  std::string uuid;
+  uint32_t index = 0;
+  std::optional<uint32_t> sm_count;
+  std::optional<uint32_t> sm_granularity;
+  std::optional<uint64_t> memory_total_mb;
+  bool shared = false;  // MPS usable: several remote leases at once
+  std::string mps;      // running | not_running | unavailable | off
+  std::string mps_reason;
+};
+
+// What a node's heartbeat says of its GPU servers ("gpu_servers"; absent: enabled = false).
+// `servers` are the node's server records, rebuilt from their known fields (never a secret).
+struct GpuServersReport {
+  bool enabled = false;
+  std::vector<nlohmann::json> servers;
+  std::vector<GpuServerCapacity> gpus;
+};
+
 struct NodeRecord {
   std::string name;
   // The node manager's own API, where the manager calls it (monitoring sessions, GPU history):
@@ -52,6 +73,23 @@ struct NodeRecord {
   std::string registered_by;  // the token name that registered it; only it (or an admin) may update
   // The latest heartbeat's traced CUDA processes (in memory only; ToJson leaves them out).
   std::vector<CudaSummary> cuda;
+  // The node's GPU servers as its latest heartbeat reported them (stored: the capacity places
+  // remote leases after a restart before the node's next heartbeat).
+  GpuServersReport gpu_servers;
+};
+
+// What the cluster keeps of a remote lease beside the ledger's sched::Lease (which holds its
+// GPU, SMs and memory): stored in the same lease row, under "remote".
+struct RemoteLeaseInfo {
+  std::string client;  // the client node's name
+  uint32_t sm_count_asked = 0;  // 0: asked as sm_percent
+  std::optional<double> sm_percent;
+  std::string state = "starting";  // starting | ready | failed
+  std::string reason;              // why failed
+  std::string secret;              // the GPU server's; only for its owner (or an admin)
+  std::string server_address;      // "HOST:PORT" once ready
+  std::string server_state;        // as the node last said (running, failed, ...)
+  std::optional<int64_t> server_pid;
 };
 
 struct ClientRecord {
@@ -117,6 +155,17 @@ nlohmann::json ToJson(const ClientRecord& client);
 Result<ClientRecord> ClientFromJson(const nlohmann::json& j);
 nlohmann::json ToJson(const sched::Lease& lease);
 Result<sched::Lease> LeaseFromJson(const nlohmann::json& j);
+// The stored form of a remote lease: ToJson(lease) with "remote" (secret included).
+nlohmann::json ToJson(const sched::Lease& lease, const RemoteLeaseInfo& remote);
+// The "remote" part of a stored lease row; nullopt for a lease that is not remote.
+Result<std::optional<RemoteLeaseInfo>> RemoteInfoFromJson(const nlohmann::json& j);
+// A remote lease as the API shows it (docs/api.md "Remote leases"); the secret only when
+// `with_secret`.
+nlohmann::json RemoteLeaseView(const sched::Lease& lease, const RemoteLeaseInfo& remote,
+                               WallTime now, bool with_secret);
+// The node's heartbeat field "gpu_servers", checked (errors name the field).
+Result<GpuServersReport> GpuServersFromJson(const nlohmann::json& j);
+nlohmann::json ToJson(const GpuServersReport& report);
 nlohmann::json ToJson(const TaskRecord& task);
 Result<TaskRecord> TaskFromJson(const nlohmann::json& j);
 nlohmann::json ToJson(const Job& job);
@@ -126,8 +175,9 @@ nlohmann::json ToJson(const sched::AllocationRequest& request);
 const char* PolicyName(sched::Policy policy);
 std::optional<sched::Policy> ParsePolicy(std::string_view name);
 
-// The ledger's view of a GPU, and of a node's GPUs.
+// The ledger's view of a GPU, and of a node's GPUs (with what its GPU servers report).
 sched::GpuState LedgerGpu(const gpu::GpuInfo& gpu);
 std::vector<sched::GpuState> LedgerGpus(const gpu::GpuSnapshot& snapshot);
+std::vector<sched::GpuState> LedgerGpus(const NodeRecord& node);
 
 }  // namespace flyt::cluster

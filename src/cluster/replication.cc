@@ -125,7 +125,7 @@ class Cluster::CountingTxn final : public store::Txn {
 };
 
 void Cluster::ApplyNodeLocked(NodeRecord record) {
-  ledger_->UpdateNode(record.name, LedgerGpus(record.snapshot), HeardAt(record.last_heartbeat));
+  ledger_->UpdateNode(record.name, LedgerGpus(record), HeardAt(record.last_heartbeat));
   std::string name = record.name;
   auto it = nodes_.find(name);
   if (it != nodes_.end()) UnindexGpusLocked(it->second);
@@ -192,6 +192,7 @@ json Cluster::MergedParametersLocked(const Job& job) const {
 void Cluster::RememberEndedLeaseLocked(const std::string& id) {
   // Enough to answer a repeated release or renew; older ids read as never having existed.
   constexpr size_t kMaxEndedLeases = 65536;
+  remote_.erase(id);
   if (!ended_leases_.insert(id).second) return;
   ended_order_.push_back(id);
   if (ended_order_.size() > kMaxEndedLeases) {
@@ -221,8 +222,16 @@ Status Cluster::CatchUpLocked(store::Txn& txn) {
       RememberEndedLeaseLocked(row.id);
       continue;
     }
-    auto lease = LeaseFromJson(json::parse(row.body, nullptr, false));
+    const json body = json::parse(row.body, nullptr, false);
+    auto lease = LeaseFromJson(body);
     if (!lease.ok()) return lease.status().WithContext("stored lease " + row.id);
+    auto remote = RemoteInfoFromJson(body);
+    if (!remote.ok()) return remote.status().WithContext("stored lease " + row.id);
+    if (*remote) {
+      remote_[lease->id] = std::move(**remote);
+    } else {
+      remote_.erase(lease->id);
+    }
     ledger_->Restore(*lease);
   }
   FLYT_ASSIGN_OR_RETURN(auto clients, txn.ListSince(Table::kClients, revision_));
@@ -276,6 +285,7 @@ Status Cluster::ReloadLocked() {
   std::map<std::string, Job> jobs;
   std::map<std::string, TaskRecord> tasks;
   std::map<std::string, std::string> job_of_lease;
+  std::map<std::string, RemoteLeaseInfo> remote;
   std::set<std::string> ended_leases;
   std::deque<std::string> ended_order;
   auto swap_state = [&]() FLYT_REQUIRES(mu_) {
@@ -287,6 +297,7 @@ Status Cluster::ReloadLocked() {
     std::swap(jobs_, jobs);
     std::swap(tasks_, tasks);
     std::swap(job_of_lease_, job_of_lease);
+    std::swap(remote_, remote);
     std::swap(ended_leases_, ended_leases);
     std::swap(ended_order_, ended_order);
   };
@@ -457,7 +468,7 @@ Status Cluster::RecoverLocked() {
   for (const auto& [name, node] : nodes_) {
     auto base = ledger_->HeardAt(name).value_or(HeardAt(node.last_heartbeat));
     if (auto it = heard.find(name); it != heard.end()) base = std::max(base, it->second);
-    ledger_->UpdateNode(name, LedgerGpus(node.snapshot), std::min(now, base + lasted));
+    ledger_->UpdateNode(name, LedgerGpus(node), std::min(now, base + lasted));
   }
   // A lease whose TTL ran out during the outage could not be renewed: it gets as long as a node
   // coming back gets, from now.
@@ -575,7 +586,7 @@ Status Cluster::Load() {
   const auto floor =
       clock_.WallNow() - config_.ledger.unreachable_after - std::chrono::milliseconds(1);
   for (auto& [name, node] : nodes_) {
-    ledger_->UpdateNode(name, LedgerGpus(node.snapshot),
+    ledger_->UpdateNode(name, LedgerGpus(node),
                         HeardAt(std::max(node.last_heartbeat, floor)));
   }
   dirty_ = true;

@@ -95,6 +95,22 @@ Status Cluster::ExpireLocked(store::Txn& txn, bool& expired_any) {
     Status del = txn.Delete(Table::kLeases, gone.id);
     if (!del.ok() && del.code() != StatusCode::kNotFound) return del;
     FLYT_RETURN_IF_ERROR(txn.ReleaseGpus(gone.id));
+    if (gone.remote) {
+      // Its share is free; the node drains the server (now, and its next heartbeat's desired
+      // no longer lists it).
+      const RemoteLeaseInfo info = RemoteInfoLocked(gone.id);
+      FLYT_RETURN_IF_ERROR(Event(
+          txn, "remote_lease.expired",
+          {{"lease_id", gone.id},
+           {"owner", gone.owner},
+           {"client", info.client},
+           {"node", gone.gpus.empty() ? "" : gone.gpus.front().node},
+           {"reason", ttl ? "ttl" : "node_unreachable"},
+           {"message", "remote lease " + gone.id + " of " + gone.owner + " expired: " + why}}));
+      DrainGpuServerLocked(gone);
+      expired_any = true;
+      continue;
+    }
     FLYT_RETURN_IF_ERROR(
         Event(txn, "lease.expired",
               {{"lease_id", gone.id},

@@ -38,7 +38,7 @@ int HttpStatusOf(const Status& s) {
   if (reason == "insufficient_gpus" || reason == "never_fits" || reason == "already_ended") {
     return 409;
   }
-  if (reason == "idempotency_key_reused") return 409;
+  if (reason == "idempotency_key_reused" || reason == "lease_failed") return 409;
   if (reason == "too_many_queued") return 429;
   if (reason == "payload_too_large") return 413;
   if (reason == "store_unavailable") return 503;
@@ -208,6 +208,39 @@ void ClusterServer::AddRoutes() {
         if (!s.ok()) return Send(res, s);
         http::SendJson(res, 200, {{"released", m[1]}});
       });
+
+  // Remote leases: shares of one GPU served by a GPU server on its node.
+  add("/api/v1/remote-leases", "POST", Access::kClient, [this](Req req, Res res, Who who, Match) {
+    auto body = Body(req);
+    if (!body.ok()) return Send(res, body.status());
+    auto key = IdempotencyKey(req);
+    if (!key.ok()) return Send(res, key.status());
+    auto lease = cluster_.CreateRemoteLease(who, *body, *key);
+    if (lease.ok()) {
+      res.set_header("Location", "/api/v1/remote-leases/" + (*lease)["id"].get<std::string>());
+    }
+    res.set_header("Cache-Control", "no-store");  // the answer holds the server's secret
+    Reply(res, lease, 201);
+  });
+  add("/api/v1/remote-leases", "GET", Access::kRead, [this](Req req, Res res, Who, Match) {
+    http::SendJson(res, 200,
+                   cluster_.RemoteLeases(req.get_param_value("node"),
+                                         req.get_param_value("client")));
+  });
+  add("/api/v1/remote-leases/([A-Za-z0-9._-]+)", "GET", Access::kClient,
+      [this](Req, Res res, Who who, Match m) {
+        res.set_header("Cache-Control", "no-store");
+        Reply(res, cluster_.RemoteLease(who, m[1]));
+      });
+  with_body("/api/v1/remote-leases/([A-Za-z0-9._-]+)/renew", Access::kClient, 200,
+            [this](Who who, const json& body, Match m) {
+              return cluster_.RenewRemoteLease(who, m[1], body);
+            });
+  add("/api/v1/remote-leases/([A-Za-z0-9._-]+)", "DELETE", Access::kClient,
+      [this](Req, Res res, Who who, Match m) { Reply(res, cluster_.ReleaseRemoteLease(who, m[1])); });
+  add("/api/v1/gpu-servers", "GET", Access::kRead, [this](Req req, Res res, Who, Match) {
+    http::SendJson(res, 200, cluster_.GpuServers(req.get_param_value("node")));
+  });
 
   // Jobs.
   add("/api/v1/jobs", "POST", Access::kClient, [this](Req req, Res res, Who who, Match) {

@@ -101,10 +101,36 @@ const char* AllocationState(bool reachable, bool lost, const std::vector<Hold>& 
   return holds.empty() ? "free" : "shared";
 }
 
-// One GPU as the API shows it: its readings, where it is and who holds it.
-json GpuJson(const sched::Ledger& ledger, const std::string& node, const gpu::GpuInfo& g,
-             bool reachable, const std::vector<Hold>& on_gpu) {
+// One GPU as the API shows it: its readings, where it is and who holds it; for a GPU served
+// remotely, its SM count, the remote shares carved out of it and the SMs left.
+json GpuJson(const sched::Ledger& ledger, const NodeRecord& node_record, const gpu::GpuInfo& g,
+             bool reachable, const std::vector<Hold>& on_gpu,
+             const std::map<std::string, RemoteLeaseInfo>& remote) {
+  const std::string& node = node_record.name;
   json j = gpu::ToJson(g);
+  std::optional<uint32_t> sm_count;
+  if (node_record.gpu_servers.enabled) {
+    for (const GpuServerCapacity& c : node_record.gpu_servers.gpus) {
+      if (c.uuid == g.uuid) sm_count = c.sm_count;
+    }
+  }
+  json shares = json::array();
+  uint64_t sms_used = 0;
+  for (const Hold& h : on_gpu) {
+    if (!h.lease->remote) continue;
+    auto info = remote.find(h.lease->id);
+    uint32_t sms = 0;
+    for (const auto& lg : h.lease->gpus) sms = lg.sm_count;
+    sms_used += sms;
+    shares.push_back({{"lease_id", h.lease->id},
+                      {"client", info == remote.end() ? "" : info->second.client},
+                      {"sm_count", sms},
+                      {"memory_mb", h.reserved_bytes >> 20},
+                      {"state", info == remote.end() ? "starting" : info->second.state}});
+  }
+  j["sm_count"] = sm_count ? json(*sm_count) : json(nullptr);
+  j["remote_shares"] = shares;
+  j["sm_free"] = sm_count ? json(*sm_count > sms_used ? *sm_count - sms_used : 0) : json(nullptr);
   j["process_count"] = g.processes.size();
   j["node"] = node;
   uint64_t reserved = 0;
@@ -114,6 +140,9 @@ json GpuJson(const sched::Ledger& ledger, const std::string& node, const gpu::Gp
     holders.push_back({{"lease_id", h.lease->id},
                        {"owner", h.lease->owner},
                        {"exclusive", h.lease->exclusive},
+                       {"kind", h.lease->remote      ? "remote"
+                                : h.lease->exclusive ? "exclusive"
+                                                     : "shared"},
                        {"expires_at", gpu::FormatTime(h.lease->expires_at)}});
   }
   j["allocation_state"] = AllocationState(reachable, g.lost, on_gpu);
@@ -224,7 +253,7 @@ json Cluster::Gpus() const {
   for (const auto& [name, n] : nodes_) {
     const bool reachable = ledger_->Reachable(name);
     for (const gpu::GpuInfo& g : n.snapshot.gpus) {
-      json j = GpuJson(*ledger_, name, g, reachable, holds[{name, g.uuid}]);
+      json j = GpuJson(*ledger_, n, g, reachable, holds[{name, g.uuid}], remote_);
       j.erase("processes");
       list.push_back(std::move(j));
     }
@@ -240,7 +269,8 @@ Result<json> Cluster::Gpu(const std::string& node, unsigned index) const {
     if (g.index != index) continue;
     const std::vector<sched::Lease> leases = ledger_->Leases();  // the holds point into it
     Holds holds = HoldsOf(leases, clock_.WallNow());
-    json j = GpuJson(*ledger_, node, g, ledger_->Reachable(node), holds[{node, g.uuid}]);
+    json j = GpuJson(*ledger_, it->second, g, ledger_->Reachable(node), holds[{node, g.uuid}],
+                     remote_);
     AddCuda(j, g.uuid, it->second.cuda);
     j["node_api_url"] = it->second.api_url;
     return j;
@@ -287,14 +317,31 @@ std::shared_ptr<const std::string> Cluster::GpusBody() {
 json Cluster::Clients() const {
   MutexLock lock(mu_);
   std::map<std::string, int> leases;
-  for (const sched::Lease& l : ledger_->Leases()) ++leases[l.owner];
+  // Remote leases by their client node; a client named only by remote leases (its client
+  // manager does not register) is listed too, with "registered": false.
+  std::map<std::string, json> remote;
+  const auto now = clock_.WallNow();
+  for (const sched::Lease& l : ledger_->Leases()) {
+    ++leases[l.owner];
+    if (!l.remote || l.expires_at <= now) continue;
+    json& ids = remote[RemoteInfoLocked(l.id).client];
+    if (ids.is_null()) ids = json::array();
+    ids.push_back(l.id);
+  }
   json list = json::array();
   for (const auto& [name, c] : clients_) {
     json j = ToJson(c);
+    j["registered"] = true;
     j["registered_at"] = gpu::FormatTime(c.registered_at);
     j["last_seen"] = gpu::FormatTime(c.last_seen);
     j["leases"] = leases[name];
+    auto r = remote.find(name);
+    j["remote_leases"] = r == remote.end() ? json::array() : r->second;
     list.push_back(std::move(j));
+  }
+  for (const auto& [name, ids] : remote) {
+    if (clients_.count(name)) continue;
+    list.push_back({{"name", name}, {"registered", false}, {"leases", 0}, {"remote_leases", ids}});
   }
   return {{"clients", list}};
 }
@@ -551,6 +598,36 @@ std::string Cluster::Metrics() const {
   family("flyt_cluster_jobs", "gauge", "Jobs (experiments) known to the manager, by status.");
   for (const auto& [state, count] : job_states) {
     sample("flyt_cluster_jobs{status=\"" + state + "\"}", count);
+  }
+  std::map<std::string, int> remote_states = {{"starting", 0}, {"ready", 0}, {"failed", 0}};
+  for (const sched::Lease& l : leases) {
+    if (l.remote) ++remote_states[RemoteInfoLocked(l.id).state];
+  }
+  family("flyt_cluster_remote_leases", "gauge", "Live remote leases, by state.");
+  for (const auto& [state, count] : remote_states) {
+    sample("flyt_cluster_remote_leases{state=\"" + state + "\"}", count);
+  }
+  family("flyt_cluster_remote_lease_grants_total", "counter",
+         "Remote leases granted (answered once their GPU server was up).");
+  sample("flyt_cluster_remote_lease_grants_total", static_cast<double>(counters_.remote_grants));
+  family("flyt_cluster_remote_lease_refusals_total", "counter",
+         "Remote lease requests refused: no GPU with room (insufficient_gpus, never_fits).");
+  sample("flyt_cluster_remote_lease_refusals_total",
+         static_cast<double>(counters_.remote_refusals));
+  family("flyt_cluster_remote_lease_start_failures_total", "counter",
+         "Remote leases released because their node did not start the GPU server (503).");
+  sample("flyt_cluster_remote_lease_start_failures_total",
+         static_cast<double>(counters_.remote_start_failures));
+  std::map<std::string, int> server_states = {
+      {"starting", 0}, {"running", 0}, {"draining", 0}, {"stopped", 0}, {"failed", 0}};
+  for (const auto& [name, n] : nodes_) {
+    for (const json& server : n.gpu_servers.servers) ++server_states[server.value("state", "")];
+  }
+  family("flyt_cluster_gpu_servers", "gauge",
+         "GPU servers the nodes reported in their latest heartbeats, by state.");
+  for (const auto& [state, count] : server_states) {
+    if (state.empty()) continue;
+    sample("flyt_cluster_gpu_servers{state=\"" + state + "\"}", count);
   }
   family("flyt_cluster_queue_length", "gauge", "Jobs waiting for GPUs.");
   sample("flyt_cluster_queue_length", static_cast<double>(queue_.size()));

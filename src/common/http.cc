@@ -278,6 +278,11 @@ Result<json> JsonClient::Post(const std::string& path, const json& body,
   return Send("POST", path, &text, headers);
 }
 
+Result<json> JsonClient::Put(const std::string& path, const json& body) {
+  const std::string text = DumpJson(body);
+  return Send("PUT", path, &text);
+}
+
 Result<json> JsonClient::Delete(const std::string& path) { return Send("DELETE", path, nullptr); }
 
 }  // namespace flyt::http

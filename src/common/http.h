@@ -106,6 +106,7 @@ class JsonClient {
   // Post with extra request headers (e.g. Idempotency-Key).
   Result<nlohmann::json> Post(const std::string& path, const nlohmann::json& body,
                               const Headers& headers);
+  Result<nlohmann::json> Put(const std::string& path, const nlohmann::json& body);
   Result<nlohmann::json> Delete(const std::string& path);
   const std::string& url() const { return url_; }
 

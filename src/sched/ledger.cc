@@ -1,6 +1,7 @@
 #include "sched/ledger.h"
 
 #include <algorithm>
+#include <cmath>
 #include <unordered_map>
 
 namespace flyt::sched {
@@ -60,7 +61,51 @@ struct NodeReasons {
   }
 };
 
+// Why the GPUs of one node cannot take a remote request, counted.
+struct RemoteReasons {
+  int lost = 0, other_model = 0, not_remote = 0, unknown = 0, leased = 0, in_use = 0, no_sms = 0,
+      no_memory = 0;
+  std::string Describe(const std::string& sms, uint64_t memory_mib) const {
+    std::string out;
+    auto add = [&](int n, const std::string& what) {
+      if (n > 0) out += (out.empty() ? "" : ", ") + std::to_string(n) + " " + what;
+    };
+    add(no_sms, "without room for " + sms);
+    add(no_memory, "without " + std::to_string(memory_mib) + " MiB free");
+    add(in_use, "not shared and in use");
+    add(leased, "leased exclusively");
+    add(lost, "lost");
+    add(other_model, "of another model");
+    add(not_remote, "not serving remote GPUs");
+    add(unknown, "without SM count or memory readings");
+    return out;
+  }
+};
+
+// What live leases hold on each GPU, for remote placement.
+struct RemoteUse {
+  bool exclusive = false;
+  int remote = 0;
+  uint64_t sms = 0;    // of remote leases
+  uint64_t bytes = 0;  // reserved by every non-exclusive lease
+};
+
 }  // namespace
+
+uint32_t GrantedSms(const RemoteRequest& r, uint32_t total, uint32_t granularity) {
+  if (total == 0) return 0;
+  if (granularity == 0) granularity = 1;
+  uint64_t want = 0;
+  if (r.sm_count > 0) {
+    if (r.sm_count > total) return 0;  // more than the GPU has: it does not fit here
+    want = r.sm_count;
+  } else {
+    want = static_cast<uint64_t>(std::ceil(r.sm_percent / 100.0 * total - 1e-9));
+  }
+  want = std::max<uint64_t>(want, 1);
+  want = (want + granularity - 1) / granularity * granularity;
+  return static_cast<uint32_t>(std::min<uint64_t>(want, total));
+}
 
 Ledger::Ledger(const Clock& clock, LedgerOptions options) : clock_(clock), options_(options) {}
 
@@ -330,6 +375,215 @@ Result<Lease> Ledger::Allocate(const AllocationRequest& req) {
   }
   leases_[lease.id] = lease;
   return lease;
+}
+
+namespace {
+
+Status CheckRemoteRequest(const RemoteRequest& r) {
+  if ((r.sm_count > 0) == (r.sm_percent > 0)) {
+    return InvalidArgument("give one of sm_count and sm_percent");
+  }
+  if (!(r.sm_percent >= 0 && r.sm_percent <= 100)) return InvalidArgument("sm_percent must be 0-100");
+  if (r.memory_bytes == 0) return InvalidArgument("memory_mb must be at least 1");
+  if (r.ttl.count() < 1 || r.ttl > std::chrono::hours(24 * 30)) {
+    return InvalidArgument("ttl_seconds must be 1-2592000");
+  }
+  return Status::Ok();
+}
+
+std::string SmsText(const RemoteRequest& r) {
+  if (r.sm_count > 0) return std::to_string(r.sm_count) + " SMs";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g%% of its SMs", r.sm_percent);
+  return buf;
+}
+
+}  // namespace
+
+Result<Lease> Ledger::AllocateRemote(const RemoteRequest& req) {
+  FLYT_RETURN_IF_ERROR(CheckRemoteRequest(req));
+  MutexLock lock(mu_);
+  const auto now = clock_.WallNow();
+  std::unordered_map<std::string_view, std::unordered_map<std::string_view, RemoteUse>> use;
+  for (const auto& [id, l] : leases_) {
+    if (l.expires_at <= now) continue;  // expired: free, even before Expire() reports it
+    for (const LeasedGpu& g : l.gpus) {
+      if (!req.node.empty() && g.node != req.node) continue;
+      RemoteUse& u = use[g.node][g.uuid];
+      if (l.exclusive) {
+        u.exclusive = true;
+        continue;
+      }
+      u.bytes += g.reserved_bytes;
+      if (l.remote) {
+        ++u.remote;
+        u.sms += g.sm_count;
+      }
+    }
+  }
+  struct Best {
+    const std::string* node = nullptr;
+    const GpuState* gpu = nullptr;
+    uint32_t sms = 0;
+    uint64_t sms_left = 0, bytes_left = 0;
+  } best;
+  struct Refused {
+    const std::string* node;
+    bool reachable;
+    RemoteReasons why;
+  };
+  std::vector<Refused> refused;
+  auto consider = [&](const std::string& name, const Node& node) FLYT_REQUIRES(mu_) {
+    Refused r{&name, ReachableLocked(node), {}};
+    if (!r.reachable) {
+      refused.push_back(r);
+      return;
+    }
+    auto node_use = use.find(name);
+    bool any = false;
+    for (const GpuState& g : node.gpus) {
+      RemoteReasons& why = r.why;
+      if (g.lost) {
+        ++why.lost;
+        continue;
+      }
+      if (!req.gpu_model.empty() && g.name.find(req.gpu_model) == std::string::npos) {
+        ++why.other_model;
+        continue;
+      }
+      if (!g.remote_capable) {
+        ++why.not_remote;
+        continue;
+      }
+      if (!g.sm_count || *g.sm_count == 0 || !g.memory_total_bytes) {
+        ++why.unknown;  // fail closed
+        continue;
+      }
+      RemoteUse u;
+      if (node_use != use.end()) {
+        auto it = node_use->second.find(g.uuid);
+        if (it != node_use->second.end()) u = it->second;
+      }
+      if (u.exclusive) {
+        ++why.leased;
+        continue;
+      }
+      if (!g.shared && u.remote > 0) {
+        ++why.in_use;
+        continue;
+      }
+      const uint32_t sms = GrantedSms(req, *g.sm_count, g.sm_granularity.value_or(1));
+      if (sms == 0 || u.sms + sms > *g.sm_count) {
+        ++why.no_sms;
+        continue;
+      }
+      if (u.bytes + req.memory_bytes > *g.memory_total_bytes) {
+        ++why.no_memory;
+        continue;
+      }
+      any = true;
+      const uint64_t sms_left = *g.sm_count - u.sms - sms;
+      const uint64_t bytes_left = *g.memory_total_bytes - u.bytes - req.memory_bytes;
+      // Binpack: the GPU left with the fewest SMs (then bytes) free first.
+      if (best.gpu == nullptr || sms_left < best.sms_left ||
+          (sms_left == best.sms_left && bytes_left < best.bytes_left)) {
+        best = {&name, &g, sms, sms_left, bytes_left};
+      }
+    }
+    if (!any) refused.push_back(r);
+  };
+  if (req.node.empty()) {
+    for (const auto& [name, node] : nodes_) consider(name, node);
+  } else if (auto it = nodes_.find(req.node); it != nodes_.end()) {
+    consider(it->first, it->second);
+  }
+
+  const uint64_t memory_mib = (req.memory_bytes + (1 << 20) - 1) >> 20;
+  if (best.gpu == nullptr) {
+    constexpr size_t kMaxNodeReasons = 20;
+    std::string message = "no GPU can hold a remote share of " + SmsText(req) + " and " +
+                          std::to_string(memory_mib) + " MiB" +
+                          (req.gpu_model.empty() ? "" : " on a " + req.gpu_model) +
+                          (req.node.empty() ? "" : " on node " + req.node);
+    if (!req.node.empty() && !nodes_.count(req.node)) {
+      message += ": node " + req.node + " has not reported";
+    } else if (nodes_.empty()) {
+      message += ": no node has reported";
+    }
+    size_t listed = 0, more = 0, more_unreachable = 0;
+    for (const Refused& r : refused) {
+      std::string line = *r.node + ": ";
+      if (!r.reachable) {
+        line += "unreachable";
+      } else {
+        const std::string described = r.why.Describe(SmsText(req), memory_mib);
+        line += described.empty() ? "no GPUs" : described;
+      }
+      if (listed < kMaxNodeReasons) {
+        message += "; " + line;
+        ++listed;
+      } else {
+        ++more;
+        more_unreachable += r.reachable ? 0 : 1;
+      }
+    }
+    if (more > 0) {
+      message += "; and " + std::to_string(more) + " more node(s)" +
+                 (more_unreachable > 0
+                      ? " (" + std::to_string(more_unreachable) + " of them unreachable)"
+                      : "");
+    }
+    return Status(StatusCode::kResourceExhausted, message);
+  }
+
+  Lease lease;
+  lease.id = req.id.empty() ? "rlease-" + std::to_string(next_id_++) : req.id;
+  if (leases_.count(lease.id)) return AlreadyExists("lease " + lease.id + " exists");
+  lease.owner = req.owner;
+  lease.labels = req.labels;
+  lease.exclusive = false;
+  lease.remote = true;
+  lease.granted_at = now;
+  lease.ttl = req.ttl;
+  lease.expires_at = now + req.ttl;
+  lease.gpus.push_back({*best.node, best.gpu->index, best.gpu->uuid, best.gpu->name,
+                        Score(*best.gpu, 0), req.memory_bytes, best.sms});
+  leases_[lease.id] = lease;
+  return lease;
+}
+
+std::string Ledger::RemoteNeverFits(const RemoteRequest& req) const {
+  if (!CheckRemoteRequest(req).ok()) return "";
+  MutexLock lock(mu_);
+  if (nodes_.empty()) return "";
+  if (!req.node.empty() && !nodes_.count(req.node)) {
+    return "no node " + req.node + " has reported";
+  }
+  bool any_remote = false, any_model = false;
+  uint32_t most_sms = 0;
+  uint64_t most_bytes = 0;
+  for (const auto& [name, node] : nodes_) {
+    if (!req.node.empty() && name != req.node) continue;
+    for (const GpuState& g : node.gpus) {
+      if (g.lost || !g.remote_capable) continue;
+      any_remote = true;
+      if (!req.gpu_model.empty() && g.name.find(req.gpu_model) == std::string::npos) continue;
+      any_model = true;
+      if (!g.sm_count || !g.memory_total_bytes) continue;
+      most_sms = std::max(most_sms, *g.sm_count);
+      most_bytes = std::max(most_bytes, *g.memory_total_bytes);
+      if (GrantedSms(req, *g.sm_count, g.sm_granularity.value_or(1)) > 0 &&
+          req.memory_bytes <= *g.memory_total_bytes) {
+        return "";
+      }
+    }
+  }
+  const std::string where = req.node.empty() ? "in the cluster" : "on node " + req.node;
+  if (!any_remote) return "no GPU " + where + " is served remotely (no node has gpu_servers enabled)";
+  if (!any_model) return "no " + req.gpu_model + " GPU " + where + " is served remotely";
+  return "needs " + SmsText(req) + " and " + std::to_string(req.memory_bytes >> 20) +
+         " MiB on one GPU; the largest GPU served remotely " + where + " has " +
+         std::to_string(most_sms) + " SMs and " + std::to_string(most_bytes >> 20) + " MiB";
 }
 
 Result<Lease> Ledger::Renew(const std::string& id, std::optional<std::chrono::seconds> ttl) {

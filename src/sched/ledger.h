@@ -30,6 +30,13 @@ struct GpuState {
   std::optional<uint64_t> memory_total_bytes;
   std::optional<uint64_t> memory_free_bytes;
   std::optional<uint32_t> utilization_percent;
+  // From the node's GPU servers (its heartbeat's gpu_servers.gpus): the SM count, the step in
+  // which SMs are granted, whether the node serves remote GPUs at all, and whether several
+  // remote leases may share this GPU (MPS).
+  std::optional<uint32_t> sm_count;
+  std::optional<uint32_t> sm_granularity;
+  bool remote_capable = false;
+  bool shared = false;
 };
 
 enum class Policy { kScore, kBinpack, kSpread };
@@ -54,6 +61,24 @@ struct AllocationRequest {
   std::string id;
 };
 
+// A share of one GPU for a remote client (POST /api/v1/remote-leases). Exactly one of sm_count
+// (SMs) and sm_percent (of the GPU's SMs, 0-100] is set; the granted count is rounded up to the
+// GPU's sm_granularity.
+struct RemoteRequest {
+  uint32_t sm_count = 0;
+  double sm_percent = 0;
+  uint64_t memory_bytes = 0;
+  std::string gpu_model;  // substring of the GPU name; empty: any
+  std::string node;       // empty: any node
+  std::chrono::seconds ttl{60};
+  std::string owner;
+  std::map<std::string, std::string> labels;
+  std::string id;  // empty: the ledger numbers it ("rlease-N")
+};
+
+// The SMs a remote request gets on a GPU of `total` SMs granted in steps of `granularity`.
+uint32_t GrantedSms(const RemoteRequest& request, uint32_t total, uint32_t granularity);
+
 struct LeasedGpu {
   std::string node;
   uint32_t index = 0;
@@ -61,6 +86,7 @@ struct LeasedGpu {
   std::string name;
   double score = 0;
   uint64_t reserved_bytes = 0;  // counted against the GPU's free memory while leased
+  uint32_t sm_count = 0;        // a remote lease's granted SMs
 };
 
 struct Lease {
@@ -68,6 +94,7 @@ struct Lease {
   std::string owner;
   std::vector<LeasedGpu> gpus;
   bool exclusive = true;
+  bool remote = false;  // a remote lease (never exclusive): one GPU, sm_count SMs
   std::map<std::string, std::string> labels;
   std::chrono::system_clock::time_point granted_at;
   std::chrono::system_clock::time_point expires_at;
@@ -97,6 +124,12 @@ class Ledger {
 
   // Grants a lease or fails with kResourceExhausted and the reasons per node.
   Result<Lease> Allocate(const AllocationRequest& request);
+  // Grants a remote lease (see the top of this file) or fails with kResourceExhausted and the
+  // reasons per node ("node-b: 2 without room for 64 SMs, 1 not shared and in use").
+  Result<Lease> AllocateRemote(const RemoteRequest& request);
+  // Why no GPU the ledger knows could ever hold the request, whatever is leased ("" when one
+  // could, or no node has reported).
+  std::string RemoteNeverFits(const RemoteRequest& request) const;
   Result<Lease> Renew(const std::string& id, std::optional<std::chrono::seconds> ttl = {});
   Status Release(const std::string& id);
   // Removes leases past their expiry, and leases on nodes unreachable for longer than the grace.

@@ -26,6 +26,26 @@ std::vector<GpuState> Gpus(int n, uint64_t free_gib = 80, uint32_t util = 0,
   return out;
 }
 
+// GPUs served remotely: 132 SMs granted in steps of 8 (an H100), shared (MPS) or not.
+std::vector<GpuState> RemoteGpus(int n, bool shared, uint64_t free_gib = 80) {
+  std::vector<GpuState> out = Gpus(n, free_gib);
+  for (GpuState& g : out) {
+    g.sm_count = 132;
+    g.sm_granularity = 8;
+    g.remote_capable = true;
+    g.shared = shared;
+  }
+  return out;
+}
+
+RemoteRequest Share(uint32_t sms, uint64_t gib, const std::string& node = "") {
+  RemoteRequest r;
+  r.sm_count = sms;
+  r.memory_bytes = gib * kGiB;
+  r.node = node;
+  return r;
+}
+
 class LedgerTest : public ::testing::Test {
  protected:
   FakeClock clock_;
@@ -102,6 +122,142 @@ TEST_F(LedgerTest, ASharedLeaseOfZeroBytesStillBlocksExclusiveRequests) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("1 leased"), std::string::npos) << r.status().message();
   EXPECT_TRUE(ledger_.Allocate(shared).ok());  // another shared one may join
+}
+
+TEST(LedgerRemote, GrantedSmsRoundUpToTheGranularityAndStayWithinTheGpu) {
+  RemoteRequest r;
+  r.sm_count = 60;
+  EXPECT_EQ(GrantedSms(r, 132, 8), 64u);
+  r.sm_count = 132;
+  EXPECT_EQ(GrantedSms(r, 132, 8), 132u);  // rounded up past the total: capped at it
+  r.sm_count = 133;
+  EXPECT_EQ(GrantedSms(r, 132, 8), 0u);  // more than the GPU has: does not fit
+  r.sm_count = 0;
+  r.sm_percent = 25;  // 33 SMs, rounded up to 40
+  EXPECT_EQ(GrantedSms(r, 132, 8), 40u);
+  r.sm_percent = 100;
+  EXPECT_EQ(GrantedSms(r, 132, 8), 132u);
+  r.sm_percent = 0.1;
+  EXPECT_EQ(GrantedSms(r, 132, 0), 1u);
+}
+
+TEST_F(LedgerTest, RemoteSharesFitInSmsAndMemoryOnASharedGpu) {
+  ledger_.UpdateNode("a", RemoteGpus(1, /*shared=*/true));
+  auto first = ledger_.AllocateRemote(Share(60, 30));  // 64 SMs granted
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_TRUE(first->remote);
+  EXPECT_FALSE(first->exclusive);
+  ASSERT_EQ(first->gpus.size(), 1u);
+  EXPECT_EQ(first->gpus[0].sm_count, 64u);
+  EXPECT_EQ(first->gpus[0].reserved_bytes, 30 * kGiB);
+  EXPECT_EQ(first->id.rfind("rlease-", 0), 0u);
+  ASSERT_TRUE(ledger_.AllocateRemote(Share(56, 30)).ok());  // 120 of 132 SMs, 60 of 80 GiB
+  auto no_sms = ledger_.AllocateRemote(Share(16, 1));
+  ASSERT_FALSE(no_sms.ok());
+  EXPECT_EQ(no_sms.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(no_sms.status().message().find("a: 1 without room for 16 SMs"), std::string::npos)
+      << no_sms.status().message();
+  ASSERT_TRUE(ledger_.AllocateRemote(Share(4, 20)).ok());  // 8 SMs (4 rounded up): 128, 80 GiB
+  EXPECT_FALSE(ledger_.AllocateRemote(Share(1, 1)).ok());
+  // Neither an exclusive nor a shared allocation takes a GPU carved up by remote leases.
+  AllocationRequest exclusive;
+  auto r = ledger_.Allocate(exclusive);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("1 leased"), std::string::npos) << r.status().message();
+  ASSERT_TRUE(ledger_.Release(first->id).ok());
+  auto memory = ledger_.AllocateRemote(Share(8, 40));  // 64 SMs back, but only 30 GiB free
+  ASSERT_FALSE(memory.ok());
+  EXPECT_NE(memory.status().message().find("a: 1 without 40960 MiB free"), std::string::npos)
+      << memory.status().message();
+  EXPECT_TRUE(ledger_.AllocateRemote(Share(8, 30)).ok());
+}
+
+TEST_F(LedgerTest, AGpuWithoutMpsTakesOneRemoteLeaseAndNoneBesideAnExclusiveOne) {
+  auto gpus = RemoteGpus(2, /*shared=*/false);
+  ledger_.UpdateNode("a", gpus);
+  ASSERT_TRUE(ledger_.AllocateRemote(Share(8, 1)).ok());
+  ASSERT_TRUE(ledger_.AllocateRemote(Share(8, 1)).ok());  // the other GPU
+  auto third = ledger_.AllocateRemote(Share(8, 1));
+  ASSERT_FALSE(third.ok());
+  EXPECT_NE(third.status().message().find("a: 2 not shared and in use"), std::string::npos)
+      << third.status().message();
+  // An exclusive lease on a GPU keeps remote leases off it, whatever room it has.
+  ledger_.UpdateNode("b", RemoteGpus(1, /*shared=*/true));
+  AllocationRequest exclusive;
+  exclusive.gpu_model = "H100";
+  ledger_.UpdateNode("b", RemoteGpus(1, true));
+  auto held = ledger_.Allocate(exclusive);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  EXPECT_EQ(held->gpus[0].node, "b");
+  auto r = ledger_.AllocateRemote(Share(8, 1, "b"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("b: 1 leased exclusively"), std::string::npos)
+      << r.status().message();
+}
+
+TEST_F(LedgerTest, RemoteLeasesGoOnlyWhereGpuServersRunAndPack) {
+  auto plain = Gpus(2);  // a node without GPU servers
+  ledger_.UpdateNode("plain", plain);
+  auto unknown = RemoteGpus(1, true);
+  unknown[0].sm_count.reset();
+  ledger_.UpdateNode("unprobed", unknown);
+  ledger_.UpdateNode("x", RemoteGpus(2, true));
+  ledger_.UpdateNode("y", RemoteGpus(2, true));
+  // Binpack: the second share goes on the GPU the first one uses, not on an idle one.
+  auto first = ledger_.AllocateRemote(Share(32, 10));
+  ASSERT_TRUE(first.ok());
+  auto second = ledger_.AllocateRemote(Share(32, 10));
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->gpus[0].node, first->gpus[0].node);
+  EXPECT_EQ(second->gpus[0].uuid, first->gpus[0].uuid);
+  // A pinned node.
+  auto pinned = ledger_.AllocateRemote(Share(32, 10, "y"));
+  ASSERT_TRUE(pinned.ok());
+  EXPECT_EQ(pinned->gpus[0].node, "y");
+  // The reasons per node; and what can never fit.
+  for (int i = 0; i < 2; ++i) {  // the two idle GPUs left
+    auto big = ledger_.AllocateRemote(Share(132, 79));
+    ASSERT_TRUE(big.ok()) << big.status().ToString();
+  }
+  auto r = ledger_.AllocateRemote(Share(132, 10));
+  ASSERT_FALSE(r.ok());
+  const std::string& m = r.status().message();
+  EXPECT_NE(m.find("plain: 2 not serving remote GPUs"), std::string::npos) << m;
+  EXPECT_NE(m.find("unprobed: 1 without SM count"), std::string::npos) << m;
+  EXPECT_NE(m.find("without room for 132 SMs"), std::string::npos) << m;
+  EXPECT_EQ(ledger_.RemoteNeverFits(Share(132, 10)), "");
+  EXPECT_NE(ledger_.RemoteNeverFits(Share(200, 10)).find("132 SMs and 81920 MiB"),
+            std::string::npos)
+      << ledger_.RemoteNeverFits(Share(200, 10));
+  EXPECT_NE(ledger_.RemoteNeverFits(Share(8, 10, "nowhere")), "");
+  RemoteRequest a100 = Share(8, 1);
+  a100.gpu_model = "A100";
+  EXPECT_NE(ledger_.RemoteNeverFits(a100).find("no A100 GPU"), std::string::npos);
+  // Requests are checked.
+  RemoteRequest both = Share(8, 1);
+  both.sm_percent = 10;
+  EXPECT_EQ(ledger_.AllocateRemote(both).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ledger_.AllocateRemote(Share(8, 0)).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(LedgerTest, RemoteLeasesExpireAndFollowTheUnreachableGrace) {
+  ledger_.UpdateNode("a", RemoteGpus(1, true));
+  RemoteRequest r = Share(8, 1);
+  r.ttl = std::chrono::seconds(30);
+  auto lease = ledger_.AllocateRemote(r);
+  ASSERT_TRUE(lease.ok());
+  clock_.Advance(std::chrono::seconds(31));
+  auto gone = ledger_.Expire();
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_TRUE(gone[0].remote);
+  r.ttl = std::chrono::hours(1);
+  ledger_.UpdateNode("a", RemoteGpus(1, true));
+  ASSERT_TRUE(ledger_.AllocateRemote(r).ok());
+  clock_.Advance(std::chrono::seconds(16));  // unreachable: nothing offered, the lease held
+  EXPECT_FALSE(ledger_.AllocateRemote(r).ok());
+  EXPECT_TRUE(ledger_.Expire().empty());
+  clock_.Advance(std::chrono::seconds(60));  // past the grace
+  EXPECT_EQ(ledger_.Expire().size(), 1u);
 }
 
 TEST_F(LedgerTest, LeasesExpireUnlessRenewed) {
@@ -182,9 +338,36 @@ TEST_F(LedgerTest, RandomSequencesNeverDoubleBook) {
   std::mt19937 rng(2026);
   const std::vector<std::string> nodes = {"n0", "n1", "n2"};
   std::vector<std::string> ids;
-  for (const auto& n : nodes) ledger_.UpdateNode(n, Gpus(4));
+  // n0 serves remote GPUs shared (MPS), n1 not shared, n2 not at all.
+  auto gpus_of = [&](const std::string& n, uint64_t free_gib, uint32_t util) {
+    auto gpus = n == "n2" ? Gpus(4, free_gib, util) : RemoteGpus(4, n == "n0", free_gib);
+    for (auto& g : gpus) g.utilization_percent = util;
+    return gpus;
+  };
+  for (const auto& n : nodes) ledger_.UpdateNode(n, gpus_of(n, 80, 0));
   for (int step = 0; step < 20000; ++step) {
-    switch (rng() % 6) {
+    switch (rng() % 8) {
+      case 6:
+      case 7: {
+        RemoteRequest req;
+        if (rng() % 2) {
+          req.sm_count = 1 + static_cast<uint32_t>(rng() % 140);
+        } else {
+          req.sm_percent = 1 + static_cast<double>(rng() % 100);
+        }
+        req.memory_bytes = (1 + rng() % 60) * kGiB;
+        req.ttl = std::chrono::seconds(1 + rng() % 120);
+        if (rng() % 4 == 0) req.node = nodes[rng() % nodes.size()];
+        auto l = ledger_.AllocateRemote(req);
+        if (l.ok()) {
+          ids.push_back(l->id);
+          ASSERT_EQ(l->gpus.size(), 1u);
+          ASSERT_TRUE(ledger_.Reachable(l->gpus[0].node));
+          ASSERT_NE(l->gpus[0].node, "n2");
+          ASSERT_GE(l->gpus[0].sm_count, req.sm_count);
+        }
+        break;
+      }
       case 0:
       case 1: {
         AllocationRequest req;
@@ -214,7 +397,7 @@ TEST_F(LedgerTest, RandomSequencesNeverDoubleBook) {
         break;
       case 5: {
         const std::string& n = nodes[rng() % nodes.size()];
-        auto gpus = Gpus(4, 30 + rng() % 50, rng() % 100);
+        auto gpus = gpus_of(n, 30 + rng() % 50, rng() % 100);
         if (rng() % 10 == 0) gpus[rng() % 4].lost = true;
         ledger_.UpdateNode(n, gpus);
         break;
@@ -222,18 +405,38 @@ TEST_F(LedgerTest, RandomSequencesNeverDoubleBook) {
     }
     // Invariant: among live leases, a GPU in an exclusive lease is in no other lease.
     const auto now = clock_.WallNow();
+    // Remote leases: no GPU's SMs or memory oversubscribed by them, and more than one only on
+    // a shared GPU.
     std::map<std::pair<std::string, uint32_t>, std::pair<int, int>> holders;  // exclusive, shared
+    struct RemoteHeld {
+      int leases = 0;
+      uint64_t sms = 0, bytes = 0;
+    };
+    std::map<std::pair<std::string, uint32_t>, RemoteHeld> remote;
     for (const Lease& l : ledger_.Leases()) {
       if (l.expires_at <= now) continue;
       for (const LeasedGpu& g : l.gpus) {
         auto& h = holders[{g.node, g.index}];
         (l.exclusive ? h.first : h.second)++;
+        if (l.remote) {
+          RemoteHeld& r = remote[{g.node, g.index}];
+          ++r.leases;
+          r.sms += g.sm_count;
+          r.bytes += g.reserved_bytes;
+        }
       }
     }
     for (const auto& [gpu, h] : holders) {
       ASSERT_TRUE(h.first == 0 || (h.first == 1 && h.second == 0))
           << "step " << step << ": " << gpu.first << "/" << gpu.second << " held by " << h.first
           << " exclusive and " << h.second << " shared leases";
+    }
+    for (const auto& [gpu, r] : remote) {
+      ASSERT_LE(r.sms, 132u) << "step " << step << ": " << gpu.first << "/" << gpu.second;
+      ASSERT_LE(r.bytes, 80 * kGiB) << "step " << step << ": " << gpu.first << "/" << gpu.second;
+      if (gpu.first != "n0") {
+        ASSERT_LE(r.leases, 1) << "step " << step << ": " << gpu.first;
+      }
     }
   }
 }

@@ -1,0 +1,415 @@
+// Remote leases in the cluster manager (issue 15, section 3 of the contract) against a fake node
+// manager on loopback: the grant answers only once the node's GPU server is up, a node that does
+// not start it gets the lease released and the caller a 503, the secret reaches only its owner,
+// a failed server fails its lease (renew: 409 lease_failed), a release drains the server, the
+// heartbeat reply's desired list reconciles the node, and leases survive a manager restart.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include "cluster/cluster_testing.h"
+#include "cluster/server.h"
+#include "common/http.h"
+#include "common/json.h"
+
+namespace flyt::cluster {
+namespace {
+
+using nlohmann::json;
+using test::Heartbeat;
+
+constexpr const char* kNodeToken = "node-api-token-0123456789";
+
+// A node manager's gpu-servers API on 127.0.0.1: PUT starts (or refuses), DELETE drains; every
+// call is recorded. `during_put` runs inside the PUT handler (the manager is waiting on it).
+class FakeNode {
+ public:
+  FakeNode() {
+    server_.Put(R"(/api/v1/gpu-servers/([A-Za-z0-9._-]+))",
+                [this](const httplib::Request& req, httplib::Response& res) {
+                  if (req.get_header_value("Authorization") != std::string("Bearer ") + kNodeToken) {
+                    res.status = 401;
+                    return;
+                  }
+                  std::function<void()> hook;
+                  {
+                    std::lock_guard<std::mutex> lock(mu_);
+                    puts_.push_back(json::parse(req.body));
+                    hook = during_put_;
+                  }
+                  if (hook) hook();
+                  std::lock_guard<std::mutex> lock(mu_);
+                  if (!refusal_.empty()) {
+                    res.status = 503;
+                    res.set_content(DumpJson({{"error", refusal_}, {"code", "unavailable"}}),
+                                    "application/json");
+                    return;
+                  }
+                  res.status = 201;
+                  res.set_content(DumpJson({{"lease_id", req.matches[1].str()},
+                                            {"state", "running"},
+                                            {"address", "127.0.0.1:12500"},
+                                            {"pid", 4242}}),
+                                  "application/json");
+                });
+    server_.Delete(R"(/api/v1/gpu-servers/([A-Za-z0-9._-]+))",
+                   [this](const httplib::Request& req, httplib::Response& res) {
+                     std::lock_guard<std::mutex> lock(mu_);
+                     deletes_.push_back(req.matches[1].str());
+                     res.status = 202;
+                     res.set_content(DumpJson({{"draining", req.matches[1].str()}}),
+                                     "application/json");
+                   });
+    auto port = http::Listen(server_, "127.0.0.1", 0, thread_);
+    EXPECT_TRUE(port.ok()) << port.status().ToString();
+    port_ = port.ok() ? *port : 0;
+  }
+  ~FakeNode() {
+    server_.stop();
+    if (thread_.joinable()) thread_.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  void Refuse(const std::string& why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    refusal_ = why;
+  }
+  void DuringPut(std::function<void()> hook) {
+    std::lock_guard<std::mutex> lock(mu_);
+    during_put_ = std::move(hook);
+  }
+  std::vector<json> puts() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return puts_;
+  }
+  // Waits (real time, at most 5 s) until the node was told to drain `id`.
+  bool WaitForDelete(const std::string& id) {
+    for (int i = 0; i < 500; ++i) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (std::find(deletes_.begin(), deletes_.end(), id) != deletes_.end()) return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+
+ private:
+  httplib::Server server_;
+  std::thread thread_;
+  int port_ = 0;
+  std::mutex mu_;
+  std::string refusal_;
+  std::function<void()> during_put_;
+  std::vector<json> puts_;
+  std::vector<std::string> deletes_;
+};
+
+// The heartbeat's gpu_servers part: `gpus` H100s of 132 SMs (steps of 8), shared (MPS) or not,
+// and the given server records.
+json GpuServers(const std::string& node, int gpus, bool shared, json servers = json::array()) {
+  json capacity = json::array();
+  for (int i = 0; i < gpus; ++i) {
+    capacity.push_back({{"uuid", "GPU-" + node + "-" + std::to_string(i)},
+                        {"index", i},
+                        {"sm_count", 132},
+                        {"sm_granularity", 8},
+                        {"memory_total_mb", 81920},
+                        {"shared", shared},
+                        {"mps", shared ? "running" : "off"}});
+  }
+  return {{"enabled", true}, {"servers", servers}, {"gpus", capacity}};
+}
+
+class RemoteLeaseTest : public test::ClusterFixture {
+ protected:
+  void SetUp() override {
+    ClusterFixture::SetUp();
+    config_.node_api_token = kNodeToken;
+    config_.remote_server_start_timeout = std::chrono::seconds(5);
+    Open();
+    cluster_->Start();
+  }
+  void Reopen() {
+    Open();
+    cluster_->Start();
+  }
+  // A heartbeat of node "a" (2 GPUs) from 127.0.0.1 with its API at the fake node.
+  Result<json> Beat(json servers = json::array(), bool shared = true) {
+    json hb = Heartbeat("a", 2, node_api_.url());
+    hb["gpu_servers"] = GpuServers("a", 2, shared, std::move(servers));
+    return cluster_->Heartbeat(node_, hb);
+  }
+  std::string AllEvents() {
+    auto events = cluster_->Events(0, 1000);
+    EXPECT_TRUE(events.ok());
+    return events.ok() ? DumpJson(*events) : "";
+  }
+  json Desired(json servers = json::array()) {
+    auto r = Beat(std::move(servers));
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? (*r)["gpu_servers"]["desired"] : json();
+  }
+
+  FakeNode node_api_;
+};
+
+TEST_F(RemoteLeaseTest, TheGrantAnswersOnceTheServerIsUpAndTheSecretOnlyToItsOwner) {
+  ASSERT_TRUE(Beat().ok());
+  // While the node starts the server, the manager holds no lock: it answers other calls, and the
+  // lease is already held (state starting).
+  json seen_while_starting;
+  node_api_.DuringPut([&] { seen_while_starting = cluster_->RemoteLeases("", ""); });
+  auto lease = cluster_->CreateRemoteLease(
+      alice_, {{"sm_count", 60}, {"memory_mb", 20000}, {"client", "laptop-1"}});
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  ASSERT_EQ(seen_while_starting["remote_leases"].size(), 1u);
+  EXPECT_EQ(seen_while_starting["remote_leases"][0]["state"], "starting");
+  EXPECT_FALSE(seen_while_starting["remote_leases"][0].contains("secret"));
+  const json& l = *lease;
+  EXPECT_EQ(l["kind"], "remote");
+  EXPECT_EQ(l["state"], "ready");
+  EXPECT_EQ(l["owner"], "alice");
+  EXPECT_EQ(l["client"], "laptop-1");
+  EXPECT_EQ(l["node"], "a");
+  EXPECT_EQ(l["sm_count"], 64);  // 60 rounded up to the GPU's steps of 8
+  EXPECT_EQ(l["sm_count_asked"], 60);
+  EXPECT_EQ(l["memory_mb"], 20000);
+  EXPECT_EQ(l["server"]["address"], "127.0.0.1:12500");
+  EXPECT_EQ(l["server"]["pid"], 4242);
+  EXPECT_EQ(l["ttl_seconds"], 60);
+  const std::string secret = l["secret"];
+  EXPECT_EQ(secret.size(), 64u);
+  // What the node was asked to run.
+  ASSERT_EQ(node_api_.puts().size(), 1u);
+  const json put = node_api_.puts()[0];
+  EXPECT_EQ(put["lease_id"], l["id"]);
+  EXPECT_EQ(put["gpu_uuid"], l["gpu"]["uuid"]);
+  EXPECT_EQ(put["sm_count"], 64);
+  EXPECT_EQ(put["memory_mb"], 20000);
+  EXPECT_EQ(put["secret"], secret);
+  EXPECT_EQ(put["owner"], "alice");
+  // The secret: in the owner's (and an admin's) GET, nowhere else.
+  const std::string id = l["id"];
+  EXPECT_EQ((*cluster_->RemoteLease(alice_, id))["secret"], secret);
+  EXPECT_EQ((*cluster_->RemoteLease(admin_, id))["secret"], secret);
+  EXPECT_EQ(DumpJson(cluster_->RemoteLeases("", "")).find(secret), std::string::npos);
+  EXPECT_EQ(DumpJson(cluster_->Allocations()).find(secret), std::string::npos);
+  EXPECT_EQ(DumpJson(cluster_->Gpus()).find(secret), std::string::npos);
+  EXPECT_EQ(AllEvents().find(secret), std::string::npos);
+  EXPECT_NE(AllEvents().find("remote_lease.granted"), std::string::npos);
+  // The views: the GPU's share, the client, the filters, the metrics.
+  json gpus = cluster_->Gpus();
+  bool found = false;
+  for (const json& g : gpus["gpus"]) {
+    if (g["uuid"] != l["gpu"]["uuid"]) continue;
+    found = true;
+    EXPECT_EQ(g["sm_count"], 132);
+    EXPECT_EQ(g["sm_free"], 68);
+    ASSERT_EQ(g["remote_shares"].size(), 1u);
+    EXPECT_EQ(g["remote_shares"][0]["client"], "laptop-1");
+    EXPECT_EQ(g["remote_shares"][0]["state"], "ready");
+  }
+  EXPECT_TRUE(found);
+  json clients = cluster_->Clients();
+  ASSERT_EQ(clients["clients"].size(), 1u);
+  EXPECT_EQ(clients["clients"][0]["name"], "laptop-1");
+  EXPECT_EQ(clients["clients"][0]["remote_leases"], json::array({id}));
+  EXPECT_EQ(cluster_->RemoteLeases("", "laptop-2")["remote_leases"].size(), 0u);
+  EXPECT_EQ(cluster_->RemoteLeases("a", "laptop-1")["remote_leases"].size(), 1u);
+  EXPECT_EQ(Metric("flyt_cluster_remote_leases{state=\"ready\"}"), "1");
+  EXPECT_EQ(Metric("flyt_cluster_remote_lease_grants_total"), "1");
+  // An exclusive allocation does not take the shared GPU; the other one is free.
+  auto exclusive = cluster_->Allocate(admin_, {{"gpus", 2}});
+  ASSERT_FALSE(exclusive.ok());
+  EXPECT_EQ(exclusive.status().reason(), "insufficient_gpus");
+}
+
+TEST_F(RemoteLeaseTest, ANodeThatDoesNotStartTheServerGetsTheLeaseReleasedAnd503) {
+  ASSERT_TRUE(Beat().ok());
+  node_api_.Refuse("flyt-gpu-server exited with status 1: no CUDA device");
+  auto lease = cluster_->CreateRemoteLease(alice_, {{"sm_percent", 50}, {"memory_mb", 1000}});
+  ASSERT_FALSE(lease.ok());
+  EXPECT_EQ(lease.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(HttpStatusOf(lease.status()), 503);
+  EXPECT_NE(lease.status().message().find("no CUDA device"), std::string::npos)
+      << lease.status().message();
+  EXPECT_EQ(cluster_->RemoteLeases("", "")["remote_leases"].size(), 0u);
+  const std::string id = node_api_.puts().at(0)["lease_id"];
+  EXPECT_TRUE(node_api_.WaitForDelete(id));  // whatever it half-started is drained
+  const std::string events = AllEvents();
+  EXPECT_NE(events.find("server_not_started"), std::string::npos) << events;
+  EXPECT_EQ(Metric("flyt_cluster_remote_lease_start_failures_total"), "1");
+  // The share is free again.
+  node_api_.Refuse("");
+  EXPECT_TRUE(cluster_->CreateRemoteLease(alice_, {{"sm_percent", 100}, {"memory_mb", 81920}}).ok());
+}
+
+TEST_F(RemoteLeaseTest, AFailedServerFailsItsLeaseAndRenewSays409LeaseFailed) {
+  ASSERT_TRUE(Beat().ok());
+  auto lease = cluster_->CreateRemoteLease(alice_, {{"sm_count", 8}, {"memory_mb", 1000}});
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  const std::string id = (*lease)["id"];
+  ASSERT_TRUE(cluster_->RenewRemoteLease(alice_, id, {{"ttl_seconds", 120}}).ok());
+  json failed = {{"lease_id", id},
+                 {"gpu_uuid", (*lease)["gpu"]["uuid"]},
+                 {"state", "failed"},
+                 {"reason", "exited with signal 9"}};
+  json desired = Desired(json::array({failed}));
+  EXPECT_EQ(desired.size(), 0u);  // failed: not desired any more
+  auto renew = cluster_->RenewRemoteLease(alice_, id, json::object());
+  ASSERT_FALSE(renew.ok());
+  EXPECT_EQ(renew.status().reason(), "lease_failed");
+  EXPECT_EQ(HttpStatusOf(renew.status()), 409);
+  EXPECT_NE(renew.status().message().find("exited with signal 9"), std::string::npos);
+  const std::string events = AllEvents();
+  EXPECT_NE(events.find("remote_lease.failed"), std::string::npos);
+  EXPECT_NE(events.find("gpu_server.failed"), std::string::npos);
+  // The share stays held until the client releases it; the release tells the node.
+  auto view = cluster_->RemoteLease(alice_, id);
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ((*view)["state"], "failed");
+  EXPECT_EQ(Metric("flyt_cluster_remote_leases{state=\"failed\"}"), "1");
+  auto released = cluster_->ReleaseRemoteLease(alice_, id);
+  ASSERT_TRUE(released.ok()) << released.status().ToString();
+  EXPECT_EQ((*released)["released"], id);
+  EXPECT_TRUE(node_api_.WaitForDelete(id));
+  auto again = cluster_->ReleaseRemoteLease(alice_, id);
+  EXPECT_EQ(again.status().reason(), "already_ended");
+  EXPECT_EQ(cluster_->RenewRemoteLease(alice_, id, json::object()).status().reason(),
+            "already_ended");
+}
+
+TEST_F(RemoteLeaseTest, HeartbeatsReconcileAndARestartStartsNothingTwice) {
+  ASSERT_TRUE(Beat().ok());
+  auto lease = cluster_->CreateRemoteLease(alice_, {{"sm_count", 16}, {"memory_mb", 4096}});
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  const std::string id = (*lease)["id"];
+  json running = {{"lease_id", id},
+                  {"gpu_uuid", (*lease)["gpu"]["uuid"]},
+                  {"state", "running"},
+                  {"address", "127.0.0.1:12500"},
+                  {"pid", 4242},
+                  {"secret", "a node must never echo it; the manager drops it"}};
+  json stray = {{"lease_id", "rlease-unknown"}, {"state", "running"}, {"address", "127.0.0.1:1"}};
+  json desired = Desired(json::array({running, stray}));
+  ASSERT_EQ(desired.size(), 1u);  // the unknown lease's server is left out: the node drains it
+  EXPECT_EQ(desired[0]["lease_id"], id);
+  EXPECT_EQ(desired[0]["secret"], (*lease)["secret"]);
+  EXPECT_EQ(desired[0]["sm_count"], 16);
+  EXPECT_EQ(desired[0]["memory_mb"], 4096);
+  // The servers the nodes report; never a secret.
+  json servers = cluster_->GpuServers("");
+  ASSERT_EQ(servers["servers"].size(), 2u);
+  EXPECT_EQ(servers["servers"][0]["node"], "a");
+  EXPECT_FALSE(servers["servers"][0].contains("secret"));
+  EXPECT_EQ(cluster_->GpuServers("b")["servers"].size(), 0u);
+  EXPECT_EQ(Metric("flyt_cluster_gpu_servers{state=\"running\"}"), "2");
+  // A node without gpu_servers gets no opinion in the reply.
+  auto plain = cluster_->Heartbeat(Caller{"node-b", Role::kNode, "127.0.0.1"}, Heartbeat("b", 1));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->contains("gpu_servers"));
+  // A restarted manager keeps the lease, its secret and its server: desired is the same, and the
+  // node is asked to start nothing again.
+  Reopen();
+  json after = Desired(json::array({running}));
+  EXPECT_EQ(after, desired);
+  EXPECT_EQ(node_api_.puts().size(), 1u);
+  auto view = cluster_->RemoteLease(alice_, id);
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  EXPECT_EQ((*view)["secret"], (*lease)["secret"]);
+  EXPECT_EQ((*view)["server"]["address"], "127.0.0.1:12500");
+  EXPECT_EQ((*view)["state"], "ready");
+}
+
+TEST_F(RemoteLeaseTest, AnotherTokenCannotReadRenewOrReleaseSomeoneElsesLease) {
+  ASSERT_TRUE(Beat().ok());
+  auto lease = cluster_->CreateRemoteLease(alice_, {{"sm_count", 8}, {"memory_mb", 100}});
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  const std::string id = (*lease)["id"];
+  for (const Status& s : {cluster_->RemoteLease(bob_, id).status(),
+                          cluster_->RenewRemoteLease(bob_, id, json::object()).status(),
+                          cluster_->ReleaseRemoteLease(bob_, id).status(),
+                          cluster_->Release(bob_, id)}) {
+    EXPECT_EQ(s.code(), StatusCode::kPermissionDenied) << s.ToString();
+    EXPECT_EQ(HttpStatusOf(s), 403);
+  }
+  EXPECT_TRUE(cluster_->RemoteLease(alice_, id).ok());
+  // Requests are checked field by field.
+  EXPECT_EQ(cluster_->CreateRemoteLease(alice_, {{"sm_count", 8}}).status().code(),
+            StatusCode::kInvalidArgument);  // memory_mb missing
+  EXPECT_EQ(cluster_->CreateRemoteLease(alice_, {{"sm_count", 8}, {"sm_percent", 5},
+                                                 {"memory_mb", 1}})
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      cluster_->CreateRemoteLease(alice_, {{"sm_count", 8}, {"memory_mb", 1}, {"ttl_seconds", 5}})
+          .status()
+          .code(),
+      StatusCode::kInvalidArgument);
+  // No GPU with room, and a request no GPU could ever hold.
+  auto full = cluster_->CreateRemoteLease(alice_, {{"sm_count", 132}, {"memory_mb", 81000},
+                                                   {"node", "a"}});
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  auto refused = cluster_->CreateRemoteLease(alice_, {{"sm_count", 132}, {"memory_mb", 100}});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().reason(), "insufficient_gpus");
+  EXPECT_NE(refused.status().message().find("a: 2 without room for 132 SMs"), std::string::npos)
+      << refused.status().message();
+  auto never = cluster_->CreateRemoteLease(alice_, {{"sm_count", 200}, {"memory_mb", 100}});
+  EXPECT_EQ(never.status().reason(), "never_fits");
+  EXPECT_EQ(Metric("flyt_cluster_remote_lease_refusals_total"), "2");
+}
+
+TEST_F(RemoteLeaseTest, TtlExpiryFreesTheShareAndAnUnreachableNodeGetsTheGrace) {
+  ASSERT_TRUE(Beat().ok());
+  auto lease = cluster_->CreateRemoteLease(
+      alice_, {{"sm_percent", 100}, {"memory_mb", 1000}, {"ttl_seconds", 10}, {"node", "a"}});
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  const std::string id = (*lease)["id"];
+  clock_.Advance(std::chrono::seconds(11));
+  ASSERT_TRUE(Beat().ok());
+  ASSERT_TRUE(cluster_->Tick().ok());
+  EXPECT_TRUE(node_api_.WaitForDelete(id));
+  EXPECT_EQ(cluster_->RemoteLeases("", "")["remote_leases"].size(), 0u);
+  EXPECT_NE(AllEvents().find("remote_lease.expired"), std::string::npos);
+  EXPECT_EQ(cluster_->RenewRemoteLease(alice_, id, json::object()).status().reason(),
+            "already_ended");
+  // A silent node: its GPUs are not offered, its leases held for the grace, then released.
+  auto held = cluster_->CreateRemoteLease(alice_, {{"sm_count", 8}, {"memory_mb", 1000},
+                                                   {"ttl_seconds", 3600}});
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  clock_.Advance(config_.ledger.unreachable_after + std::chrono::seconds(1));
+  ASSERT_TRUE(cluster_->Tick().ok());
+  auto refused = cluster_->CreateRemoteLease(alice_, {{"sm_count", 8}, {"memory_mb", 1000}});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("a: unreachable"), std::string::npos)
+      << refused.status().message();
+  EXPECT_EQ(cluster_->RemoteLeases("", "")["remote_leases"].size(), 1u);
+  clock_.Advance(config_.ledger.lease_grace);
+  ASSERT_TRUE(cluster_->Tick().ok());
+  EXPECT_EQ(cluster_->RemoteLeases("", "")["remote_leases"].size(), 0u);
+  EXPECT_NE(AllEvents().find("node_unreachable"), std::string::npos);
+}
+
+TEST(RemoteConfigTest, TheRemoteSectionIsCheckedAndLeaseFailedIs409) {
+  auto c = ParseClusterConfig(
+      "[remote]\nenabled = false\ndefault_ttl_s = 30\nmax_ttl_s = 600\n"
+      "server_start_timeout_s = 20\n",
+      "t.toml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_FALSE(c->remote_enabled);
+  EXPECT_EQ(c->remote_default_ttl, std::chrono::seconds(30));
+  EXPECT_EQ(c->remote_max_ttl, std::chrono::seconds(600));
+  EXPECT_EQ(c->remote_server_start_timeout, std::chrono::seconds(20));
+  EXPECT_FALSE(ParseClusterConfig("[remote]\ndefault_ttl_s = 700\nmax_ttl_s = 600\n", "t").ok());
+  EXPECT_FALSE(ParseClusterConfig("[remote]\nttl = 1\n", "t").ok());
+  EXPECT_EQ(HttpStatusOf(Status(StatusCode::kFailedPrecondition, "x").WithReason("lease_failed")),
+            409);
+}
+
+}  // namespace
+}  // namespace flyt::cluster
