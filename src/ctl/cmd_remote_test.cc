@@ -15,6 +15,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "common/http.h"
@@ -278,8 +279,11 @@ TEST(RemoteCommandTest, AFailedOrEndedLeaseExitsSevenAndAnUnknownOneFour) {
       {409, Error("already_ended", "rlease-1 was released"), 7},
       {404, Error("not_found", "no remote lease rlease-1"), 4},
   };
-  for (const auto& [http, body, exit_code] : cases) {
-    FakeManager m([&](const httplib::Request&) { return FakeManager::Answer{http, body}; });
+  for (const auto& c : cases) {
+    const auto& [http, body, exit_code] = c;
+    FakeManager m([&c](const httplib::Request&) {
+      return FakeManager::Answer{std::get<0>(c), std::get<1>(c)};
+    });
     Outcome o = Flytctl({"remote", "renew", "rlease-1", "--server", m.url()});
     EXPECT_EQ(o.exit_code, exit_code) << o.err;
     EXPECT_EQ(o.err, "flytctl: cannot renew rlease-1: " + body["error"].get<std::string>() + "\n");
