@@ -98,7 +98,8 @@ std::string SourceLine(const SourceChoice& source, std::string_view local_detail
 std::string ExitCodesHelp() {
   return "Exit status: 0 ok, 1 any other error, 2 usage error or invalid request, 3 cannot reach "
          "the server, 4 not found, 5 unauthenticated or permission denied, 6 not enough GPUs free "
-         "now (insufficient_gpus), 7 the job or lease already ended, 8 the request can never fit "
+         "now (insufficient_gpus), 7 the job or lease already ended (or a remote lease's GPU "
+         "server failed: lease_failed), 8 the request can never fit "
          "this cluster (never_fits), 9 the server or its store is unavailable, 10 too many jobs "
          "queued.";
 }
@@ -120,6 +121,11 @@ std::string ApiReason(const Status& status) {
   return status.reason();
 }
 
+std::string ApiMessage(const Status& status) {
+  if (auto http = ParseHttpError(status.message())) return http->message;
+  return status.message();
+}
+
 int ExitCodeForReason(std::string_view reason) {
   static const std::map<std::string_view, int> kCodes = {
       {"invalid_argument", kExitUsage},
@@ -130,6 +136,8 @@ int ExitCodeForReason(std::string_view reason) {
       {"permission_denied", kExitDenied},
       {"insufficient_gpus", kExitInsufficientGpus},
       {"already_ended", kExitAlreadyEnded},
+      // A remote lease whose GPU server failed is as over as an ended one: get a new lease.
+      {"lease_failed", kExitAlreadyEnded},
       {"never_fits", kExitNeverFits},
       {"unavailable", kExitUnavailable},
       {"store_unavailable", kExitUnavailable},
@@ -230,6 +238,22 @@ json AvailableClusterGpus(const json& answer, double min_free_mib, double max_ut
   return json{{"gpus", out}};
 }
 
+namespace {
+
+Result<json> Labels(const std::vector<std::string>& labels) {
+  json out = json::object();
+  for (const std::string& l : labels) {
+    size_t eq = l.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return InvalidArgument("--label '" + Printable(l) + "': expected KEY=VALUE");
+    }
+    out[l.substr(0, eq)] = l.substr(eq + 1);
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<json> AllocationBody(const AllocationFlags& f) {
   json body = {{"gpus", f.gpus}};
   if (f.min_free_memory_mb) body["min_free_memory_mb"] = *f.min_free_memory_mb;
@@ -241,17 +265,50 @@ Result<json> AllocationBody(const AllocationFlags& f) {
   if (f.any_node) body["same_node"] = false;
   if (!f.owner.empty()) body["owner"] = f.owner;
   if (!f.labels.empty()) {
-    json labels = json::object();
-    for (const std::string& l : f.labels) {
-      size_t eq = l.find('=');
-      if (eq == std::string::npos || eq == 0) {
-        return InvalidArgument("--label '" + Printable(l) + "': expected KEY=VALUE");
-      }
-      labels[l.substr(0, eq)] = l.substr(eq + 1);
-    }
-    body["labels"] = labels;
+    FLYT_ASSIGN_OR_RETURN(body["labels"], Labels(f.labels));
   }
   return body;
+}
+
+Result<json> RemoteLeaseBody(const RemoteLeaseFlags& f) {
+  if (f.sm_count && f.sm_percent) {
+    return InvalidArgument("--sm-count and --sm-percent exclude each other: give one");
+  }
+  if (f.memory_mb <= 0) return InvalidArgument("--memory-mb: give the MiB of GPU memory, > 0");
+  json body = {{"memory_mb", f.memory_mb}};
+  if (f.sm_count) body["sm_count"] = *f.sm_count;
+  if (f.sm_percent) body["sm_percent"] = *f.sm_percent;
+  if (!f.gpu_model.empty()) body["gpu_model"] = f.gpu_model;
+  if (!f.node.empty()) body["node"] = f.node;
+  if (!f.client.empty()) body["client"] = f.client;
+  if (f.ttl_seconds) body["ttl_seconds"] = *f.ttl_seconds;
+  if (!f.labels.empty()) {
+    FLYT_ASSIGN_OR_RETURN(body["labels"], Labels(f.labels));
+  }
+  return body;
+}
+
+std::string WithQuery(std::string path,
+                      const std::vector<std::pair<std::string, std::string>>& params) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  char sep = '?';
+  for (const auto& [key, value] : params) {
+    if (value.empty()) continue;
+    path += sep + key + "=";
+    sep = '&';
+    for (unsigned char c : value) {
+      const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                         (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' || c == '~';
+      if (plain) {
+        path += static_cast<char>(c);
+      } else {
+        path += '%';
+        path += kHex[c >> 4];
+        path += kHex[c & 15];
+      }
+    }
+  }
+  return path;
 }
 
 Result<json> SubmissionBody(const json& task, const SubmitFlags& f) {

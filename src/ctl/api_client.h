@@ -47,7 +47,7 @@ inline constexpr int kExitUnreachable = 3;  // cannot reach the server
 inline constexpr int kExitNotFound = 4;
 inline constexpr int kExitDenied = 5;  // unauthenticated or permission denied
 inline constexpr int kExitInsufficientGpus = 6;
-inline constexpr int kExitAlreadyEnded = 7;
+inline constexpr int kExitAlreadyEnded = 7;  // also a remote lease whose server failed
 inline constexpr int kExitNeverFits = 8;
 inline constexpr int kExitUnavailable = 9;     // the server (or its store) is unavailable: 503
 inline constexpr int kExitTooManyQueued = 10;  // 429
@@ -60,6 +60,9 @@ std::string ExitCodesHelp();
 // 413 payload_too_large, 429 too_many_queued, 503 unavailable, other 5xx internal), "unreachable"
 // when the server could not be reached at all, else the status's own reason (often empty).
 std::string ApiReason(const Status& status);
+// The server's own words for a failed HTTP call (the error body's "error", without the URL and
+// HTTP status JsonClient puts before it); the status's message when there was no HTTP answer.
+std::string ApiMessage(const Status& status);
 // The exit status for a reason (see the constants above); 1 for an empty or unknown one.
 int ExitCodeForReason(std::string_view reason);
 int ExitCode(const Status& status);
@@ -101,6 +104,26 @@ struct AllocationFlags {
 };
 // The body of POST /api/v1/allocations; a label without "=" is an error naming it.
 Result<nlohmann::json> AllocationBody(const AllocationFlags& flags);
+
+// `flytctl remote alloc`: a share of one GPU for a client node (POST /api/v1/remote-leases).
+struct RemoteLeaseFlags {
+  std::optional<int64_t> sm_count;    // SMs; excludes sm_percent
+  std::optional<int64_t> sm_percent;  // 1-100 of the GPU's SMs
+  int64_t memory_mb = 0;              // required, > 0
+  std::string gpu_model;
+  std::string node;    // pins a node ("" for the manager's choice)
+  std::string client;  // the client node's name ("" for the token's name)
+  std::optional<int64_t> ttl_seconds;
+  std::vector<std::string> labels;  // "key=value"
+};
+// The body of POST /api/v1/remote-leases: only what was given, so the manager's defaults hold.
+// Both SM flags, a memory of 0 or a label without "=" are errors naming the flag.
+Result<nlohmann::json> RemoteLeaseBody(const RemoteLeaseFlags& flags);
+
+// "path?k=v&k2=v2" with the values percent-encoded; empty values are left out, and so is the "?"
+// when none is left.
+std::string WithQuery(std::string path,
+                      const std::vector<std::pair<std::string, std::string>>& params);
 
 struct SubmitFlags {
   std::optional<int> priority;

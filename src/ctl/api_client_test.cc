@@ -160,6 +160,17 @@ TEST(ExitCodeTest, TheErrorCodeDecidesWhereTheServerSentOne) {
   EXPECT_EQ(ExitCode(HttpFailure(500, "internal")), 1);
   EXPECT_EQ(ExitCode(HttpFailure(405, "method_not_allowed")), 1);
   EXPECT_EQ(ExitCode(HttpFailure(418, "something_new")), 1);
+  // A remote lease whose GPU server failed is over, like an ended one: get a new lease.
+  EXPECT_EQ(ExitCode(HttpFailure(409, "lease_failed")), 7);
+}
+
+TEST(ExitCodeTest, TheServersOwnWordsComeWithoutUrlAndStatus) {
+  Status refused(StatusCode::kUnavailable,
+                 "http://m:1/api/v1/remote-leases: HTTP 503: node-b did not start the GPU server: "
+                 "exited with status 1");
+  EXPECT_EQ(ApiMessage(refused), "node-b did not start the GPU server: exited with status 1");
+  Status down(StatusCode::kUnavailable, "cannot reach the cluster manager at http://m:1 (x)");
+  EXPECT_EQ(ApiMessage(down), down.message());
 }
 
 TEST(ExitCodeTest, WithoutACodeTheHttpStatusDecides) {
@@ -268,6 +279,42 @@ TEST(ClusterCliTest, AllocationFlagsBecomeTheRequestBody) {
   EXPECT_EQ(*AllocationBody(AllocationFlags{}), json::parse(R"({"gpus":1})"));
   f.labels = {"team"};
   EXPECT_EQ(AllocationBody(f).status().message(), "--label 'team': expected KEY=VALUE");
+}
+
+TEST(ClusterCliTest, RemoteLeaseFlagsBecomeTheRequestBody) {
+  RemoteLeaseFlags f;
+  f.sm_count = 64;
+  f.memory_mb = 40000;
+  f.gpu_model = "H100";
+  f.node = "node-b";
+  f.client = "client-1";
+  f.ttl_seconds = 120;
+  f.labels = {"team=infer"};
+  auto body = RemoteLeaseBody(f);
+  ASSERT_TRUE(body.ok()) << body.status().message();
+  EXPECT_EQ(*body, json::parse(R"({"sm_count":64,"memory_mb":40000,"gpu_model":"H100",
+      "node":"node-b","client":"client-1","ttl_seconds":120,"labels":{"team":"infer"}})"));
+  // Unset flags leave the manager's defaults alone (SMs: the manager's choice).
+  RemoteLeaseFlags least;
+  least.memory_mb = 1024;
+  EXPECT_EQ(*RemoteLeaseBody(least), json::parse(R"({"memory_mb":1024})"));
+  least.sm_percent = 25;
+  EXPECT_EQ(*RemoteLeaseBody(least), json::parse(R"({"memory_mb":1024,"sm_percent":25})"));
+  least.sm_count = 8;
+  EXPECT_EQ(RemoteLeaseBody(least).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(RemoteLeaseBody(RemoteLeaseFlags{}).status().code(), StatusCode::kInvalidArgument);
+  f.labels = {"=x"};
+  EXPECT_EQ(RemoteLeaseBody(f).status().message(), "--label '=x': expected KEY=VALUE");
+}
+
+TEST(ClusterCliTest, QueryValuesAreEncodedAndEmptyOnesLeftOut) {
+  EXPECT_EQ(WithQuery("/api/v1/remote-leases", {{"node", ""}, {"client", ""}}),
+            "/api/v1/remote-leases");
+  EXPECT_EQ(WithQuery("/api/v1/remote-leases", {{"node", "node-b"}, {"client", ""}}),
+            "/api/v1/remote-leases?node=node-b");
+  EXPECT_EQ(WithQuery("/x", {{"node", ""}, {"client", "a b&c=d/é"}}),
+            "/x?client=a%20b%26c%3Dd%2F%C3%A9");
+  EXPECT_EQ(WithQuery("/x", {{"a", "1"}, {"b", "2"}}), "/x?a=1&b=2");
 }
 
 TEST(ClusterCliTest, SubmitFlagsOverrideTheTasksSchedulingAndKeepTheRest) {

@@ -2,7 +2,8 @@
 // lines, --watch and the cluster manager's connection, shared by the others; cmd_gpus.cc: what
 // `gpus` and `processes` read from this machine, a node manager or the cluster manager;
 // cmd_monitor.cc: a node's monitoring sessions; cmd_cluster.cc: `nodes`, `events`, `whoami`;
-// cmd_alloc.cc: leases; cmd_jobs.cc: the job queue; cmd_local.cc: `estimate`, `sim check`,
+// cmd_alloc.cc: leases; cmd_remote.cc: remote GPUs (remote leases, clients, GPU servers);
+// cmd_jobs.cc: the job queue; cmd_local.cc: `estimate`, `sim check`,
 // `cuda inspect`. main.cc parses the flags and calls one of them. Each prints its result on
 // stdout, or one "flytctl: ..." line on stderr, and returns the process's exit status (kExit* in
 // api_client.h). They run on main's thread; the only process-wide state they touch is the
@@ -94,6 +95,16 @@ int RunAlloc(const GlobalFlags& g, const AllocationFlags& flags, bool quiet);
 int RunRelease(const GlobalFlags& g, const std::string& id);
 int RunRenew(const GlobalFlags& g, const std::string& id, std::optional<int64_t> ttl_s);
 int RunAllocations(const GlobalFlags& g);
+
+// cmd_remote.cc. `remote show --secret` prints the secret (the manager sends it to the lease's
+// owner and admins only); `remote alloc` always does, once.
+int RunRemoteAlloc(const GlobalFlags& g, const RemoteLeaseFlags& flags);
+int RunRemoteRenew(const GlobalFlags& g, const std::string& id, std::optional<int64_t> ttl_s);
+int RunRemoteRelease(const GlobalFlags& g, const std::string& id);
+int RunRemoteShow(const GlobalFlags& g, const std::string& id, bool secret);
+int RunRemoteList(const GlobalFlags& g, const std::string& node, const std::string& client);
+int RunClients(const GlobalFlags& g);
+int RunServers(const GlobalFlags& g, const std::string& node);
 
 // cmd_jobs.cc
 struct SubmitArgs {

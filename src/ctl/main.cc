@@ -16,8 +16,8 @@ namespace {
 namespace ctl = flyt::ctl;
 
 constexpr const char* kGlobalOptionsNote =
-    "Global options (--server URL, --node URL, --token TOKEN, --json) may come before or after "
-    "the command; see flytctl --help.";
+    "Global options (--server URL, --node URL, --token TOKEN, --json or -o json) may come "
+    "before or after the command; see flytctl --help.";
 
 std::string RootFooter() {
   return std::string(
@@ -54,6 +54,10 @@ int main(int argc, char** argv) {
                  "Bearer token for the node or cluster manager (default: $FLYT_TOKEN)")
       ->group(global_group);
   app.add_flag("--json", global.json, "Print JSON for scripts")->group(global_group);
+  std::string output;
+  app.add_option("-o,--output", output, "json (the same as --json) or table (the default)")
+      ->check(CLI::IsMember({"json", "table"}))
+      ->group(global_group);
 
   // ---- GPUs and processes: this machine, a node manager or the cluster manager -------------
   auto add_watch = [](CLI::App* cmd, ctl::GpusArgs& args) {
@@ -248,6 +252,67 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{1000}));
   auto* whoami = add_cluster("whoami", "The name and role of your token");
 
+  // ---- remote GPUs: a share of one GPU, used through a GPU server on its node -------------
+  // Here --node after the command is a node's NAME (the manager's word for it), not a node
+  // manager's URL.
+  auto* remote =
+      add_cluster("remote",
+                  "Remote GPUs: a share (SMs and memory) of one GPU, used over the network "
+                  "through a GPU server the cluster starts for the lease");
+  remote->require_subcommand(1);
+  ctl::RemoteLeaseFlags remote_flags;
+  auto* remote_alloc = remote->add_subcommand(
+      "alloc",
+      "Lease a share of one GPU; prints the server's address and the lease's secret "
+      "(once)");
+  auto* sm_count = remote_alloc
+                       ->add_option("--sm-count", remote_flags.sm_count,
+                                    "SMs (rounded up to what the GPU grants, e.g. 8 on "
+                                    "Hopper)")
+                       ->check(CLI::Range(int64_t{1}, int64_t{100000}));
+  remote_alloc
+      ->add_option("--sm-percent", remote_flags.sm_percent, "Percent of the GPU's SMs, 1-100")
+      ->check(CLI::Range(int64_t{1}, int64_t{100}))
+      ->excludes(sm_count);
+  remote_alloc->add_option("--memory-mb", remote_flags.memory_mb, "MiB of GPU memory")
+      ->required()
+      ->check(CLI::Range(int64_t{1}, int64_t{100000000}));
+  remote_alloc->add_option("--gpu-model", remote_flags.gpu_model, "GPU model, e.g. H100");
+  remote_alloc->add_option("--node", remote_flags.node, "Place it on this node (its name)");
+  remote_alloc->add_option("--client", remote_flags.client,
+                           "The client node it is for (default: your token's name)");
+  remote_alloc
+      ->add_option("--ttl", remote_flags.ttl_seconds,
+                   "Lease lifetime in seconds, renewable (the manager's default: 60)")
+      ->check(CLI::Range(int64_t{1}, int64_t{30} * 86400));
+  remote_alloc->add_option("--label", remote_flags.labels, "KEY=VALUE, repeatable");
+  std::string remote_id;
+  std::optional<int64_t> remote_ttl;
+  auto* remote_renew = remote->add_subcommand("renew", "Extend a remote lease");
+  remote_renew->add_option("id", remote_id, "Remote lease id")->required();
+  remote_renew
+      ->add_option("--ttl", remote_ttl, "New lifetime in seconds from now (default: its TTL)")
+      ->check(CLI::Range(int64_t{1}, int64_t{30} * 86400));
+  auto* remote_release =
+      remote->add_subcommand("release", "Give a remote lease back; its GPU server drains");
+  remote_release->add_option("id", remote_id, "Remote lease id")->required();
+  bool remote_secret = false;
+  auto* remote_show = remote->add_subcommand("show", "One remote lease");
+  remote_show->add_option("id", remote_id, "Remote lease id")->required();
+  remote_show->add_flag("--secret", remote_secret,
+                        "Also print its secret (the lease's owner or an admin)");
+  std::string remote_node, remote_client;
+  auto* remote_list = remote->add_subcommand("list", "The remote leases (never their secrets)");
+  remote_list->add_option("--node", remote_node, "Only those on this node (its name)");
+  remote_list->add_option("--client", remote_client, "Only those of this client node");
+  for (CLI::App* sub : remote->get_subcommands([](CLI::App*) { return true; })) {
+    sub->group("Commands");  // not the "Cluster manager" group they inherit from `remote`
+  }
+  auto* clients = add_cluster("clients", "The client nodes and the leases they hold");
+  std::string servers_node;
+  auto* servers = add_cluster("servers", "The GPU servers the nodes run for remote leases");
+  servers->add_option("--node", servers_node, "Only those of this node (its name)");
+
   app.footer(RootFooter());
 
   // Usage errors: one line, "flytctl: ...", and exit status 2 (help and --version: 0).
@@ -285,7 +350,15 @@ int main(int argc, char** argv) {
       mon.action = sub->get_name();
       return ctl::RunMonitor(global, mon);
     }
+    if (output == "json") global.json = true;
     for (CLI::App* cmd : cluster_commands) {
+      if (cmd->parsed() && !global.node.empty() && (cmd == remote || cmd == servers)) {
+        return ctl::Fail(
+            "--node before the command is a node manager's URL; to name a node, "
+            "put --node NAME after it (flytctl " +
+                cmd->get_name() + (cmd == remote ? " list" : "") + " --node NAME)",
+            ctl::kExitUsage);
+      }
       if (cmd->parsed() && !global.node.empty()) {
         return ctl::Fail("--node reads one node manager (gpus, processes, monitor); " +
                              cmd->get_name() + " asks the cluster manager (--server URL)",
@@ -308,6 +381,13 @@ int main(int argc, char** argv) {
     if (queue->parsed()) return ctl::RunQueue(global);
     if (events->parsed()) return ctl::RunEvents(global, events_after, events_limit);
     if (whoami->parsed()) return ctl::RunWhoami(global);
+    if (remote_alloc->parsed()) return ctl::RunRemoteAlloc(global, remote_flags);
+    if (remote_renew->parsed()) return ctl::RunRemoteRenew(global, remote_id, remote_ttl);
+    if (remote_release->parsed()) return ctl::RunRemoteRelease(global, remote_id);
+    if (remote_show->parsed()) return ctl::RunRemoteShow(global, remote_id, remote_secret);
+    if (remote_list->parsed()) return ctl::RunRemoteList(global, remote_node, remote_client);
+    if (clients->parsed()) return ctl::RunClients(global);
+    if (servers->parsed()) return ctl::RunServers(global, servers_node);
     if (check->parsed()) return ctl::RunSimCheck(files);
     if (cuda_inspect->parsed()) return ctl::RunCudaInspect(cuda_path, global.json);
     if (estimate->parsed()) return ctl::RunEstimate(task_file, global.json, reserve_mib);

@@ -98,4 +98,21 @@ std::string RenderEvents(const nlohmann::json& answer);
 // GET /api/v1/whoami, and where it was asked.
 std::string RenderWhoami(const nlohmann::json& answer, std::string_view url);
 
+// ---- remote GPUs (render_remote.cc) -----------------------------------------------------------
+
+// One remote lease (POST /api/v1/remote-leases, renew, GET one): its share (SMs granted, and
+// asked when that differs; memory) of which GPU on which node, its state and why, its server's
+// address, its expiry. With `show_secret` (`remote alloc` only) also its secret and the
+// environment a program needs to use the server; never otherwise, whatever the answer holds.
+std::string RenderRemoteLease(const nlohmann::json& lease, bool show_secret);
+// GET /api/v1/remote-leases: ID CLIENT NODE GPU SMS MEMORY STATE SERVER EXPIRES, then why each
+// failed or ended lease did, and a count by state.
+std::string RenderRemoteLeases(const nlohmann::json& answer);
+// GET /api/v1/clients: NAME ADDRESS LEASES REMOTE LEASES LAST SEEN LABELS; `now` measures how long
+// ago each was last seen.
+std::string RenderClients(const nlohmann::json& answer, std::chrono::system_clock::time_point now);
+// GET /api/v1/gpu-servers: NODE LEASE GPU STATE ADDRESS PID SMS MEMORY STARTED REASON (SMS as
+// granted by the device where the server reported it), then a count by state.
+std::string RenderGpuServers(const nlohmann::json& answer);
+
 }  // namespace flyt::ctl

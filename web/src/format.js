@@ -194,6 +194,8 @@ export function endpointsFor(changed) {
     if (topic === 'allocations') ['allocations', 'gpus', 'queue'].forEach((e) => want.add(e));
     if (topic === 'jobs') ['jobs', 'queue'].forEach((e) => want.add(e));
     if (topic === 'events') want.add('events');
+    // A remote lease's share shows on its GPU's card (remote_shares of /gpus).
+    if (topic === 'remote_leases' || topic === 'gpu_servers') want.add('gpus');
   }
   return [...want].sort();
 }
@@ -213,6 +215,7 @@ export function parseRoute(hash) {
     case 'job': return parts.length === 2 ? {view: 'job', id: parts[1]} : {view: 'notfound'};
     case 'allocations': return {view: 'allocations'};
     case 'events': return {view: 'events'};
+    case 'remote': return {view: 'remote'};
     default: return {view: 'notfound'};
   }
 }

@@ -3,7 +3,8 @@
 // Data flow: the lists (nodes, gpus, allocations, jobs, queue, events) are fetched from the
 // documented JSON API once, then again only for the topics the live stream says changed (a change
 // during a list's fetch gets it fetched again: refetcher in requests.js). A view that needs more
-// (a GPU's history, a job's detail) fetches it itself when `versions` changes.
+// (a GPU's history, a job's detail, the remote GPUs' lists) fetches it itself when `versions`
+// changes.
 
 import {render} from 'preact';
 import {useCallback, useEffect, useRef, useState} from 'preact/hooks';
@@ -11,6 +12,7 @@ import {useCallback, useEffect, useRef, useState} from 'preact/hooks';
 import {get, getToken, HttpError, openStream, setToken, takeTokenFromUrl} from './api.js';
 import {endpointsFor, parseRoute} from './format.js';
 import {refetcher} from './requests.js';
+import {RemoteGpus} from './remote.jsx';
 import {Allocations, Events, GpuDetail, JobDetail, Jobs, NotFound, Overview} from './views.jsx';
 import './app.css';
 import 'uplot/dist/uPlot.min.css';
@@ -67,7 +69,9 @@ function App() {
   const [data, setData] = useState({});
   const [errors, setErrors] = useState({});
   const [conn, setConn] = useState('connecting');
-  const [versions, setVersions] = useState({nodes: 0, allocations: 0, jobs: 0, events: 0});
+  // Per topic of the live stream; remote_leases and gpu_servers for a manager that sends them.
+  const [versions, setVersions] = useState({nodes: 0, allocations: 0, jobs: 0, events: 0, clients: 0,
+                                            remote_leases: 0, gpu_servers: 0});
   const [updatedAt, setUpdatedAt] = useState(null);
 
   const checkAuth = useCallback(async () => {
@@ -142,6 +146,7 @@ function App() {
 
   const nav = [['#/', 'Overview', 'overview'], ['#/jobs', 'Jobs', 'jobs'],
                ['#/allocations', 'Allocations & queue', 'allocations'],
+               ['#/remote', 'Remote GPUs', 'remote'],
                ['#/events', 'Events', 'events']];
   const ctx = {data, errors, versions, refresh};
   let view;
@@ -152,6 +157,7 @@ function App() {
     case 'job': view = <JobDetail {...ctx} id={route.id} />; break;
     case 'allocations': view = <Allocations {...ctx} />; break;
     case 'events': view = <Events {...ctx} />; break;
+    case 'remote': view = <RemoteGpus {...ctx} />; break;
     default: view = <NotFound />;
   }
   const active = route.view === 'gpu' ? 'overview' : route.view === 'job' ? 'jobs' : route.view;

@@ -10,6 +10,7 @@ import {
   gpuColumn, historySeries, holders, isBusy, isNum, level, memoryPercent, NA, pointsUntil,
   powerPercent, secondsUntil, shortGpuName, statCell, totals,
 } from './format.js';
+import {GpuShares} from './remote.jsx';
 import {follow} from './requests.js';
 
 const enc = encodeURIComponent;
@@ -78,6 +79,7 @@ function GpuCard({gpu}) {
         </span>
         <span class="holder" title="lease holder">{who || ''}</span>
       </div>
+      <GpuShares gpu={gpu} />
     </a>
   );
 }

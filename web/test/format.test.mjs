@@ -85,6 +85,9 @@ test('a change refetches only what it touched', () => {
   assert.deepEqual(endpointsFor(['nodes']), ['gpus', 'nodes']);
   assert.deepEqual(endpointsFor(['jobs', 'events']), ['events', 'jobs', 'queue']);
   assert.deepEqual(endpointsFor(['clients']), []);
+  // Remote leases carve shares out of GPUs: their cards are fetched again.
+  assert.deepEqual(endpointsFor(['remote_leases']), ['gpus']);
+  assert.deepEqual(endpointsFor(['gpu_servers', 'events']), ['events', 'gpus']);
 });
 
 test('addresses of views are shareable and checked', () => {
@@ -94,6 +97,7 @@ test('addresses of views are shareable and checked', () => {
   assert.deepEqual(parseRoute('#/gpu/node-a/x'), {view: 'notfound'});
   assert.deepEqual(parseRoute('#/job/job-1f'), {view: 'job', id: 'job-1f'});
   assert.deepEqual(parseRoute('#/jobs'), {view: 'jobs'});
+  assert.deepEqual(parseRoute('#/remote'), {view: 'remote'});
   assert.deepEqual(parseRoute('#/nope'), {view: 'notfound'});
 });
 
