@@ -77,9 +77,9 @@ std::string HowEnded(const siginfo_t& info) {
          (name != nullptr ? std::string(" (SIG") + name + ")" : std::string());
 }
 
-// Reaps `pid` when it is this process's child (and has exited): how it ended; "exit status
-// unknown" when it is not our child (a server adopted from a previous node manager).
-std::string Reap(pid_t pid, bool block) {
+// Reaps `pid` when it is this process's child (and has exited): how it ended; nullopt when it is
+// not our child (a server adopted from an earlier node manager: its exit status is lost).
+std::optional<std::string> Reap(pid_t pid, bool block) {
   siginfo_t info{};
   int flags = WEXITED | (block ? 0 : WNOHANG);
   while (true) {
@@ -87,7 +87,7 @@ std::string Reap(pid_t pid, bool block) {
     if (rc == 0 && info.si_pid == pid) return HowEnded(info);
     if (rc == 0) return "exited";  // WNOHANG and not yet: treat as gone (pidfd said so)
     if (errno == EINTR) continue;
-    return "exited (exit status unknown: it was started by an earlier node manager)";
+    return std::nullopt;
   }
 }
 
@@ -123,12 +123,13 @@ Status OpenStateDir(const std::string& dir) {
     return InvalidArgument("[gpu-servers] state_dir " + dir + " is not a directory");
   }
   if (st.st_uid != geteuid()) {
-    return InvalidArgument("[gpu-servers] state_dir " + dir +
-                           " belongs to another user (uid " + std::to_string(st.st_uid) + ")");
+    return InvalidArgument("[gpu-servers] state_dir " + dir + " belongs to another user (uid " +
+                           std::to_string(st.st_uid) + ")");
   }
   if ((st.st_mode & 022) != 0) {
-    return InvalidArgument("[gpu-servers] state_dir " + dir +
-                           " is group- or world-writable: it holds the leases' secrets (chmod 0700)");
+    return InvalidArgument(
+        "[gpu-servers] state_dir " + dir +
+        " is group- or world-writable: it holds the leases' secrets (chmod 0700)");
   }
   if (access(dir.c_str(), W_OK | X_OK) != 0) {
     return ErrnoError("[gpu-servers] state_dir " + dir + " is not writable", errno);
@@ -199,8 +200,8 @@ Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::vector<std:
   }
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
-                                      POSIX_SPAWN_SETSID);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSID);
   pid_t pid = 0;
   int rc = posix_spawn(&pid, args[0], &actions, &attr, args.data(), envp.data());
   posix_spawnattr_destroy(&attr);
@@ -253,8 +254,9 @@ Result<GpuServerSpec> GpuServerSpecFromJson(const json& body) {
   GpuServerSpec s;
   FLYT_ASSIGN_OR_RETURN(s.lease_id, f.RequiredString("lease_id", 128));
   if (!ValidLeaseId(s.lease_id)) {
-    return InvalidArgument("lease_id must be 1-128 characters of [A-Za-z0-9_.-], not starting "
-                           "with '.'");
+    return InvalidArgument(
+        "lease_id must be 1-128 characters of [A-Za-z0-9_.-], not starting "
+        "with '.'");
   }
   FLYT_ASSIGN_OR_RETURN(s.gpu_uuid, f.RequiredString("gpu_uuid", 128));
   if (s.gpu_uuid.empty()) return InvalidArgument("gpu_uuid must not be empty");
@@ -293,7 +295,7 @@ Result<std::unique_ptr<GpuServers>> GpuServers::Create(GpuServersConfig config,
     const std::string dir = self_exe.substr(0, self_exe.rfind('/') + 1);
     const std::string next_to = dir + "flyt-gpu-server";
     binary = !dir.empty() && access(next_to.c_str(), X_OK) == 0 ? next_to
-                                                                  : FindOnPath("flyt-gpu-server");
+                                                                : FindOnPath("flyt-gpu-server");
     if (binary.empty()) {
       return NotFound("[gpu-servers] binary: flyt-gpu-server is neither next to " +
                       (self_exe.empty() ? std::string("the node manager") : self_exe) +
@@ -337,10 +339,10 @@ void GpuServers::Probe(std::vector<GpuDevice> gpus) {
     CommandOptions options;
     options.timeout = std::chrono::seconds(60);
     options.max_output_bytes = 1 << 20;
-    auto out = RunCommand({"/usr/bin/env", "-u", "CUDA_VISIBLE_DEVICES",
-                           "CUDA_DEVICE_ORDER=PCI_BUS_ID", binary_, "probe", "--backend",
-                           config_.backend, "--device", std::to_string(d.index)},
-                          options);
+    auto out = RunCommand(
+        {"/usr/bin/env", "-u", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER=PCI_BUS_ID", binary_,
+         "probe", "--backend", config_.backend, "--device", std::to_string(d.index)},
+        options);
     if (!out.ok()) {
       cap.probe_error = out.status().message();
     } else if (out->exit_code != 0) {
@@ -434,6 +436,35 @@ std::string GpuServers::LogTail(const std::string& lease_id, size_t max_bytes) c
   return std::string(Trim(SanitizeUtf8(tail)));
 }
 
+Result<std::string> GpuServers::ReadState(const std::string& id, Server& s) const {
+  FLYT_ASSIGN_OR_RETURN(const std::string text, ReadFile(Path(id, ".json"), 1 << 20));
+  try {
+    const json j = json::parse(text);
+    FLYT_ASSIGN_OR_RETURN(
+        s.spec, GpuServerSpecFromJson(json{{"lease_id", j.at("lease_id")},
+                                           {"gpu_uuid", j.at("gpu_uuid")},
+                                           {"memory_mb", j.at("memory_mb")},
+                                           {"sm_count", j.at("sm_count")},
+                                           {"secret", j.at("secret")},
+                                           {"owner", j.value("owner", std::string())},
+                                           {"expires_at", j.value("expires_at", json())}}));
+    if (s.spec.lease_id != id) return InvalidArgument("its lease_id differs from the file name");
+    s.gpu_index = j.at("gpu_index").get<uint32_t>();
+    s.pid = j.at("pid").get<pid_t>();
+    s.start_ticks = j.at("start_ticks").get<uint64_t>();
+    s.port = j.at("port").get<int>();
+    s.address = j.value("address", HostPort(config_.listen_host, s.port));
+    if (j.contains("sm_count_granted") && j["sm_count_granted"].is_number()) {
+      s.sm_count_granted = j["sm_count_granted"].get<uint32_t>();
+    }
+    s.started_at = std::chrono::system_clock::time_point(
+        std::chrono::milliseconds(j.value("started_at_ms", int64_t{0})));
+    return j.value("state", std::string("running"));
+  } catch (const json::exception& e) {
+    return InvalidArgument(e.what());
+  }
+}
+
 void GpuServers::Adopt() {
   DIR* d = opendir(config_.state_dir.c_str());
   if (d == nullptr) return;
@@ -452,38 +483,15 @@ void GpuServers::Adopt() {
   closedir(d);
   MutexLock lock(mu_);
   for (const std::string& id : records) {
-    json j;
     Server s;
-    try {
-      auto text = ReadFile(Path(id, ".json"), 1 << 20);
-      if (!text.ok()) throw std::runtime_error(text.status().message());
-      j = json::parse(*text);
-      auto spec = GpuServerSpecFromJson(json{{"lease_id", j.at("lease_id")},
-                                             {"gpu_uuid", j.at("gpu_uuid")},
-                                             {"memory_mb", j.at("memory_mb")},
-                                             {"sm_count", j.at("sm_count")},
-                                             {"secret", j.at("secret")},
-                                             {"owner", j.value("owner", std::string())},
-                                             {"expires_at", j.value("expires_at", json())}});
-      if (!spec.ok()) throw std::runtime_error(spec.status().message());
-      if (spec->lease_id != id) throw std::runtime_error("lease_id differs from the file name");
-      s.spec = std::move(spec).value();
-      s.gpu_index = j.at("gpu_index").get<uint32_t>();
-      s.pid = j.at("pid").get<pid_t>();
-      s.start_ticks = j.at("start_ticks").get<uint64_t>();
-      s.port = j.at("port").get<int>();
-      s.address = j.value("address", HostPort(config_.listen_host, s.port));
-      if (j.contains("sm_count_granted") && j["sm_count_granted"].is_number()) {
-        s.sm_count_granted = j["sm_count_granted"].get<uint32_t>();
-      }
-      s.started_at = std::chrono::system_clock::time_point(
-          std::chrono::milliseconds(j.value("started_at_ms", int64_t{0})));
-    } catch (const std::exception& e) {
-      spdlog::warn("gpu-servers: {} is unreadable ({}); removed", Path(id, ".json"), e.what());
+    auto read = ReadState(id, s);
+    if (!read.ok()) {
+      spdlog::warn("gpu-servers: {} is unreadable ({}); removed", Path(id, ".json"),
+                   read.status().message());
       RemoveFiles(id);
       continue;
     }
-    const std::string state = j.value("state", std::string("running"));
+    const std::string state = *read;
     const bool alive = s.pid > 0 && StartTicks(s.pid) == s.start_ticks;
     if (alive && state == "starting" && access(Path(id, ".ready").c_str(), F_OK) != 0) {
       kill(-s.pid, SIGKILL);
@@ -544,7 +552,8 @@ Status GpuServers::CheckRoom(const GpuServerSpec& spec, const Capacity& cap) con
   uint64_t sms = spec.sm_count, memory = spec.memory_mb;
   for (const auto& [id, s] : servers_) {
     if (s.spec.gpu_uuid != cap.device.uuid ||
-        (s.state != State::kStarting && s.state != State::kRunning && s.state != State::kDraining)) {
+        (s.state != State::kStarting && s.state != State::kRunning &&
+         s.state != State::kDraining)) {
       continue;
     }
     if (!cap.shared()) {
@@ -625,8 +634,7 @@ Status GpuServers::Begin(const GpuServerSpec& spec) {
                                    "--ready-file",
                                    Path(id, ".ready")};
   argv.insert(argv.end(), config_.extra_args.begin(), config_.extra_args.end());
-  auto pid = Spawn(argv, ServerEnv(cap->shared() ? MpsPipeDir(config_) : std::string()),
-                   log.get());
+  auto pid = Spawn(argv, ServerEnv(cap->shared() ? MpsPipeDir(config_) : std::string()), log.get());
   if (!pid.ok()) {
     RemoveFiles(id);
     return Unavailable(pid.status().message());
@@ -649,9 +657,10 @@ Status GpuServers::Begin(const GpuServerSpec& spec) {
     RemoveFiles(id);
     return w;
   }
-  spdlog::info("gpu-servers: starting the server of lease {} on GPU {} at {} (pid {}, {} SMs, {} "
-               "MiB)",
-               id, s.gpu_index, s.address, s.pid, spec.sm_count, spec.memory_mb);
+  spdlog::info(
+      "gpu-servers: starting the server of lease {} on GPU {} at {} (pid {}, {} SMs, {} "
+      "MiB)",
+      id, s.gpu_index, s.address, s.pid, spec.sm_count, spec.memory_mb);
   servers_.erase(id);
   servers_.emplace(id, std::move(s));
   return Status::Ok();
@@ -672,9 +681,9 @@ Status GpuServers::WriteState(const Server& s) const {
             {"port", s.port},
             {"address", s.address},
             {"sm_count_granted", s.sm_count_granted ? json(*s.sm_count_granted) : json(nullptr)},
-            {"started_at_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
-                                  s.started_at.time_since_epoch())
-                                  .count()}};
+            {"started_at_ms",
+             std::chrono::duration_cast<std::chrono::milliseconds>(s.started_at.time_since_epoch())
+                 .count()}};
   const std::string tmp = Path(s.spec.lease_id, ".json.tmp");
   FLYT_RETURN_IF_ERROR(WriteFile0600(tmp, j.dump() + "\n"));
   if (rename(tmp.c_str(), Path(s.spec.lease_id, ".json").c_str()) != 0) {
@@ -710,7 +719,8 @@ Result<GpuServers::PutResult> GpuServers::Put(const GpuServerSpec& spec) {
   // Wait for the watcher to see it ready, exited or past its start deadline.
   while (true) {
     it = servers_.find(spec.lease_id);
-    if (it == servers_.end()) return Unavailable("the server of lease " + spec.lease_id + " is gone");
+    if (it == servers_.end())
+      return Unavailable("the server of lease " + spec.lease_id + " is gone");
     if (it->second.state != State::kStarting || stopping_) break;
     changed_.WaitFor(mu_, std::chrono::milliseconds(200));
   }
@@ -740,7 +750,8 @@ Status GpuServers::DrainLocked(Server& s) {
 Status GpuServers::Drain(const std::string& lease_id) {
   MutexLock lock(mu_);
   auto it = servers_.find(lease_id);
-  if (it == servers_.end()) return NotFound("no GPU server for lease " + lease_id + " on this node");
+  if (it == servers_.end())
+    return NotFound("no GPU server for lease " + lease_id + " on this node");
   return DrainLocked(it->second);
 }
 
@@ -822,26 +833,30 @@ void GpuServers::CheckReady(Server& s) {
   changed_.NotifyAll();
 }
 
-void GpuServers::Ended(Server& s, const std::string& how) {
+void GpuServers::Ended(Server& s, const std::optional<std::string>& reaped) {
   const std::string& id = s.spec.lease_id;
   const State was = s.state;
   if (was == State::kDraining) {
     s.state = State::kStopped;
     s.reason = s.killed ? "drained: killed with SIGKILL after the " +
                               std::to_string(config_.drain_grace.count()) + " s drain grace"
-                        : "drained (" + how + ")";
+               : reaped ? "drained (" + *reaped + ")"
+                        : "drained";
     spdlog::info("gpu-servers: the server of lease {} stopped: {}", id, s.reason);
     AddEvent(s, "gpu_server_stopped", "the GPU server of lease " + id + " stopped: " + s.reason);
   } else {
     const std::string tail = LogTail(id, 2048);
+    const std::string how =
+        reaped.value_or("exited (exit status unknown: started by an earlier node manager)");
     s.state = State::kFailed;
     if (was == State::kStarting) {
       ++start_failures_;
-      s.reason = how + " before it was ready" +
-                 (tail.empty() ? std::string() : "; its output: " + tail);
+      s.reason =
+          how + " before it was ready" + (tail.empty() ? std::string() : "; its output: " + tail);
     } else {
       ++failures_;
-      std::string last = tail.substr(tail.rfind('\n') == std::string::npos ? 0 : tail.rfind('\n') + 1);
+      std::string last =
+          tail.substr(tail.rfind('\n') == std::string::npos ? 0 : tail.rfind('\n') + 1);
       if (last.size() > 200) last = last.substr(last.size() - 200);
       s.reason = how + (last.empty() ? std::string() : " (last output: " + last + ")");
     }
@@ -873,8 +888,9 @@ void GpuServers::Tick() {
     if (exited) {
       // Its process group may hold its children still: they go with it (the pid cannot be
       // reused before the reap below; for an adopted server it might be, so not then).
-      const bool child = waitid(P_PID, static_cast<id_t>(s.pid), nullptr,
-                                WEXITED | WNOHANG | WNOWAIT) == 0;
+      siginfo_t peek{};
+      const bool child =
+          waitid(P_PID, static_cast<id_t>(s.pid), &peek, WEXITED | WNOHANG | WNOWAIT) == 0;
       if (child) kill(-s.pid, SIGKILL);
       Ended(s, Reap(s.pid, /*block=*/false));
       continue;
@@ -884,16 +900,14 @@ void GpuServers::Tick() {
       if (s.state == State::kStarting && now >= s.ready_deadline) {
         kill(-s.pid, SIGKILL);
         kill(s.pid, SIGKILL);
-        const std::string how = Reap(s.pid, /*block=*/true);
+        (void)Reap(s.pid, /*block=*/true);
         const std::string tail = LogTail(id, 2048);
         ++start_failures_;
         s.state = State::kFailed;
         s.reason = "did not write its ready file within " +
                    std::to_string(config_.start_timeout.count()) + " s ([gpu-servers] " +
                    "start_timeout_s); killed" +
-                   (tail.empty() ? std::string("; it printed nothing")
-                                 : "; its output: " + tail);
-        (void)how;
+                   (tail.empty() ? std::string("; it printed nothing") : "; its output: " + tail);
         spdlog::warn("gpu-servers: the server of lease {} (pid {}) {}", id, s.pid, s.reason);
         AddEvent(s, "gpu_server_failed", "the GPU server of lease " + id + " " + s.reason);
         s.ended_at = std::chrono::system_clock::now();
@@ -903,9 +917,10 @@ void GpuServers::Tick() {
         changed_.NotifyAll();
       }
     } else if (s.state == State::kDraining && !s.killed && now >= s.kill_at) {
-      spdlog::warn("gpu-servers: the server of lease {} (pid {}) is still up {} s after SIGTERM: "
-                   "SIGKILL",
-                   id, s.pid, config_.drain_grace.count());
+      spdlog::warn(
+          "gpu-servers: the server of lease {} (pid {}) is still up {} s after SIGTERM: "
+          "SIGKILL",
+          id, s.pid, config_.drain_grace.count());
       kill(-s.pid, SIGKILL);
       kill(s.pid, SIGKILL);
       s.killed = true;
@@ -927,7 +942,8 @@ void GpuServers::Tick() {
     auto oldest = servers_.end();
     for (auto it = servers_.begin(); it != servers_.end(); ++it) {
       const bool done = it->second.state == State::kStopped || it->second.state == State::kFailed;
-      if (done && (oldest == servers_.end() || it->second.ended_steady < oldest->second.ended_steady)) {
+      if (done &&
+          (oldest == servers_.end() || it->second.ended_steady < oldest->second.ended_steady)) {
         oldest = it;
       }
     }
@@ -940,11 +956,16 @@ void GpuServers::Tick() {
 
 const char* GpuServers::StateName(State state) {
   switch (state) {
-    case State::kStarting: return "starting";
-    case State::kRunning: return "running";
-    case State::kDraining: return "draining";
-    case State::kStopped: return "stopped";
-    case State::kFailed: return "failed";
+    case State::kStarting:
+      return "starting";
+    case State::kRunning:
+      return "running";
+    case State::kDraining:
+      return "draining";
+    case State::kStopped:
+      return "stopped";
+    case State::kFailed:
+      return "failed";
   }
   return "failed";
 }
@@ -999,7 +1020,8 @@ json GpuServers::GpusJson() const {
 Result<json> GpuServers::Get(const std::string& lease_id) const {
   MutexLock lock(mu_);
   auto it = servers_.find(lease_id);
-  if (it == servers_.end()) return NotFound("no GPU server for lease " + lease_id + " on this node");
+  if (it == servers_.end())
+    return NotFound("no GPU server for lease " + lease_id + " on this node");
   return RecordJson(it->second);
 }
 
@@ -1059,10 +1081,11 @@ std::string GpuServers::MetricsText() const {
           failures_);
   counter("flyt_node_gpu_server_drain_kills_total",
           "Draining GPU servers killed with SIGKILL after the drain grace.", kills_);
-  counter("flyt_node_gpu_server_adoptions_total",
-          "GPU servers re-adopted from state_dir at start.", adopted_);
-  out += "# HELP flyt_node_gpu_mps MPS state of the GPUs listed in [gpu-servers] shared (1 for "
-         "the current state).\n# TYPE flyt_node_gpu_mps gauge\n";
+  counter("flyt_node_gpu_server_adoptions_total", "GPU servers re-adopted from state_dir at start.",
+          adopted_);
+  out +=
+      "# HELP flyt_node_gpu_mps MPS state of the GPUs listed in [gpu-servers] shared (1 for "
+      "the current state).\n# TYPE flyt_node_gpu_mps gauge\n";
   for (const Capacity& c : gpus_) {
     if (!c.shared_configured) continue;
     out += "flyt_node_gpu_mps{gpu=\"" + std::to_string(c.device.index) + "\",uuid=\"" +

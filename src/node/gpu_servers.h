@@ -27,12 +27,11 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/mutex.h"
 #include "common/status.h"
@@ -153,6 +152,8 @@ class GpuServers {
   void Probe(std::vector<GpuDevice> gpus);
   void CheckMps(Capacity& cap);
   void Adopt() FLYT_EXCLUDES(mu_);
+  // A state file into `s`: the recorded state ("starting", "running", "draining").
+  Result<std::string> ReadState(const std::string& id, Server& s) const;
   void Watch() FLYT_EXCLUDES(mu_);
   void Tick() FLYT_REQUIRES(mu_);
 
@@ -161,8 +162,8 @@ class GpuServers {
   Status CheckRoom(const GpuServerSpec& spec, const Capacity& cap) const FLYT_REQUIRES(mu_);
   Result<int> FreePort() const FLYT_REQUIRES(mu_);
   Status DrainLocked(Server& s) FLYT_REQUIRES(mu_);
-  // The server has exited (status from waitid when it was our child): ends its record.
-  void Ended(Server& s, const std::string& how) FLYT_REQUIRES(mu_);
+  // The server has exited (`reaped`: how, from waitid, when it was our child): ends its record.
+  void Ended(Server& s, const std::optional<std::string>& reaped) FLYT_REQUIRES(mu_);
   void CheckReady(Server& s) FLYT_REQUIRES(mu_);
   Status WriteState(const Server& s) const FLYT_REQUIRES(mu_);
   void RemoveFiles(const std::string& lease_id) const;

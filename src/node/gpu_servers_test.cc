@@ -4,16 +4,16 @@
 // reply's desired set, and the secret's absence from every answer, event, metric and log line.
 #include "node/gpu_servers.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 
 #include <filesystem>
 #include <fstream>
@@ -119,7 +119,7 @@ class GpuServersTest : public ::testing::Test {
 
   json Record(const std::string& lease) {
     auto r = servers_->Get(lease);
-    return r.ok() ? *r : json();
+    return r.ok() ? *r : json::object();
   }
 
   // Waits (at most `limit`) until the lease's record is in `state`.
@@ -295,7 +295,8 @@ TEST_F(GpuServersTest, DeleteDrainsWithSigtermAndKillsAServerIgnoringIt) {
 }
 
 TEST_F(GpuServersTest, SigtermReachesTheServerEvenWhenTheNodeManagerBlocksIt) {
-  // flyt-node-manager blocks SIGTERM in every thread (it sigwaits): the servers must not inherit it.
+  // flyt-node-manager blocks SIGTERM in every thread (it sigwaits): the servers must not inherit
+  // it.
   sigset_t term, old;
   sigemptyset(&term);
   sigaddset(&term, SIGTERM);
@@ -394,8 +395,12 @@ TEST_F(GpuServersTest, TheDesiredSetStartsTheMissingDrainsTheExtraAndAbsentChang
   ApplyHeartbeatReply(json{{"ok", true}}, *servers_);
   EXPECT_EQ(Record("rlease-old")["state"], "running");
   // desired = [rlease-new]: rlease-old drains, rlease-new starts (without waiting).
-  json spec = {{"lease_id", "rlease-new"}, {"gpu_uuid", "GPU-b"}, {"memory_mb", 512},
-               {"sm_count", 16},           {"secret", kSecret},   {"owner", "bob"},
+  json spec = {{"lease_id", "rlease-new"},
+               {"gpu_uuid", "GPU-b"},
+               {"memory_mb", 512},
+               {"sm_count", 16},
+               {"secret", kSecret},
+               {"owner", "bob"},
                {"expires_at", "2030-01-01T00:00:00Z"}};
   ApplyHeartbeatReply(json{{"gpu_servers", {{"desired", {spec}}}}}, *servers_);
   EXPECT_EQ(Record("rlease-old")["state"], "draining");
@@ -416,9 +421,12 @@ TEST_F(GpuServersTest, TheDesiredSetStartsTheMissingDrainsTheExtraAndAbsentChang
   ASSERT_TRUE(WaitState("rlease-new", "stopped"));
   // A desired server that cannot start is reported failed with why (once, not retried).
   ApplyHeartbeatReply(json{{"gpu_servers",
-                            {{"desired", {{{"lease_id", "rlease-bad"}, {"gpu_uuid", "GPU-zzz"},
-                                           {"memory_mb", 1}, {"sm_count", 1},
-                                           {"secret", kSecret}}}}}}},
+                            {{"desired",
+                              {{{"lease_id", "rlease-bad"},
+                                {"gpu_uuid", "GPU-zzz"},
+                                {"memory_mb", 1},
+                                {"sm_count", 1},
+                                {"secret", kSecret}}}}}}},
                       *servers_);
   json bad = Record("rlease-bad");
   EXPECT_EQ(bad["state"], "failed");
@@ -449,7 +457,10 @@ TEST_F(GpuServersTest, TheSecretIsNeverInAnAnswerOrALogAndTheStateFilesAre0600) 
   // Conflicting and invalid PUTs, drains, reconciles: none of them says it either.
   GpuServerSpec other = Spec("rlease-2", "GPU-zzz");
   EXPECT_EQ(Put(other).status().message().find(kSecret), std::string::npos);
-  json bad = {{"lease_id", "x"}, {"gpu_uuid", "GPU-a"}, {"memory_mb", 1}, {"sm_count", 1},
+  json bad = {{"lease_id", "x"},
+              {"gpu_uuid", "GPU-a"},
+              {"memory_mb", 1},
+              {"sm_count", 1},
               {"secret", kSecret + std::string(200, 'y')}};
   auto parsed = GpuServerSpecFromJson(bad);
   ASSERT_FALSE(parsed.ok());
@@ -517,7 +528,8 @@ TEST_F(GpuServersTest, SharedGpusNeedMpsAndThenTakeSeveralLeasesWithinTheirSms) 
   gpus = servers_->List()["gpus"];
   EXPECT_EQ(gpus[0]["mps"], "running");
   EXPECT_EQ(gpus[0]["shared"], true);
-  EXPECT_NE(servers_->MetricsText().find("flyt_node_gpu_mps{gpu=\"0\",uuid=\"GPU-a\",state=\"running\"} 1"),
+  EXPECT_NE(servers_->MetricsText().find(
+                "flyt_node_gpu_mps{gpu=\"0\",uuid=\"GPU-a\",state=\"running\"} 1"),
             std::string::npos);
   ASSERT_TRUE(Put(Spec("rlease-1", "GPU-a", 64)).ok());
   ASSERT_TRUE(Put(Spec("rlease-2", "GPU-a", 64)).ok());
@@ -570,7 +582,7 @@ class GpuServersHttpTest : public GpuServersTest {
     httplib::Client c("127.0.0.1", server_->port());
     c.set_read_timeout(10, 0);
     httplib::Headers h = {{"Authorization", "Bearer node-token"}};
-    httplib::Result res = method == "PUT"      ? c.Put(path.c_str(), h, body.dump(), "application/json")
+    httplib::Result res = method == "PUT" ? c.Put(path.c_str(), h, body.dump(), "application/json")
                           : method == "DELETE" ? c.Delete(path.c_str(), h)
                                                : c.Get(path.c_str(), h);
     if (!res) return {0, json()};
@@ -578,8 +590,12 @@ class GpuServersHttpTest : public GpuServersTest {
     return {res->status, json::parse(res->body, nullptr, false)};
   }
   json Body(const std::string& lease, const std::string& gpu = "GPU-a") {
-    return {{"lease_id", lease}, {"gpu_uuid", gpu},   {"memory_mb", 2048},
-            {"sm_count", 32},    {"secret", kSecret}, {"owner", "alice"},
+    return {{"lease_id", lease},
+            {"gpu_uuid", gpu},
+            {"memory_mb", 2048},
+            {"sm_count", 32},
+            {"secret", kSecret},
+            {"owner", "alice"},
             {"expires_at", "2030-01-01T00:00:00Z"}};
   }
 
@@ -654,6 +670,64 @@ TEST_F(GpuServersHttpTest, WithoutGpuServersTheRoutesSaySo) {
   EXPECT_NE(err["error"].get<std::string>().find("[gpu-servers] enabled = false"),
             std::string::npos);
   EXPECT_EQ(Call("PUT", "/api/v1/gpu-servers/rlease-1", Body("rlease-1")).first, 404);
+}
+
+}  // namespace
+}  // namespace flyt::node
+
+namespace flyt::node {
+namespace {
+
+// The heartbeat carries the servers and capacity; the fake cluster manager's reply starts one.
+TEST_F(GpuServersHttpTest, HeartbeatsCarryTheServersAndApplyTheDesiredSet) {
+  ASSERT_TRUE(monitor_.SampleOnce().ok());
+  Create();
+  Mutex mu;
+  std::vector<json> bodies;
+  httplib::Server manager;
+  manager.Post("/api/v1/nodes/heartbeat", [&](const httplib::Request& req, httplib::Response& res) {
+    {
+      MutexLock lock(mu);
+      bodies.push_back(json::parse(req.body));
+    }
+    json reply = {{"ok", true}, {"gpu_servers", {{"desired", {Body("rlease-hb", "GPU-b")}}}}};
+    res.set_content(reply.dump(), "application/json");
+  });
+  const int port = manager.bind_to_any_port("127.0.0.1");
+  std::thread serving([&] { manager.listen_after_bind(); });
+  struct Joiner {
+    httplib::Server& server;
+    std::thread& thread;
+    ~Joiner() {
+      server.stop();
+      if (thread.joinable()) thread.join();
+    }
+  } joiner{manager, serving};
+  NodeConfig config;
+  config.name = "node-a";
+  config.cluster_manager = "http://127.0.0.1:" + std::to_string(port);
+  config.heartbeat_interval = 1s;
+  HeartbeatSender sender(monitor_, config, "http://127.0.0.1:1", "test", nullptr, servers_.get());
+  sender.Start();
+  ASSERT_TRUE(WaitState("rlease-hb", "running")) << log_.str();
+  pids_.push_back(Record("rlease-hb")["pid"].get<pid_t>());
+  // A later heartbeat reports it running, with the GPUs' capacity; never the secret.
+  bool reported = false;
+  for (int i = 0; i < 60 && !reported; ++i) {
+    std::this_thread::sleep_for(50ms);
+    MutexLock lock(mu);
+    for (const json& b : bodies) {
+      EXPECT_EQ(b.dump().find(kSecret), std::string::npos);
+      const json& gs = b["gpu_servers"];
+      EXPECT_EQ(gs["enabled"], true);
+      EXPECT_EQ(gs["gpus"].size(), 2u);
+      for (const json& s : gs["servers"]) {
+        reported = reported || (s["lease_id"] == "rlease-hb" && s["state"] == "running");
+      }
+    }
+  }
+  EXPECT_TRUE(reported);
+  sender.Stop();
 }
 
 }  // namespace
