@@ -430,9 +430,16 @@ void GpuServers::RemoveFiles(const std::string& lease_id) const {
 }
 
 std::string GpuServers::LogTail(const std::string& lease_id, size_t max_bytes) const {
-  auto text = ReadFile(Path(lease_id, ".log"), 64 << 20);
-  if (!text.ok()) return {};
-  std::string tail = text->size() > max_bytes ? text->substr(text->size() - max_bytes) : *text;
+  // Only the end is read: a server that logged for days has a large file.
+  UniqueFd fd(open(Path(lease_id, ".log").c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  struct stat st {};
+  if (!fd.valid() || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return {};
+  const off_t size = st.st_size;
+  const off_t from =
+      size > static_cast<off_t>(max_bytes) ? size - static_cast<off_t>(max_bytes) : 0;
+  std::string tail(static_cast<size_t>(size - from), '\0');
+  const ssize_t n = pread(fd.get(), tail.data(), tail.size(), from);
+  tail.resize(n > 0 ? static_cast<size_t>(n) : 0);
   return std::string(Trim(SanitizeUtf8(tail)));
 }
 
