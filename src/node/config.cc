@@ -1,5 +1,6 @@
 #include "node/config.h"
 
+#include <arpa/inet.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -86,6 +87,120 @@ Status ReadTraceSection(const Reader& r, const toml::table& t, trace::TraceOptio
   return Status::Ok();
 }
 
+// A TOML array of strings (at most `max`) into `out`; `check` refuses an element with a problem.
+template <typename Check>
+Status GetStringList(const Reader& r, const toml::node* n, const std::string& key, size_t max,
+                     Check check, std::vector<std::string>& out) {
+  const toml::array* list = n->as_array();
+  if (list == nullptr) return r.Error(n, key, "expected an array of strings");
+  if (list->size() > max) return r.Error(n, key, "more than " + std::to_string(max) + " entries");
+  out.clear();
+  for (size_t i = 0; i < list->size(); ++i) {
+    const toml::node& e = *list->get(i);
+    const std::string name = key + "[" + std::to_string(i) + "]";
+    if (!e.is_string()) return r.Error(&e, name, "expected a string");
+    std::string v = *e.value<std::string>();
+    if (std::string problem = check(v); !problem.empty()) return r.Error(&e, name, problem);
+    out.push_back(std::move(v));
+  }
+  return Status::Ok();
+}
+
+// [gpu-servers]: every value is checked here, so a bad one stops start-up with its key named.
+Status ReadGpuServersSection(const Reader& r, const toml::table& t, GpuServersConfig& g) {
+  const std::string sec = "gpu-servers";
+  FLYT_RETURN_IF_ERROR(r.CheckKeys(
+      t, sec,
+      {"enabled", "binary", "backend", "listen_host", "port_min", "port_max", "state_dir",
+       "drain_grace_s", "start_timeout_s", "shared", "mps_pipe_dir", "mps_start", "extra_args"}));
+  FLYT_RETURN_IF_ERROR(r.GetBool(t, sec, "enabled", g.enabled));
+  FLYT_RETURN_IF_ERROR(r.GetString(t, sec, "binary", g.binary));
+  if (t.get("binary") != nullptr && g.binary.empty()) {
+    return r.Error(t.get("binary"), "gpu-servers.binary",
+                   "must not be empty (leave the key out for the default)");
+  }
+  FLYT_RETURN_IF_ERROR(r.GetString(t, sec, "backend", g.backend));
+  if (g.backend != "driver" && g.backend != "sim") {
+    return r.Error(t.get("backend"), "gpu-servers.backend",
+                   "expected \"driver\" or \"sim\", not \"" + g.backend + "\"");
+  }
+  FLYT_RETURN_IF_ERROR(r.GetString(t, sec, "listen_host", g.listen_host));
+  if (t.get("listen_host") != nullptr) {
+    const std::string& h = g.listen_host;
+    in6_addr v6{};
+    std::string problem;
+    if (h.empty()) {
+      problem = "must not be empty";
+    } else if (h == "0.0.0.0" || h == "::" || h == "[::]") {
+      problem = "is the address clients reach, not a wildcard: give this node's address";
+    } else if (h.find_first_of(" /[]") != std::string::npos ||
+               (h.find(':') != std::string::npos && inet_pton(AF_INET6, h.c_str(), &v6) != 1)) {
+      problem = "expected a host name or an IP address without brackets or port";
+    }
+    if (!problem.empty()) return r.Error(t.get("listen_host"), "gpu-servers.listen_host", problem);
+  }
+  int64_t v = g.port_min;
+  FLYT_RETURN_IF_ERROR(r.GetInt(t, sec, "port_min", 1, 65535, v));
+  g.port_min = static_cast<int>(v);
+  v = g.port_max;
+  FLYT_RETURN_IF_ERROR(r.GetInt(t, sec, "port_max", 1, 65535, v));
+  g.port_max = static_cast<int>(v);
+  if (g.port_min > g.port_max) {
+    return r.Error(t.get("port_max") ? t.get("port_max") : t.get("port_min"),
+                   "gpu-servers.port_max",
+                   "port range " + std::to_string(g.port_min) + "-" + std::to_string(g.port_max) +
+                       " is empty (port_min > port_max)");
+  }
+  FLYT_RETURN_IF_ERROR(r.GetString(t, sec, "state_dir", g.state_dir));
+  if (g.state_dir.empty() || g.state_dir[0] != '/') {
+    return r.Error(t.get("state_dir"), "gpu-servers.state_dir", "expected an absolute path");
+  }
+  v = g.drain_grace.count();
+  FLYT_RETURN_IF_ERROR(r.GetInt(t, sec, "drain_grace_s", 0, 3600, v));
+  g.drain_grace = std::chrono::seconds(v);
+  v = g.start_timeout.count();
+  FLYT_RETURN_IF_ERROR(r.GetInt(t, sec, "start_timeout_s", 1, 600, v));
+  g.start_timeout = std::chrono::seconds(v);
+  if (const toml::node* s = t.get("shared")) {
+    if (s->is_string()) {
+      if (*s->value<std::string>() != "all") {
+        return r.Error(s, "gpu-servers.shared", "expected \"all\" or an array of GPU UUIDs");
+      }
+      g.shared_all = true;
+    } else {
+      FLYT_RETURN_IF_ERROR(GetStringList(
+          r, s, "gpu-servers.shared", 1024,
+          [](const std::string& uuid) {
+            return uuid.empty() || uuid.find_first_of(" \t") != std::string::npos
+                       ? std::string("expected a GPU UUID (\"GPU-...\")")
+                       : std::string();
+          },
+          g.shared));
+    }
+  }
+  FLYT_RETURN_IF_ERROR(r.GetString(t, sec, "mps_pipe_dir", g.mps_pipe_dir));
+  if (!g.mps_pipe_dir.empty() && g.mps_pipe_dir[0] != '/') {
+    return r.Error(t.get("mps_pipe_dir"), "gpu-servers.mps_pipe_dir", "expected an absolute path");
+  }
+  FLYT_RETURN_IF_ERROR(r.GetBool(t, sec, "mps_start", g.mps_start));
+  if (const toml::node* a = t.get("extra_args")) {
+    FLYT_RETURN_IF_ERROR(GetStringList(
+        r, a, "gpu-servers.extra_args", 64,
+        [](const std::string& arg) -> std::string {
+          // The supervisor sets these per lease; a second value would be ambiguous or a leak.
+          for (const char* own : {"--device", "--backend", "--listen", "--memory-limit-mb",
+                                  "--sm-count", "--sm-percent", "--secret-file", "--ready-file"}) {
+            if (arg == own || StartsWith(arg, std::string(own) + "=")) {
+              return std::string(own) + " is set by the node manager for each lease";
+            }
+          }
+          return {};
+        },
+        g.extra_args));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status SetListen(NodeConfig& config, const std::string& host_port) {
@@ -101,7 +216,8 @@ Result<NodeConfig> ParseNodeConfig(std::string_view text, const std::string& sou
   NodeConfig c;
   c.name = Hostname();
   FLYT_RETURN_IF_ERROR(
-      r.CheckKeys(root, "", {"node", "http", "monitor", "nvml", "cluster-manager", "trace", "log"}));
+      r.CheckKeys(root, "", {"node", "http", "monitor", "nvml", "cluster-manager", "trace",
+                                 "gpu-servers", "log"}));
   auto section = [&](const char* name) { return r.Section(root, name); };
 
   FLYT_ASSIGN_OR_RETURN(const toml::table* node, section("node"));
@@ -194,6 +310,8 @@ Result<NodeConfig> ParseNodeConfig(std::string_view text, const std::string& sou
   }
   FLYT_ASSIGN_OR_RETURN(const toml::table* trace, section("trace"));
   if (trace != nullptr) FLYT_RETURN_IF_ERROR(ReadTraceSection(r, *trace, c.trace));
+  FLYT_ASSIGN_OR_RETURN(const toml::table* gs, section("gpu-servers"));
+  if (gs != nullptr) FLYT_RETURN_IF_ERROR(ReadGpuServersSection(r, *gs, c.gpu_servers));
   FLYT_RETURN_IF_ERROR(r.LogSection(root, c.log_level));
   return c;
 }

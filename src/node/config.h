@@ -9,12 +9,32 @@
 #include <chrono>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "common/http.h"
 #include "common/status.h"
 #include "trace/service.h"
 
 namespace flyt::node {
+
+// [gpu-servers]: flyt-gpu-server processes this node manager starts for the cluster's remote
+// leases (gpu_servers.h). Off by default.
+struct GpuServersConfig {
+  bool enabled = false;
+  std::string binary;  // empty: flyt-gpu-server next to the node manager's executable, else PATH
+  std::string backend = "driver";        // "driver" or "sim"
+  std::string listen_host = "127.0.0.1";  // the address clients reach (never a wildcard)
+  int port_min = 12500;
+  int port_max = 12599;
+  std::string state_dir = "/var/lib/flyt/gpu-servers";
+  std::chrono::seconds drain_grace{10};
+  std::chrono::seconds start_timeout{10};
+  bool shared_all = false;          // shared = "all"
+  std::vector<std::string> shared;  // UUIDs of GPUs under MPS that take several leases
+  std::string mps_pipe_dir;         // empty: $CUDA_MPS_PIPE_DIRECTORY, else /tmp/nvidia-mps
+  bool mps_start = false;           // start nvidia-cuda-mps-control -d for a shared GPU
+  std::vector<std::string> extra_args;
+};
 
 struct NodeConfig {
   // [node]
@@ -43,6 +63,8 @@ struct NodeConfig {
   std::string advertise_url;  // where the manager reaches this node's API; default from listen
   // [trace]: the CUDA tracer (eBPF). Defaults are TraceOptions' own.
   trace::TraceOptions trace;
+  // [gpu-servers]
+  GpuServersConfig gpu_servers;
   // [log]
   std::string log_level = "info";
 };

@@ -34,6 +34,60 @@ TEST(NodeConfigTest, ShippedConfigLoadsAndMatchesTheDefaults) {
   EXPECT_EQ(c->http.max_connections, d.max_connections);
   EXPECT_EQ(c->http.request_deadline_seconds, d.request_deadline_seconds);
   EXPECT_EQ(c->http.idle_timeout_seconds, d.idle_timeout_seconds);
+  const GpuServersConfig g;
+  EXPECT_EQ(c->gpu_servers.enabled, g.enabled);
+  EXPECT_EQ(c->gpu_servers.binary, g.binary);
+  EXPECT_EQ(c->gpu_servers.backend, g.backend);
+  EXPECT_EQ(c->gpu_servers.listen_host, g.listen_host);
+  EXPECT_EQ(c->gpu_servers.port_min, g.port_min);
+  EXPECT_EQ(c->gpu_servers.port_max, g.port_max);
+  EXPECT_EQ(c->gpu_servers.state_dir, g.state_dir);
+  EXPECT_EQ(c->gpu_servers.drain_grace, g.drain_grace);
+  EXPECT_EQ(c->gpu_servers.start_timeout, g.start_timeout);
+  EXPECT_EQ(c->gpu_servers.shared_all, g.shared_all);
+  EXPECT_EQ(c->gpu_servers.shared, g.shared);
+  EXPECT_EQ(c->gpu_servers.mps_pipe_dir, g.mps_pipe_dir);
+  EXPECT_EQ(c->gpu_servers.mps_start, g.mps_start);
+  EXPECT_EQ(c->gpu_servers.extra_args, g.extra_args);
+}
+
+TEST(NodeConfigTest, EveryGpuServersKeyIsRead) {
+  auto c = ParseNodeConfig(R"(
+[gpu-servers]
+enabled = true
+binary = "/opt/flyt/bin/flyt-gpu-server"
+backend = "sim"
+listen_host = "10.1.2.3"
+port_min = 13000
+port_max = 13010
+state_dir = "/srv/flyt/servers"
+drain_grace_s = 3
+start_timeout_s = 30
+shared = ["GPU-1", "GPU-2"]
+mps_pipe_dir = "/run/mps"
+mps_start = true
+extra_args = ["--max-clients", "8"]
+)",
+                           "<t>");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const GpuServersConfig& g = c->gpu_servers;
+  EXPECT_TRUE(g.enabled);
+  EXPECT_EQ(g.binary, "/opt/flyt/bin/flyt-gpu-server");
+  EXPECT_EQ(g.backend, "sim");
+  EXPECT_EQ(g.listen_host, "10.1.2.3");
+  EXPECT_EQ(g.port_min, 13000);
+  EXPECT_EQ(g.port_max, 13010);
+  EXPECT_EQ(g.state_dir, "/srv/flyt/servers");
+  EXPECT_EQ(g.drain_grace, std::chrono::seconds(3));
+  EXPECT_EQ(g.start_timeout, std::chrono::seconds(30));
+  EXPECT_FALSE(g.shared_all);
+  EXPECT_EQ(g.shared, (std::vector<std::string>{"GPU-1", "GPU-2"}));
+  EXPECT_EQ(g.mps_pipe_dir, "/run/mps");
+  EXPECT_TRUE(g.mps_start);
+  EXPECT_EQ(g.extra_args, (std::vector<std::string>{"--max-clients", "8"}));
+  c = ParseNodeConfig("[gpu-servers]\nshared = \"all\"\n", "<t>");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->gpu_servers.shared_all);
 }
 
 TEST(NodeConfigTest, EveryKeyIsRead) {
@@ -153,6 +207,28 @@ TEST(NodeConfigTest, BrokenConfigsNameTheKeyAndTheProblem) {
       {"[trace]\nlibrary_dirs = [\"lib\"]\n", "trace.library_dirs[0]: expected an absolute path"},
       {"[trace]\nlibrary_dirs = [3]\n", "trace.library_dirs[0]: expected a string"},
       {"[trace]\nring_buffer = 1\n", "trace.ring_buffer: unknown key"},
+      {"[gpu-servers]\nenabled = \"yes\"\n", "<t>:2: gpu-servers.enabled: expected true or false"},
+      {"[gpu-servers]\nbackend = \"cuda\"\n",
+       "<t>:2: gpu-servers.backend: expected \"driver\" or \"sim\", not \"cuda\""},
+      {"[gpu-servers]\nbinary = \"\"\n", "<t>:2: gpu-servers.binary: must not be empty"},
+      {"[gpu-servers]\nlisten_host = \"0.0.0.0\"\n",
+       "<t>:2: gpu-servers.listen_host: is the address clients reach, not a wildcard"},
+      {"[gpu-servers]\nlisten_host = \"10.0.0.1:80\"\n", "<t>:2: gpu-servers.listen_host:"},
+      {"[gpu-servers]\nport_min = 0\n", "<t>:2: gpu-servers.port_min: value 0 is out of range [1, 65535]"},
+      {"[gpu-servers]\nport_max = 70000\n", "gpu-servers.port_max: value 70000 is out of range"},
+      {"[gpu-servers]\nport_min = 13000\nport_max = 12000\n",
+       "<t>:3: gpu-servers.port_max: port range 13000-12000 is empty"},
+      {"[gpu-servers]\nstate_dir = \"state\"\n", "<t>:2: gpu-servers.state_dir: expected an absolute path"},
+      {"[gpu-servers]\ndrain_grace_s = -1\n", "gpu-servers.drain_grace_s: value -1 is out of range [0, 3600]"},
+      {"[gpu-servers]\nstart_timeout_s = 0\n", "gpu-servers.start_timeout_s: value 0 is out of range [1, 600]"},
+      {"[gpu-servers]\nshared = \"some\"\n", "<t>:2: gpu-servers.shared: expected \"all\" or an array"},
+      {"[gpu-servers]\nshared = [1]\n", "<t>:2: gpu-servers.shared[0]: expected a string"},
+      {"[gpu-servers]\nmps_pipe_dir = \"mps\"\n", "gpu-servers.mps_pipe_dir: expected an absolute path"},
+      {"[gpu-servers]\nmps_start = 1\n", "gpu-servers.mps_start: expected true or false"},
+      {"[gpu-servers]\nextra_args = \"--x\"\n", "gpu-servers.extra_args: expected an array of strings"},
+      {"[gpu-servers]\nextra_args = [\"--log-level\", \"debug\", \"--secret-file=/tmp/s\"]\n",
+       "<t>:2: gpu-servers.extra_args[2]: --secret-file is set by the node manager for each lease"},
+      {"[gpu-servers]\nport = 1\n", "gpu-servers.port: unknown key"},
       {"[monitor]\ninterval_ms = 100\nhistory_retention_s = 2592000\n",
        "monitor.history_retention_s: 25920000 points per GPU at monitor.interval_ms = 100"},
   };

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/http.h"
+#include "common/strings.h"
 #include "gpu/json.h"
 #include "trace/json.h"
 
@@ -23,10 +24,39 @@ nlohmann::json CudaHeartbeatJson(std::vector<trace::ProcessCuda> processes) {
   return out;
 }
 
+void ApplyHeartbeatReply(const nlohmann::json& reply, GpuServers& servers) {
+  if (!reply.is_object() || !reply.contains("gpu_servers")) return;
+  const nlohmann::json& block = reply["gpu_servers"];
+  if (!block.is_object() || !block.contains("desired") || !block["desired"].is_array()) {
+    spdlog::warn("heartbeat reply: gpu_servers is not {{\"desired\": [...]}}; ignored");
+    return;
+  }
+  std::vector<GpuServerSpec> desired;
+  std::vector<std::string> keep;
+  for (const nlohmann::json& entry : block["desired"]) {
+    auto spec = GpuServerSpecFromJson(entry);
+    if (spec.ok()) {
+      desired.push_back(std::move(spec).value());
+      continue;
+    }
+    std::string id = entry.is_object() && entry.contains("lease_id") && entry["lease_id"].is_string()
+                         ? entry["lease_id"].get<std::string>()
+                         : std::string();
+    spdlog::warn("heartbeat reply: a desired GPU server{} is invalid ({}); left as it is",
+                 id.empty() ? "" : " (lease " + SanitizeUtf8(id.substr(0, 128)) + ")",
+                 spec.status().message());
+    if (id.empty()) return;  // cannot tell which server it meant: change nothing this time
+    keep.push_back(std::move(id));
+  }
+  servers.Reconcile(desired, keep);
+}
+
 HeartbeatSender::HeartbeatSender(gpu::Monitor& monitor, NodeConfig config, std::string api_url,
-                                 std::string version, const trace::StatsSource* cuda)
+                                 std::string version, const trace::StatsSource* cuda,
+                                 GpuServers* gpu_servers)
     : monitor_(monitor),
       cuda_(cuda),
+      gpu_servers_(gpu_servers),
       config_(std::move(config)),
       api_url_(std::move(api_url)),
       version_(std::move(version)) {}
@@ -78,12 +108,13 @@ Status HeartbeatSender::SendOnce() {
     nlohmann::json cuda = CudaHeartbeatJson(cuda_->Processes());
     if (!cuda.empty()) body["cuda"] = std::move(cuda);
   }
+  if (gpu_servers_ != nullptr) body["gpu_servers"] = gpu_servers_->HeartbeatJson();
   FLYT_ASSIGN_OR_RETURN(auto client, http::JsonClient::Connect(config_.cluster_manager,
                                                                config_.cluster_manager_token,
                                                                "the cluster manager"));
   client->SetTimeouts(std::chrono::seconds(3), std::chrono::seconds(10));
   FLYT_ASSIGN_OR_RETURN(auto answer, client->Post("/api/v1/nodes/heartbeat", body));
-  (void)answer;
+  if (gpu_servers_ != nullptr) ApplyHeartbeatReply(answer, *gpu_servers_);
   events_sent_until_ = newest;
   return Status::Ok();
 }

@@ -2,7 +2,9 @@
 // `interval` it posts the node's latest GPU snapshot, the GPU events (XIDs, lost GPUs) seen since
 // the last heartbeat that got through, where the node's own API is (for monitoring sessions), and
 // when the CUDA tracer runs, a short summary of each traced process (CudaHeartbeatJson: at most
-// kMaxCudaPerHeartbeat, busiest first).
+// kMaxCudaPerHeartbeat, busiest first), and with [gpu-servers] on, the GPU servers' records and
+// capacity ("gpu_servers"); the reply's gpu_servers.desired is handed to GpuServers::Reconcile
+// (an absent "gpu_servers" in the reply: no opinion, nothing done).
 //
 // It never blocks sampling or the node's API: it runs on its own thread and reads only what the
 // Monitor already holds. When the manager cannot be reached it logs once per outage and keeps
@@ -19,6 +21,7 @@
 #include "common/mutex.h"
 #include "gpu/monitor.h"
 #include "node/config.h"
+#include "node/gpu_servers.h"
 #include "trace/stats.h"
 
 namespace flyt::node {
@@ -30,11 +33,19 @@ inline constexpr size_t kMaxCudaPerHeartbeat = 256;
 // kMaxCudaPerHeartbeat.
 nlohmann::json CudaHeartbeatJson(std::vector<trace::ProcessCuda> processes);
 
+// Acts on a heartbeat reply: its "gpu_servers": {"desired": [spec...]} goes to
+// servers.Reconcile. Absent (an older manager): nothing. An entry that does not parse is logged
+// and its server (when its lease_id can be read) left as it is; a malformed block changes
+// nothing.
+void ApplyHeartbeatReply(const nlohmann::json& reply, GpuServers& servers);
+
 class HeartbeatSender {
  public:
-  // `cuda`: the CUDA tracer's statistics, or null; it must outlive the sender.
+  // `cuda`: the CUDA tracer's statistics, or null; `gpu_servers`: the GPU server supervisor, or
+  // null. Both must outlive the sender.
   HeartbeatSender(gpu::Monitor& monitor, NodeConfig config, std::string api_url,
-                  std::string version, const trace::StatsSource* cuda = nullptr);
+                  std::string version, const trace::StatsSource* cuda = nullptr,
+                  GpuServers* gpu_servers = nullptr);
   ~HeartbeatSender();
   HeartbeatSender(const HeartbeatSender&) = delete;
   HeartbeatSender& operator=(const HeartbeatSender&) = delete;
@@ -48,6 +59,7 @@ class HeartbeatSender {
 
   gpu::Monitor& monitor_;
   const trace::StatsSource* const cuda_;
+  GpuServers* const gpu_servers_;
   const NodeConfig config_;
   const std::string api_url_;
   const std::string version_;

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/daemon.h"
@@ -11,6 +12,7 @@
 #include "gpu/monitor.h"
 #include "gpu/nvml_backend.h"
 #include "node/config.h"
+#include "node/gpu_servers.h"
 #include "node/heartbeat.h"
 #include "node/server.h"
 #include "node/tracing.h"
@@ -107,8 +109,27 @@ int main(int argc, char** argv) {
   if (first) tracing->Feed(*first);
   tracing->StartFeeding(monitor, config.interval);
 
+  // GPU servers for the cluster's remote leases: re-adopts the ones a previous run started.
+  std::unique_ptr<flyt::node::GpuServers> gpu_servers;
+  if (config.gpu_servers.enabled) {
+    std::vector<flyt::node::GpuDevice> devices;
+    if (first) {
+      for (const flyt::gpu::GpuInfo& g : first->gpus) devices.push_back({g.index, g.uuid});
+    }
+    char exe[4096] = {};
+    const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    auto created = flyt::node::GpuServers::Create(config.gpu_servers, std::move(devices),
+                                                  n > 0 ? std::string(exe, n) : std::string());
+    if (!created.ok()) return Fail(created.status().message());
+    gpu_servers = std::move(created).value();
+    spdlog::info("gpu-servers: on ({} backend, ports {}-{} on {}, state in {})",
+                 config.gpu_servers.backend, config.gpu_servers.port_min,
+                 config.gpu_servers.port_max, config.gpu_servers.listen_host,
+                 config.gpu_servers.state_dir);
+  }
+
   flyt::node::NodeServer server(monitor, config, flyt::SystemClock::Instance(), FLYT_VERSION,
-                                &tracing->stats());
+                                &tracing->stats(), gpu_servers.get());
   if (flyt::Status s = server.Start(); !s.ok()) return Fail(s.message());
   spdlog::info("serving on http://{}:{} (metrics at /metrics, API at /api/v1){}",
                config.listen_host, server.port(),
@@ -128,7 +149,8 @@ int main(int argc, char** argv) {
       api_url = "http://" + host + ":" + std::to_string(server.port());
     }
     heartbeats = std::make_unique<flyt::node::HeartbeatSender>(monitor, config, api_url,
-                                                               FLYT_VERSION, &tracing->stats());
+                                                               FLYT_VERSION, &tracing->stats(),
+                                                               gpu_servers.get());
     heartbeats->Start();
     spdlog::info("sending heartbeats to {} every {} s (this node's API: {})",
                  config.cluster_manager, config.heartbeat_interval.count(), api_url);
@@ -138,6 +160,7 @@ int main(int argc, char** argv) {
   if (heartbeats) heartbeats->Stop();
   server.Stop();
   tracing->Stop();
+  gpu_servers.reset();  // the servers keep running; the next start re-adopts them
   monitor.Stop();
   spdlog::info("stopped");
   return 0;

@@ -160,9 +160,11 @@ json ProcessesJson(const gpu::GpuSnapshot& snap, const std::vector<trace::Proces
 }  // namespace
 
 NodeServer::NodeServer(gpu::Monitor& monitor, NodeConfig config, const Clock& clock,
-                       std::string version, const trace::StatsSource* cuda)
+                       std::string version, const trace::StatsSource* cuda,
+                       GpuServers* gpu_servers)
     : monitor_(monitor),
       cuda_(cuda),
+      gpu_servers_(gpu_servers),
       config_(std::move(config)),
       clock_(clock),
       version_(std::move(version)),
@@ -238,7 +240,9 @@ void NodeServer::SetUpRoutes() {
       in.cuda_processes = &traced;
     }
     // The HTTP server's own: connections refused, requests timed out (a flood shows here).
-    res.set_content(RenderMetrics(in) + server_->MetricsText("flyt_node"), "text/plain; version=0.0.4; charset=utf-8");
+    res.set_content(RenderMetrics(in) + server_->MetricsText("flyt_node") +
+                        (gpu_servers_ != nullptr ? gpu_servers_->MetricsText() : std::string()),
+                    "text/plain; version=0.0.4; charset=utf-8");
   });
 
   get("/api/v1/node", Access::kToken, [this](Req, Res res, const Caller&, Params) {
@@ -388,6 +392,12 @@ void NodeServer::SetUpRoutes() {
   get("/api/v1/events", Access::kToken, [this](Req, Res res, const Caller&, Params) {
     json events = json::array();
     for (const gpu::GpuEvent& e : monitor_.RecentEvents()) events.push_back(gpu::ToJson(e));
+    if (gpu_servers_ != nullptr) {  // the GPU servers' events among the GPUs', by time
+      for (json& e : gpu_servers_->Events()) events.push_back(std::move(e));
+      std::stable_sort(events.begin(), events.end(), [](const json& a, const json& b) {
+        return a.value("at", std::string()) < b.value("at", std::string());
+      });
+    }
     SendJson(res, 200, {{"events", events}, {"counts", CountsJson(monitor_.EventCountsByGpu())}});
   });
 
@@ -431,7 +441,62 @@ void NodeServer::SetUpRoutes() {
                 SendJson(res, 200, gpu::ToJson(*stats));
               });
 
+  SetUpGpuServerRoutes();
   router_.Install(*server_);
+}
+
+void NodeServer::SetUpGpuServerRoutes() {
+  using Req = const httplib::Request&;
+  using Res = httplib::Response&;
+  using Params = const http::PathParams&;
+  // Without [gpu-servers] the routes exist but say why there is nothing.
+  auto enabled = [this](Res res) {
+    if (gpu_servers_ != nullptr) return true;
+    SendError(res, 404, "GPU servers are not enabled on this node ([gpu-servers] enabled = false)",
+              "not_found");
+    return false;
+  };
+  router_.Add("GET", "/api/v1/gpu-servers", Access::kToken,
+              [this, enabled](Req, Res res, const Caller&, Params) {
+                if (enabled(res)) SendJson(res, 200, gpu_servers_->List());
+              });
+  router_.Add("GET", R"(/api/v1/gpu-servers/([^/]+))", Access::kToken,
+              [this, enabled](Req, Res res, const Caller&, Params path) {
+                if (!enabled(res)) return;
+                auto record = gpu_servers_->Get(path[1]);
+                if (!record.ok()) return SendStatus(res, record.status());
+                SendJson(res, 200, *record);
+              });
+  router_.Add("PUT", R"(/api/v1/gpu-servers/([^/]+))", Access::kToken,
+              [this, enabled](Req req, Res res, const Caller&, Params path) {
+                if (!enabled(res)) return;
+                json body;
+                try {
+                  body = json::parse(req.body);
+                } catch (const json::exception& e) {
+                  return SendError(res, 400, std::string("malformed JSON body: ") + e.what());
+                }
+                auto spec = GpuServerSpecFromJson(body);
+                if (!spec.ok()) return SendStatus(res, spec.status());
+                if (spec->lease_id != path[1]) {
+                  return SendError(res, 400,
+                                   "lease_id '" + spec->lease_id + "' differs from the path's '" +
+                                       path[1] + "'");
+                }
+                auto put = gpu_servers_->Put(*spec);
+                if (!put.ok()) return SendStatus(res, put.status());
+                if (put->created) {
+                  res.set_header("Location", "/api/v1/gpu-servers/" + spec->lease_id);
+                }
+                SendJson(res, put->created ? 201 : 200, put->record);
+              });
+  router_.Add("DELETE", R"(/api/v1/gpu-servers/([^/]+))", Access::kToken,
+              [this, enabled](Req, Res res, const Caller&, Params path) {
+                if (!enabled(res)) return;
+                Status s = gpu_servers_->Drain(path[1]);
+                if (!s.ok()) return SendStatus(res, s);
+                SendJson(res, 202, {{"draining", path[1]}});
+              });
 }
 
 }  // namespace flyt::node

@@ -8,7 +8,8 @@
 // malformed or invalid body 400, oversized body 413, missing or wrong bearer token 401 (checked
 // first, for every path but /healthz, so that without the token no path is revealed). The CUDA
 // tracer's figures are read from a StatsSource (GET /api/v1/processes, /api/v1/processes/{pid}/cuda,
-// /api/v1/trace, and /metrics). The server
+// /api/v1/trace, and /metrics). GPU servers for remote leases (PUT/GET/DELETE
+// /api/v1/gpu-servers...) are a GpuServers' when [gpu-servers] is enabled. The server
 // runs its own thread pool; Start/Stop are not thread-safe with each other, handlers are.
 #pragma once
 
@@ -25,6 +26,7 @@
 #include "common/status.h"
 #include "gpu/monitor.h"
 #include "node/config.h"
+#include "node/gpu_servers.h"
 #include "trace/stats.h"
 
 namespace httplib {
@@ -37,10 +39,11 @@ namespace flyt::node {
 
 class NodeServer {
  public:
-  // `cuda`: the CUDA tracer's statistics (tracing.h), or null when there is no tracer; it must
+  // `cuda`: the CUDA tracer's statistics (tracing.h), or null when there is no tracer;
+  // `gpu_servers`: the GPU server supervisor, or null when [gpu-servers] is off. Both must
   // outlive the server.
   NodeServer(gpu::Monitor& monitor, NodeConfig config, const Clock& clock, std::string version,
-             const trace::StatsSource* cuda = nullptr);
+             const trace::StatsSource* cuda = nullptr, GpuServers* gpu_servers = nullptr);
   ~NodeServer();
   NodeServer(const NodeServer&) = delete;
   NodeServer& operator=(const NodeServer&) = delete;
@@ -57,11 +60,13 @@ class NodeServer {
   using Router = http::Router<Access, Caller>;
 
   void SetUpRoutes();
+  void SetUpGpuServerRoutes();
   // The router's access check.
   Result<Caller> Identify(const httplib::Request& req, const Access& access) const;
 
   gpu::Monitor& monitor_;
   const trace::StatsSource* const cuda_;
+  GpuServers* const gpu_servers_;
   const NodeConfig config_;
   const Clock& clock_;
   const std::string version_;

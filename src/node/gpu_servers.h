@@ -1,0 +1,196 @@
+// GpuServers: the node manager's supervisor of flyt-gpu-server processes, one per remote lease
+// of the cluster (docs/design.md "Remote GPUs"; the API is docs/api.md "GPU servers").
+//
+// Put starts a server for a lease on one of this node's GPUs — `binary --backend B --device N
+// --listen HOST:PORT --memory-limit-mb M --sm-count S --secret-file F --ready-file R` with a free
+// port of [gpu-servers] port_min..port_max — and waits (at most start_timeout_s) for its ready
+// file. The servers are this process's children but outlive it (own session, no PDEATHSIG): each
+// has a record `state_dir/<lease>.json` (0600: pid, /proc start time, port, secret) written as it
+// starts, so that a restarted node manager re-adopts the live ones (same pid and start time)
+// instead of starting them twice, and reports the ones that died meanwhile as failed. A watcher
+// thread follows every server through a pidfd: a server that exits on its own becomes `failed`
+// with the reason (exit code or signal, its last line of output); Drain sends SIGTERM, then
+// SIGKILL to its process group after drain_grace_s. Reconcile applies the cluster manager's
+// desired set (heartbeat reply): starts the missing ones without waiting, drains the others.
+//
+// The GPUs' capacity (SM count, granularity, memory) comes from `binary probe` run once per GPU
+// at Create; MPS is checked for the GPUs in `shared`. A GPU not shared (or without MPS running)
+// takes one server at a time.
+//
+// The secret of a lease is in its state file and secret file only: never in a record, an event,
+// the metrics or a log line. Thread-safe: every public method may be called from any thread
+// (HTTP handlers, the heartbeat thread); Put blocks its caller while its server starts.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/mutex.h"
+#include "common/status.h"
+#include "common/unique_fd.h"
+#include "node/config.h"
+
+namespace flyt::node {
+
+// A GPU of this node as the monitor sees it; `index` is the NVML index, which is also the CUDA
+// ordinal the servers get (they run with CUDA_DEVICE_ORDER=PCI_BUS_ID).
+struct GpuDevice {
+  uint32_t index = 0;
+  std::string uuid;
+};
+
+// What a lease asks for: the PUT body and an entry of the heartbeat reply's desired list.
+struct GpuServerSpec {
+  std::string lease_id;
+  std::string gpu_uuid;
+  uint64_t memory_mb = 0;
+  uint32_t sm_count = 0;
+  std::string secret;
+  std::string owner;
+  nlohmann::json expires_at;  // as the cluster gave it (RFC 3339 text or a number); null if none
+
+  // Same server: everything but expires_at (a renewal moves it).
+  bool SameServer(const GpuServerSpec& other) const;
+};
+
+// Parses and checks a spec: only the known fields, lease_id [A-Za-z0-9_.-]{1,128} (not starting
+// with '.'), secret 32-128 printable ASCII without blanks, memory_mb >= 1, sm_count >= 1.
+// Errors are InvalidArgument naming the field.
+Result<GpuServerSpec> GpuServerSpecFromJson(const nlohmann::json& body);
+
+class GpuServers {
+ public:
+  // Opens (creates 0700) state_dir, probes every GPU, checks MPS for the shared ones, re-adopts
+  // the servers recorded in state_dir and starts the watcher. Fails when state_dir cannot be used
+  // (not a directory, group/world-writable, not writable) or the binary is not found.
+  // `self_exe`: the node manager's executable, to find the binary next to it (may be empty).
+  static Result<std::unique_ptr<GpuServers>> Create(GpuServersConfig config,
+                                                    std::vector<GpuDevice> gpus,
+                                                    const std::string& self_exe = "");
+  // Stops the watcher. The servers keep running: a restarted node manager re-adopts them.
+  ~GpuServers();
+  GpuServers(const GpuServers&) = delete;
+  GpuServers& operator=(const GpuServers&) = delete;
+
+  struct PutResult {
+    bool created = false;  // false: the lease's server was already running (idempotent PUT)
+    nlohmann::json record;
+  };
+  // Starts the lease's server and waits until it is ready or failed. Errors (with the HTTP
+  // status they map to): InvalidArgument 400 (unknown GPU, share larger than the GPU);
+  // FailedPrecondition 409 reason "conflict" (the lease runs with a different spec or is
+  // draining; the GPU is not shared and in use; the GPU has no room); Unavailable 503 (no free
+  // port, the GPU could not be probed, the server did not come up: its reason and stderr tail).
+  Result<PutResult> Put(const GpuServerSpec& spec) FLYT_EXCLUDES(mu_);
+  // SIGTERM now, SIGKILL after drain_grace_s. NotFound for a lease without a live server (an
+  // ended one: Ok, nothing to do).
+  Status Drain(const std::string& lease_id) FLYT_EXCLUDES(mu_);
+  // The desired set from the cluster manager: starts (without waiting) every lease in `desired`
+  // that has no record, drains every live server whose lease is neither in `desired` nor in
+  // `keep` (ids of entries the caller could not parse: left alone). A failed or stopped lease is
+  // never restarted here.
+  void Reconcile(const std::vector<GpuServerSpec>& desired, const std::vector<std::string>& keep)
+      FLYT_EXCLUDES(mu_);
+
+  Result<nlohmann::json> Get(const std::string& lease_id) const FLYT_EXCLUDES(mu_);
+  // {"servers": [record...], "gpus": [capacity...]}
+  nlohmann::json List() const FLYT_EXCLUDES(mu_);
+  // {"enabled": true, "servers", "gpus"}: the heartbeat's "gpu_servers".
+  nlohmann::json HeartbeatJson() const FLYT_EXCLUDES(mu_);
+  // The node's events about servers (started, failed, stopped, adopted), oldest first, in the
+  // shape of the node's GPU events ({at, gpu, uuid, type, xid: null, description}) plus lease_id.
+  nlohmann::json Events() const FLYT_EXCLUDES(mu_);
+  // Prometheus text: flyt_node_gpu_servers{state}, counters, flyt_node_gpu_mps{gpu,uuid,state}.
+  std::string MetricsText() const FLYT_EXCLUDES(mu_);
+
+  const GpuServersConfig& config() const { return config_; }
+  const std::string& binary() const { return binary_; }
+
+ private:
+  enum class State { kStarting, kRunning, kDraining, kStopped, kFailed };
+  struct Capacity {
+    GpuDevice device;
+    bool probed = false;
+    std::string probe_error;
+    uint32_t sm_count = 0;
+    uint32_t sm_granularity = 0;
+    uint64_t memory_total_mb = 0;
+    std::string name;
+    bool shared_configured = false;
+    std::string mps = "off";  // running | not_running | unavailable | off
+    std::string mps_reason;
+    bool shared() const { return shared_configured && mps == "running"; }
+  };
+  struct Server {
+    GpuServerSpec spec;
+    uint32_t gpu_index = 0;
+    State state = State::kStarting;
+    int port = 0;
+    std::string address;
+    pid_t pid = 0;
+    uint64_t start_ticks = 0;  // /proc/PID/stat field 22
+    UniqueFd pidfd;
+    std::optional<uint32_t> sm_count_granted;
+    std::chrono::system_clock::time_point started_at;
+    std::optional<std::chrono::system_clock::time_point> ended_at;
+    std::chrono::steady_clock::time_point ready_deadline;
+    std::chrono::steady_clock::time_point kill_at;
+    std::chrono::steady_clock::time_point ended_steady;
+    bool killed = false;  // SIGKILL sent after the drain grace
+    std::string reason;
+  };
+
+  GpuServers(GpuServersConfig config, std::string binary);
+  void Probe(std::vector<GpuDevice> gpus);
+  void CheckMps(Capacity& cap);
+  void Adopt() FLYT_EXCLUDES(mu_);
+  // A state file into `s`: the recorded state ("starting", "running", "draining").
+  Result<std::string> ReadState(const std::string& id, Server& s) const;
+  void Watch() FLYT_EXCLUDES(mu_);
+  void Tick() FLYT_REQUIRES(mu_);
+
+  // Spawns the lease's server and records it as starting; does not wait.
+  Status Begin(const GpuServerSpec& spec) FLYT_REQUIRES(mu_);
+  Status CheckRoom(const GpuServerSpec& spec, const Capacity& cap) const FLYT_REQUIRES(mu_);
+  Result<int> FreePort() const FLYT_REQUIRES(mu_);
+  Status DrainLocked(Server& s) FLYT_REQUIRES(mu_);
+  // The server has exited (`reaped`: how, from waitid, when it was our child): ends its record.
+  void Ended(Server& s, const std::optional<std::string>& reaped) FLYT_REQUIRES(mu_);
+  void CheckReady(Server& s) FLYT_REQUIRES(mu_);
+  Status WriteState(const Server& s) const FLYT_REQUIRES(mu_);
+  void RemoveFiles(const std::string& lease_id) const;
+  std::string Path(const std::string& lease_id, const char* suffix) const;
+  std::string LogTail(const std::string& lease_id, size_t max_bytes) const;
+  void AddEvent(const Server& s, const std::string& type, const std::string& description)
+      FLYT_REQUIRES(mu_);
+  nlohmann::json RecordJson(const Server& s) const FLYT_REQUIRES(mu_);
+  nlohmann::json GpusJson() const FLYT_REQUIRES(mu_);
+  const Capacity* FindGpu(const std::string& uuid) const;
+  static const char* StateName(State state);
+
+  const GpuServersConfig config_;
+  const std::string binary_;
+  std::vector<Capacity> gpus_;  // set before the watcher starts; read-only afterwards
+
+  mutable Mutex mu_;
+  CondVar changed_;  // a server left kStarting, or stopping_
+  std::map<std::string, Server> servers_ FLYT_GUARDED_BY(mu_);
+  std::vector<nlohmann::json> events_ FLYT_GUARDED_BY(mu_);
+  bool stopping_ FLYT_GUARDED_BY(mu_) = false;
+  uint64_t starts_ FLYT_GUARDED_BY(mu_) = 0;
+  uint64_t start_failures_ FLYT_GUARDED_BY(mu_) = 0;
+  uint64_t failures_ FLYT_GUARDED_BY(mu_) = 0;
+  uint64_t kills_ FLYT_GUARDED_BY(mu_) = 0;
+  uint64_t adopted_ FLYT_GUARDED_BY(mu_) = 0;
+  std::thread watcher_;
+};
+
+}  // namespace flyt::node
