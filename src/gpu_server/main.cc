@@ -143,6 +143,9 @@ int main(int argc, char** argv) {
   CLI::App* stats = app.add_subcommand(
       "stats", "print, as JSON, what each client of a running server holds, and exit");
   stats->add_option("--server", stats_server, "the server: HOST:PORT or unix:PATH")->required();
+  std::string stats_secret_file;
+  stats->add_option("--secret-file", stats_secret_file,
+                    "the server's secret file, when it has one (else $FLYT_SERVER_SECRET)");
   CLI::App* probe_cmd = app.add_subcommand(
       "probe", "print, as JSON, the device this server would serve (SMs, SM granularity, memory, "
                "name, backend, MPS), and exit; non-zero with the reason when it cannot be used");
@@ -163,7 +166,15 @@ int main(int argc, char** argv) {
   if (stats->parsed()) {
     flyt::Result<flyt::remote::Endpoint> endpoint = flyt::remote::ParseEndpoint(stats_server);
     if (!endpoint.ok()) return Fail("--server: " + endpoint.status().message());
-    flyt::Result<flyt::remote::ServerStats> reply = flyt::remote::FetchStats(*endpoint);
+    std::string secret;
+    if (!stats_secret_file.empty()) {
+      flyt::Result<std::string> read = flyt::gpu_server::ReadSecretFile(stats_secret_file);
+      if (!read.ok()) return Fail(read.status().message());
+      secret = std::move(read).value();
+    } else if (const char* env = std::getenv("FLYT_SERVER_SECRET")) {
+      secret = env;
+    }
+    flyt::Result<flyt::remote::ServerStats> reply = flyt::remote::FetchStats(*endpoint, secret);
     if (!reply.ok()) return Fail(reply.status().message());
     std::printf("%s\n", flyt::remote::StatsToJson(*reply).c_str());
     return 0;
