@@ -2,18 +2,23 @@
 // a backend (the simulated device, or the real GPU through the driver) to the server core; the
 // work is in src/remote (server, sim_backend, driver_backend) and src/cuda_driver.
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <optional>
 #include <spdlog/spdlog.h>
 #include <string>
 #include <vector>
 
 #include "common/daemon.h"
+#include "gpu_server/server_files.h"
 #include "remote/debug_stats.h"
 #include "remote/driver_backend.h"
 #include "remote/server.h"
@@ -54,6 +59,10 @@ int main(int argc, char** argv) {
   int device = 0;
   uint64_t memory_limit_mb = 0;
   int sm_count = 0;
+  int sm_percent = 0;
+  int sm_granularity = 8;
+  std::string secret_file, ready_file;
+  double stop_grace_s = 10;
   std::string launch_log, log_level = "info", cuda_library = "libcuda.so.1";
   app.add_option("--backend", backend_name, "sim (simulated device, no GPU) or driver (libcuda)")
       ->check(CLI::IsMember({"sim", "driver"}));
@@ -63,8 +72,34 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--memory-limit-mb", memory_limit_mb,
                  "device memory all clients together may allocate, in MiB (0: the device's)");
-  app.add_option("--sm-count", sm_count, "SMs the clients may use (0: all)")
-      ->check(CLI::NonNegativeNumber);
+  CLI::Option* sm_count_option =
+      app.add_option("--sm-count", sm_count,
+                     "SMs each client may use (0: all); the device grants them in its own steps "
+                     "(driver: MPS execution affinity; sim: rounded up to --sm-granularity)")
+          ->check(CLI::NonNegativeNumber);
+  app.add_option("--sm-percent", sm_percent,
+                 "the SMs each client may use as a percentage of the device's (1-100), rounded "
+                 "up to whole SMs")
+      ->check(CLI::Range(1, 100))
+      ->excludes(sm_count_option);
+  app.add_option("--sm-granularity", sm_granularity,
+                 "sim: the step in which the simulated device grants SMs (a share is rounded up "
+                 "to it); driver: what probe reports where it cannot measure it")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  app.add_option("--secret-file", secret_file,
+                 "file (mode 0600) holding the secret every client's hello must carry "
+                 "(FLYT_SERVER_SECRET on the client side); also $FLYT_SERVER_SECRET_FILE. "
+                 "Without it any client that reaches the socket is served")
+      ->envname("FLYT_SERVER_SECRET_FILE");
+  app.add_option("--ready-file", ready_file,
+                 "once listening, write a JSON object here (atomically): address, pid, SM counts, "
+                 "memory, backend; removed when the server exits");
+  app.add_option("--stop-grace", stop_grace_s,
+                 "seconds: on SIGTERM, connected clients may go on this long (no new ones are "
+                 "accepted) before their connections are closed and their processes killed")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
   std::string isolation = "process";
   app.add_option("--isolation", isolation,
                  "process (each client served by a process of its own, so a device fault stays "
@@ -108,6 +143,20 @@ int main(int argc, char** argv) {
   CLI::App* stats = app.add_subcommand(
       "stats", "print, as JSON, what each client of a running server holds, and exit");
   stats->add_option("--server", stats_server, "the server: HOST:PORT or unix:PATH")->required();
+  std::string stats_secret_file;
+  stats->add_option("--secret-file", stats_secret_file,
+                    "the server's secret file, when it has one (else $FLYT_SERVER_SECRET)");
+  CLI::App* probe_cmd = app.add_subcommand(
+      "probe", "print, as JSON, the device this server would serve (SMs, SM granularity, memory, "
+               "name, backend, MPS), and exit; non-zero with the reason when it cannot be used");
+  probe_cmd->add_option("--backend", backend_name, "sim or driver")
+      ->check(CLI::IsMember({"sim", "driver"}));
+  probe_cmd->add_option("--device", device, "CUDA device ordinal (driver backend)")
+      ->check(CLI::NonNegativeNumber);
+  probe_cmd->add_option("--sm-granularity", sm_granularity,
+                        "the granularity reported where it cannot be measured (and the sim's)")
+      ->check(CLI::Range(1, 1024));
+  probe_cmd->add_option("--cuda-library", cuda_library, "driver library to load");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -117,12 +166,53 @@ int main(int argc, char** argv) {
   if (stats->parsed()) {
     flyt::Result<flyt::remote::Endpoint> endpoint = flyt::remote::ParseEndpoint(stats_server);
     if (!endpoint.ok()) return Fail("--server: " + endpoint.status().message());
-    flyt::Result<flyt::remote::ServerStats> reply = flyt::remote::FetchStats(*endpoint);
+    std::string secret;
+    if (!stats_secret_file.empty()) {
+      flyt::Result<std::string> read = flyt::gpu_server::ReadSecretFile(stats_secret_file);
+      if (!read.ok()) return Fail(read.status().message());
+      secret = std::move(read).value();
+    } else if (const char* env = std::getenv("FLYT_SERVER_SECRET")) {
+      secret = env;
+    }
+    flyt::Result<flyt::remote::ServerStats> reply = flyt::remote::FetchStats(*endpoint, secret);
     if (!reply.ok()) return Fail(reply.status().message());
     std::printf("%s\n", flyt::remote::StatsToJson(*reply).c_str());
     return 0;
   }
-  if (listen.empty()) return Fail("--listen is required (or use the stats subcommand)");
+  if (probe_cmd->parsed()) {
+    flyt::Result<flyt::remote::DeviceIdentity> device_identity = [&]()
+        -> flyt::Result<flyt::remote::DeviceIdentity> {
+      if (backend_name == "sim") {
+        flyt::remote::SimOptions sim;
+        sim.sm_granularity = sm_granularity;
+        return flyt::remote::MakeSimBackend(sim)->Identity();
+      }
+#if FLYT_HAVE_DRIVER_BACKEND
+      flyt::remote::DriverOptions driver;
+      driver.device = device;
+      driver.library = cuda_library;
+      driver.measure_sm_granularity = true;
+      driver.default_sm_granularity = sm_granularity;
+      FLYT_ASSIGN_OR_RETURN(std::unique_ptr<flyt::remote::Backend> backend,
+                            flyt::remote::MakeDriverBackend(driver));
+      return backend->Identity();
+#else
+      return flyt::NotSupported("the driver backend is not part of this build");
+#endif
+    }();
+    if (!device_identity.ok()) {
+      return Fail(backend_name + " backend: " + device_identity.status().message());
+    }
+    std::printf("%s\n", flyt::gpu_server::ProbeJson(*device_identity, backend_name).c_str());
+    return 0;
+  }
+  if (listen.empty()) return Fail("--listen is required (or use the stats or probe subcommand)");
+  std::string secret;
+  if (!secret_file.empty()) {
+    flyt::Result<std::string> read = flyt::gpu_server::ReadSecretFile(secret_file);
+    if (!read.ok()) return Fail(read.status().message());
+    secret = std::move(read).value();
+  }
 
   flyt::remote::ServerOptions options;
   for (const std::string& text : listen) {
@@ -137,6 +227,8 @@ int main(int argc, char** argv) {
   options.max_pending_per_peer = std::min(max_pending_per_peer, max_pending);
   options.hello_timeout = std::chrono::milliseconds(static_cast<int64_t>(hello_timeout_s * 1000));
   options.idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(idle_timeout_s * 1000));
+  options.stop_grace = std::chrono::milliseconds(static_cast<int64_t>(stop_grace_s * 1000));
+  options.secret = std::move(secret);
   // Descriptors: a socket and a pidfd per client, a socket per pending hello, and a few more.
   if (flyt::Status s = RaiseDescriptorLimit(2 * max_clients + max_pending + 64); !s.ok()) {
     return Fail(s.message());
@@ -145,18 +237,31 @@ int main(int argc, char** argv) {
   flyt::SetUpDaemon(log_level);
 
   flyt::remote::BackendFactory make_backend;
+#if FLYT_HAVE_DRIVER_BACKEND
+  flyt::remote::DriverOptions driver;
+#endif
   if (backend_name == "sim") {
     flyt::remote::SimOptions sim;
-    if (sm_count > 0) sim.sm_count = sm_count;
+    sim.sm_granularity = sm_granularity;
+    if (sm_count > 0) {
+      if (sm_count > sim.sm_count) {
+        return Fail("--sm-count " + std::to_string(sm_count) + " is outside 1.." +
+                    std::to_string(sim.sm_count) + " (the SMs of the simulated device)");
+      }
+      sim.sm_share = sm_count;
+    } else if (sm_percent > 0) {
+      sim.sm_share = (sm_percent * sim.sm_count + 99) / 100;
+    }
     make_backend = [sim]() -> flyt::Result<std::unique_ptr<flyt::remote::Backend>> {
       return flyt::remote::MakeSimBackend(sim);
     };
   } else {
 #if FLYT_HAVE_DRIVER_BACKEND
-    flyt::remote::DriverOptions driver;
     driver.device = device;
     if (sm_count > 0) driver.sm_count = sm_count;
+    if (sm_percent > 0) driver.sm_percent = sm_percent;
     driver.library = cuda_library;
+    driver.default_sm_granularity = sm_granularity;
     make_backend = [driver]() -> flyt::Result<std::unique_ptr<flyt::remote::Backend>> {
       return flyt::remote::MakeDriverBackend(driver);
     };
@@ -165,20 +270,39 @@ int main(int argc, char** argv) {
 #endif
   }
 
-  // kProcess: the device is opened in each client's process only; this process checks that it
-  // can be, from a short-lived child, and never initialises the driver itself.
+  // The device is checked from a short-lived child first: it reports the SM grant, from which
+  // the MPS limits of the client processes follow, and this process never initialises the
+  // driver (kProcess: the device is opened in each client's process only).
+  flyt::Result<flyt::remote::BackendProbe> probed = flyt::remote::ProbeBackend(make_backend);
+  if (!probed.ok()) return Fail(backend_name + " backend: " + probed.status().message());
+  flyt::remote::BackendProbe probe = *probed;
+#if FLYT_HAVE_DRIVER_BACKEND
+  if (backend_name == "driver") {
+    // Each client process is an MPS client with these limits (the MPS server enforces them, on
+    // top of the execution affinity of its contexts); without MPS they are ignored.
+    std::optional<int> granted;
+    if (sm_count > 0 || sm_percent > 0) granted = probe.identity.sm_count_granted;
+    driver.environment =
+        flyt::remote::MpsEnvironment(device, granted, sm_percent > 0 ? std::optional(sm_percent)
+                                                                     : std::nullopt,
+                                     probe.identity.sm_count_total, memory_limit_mb);
+    for (const auto& [name, value] : driver.environment) {
+      spdlog::info("client processes run with {}={}", name, value);
+    }
+    make_backend = [driver]() -> flyt::Result<std::unique_ptr<flyt::remote::Backend>> {
+      return flyt::remote::MakeDriverBackend(driver);
+    };
+  }
+#endif
   std::unique_ptr<flyt::remote::Backend> shared_backend;
-  flyt::remote::BackendProbe probe;
-  if (isolation == "process") {
-    flyt::Result<flyt::remote::BackendProbe> probed = flyt::remote::ProbeBackend(make_backend);
-    if (!probed.ok()) return Fail(backend_name + " backend: " + probed.status().message());
-    probe = *probed;
-  } else {
+  if (isolation != "process") {
     flyt::Result<std::unique_ptr<flyt::remote::Backend>> made = make_backend();
     if (!made.ok()) return Fail(backend_name + " backend: " + made.status().message());
     shared_backend = std::move(made).value();
-    probe = {shared_backend->Name(), shared_backend->Describe(),
-             shared_backend->Identity().simulated};
+  }
+  if (memory_limit_mb != 0 && (memory_limit_mb << 20) > probe.identity.total_memory_bytes) {
+    spdlog::warn("--memory-limit-mb {} is more than the device's {} MiB", memory_limit_mb,
+                 probe.identity.total_memory_bytes >> 20);
   }
   if (probe.simulated) {
     spdlog::warn("SIMULATED device: kernels are recorded, not executed; results are not computed");
@@ -199,6 +323,27 @@ int main(int argc, char** argv) {
   if (options.memory_limit_bytes != 0) {
     spdlog::info("memory limit {} MiB for all clients together", memory_limit_mb);
   }
+  if (sm_count > 0 || sm_percent > 0) {
+    spdlog::info("SM share: each client sees {} of the device's {} SMs",
+                 probe.identity.sm_count_granted, probe.identity.sm_count_total);
+  }
+  if (!options.secret.empty()) {
+    spdlog::info("clients must present the secret of {} (others are refused)", secret_file);
+  }
+  if (!ready_file.empty()) {
+    flyt::gpu_server::ReadyInfo ready;
+    ready.address = server.endpoints().front().ToString();
+    ready.pid = ::getpid();
+    ready.device = probe.identity;
+    ready.backend = probe.name;
+    if (memory_limit_mb != 0) ready.memory_limit_mb = memory_limit_mb;
+    if (flyt::Status s =
+            flyt::gpu_server::WriteFileAtomically(ready_file, flyt::gpu_server::ReadyJson(ready));
+        !s.ok()) {
+      server.Stop();
+      return Fail("--ready-file: " + s.message());
+    }
+  }
   spdlog::info("at most {} clients; hello within {} s; {}; at most {} connections in their hello "
                "({} per peer)",
                options.max_clients, hello_timeout_s,
@@ -207,7 +352,9 @@ int main(int argc, char** argv) {
                    : fmt::format("idle clients holding nothing closed after {} s", idle_timeout_s),
                options.max_pending, options.max_pending_per_peer);
   flyt::WaitForTermination();
-  server.Stop();
+  // Draining: no new clients; those connected may finish within --stop-grace.
+  if (!ready_file.empty()) ::unlink(ready_file.c_str());
+  server.Drain(options.stop_grace);
   spdlog::info("stopped");
   return 0;
 }

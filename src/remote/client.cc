@@ -49,6 +49,7 @@ Status Connection::Hello() {
   hello.client_label = options_.label;
   hello.pid = options_.pid;
   hello.runtime_version = options_.runtime_version;
+  hello.secret = options_.secret;
   Bytes out;
   AppendFrame(out, FrameKind::kHello, CallId::kNone, 0, hello);
   FLYT_RETURN_IF_ERROR(WriteAll(fd_.get(), out));
@@ -69,6 +70,9 @@ Status Connection::Hello() {
     std::string why = "server refused the connection: " + reply.error;
     // Full for now, not broken: the caller may try again later.
     if (reply.error.starts_with(kServerBusyPrefix)) return {StatusCode::kResourceExhausted, why};
+    if (reply.error.starts_with(kAuthRefusedPrefix)) {
+      return Status(StatusCode::kPermissionDenied, why).WithReason("unauthenticated");
+    }
     return Unavailable(why);
   }
   if (reply.version < kMinProtocolVersion || reply.version > kProtocolVersion) {

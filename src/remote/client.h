@@ -41,7 +41,9 @@ struct ClientOptions {
   uint32_t pid = 0;
   int32_t runtime_version = 0;
   uint64_t capabilities = kAllCapabilities;
-  std::string secret;  // the lease's secret, sent in the hello (empty: none)
+  // The server's secret (its lease's, from FLYT_SERVER_SECRET for the runtime); empty: none.
+  // Sent in the hello; a server started with a secret refuses a hello without the same one.
+  std::string secret;
   size_t batch_bytes = 256 << 10;       // flush the send buffer past this
   size_t inline_data_bytes = 64 << 10;  // copy bulk data up to this into the buffer
 };
@@ -76,7 +78,9 @@ using CallReturn = std::conditional_t<CallTraits<kId>::kMode == CallMode::kCall,
 
 class Connection {
  public:
-  // Connects and says hello. Fails (kUnavailable) when the server cannot be reached or refuses.
+  // Connects and says hello. Fails (kUnavailable) when the server cannot be reached or refuses;
+  // kResourceExhausted when it serves as many clients as it may; kPermissionDenied with reason
+  // "unauthenticated" when it refused the secret (absent or wrong).
   [[nodiscard]] static Result<std::unique_ptr<Connection>> Open(const Endpoint& endpoint,
                                                                 const ClientOptions& options);
   // Over an already-connected socket (tests).

@@ -55,6 +55,7 @@ std::string_view ServerCounterName(ServerCounter counter) {
     case ServerCounter::kEvictedPeer: return "evicted_max_pending_per_peer";
     case ServerCounter::kRefusedBusy: return "refused_max_clients";
     case ServerCounter::kRefusedVersion: return "refused_version";
+    case ServerCounter::kRefusedAuth: return "refused_auth";
     case ServerCounter::kIdleClosed: return "closed_idle";
     case ServerCounter::kPending: return "pending_hellos";
     case ServerCounter::kCount: break;

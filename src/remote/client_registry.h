@@ -62,6 +62,7 @@ enum class ServerCounter : uint32_t {
   kEvictedPeer,     // closed in their hello: max_pending_per_peer were pending from that peer
   kRefusedBusy,     // refused in the hello reply: max_clients were being served
   kRefusedVersion,  // refused in the hello reply: no common protocol version
+  kRefusedAuth,     // refused in the hello reply: the secret was absent or wrong
   kIdleClosed,      // served, closed after idle_timeout with no call and nothing held
   kPending,         // a gauge: connections in their hello now
   kCount,

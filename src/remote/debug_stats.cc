@@ -8,8 +8,9 @@
 
 namespace flyt::remote {
 
-Result<ServerStats> FetchStats(const Endpoint& server) {
+Result<ServerStats> FetchStats(const Endpoint& server, const std::string& secret) {
   ClientOptions options;
+  options.secret = secret;
   options.label = "flyt-gpu-server stats";
   options.pid = static_cast<uint32_t>(::getpid());
   FLYT_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn, Connection::Open(server, options));

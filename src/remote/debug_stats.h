@@ -20,7 +20,9 @@ struct ServerStats {
 };
 
 // Connects as a client of its own (so it counts against --max-clients), asks, disconnects.
-[[nodiscard]] Result<ServerStats> FetchStats(const Endpoint& server);
+// `secret`: the server's (--secret-file), when it was started with one.
+[[nodiscard]] Result<ServerStats> FetchStats(const Endpoint& server,
+                                             const std::string& secret = "");
 
 // {"allocated_bytes":N,"memory_limit_bytes":N,"clients":[{"client_id":1,"label":"...",
 //  "connected":true,"allocations":N,...}, ...],"connections":{"accepted":N,"hello_timeout":N,

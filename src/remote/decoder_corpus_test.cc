@@ -80,6 +80,11 @@ TEST(DecoderCorpusTest, Regenerate) {
   AppendFrame(hello, FrameKind::kHello, CallId::kNone, 0,
               HelloRequest{kHelloMagic, 1, 1, kAllCapabilities, "corpus", 1, 13000});
   write("hello", hello);
+  Bytes hello_secret;  // protocol version 2: the hello carries the server's secret
+  AppendFrame(hello_secret, FrameKind::kHello, CallId::kNone, 0,
+              HelloRequest{kHelloMagic, 1, 2, kAllCapabilities, "corpus", 1, 13000,
+                           std::string(40, 's')});
+  write("hello_secret", hello_secret);
   Bytes hello_reply;
   AppendFrame(hello_reply, FrameKind::kHelloReply, CallId::kNone, 0,
               HelloReply{kHelloMagic, 1, kAllCapabilities, kMaxFramePayload, 3, "server", "sim",

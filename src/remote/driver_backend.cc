@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <span>
@@ -104,7 +106,11 @@ class DriverBackend final : public Backend {
         sm_count_(sm_count),
         granted_sm_count_(granted_sm_count),
         device_sm_count_(device_sm_count),
-        identity_(std::move(identity)) {}
+        identity_(std::move(identity)) {
+    identity_.sm_count_total = device_sm_count_;
+    identity_.sm_count_granted =
+        sm_count_ ? granted_sm_count_.value_or(*sm_count_) : device_sm_count_;
+  }
 
   std::string Name() const override { return "driver"; }
 
@@ -126,6 +132,10 @@ class DriverBackend final : public Backend {
   DeviceIdentity Identity() const override { return identity_; }
 
   CudaResult<int32_t> DeviceAttribute(uint32_t attr) const override {
+    // With an SM share, the client sees the SMs it may use, as under MPS.
+    if (attr == static_cast<uint32_t>(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) && sm_count_) {
+      return int32_t{identity_.sm_count_granted};
+    }
     int value = 0;
     CUresult rc =
         driver_->api().DeviceGetAttribute(&value, static_cast<CUdevice_attribute>(attr), device_);
@@ -146,7 +156,7 @@ class DriverBackend final : public Backend {
   const std::optional<int> sm_count_;
   const std::optional<int> granted_sm_count_;
   const int device_sm_count_;
-  const DeviceIdentity identity_;
+  DeviceIdentity identity_;  // set in the constructor, then immutable
 };
 
 Status FailedPrecondition(std::string message) {
@@ -180,7 +190,43 @@ CudaError CudaErrorFromDriver(int cu_result) {
   }
 }
 
-Result<std::unique_ptr<Backend>> MakeDriverBackend(const DriverOptions& options) {
+std::vector<std::pair<std::string, std::string>> MpsEnvironment(int ordinal,
+                                                                std::optional<int> sm_count,
+                                                                std::optional<int> sm_percent,
+                                                                int sm_total,
+                                                                uint64_t memory_limit_mb) {
+  std::vector<std::pair<std::string, std::string>> env;
+  std::optional<int64_t> percent;
+  if (sm_percent) {
+    percent = *sm_percent;
+  } else if (sm_count && sm_total > 0) {
+    percent = (int64_t{*sm_count} * 100 + sm_total - 1) / sm_total;
+  }
+  if (percent) {
+    env.emplace_back("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+                     std::to_string(std::clamp<int64_t>(*percent, 1, 100)));
+  }
+  if (memory_limit_mb != 0) {
+    env.emplace_back("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
+                     std::to_string(ordinal) + "=" + std::to_string(memory_limit_mb) + "M");
+  }
+  return env;
+}
+
+Result<std::unique_ptr<Backend>> MakeDriverBackend(const DriverOptions& options_in) {
+  DriverOptions options = options_in;
+  if (options.sm_count && options.sm_percent) {
+    return InvalidArgument("--sm-count and --sm-percent are mutually exclusive");
+  }
+  if (options.sm_percent && (*options.sm_percent < 1 || *options.sm_percent > 100)) {
+    return InvalidArgument("--sm-percent " + std::to_string(*options.sm_percent) +
+                           " is outside 1..100");
+  }
+  // Before the driver reads its environment (cuInit): the MPS client reads these there.
+  for (const auto& [name, value] : options.environment) {
+    if (::setenv(name.c_str(), value.c_str(), 1) != 0) return ErrnoError("setenv " + name, errno);
+    spdlog::debug("driver backend: {}={}", name, value);
+  }
   Result<std::unique_ptr<Driver>> loaded = Driver::Load(options.library);
   if (!loaded.ok()) {
     return Status(loaded.status().code(),
@@ -236,6 +282,31 @@ Result<std::unique_ptr<Backend>> MakeDriverBackend(const DriverOptions& options)
   int device_sm_count = 0;
   rc = fn.DeviceGetAttribute(&device_sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
   if (rc != CUDA_SUCCESS) return DriverStatus(*driver, "cuDeviceGetAttribute(SM count)", rc);
+  if (options.sm_percent) {
+    options.sm_count = static_cast<int>(
+        (int64_t{*options.sm_percent} * device_sm_count + 99) / 100);
+    spdlog::info("driver backend: --sm-percent {} of {} SMs is {} SMs", *options.sm_percent,
+                 device_sm_count, *options.sm_count);
+  }
+  // MPS provides execution affinity by SM count; without it the driver cannot limit SMs.
+  bool affinity_supported = false;
+  if (fn.DeviceGetExecAffinitySupport != nullptr) {
+    int supported = 0;
+    affinity_supported = fn.DeviceGetExecAffinitySupport(&supported, CU_EXEC_AFFINITY_TYPE_SM_COUNT,
+                                                         device) == CUDA_SUCCESS &&
+                         supported != 0;
+  }
+  identity.mps = affinity_supported;
+  identity.sm_granularity = options.default_sm_granularity;
+  if (options.measure_sm_granularity && affinity_supported) {
+    CudaResult<std::shared_ptr<Context>> one = Context::Create(driver, device, 1);
+    if (one.ok()) {
+      if (std::optional<int> step = (*one)->GrantedSmCount(); step && *step > 0) {
+        identity.sm_granularity = *step;
+        identity.sm_granularity_measured = true;
+      }
+    }
+  }
 
   if (options.sm_count) {
     const int asked = *options.sm_count;

@@ -17,9 +17,12 @@
 // which after such a fault the driver may refuse.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/status.h"
 #include "cuda_driver/library.h"
@@ -30,8 +33,28 @@ namespace flyt::remote {
 struct DriverOptions {
   int device = 0;               // CUDA device ordinal (--device)
   std::optional<int> sm_count;  // limit the SMs clients may use (--sm-count); absent: all
+  // The same limit as a percentage of the device's SMs (--sm-percent, 1..100): turned into
+  // sm_count = ceil(percent × SMs / 100) once the device is known. Exclusive with sm_count.
+  std::optional<int> sm_percent;
   std::string library = cuda_driver::kDefaultLibraryPath;  // path or soname passed to dlopen
+  // Set in this process's environment before the driver is loaded and initialised: the MPS
+  // client limits (MpsEnvironment) that the MPS server then enforces for this process.
+  std::vector<std::pair<std::string, std::string>> environment;
+  // Measure the step in which the device grants SMs (a context with a 1-SM execution affinity),
+  // where it can (under MPS); else Identity().sm_granularity is default_sm_granularity.
+  bool measure_sm_granularity = false;
+  int default_sm_granularity = 8;
 };
+
+// The MPS client limits for a process serving a share of device `ordinal`:
+// CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (the SM share as a whole percent, rounded up: `sm_percent`
+// when given, else 100 × sm_count / sm_total) when an SM share is set, and
+// CUDA_MPS_PINNED_DEVICE_MEM_LIMIT "<ordinal>=<N>M" when memory_limit_mb is not 0.
+std::vector<std::pair<std::string, std::string>> MpsEnvironment(int ordinal,
+                                                                std::optional<int> sm_count,
+                                                                std::optional<int> sm_percent,
+                                                                int sm_total,
+                                                                uint64_t memory_limit_mb);
 
 // Opens the driver, initialises it and selects the device. Fails with a clear Status when the
 // library is missing or lacks a required entry point (kUnavailable; also for NVIDIA's link-time

@@ -84,6 +84,38 @@ TEST(DriverLoaderTest, StubLibraryIsRefusedAsADriver) {
       << backend.status().message();
 }
 
+TEST(MpsEnvironmentTest, SharesBecomeTheMpsClientLimits) {
+  using Env = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(MpsEnvironment(0, std::nullopt, std::nullopt, 132, 0), Env{});
+  EXPECT_EQ(MpsEnvironment(0, 40, std::nullopt, 132, 0),
+            (Env{{"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "31"}}));  // 30.3 rounded up
+  EXPECT_EQ(MpsEnvironment(0, 66, std::nullopt, 132, 0),
+            (Env{{"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "50"}}));
+  EXPECT_EQ(MpsEnvironment(2, 40, 25, 132, 20000),
+            (Env{{"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "25"},
+                 {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "2=20000M"}}));
+  EXPECT_EQ(MpsEnvironment(1, std::nullopt, std::nullopt, 132, 512),
+            (Env{{"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "1=512M"}}));
+}
+
+// The limits are in the environment before the driver is even loaded (cuInit reads them).
+TEST(MpsEnvironmentTest, TheEnvironmentIsSetBeforeTheDriverLoads) {
+  ::unsetenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+  DriverOptions options;
+  options.library = "/nonexistent/flyt-test/libcuda.so.1";
+  options.environment = {{"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "31"}};
+  EXPECT_FALSE(MakeDriverBackend(options).ok());
+  const char* set = std::getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+  ASSERT_NE(set, nullptr);
+  EXPECT_STREQ(set, "31");
+  ::unsetenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+  options.sm_count = 8;
+  options.sm_percent = 10;
+  auto both = MakeDriverBackend(options);
+  ASSERT_FALSE(both.ok());
+  EXPECT_EQ(both.status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(DriverErrorMapTest, KnownDifferencesAndUnknownCodes) {
   EXPECT_EQ(CudaErrorFromDriver(0), CudaError::kSuccess);
   EXPECT_EQ(CudaErrorFromDriver(2), CudaError::kMemoryAllocation);       // OUT_OF_MEMORY
@@ -216,7 +248,12 @@ TEST_F(DriverBackendGpuTest, DescribesTheDevice) {
   ASSERT_TRUE(info.ok()) << info.status().ToString();
   EXPECT_GT(info->free_bytes, 0u);
   EXPECT_LE(info->free_bytes, info->total_bytes);
-  std::printf("%s\n", backend_->Describe().c_str());
+  // Without a share the client sees the whole device.
+  EXPECT_EQ(id.sm_count_total, *sms);
+  EXPECT_EQ(id.sm_count_granted, *sms);
+  EXPECT_GT(id.sm_granularity, 0);
+  std::printf("%s; mps %d, SM granularity %d%s\n", backend_->Describe().c_str(), id.mps,
+              id.sm_granularity, id.sm_granularity_measured ? " (measured)" : "");
 }
 
 TEST_F(DriverBackendGpuTest, MemoryRoundTripsOnDefaultAndCreatedStreams) {

@@ -82,6 +82,28 @@ bool Decode(Reader& r, Dim3& value) { return r.Get(value.x) && r.Get(value.y) &&
 #undef FLYT_CALL
 #undef FLYT_FIELD
 
+void Encode(Writer& w, const HelloRequest& m) {
+  Encode(w, m.magic);
+  Encode(w, m.min_version);
+  Encode(w, m.max_version);
+  Encode(w, m.capabilities);
+  Encode(w, m.client_label);
+  Encode(w, m.pid);
+  Encode(w, m.runtime_version);
+  if (!m.secret.empty()) Encode(w, m.secret);
+}
+
+bool Decode(Reader& r, HelloRequest& m) {
+  if (!Decode(r, m.magic) || !Decode(r, m.min_version) || !Decode(r, m.max_version) ||
+      !Decode(r, m.capabilities) || !Decode(r, m.client_label) || !Decode(r, m.pid) ||
+      !Decode(r, m.runtime_version)) {
+    return false;
+  }
+  m.secret.clear();
+  if (r.done()) return true;  // a version 1 hello, or a client without a secret
+  return Decode(r, m.secret) && !m.secret.empty() && m.secret.size() <= kMaxSecretBytes;
+}
+
 namespace {
 
 struct CallInfo {

@@ -35,7 +35,8 @@
 namespace flyt::remote {
 
 inline constexpr uint32_t kHelloMagic = 0x54594C46;  // "FLYT"
-inline constexpr uint16_t kProtocolVersion = 1;
+// Version 2: the hello may carry the server's secret (HelloRequest::secret).
+inline constexpr uint16_t kProtocolVersion = 2;
 inline constexpr uint16_t kMinProtocolVersion = 1;
 inline constexpr uint32_t kMaxFramePayload = 4u << 20;
 inline constexpr size_t kFrameHeaderBytes = 12;
@@ -56,6 +57,12 @@ inline constexpr uint64_t kAllCapabilities =
 // A hello reply's `error` that starts with this: the server serves as many clients as it may
 // (--max-clients); trying again later may succeed. Clients report it as kResourceExhausted.
 inline constexpr std::string_view kServerBusyPrefix = "server busy";
+// A hello reply's `error` that starts with this: the server was started with a secret
+// (--secret-file) and the hello's was absent or different. Clients report it as
+// kPermissionDenied with reason "unauthenticated"; trying again with the same secret cannot help.
+inline constexpr std::string_view kAuthRefusedPrefix = "unauthenticated";
+// Secrets are at most this long on the wire (a longer one is a malformed hello).
+inline constexpr size_t kMaxSecretBytes = 1024;
 
 enum class FrameKind : uint8_t {
   kHello = 1,
@@ -112,6 +119,24 @@ bool Decode(Reader& r, Dim3& value);
 #include "remote/calls.def"
 #undef FLYT_CALL
 #undef FLYT_FIELD
+
+// The client's hello. Fields in this order on the wire; `secret` (protocol version 2) follows
+// only when it is not empty, so a version 1 hello (which ends after runtime_version) decodes with
+// an empty secret, and a client without a secret still talks to a version 1 server. A present but
+// empty secret, or one over kMaxSecretBytes, does not decode (the encoding stays canonical).
+struct HelloRequest {
+  uint32_t magic{};
+  uint16_t min_version{};
+  uint16_t max_version{};
+  uint64_t capabilities{};
+  std::string client_label{};
+  uint32_t pid{};
+  int32_t runtime_version{};
+  std::string secret{};
+  bool operator==(const HelloRequest&) const = default;
+};
+void Encode(Writer& w, const HelloRequest& m);
+[[nodiscard]] bool Decode(Reader& r, HelloRequest& m);
 
 #define FLYT_STRUCT(name, fields)          \
   void Encode(Writer& w, const name& m);   \

@@ -161,3 +161,62 @@ TEST(CudaStatusTest, NamesDescriptionsAndStickiness) {
 
 }  // namespace
 }  // namespace flyt::remote
+
+namespace flyt::remote {
+namespace {
+
+// A version 1 hello: the fields before the secret, as a version 1 client encodes them.
+Bytes VersionOneHello() {
+  Bytes out;
+  Writer w(out);
+  w.Put(kHelloMagic);
+  w.Put(uint16_t{1});
+  w.Put(uint16_t{1});
+  w.Put(uint64_t{kAllCapabilities});
+  w.Put(std::string("old client"));
+  w.Put(uint32_t{42});
+  w.Put(int32_t{12080});
+  return out;
+}
+
+TEST(HelloTest, AVersionOneHelloStillDecodesWithNoSecret) {
+  Bytes v1 = VersionOneHello();
+  HelloRequest hello;
+  ASSERT_TRUE(DecodeExactly(v1, hello));
+  EXPECT_EQ(hello.max_version, 1);
+  EXPECT_EQ(hello.client_label, "old client");
+  EXPECT_EQ(hello.runtime_version, 12080);
+  EXPECT_TRUE(hello.secret.empty());
+  // And a client with no secret encodes exactly what a version 1 client did, so version 1
+  // servers (which decode exactly) still serve it.
+  hello.max_version = 1;
+  Bytes again;
+  Writer w(again);
+  Encode(w, hello);
+  EXPECT_EQ(again, v1);
+}
+
+TEST(HelloTest, TheSecretRoundTripsAndAnEmptyOrHugeOneIsMalformed) {
+  HelloRequest hello{kHelloMagic, 1, kProtocolVersion, kAllCapabilities, "new", 7, 13000,
+                     std::string(48, 'k')};
+  Bytes bytes;
+  Writer w(bytes);
+  Encode(w, hello);
+  HelloRequest back;
+  ASSERT_TRUE(DecodeExactly(bytes, back));
+  EXPECT_EQ(back, hello);
+  EXPECT_EQ(kProtocolVersion, 2);
+
+  Bytes empty_secret = VersionOneHello();
+  Writer(empty_secret).Put(std::string());
+  EXPECT_FALSE(DecodeExactly(empty_secret, back));
+  Bytes huge = VersionOneHello();
+  Writer(huge).Put(std::string(kMaxSecretBytes + 1, 'h'));
+  EXPECT_FALSE(DecodeExactly(huge, back));
+  Bytes trailing = bytes;
+  trailing.push_back(std::byte{0});
+  EXPECT_FALSE(DecodeExactly(trailing, back));
+}
+
+}  // namespace
+}  // namespace flyt::remote

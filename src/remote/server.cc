@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <spdlog/details/console_globals.h>
 #include <spdlog/spdlog.h>
 #include <utility>
@@ -53,10 +54,13 @@ void GuardLoggerAcrossFork() {
 }  // namespace
 
 Server::Server(Backend& backend, ServerOptions options)
-    : backend_(&backend), options_(std::move(options)), server_pid_(::getpid()) {}
+    : backend_(&backend), options_(std::move(options)), server_pid_(::getpid()) {
+  stop_grace_ms_.store(options_.stop_grace.count());
+}
 
 Server::Server(BackendFactory factory, ServerOptions options)
     : factory_(std::move(factory)), options_(std::move(options)), server_pid_(::getpid()) {
+  stop_grace_ms_.store(options_.stop_grace.count());
   GuardLoggerAcrossFork();
 }
 
@@ -135,6 +139,17 @@ std::string PeerOf(int fd) {
   return "unknown peer";
 }
 
+// Whether `given` is `expected`, in time that depends on the length of `expected` only (not on
+// where the two differ), so that a peer cannot find the secret byte by byte by timing refusals.
+bool SecretMatches(const std::string& expected, const std::string& given) {
+  volatile unsigned char diff = expected.size() != given.size() ? 1 : 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    unsigned char other = i < given.size() ? static_cast<unsigned char>(given[i]) : 0;
+    diff = diff | (static_cast<unsigned char>(expected[i]) ^ other);
+  }
+  return diff == 0;
+}
+
 void SetBlocking(int fd, bool blocking) {
   int flags = ::fcntl(fd, F_GETFL);
   if (flags < 0) return;
@@ -146,6 +161,17 @@ void SetBlocking(int fd, bool blocking) {
 void Server::AcceptLoop() {
   std::vector<pollfd> fds;
   while (!stopping_.load()) {
+    if (draining_.load() && !listeners_closed_.load()) {
+      // Draining: no new connection, and none still in its hello, is served.
+      listeners_.clear();
+      pending_.clear();
+      registry_->SetGauge(ServerCounter::kPending, 0);
+      {
+        MutexLock lock(mu_);
+        handed_over_.clear();
+      }
+      listeners_closed_.store(true);
+    }
     fds.clear();
     for (const UniqueFd& fd : listeners_) fds.push_back({fd.get(), POLLIN, 0});
     const size_t wake_at = fds.size();
@@ -213,7 +239,9 @@ void Server::AcceptLoop() {
         MutexLock lock(mu_);
         handed.swap(handed_over_);
       }
-      for (UniqueFd& fd : handed) AdoptConnection(std::move(fd));
+      if (!draining_.load()) {
+        for (UniqueFd& fd : handed) AdoptConnection(std::move(fd));
+      }
     }
     for (size_t i = 0; n > 0 && i < listeners_.size(); ++i) {
       if ((fds[i].revents & POLLIN) == 0) continue;
@@ -393,7 +421,13 @@ void Server::StartClient(UniqueFd fd, const std::string& peer, ReceivedHello hel
   // Refusals are answered here, without a thread or a process.
   std::string refusal;
   ServerCounter reason = ServerCounter::kRefusedVersion;
-  if (std::string version = ClientConnection::VersionError(hello.request); !version.empty()) {
+  if (!options_.secret.empty() && !SecretMatches(options_.secret, hello.request.secret)) {
+    refusal = std::string(kAuthRefusedPrefix) + ": wrong or missing secret (" +
+              (hello.request.secret.empty() ? "the hello carried none" : "the hello's differs") +
+              "; this server serves only the holder of its lease's secret)";
+    reason = ServerCounter::kRefusedAuth;
+  } else if (std::string version = ClientConnection::VersionError(hello.request);
+             !version.empty()) {
     refusal = version;
   } else if (clients_.size() >= options_.max_clients) {
     refusal = std::string(kServerBusyPrefix) + ": " + std::to_string(options_.max_clients) +
@@ -419,6 +453,8 @@ void Server::StartClient(UniqueFd fd, const std::string& peer, ReceivedHello hel
     ::shutdown(fd.get(), SHUT_WR);
     return;
   }
+  // Checked: the secret is not kept with the client (nor copied into its process).
+  hello.request.secret.clear();
   SetBlocking(fd.get(), true);
   ClientEntry& entry = clients_[id];
   entry.id = id;
@@ -606,7 +642,8 @@ void Server::ReapProcesses() {
 }
 
 void Server::StopProcesses() {
-  Clock::time_point deadline = Clock::now() + options_.stop_grace;
+  const std::chrono::milliseconds grace(stop_grace_ms_.load());
+  Clock::time_point deadline = Clock::now() + grace;
   while (true) {
     ReapProcesses();
     {
@@ -615,7 +652,7 @@ void Server::StopProcesses() {
       if (Clock::now() >= deadline) {
         for (auto& [id, entry] : clients_) {
           spdlog::warn("client {}: its process {} did not exit within {} ms of the stop; killing it",
-                       id, entry.pid, options_.stop_grace.count());
+                       id, entry.pid, grace.count());
           ::kill(entry.pid, SIGKILL);
         }
         deadline = Clock::time_point::max();
@@ -630,9 +667,7 @@ void Server::Stop() {
   if (wake_write_.valid()) Wake();
   if (acceptor_.joinable()) acceptor_.join();
   listeners_.clear();
-  for (const Endpoint& endpoint : bound_) {
-    if (endpoint.kind == Endpoint::Kind::kUnix) ::unlink(endpoint.path.c_str());
-  }
+  UnlinkSockets();
   if (isolation() == Isolation::kProcess) return;  // the acceptor ended every client process
   {
     MutexLock lock(mu_);
@@ -657,6 +692,42 @@ void Server::Stop() {
   for (auto& [id, entry] : clients_) Depart(entry);
   clients_.clear();
   finished_.clear();
+}
+
+void Server::UnlinkSockets() {
+  if (sockets_unlinked_.exchange(true)) return;
+  for (const Endpoint& endpoint : bound_) {
+    if (endpoint.kind == Endpoint::Kind::kUnix) ::unlink(endpoint.path.c_str());
+  }
+}
+
+void Server::Drain(std::chrono::milliseconds grace) {
+  if (stopping_.load() || !acceptor_.joinable()) {
+    Stop();
+    return;
+  }
+  const Clock::time_point deadline = Clock::now() + grace;
+  draining_.store(true);
+  Wake();
+  while (!listeners_closed_.load() && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  UnlinkSockets();
+  size_t left = client_count();
+  if (left != 0) {
+    spdlog::info("draining: no new clients; waiting at most {} ms for the {} connected to finish",
+                 grace.count(), left);
+  }
+  while ((left = client_count()) != 0 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (left != 0) {
+    spdlog::warn("draining: {} client(s) still connected after {} ms; disconnecting them", left,
+                 grace.count());
+  }
+  // What is left gets its connection shut down, and a second to free what it holds and exit.
+  stop_grace_ms_.store(std::min<int64_t>(stop_grace_ms_.load(), 1000));
+  Stop();
 }
 
 pid_t Server::ClientProcess(uint64_t client_id) const {
@@ -688,8 +759,19 @@ Result<BackendProbe> ProbeBackend(const BackendFactory& factory) {
     {
       Result<std::unique_ptr<Backend>> made = factory();
       if (made.ok()) {
-        report = "ok\n" + (*made)->Name() + "\n" + ((*made)->Identity().simulated ? "1" : "0") +
-                 "\n" + (*made)->Describe();
+        DeviceIdentity id = (*made)->Identity();
+        nlohmann::json j = {{"name", (*made)->Name()},
+                            {"description", (*made)->Describe()},
+                            {"device_name", id.name},
+                            {"simulated", id.simulated},
+                            {"total_memory_bytes", id.total_memory_bytes},
+                            {"driver_version", id.driver_version},
+                            {"sm_count_total", id.sm_count_total},
+                            {"sm_count_granted", id.sm_count_granted},
+                            {"sm_granularity", id.sm_granularity},
+                            {"sm_granularity_measured", id.sm_granularity_measured},
+                            {"mps", id.mps}};
+        report = "ok\n" + j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
       } else {
         report = "error\n" + made.status().message();
       }
@@ -722,10 +804,21 @@ Result<BackendProbe> ProbeBackend(const BackendFactory& factory) {
     return Internal("the backend probe process " + DescribeExit(status) +
                     " without a report");
   }
+  nlohmann::json j = nlohmann::json::parse(report.substr(at), nullptr, false);
+  if (!j.is_object()) return Internal("the backend probe process sent an unreadable report");
   BackendProbe probe;
-  probe.name = line(at);
-  probe.simulated = line(at) == "1";
-  probe.description = report.substr(at);
+  probe.name = j.value("name", "");
+  probe.simulated = j.value("simulated", false);
+  probe.description = j.value("description", "");
+  probe.identity.name = j.value("device_name", "");
+  probe.identity.simulated = probe.simulated;
+  probe.identity.total_memory_bytes = j.value("total_memory_bytes", uint64_t{0});
+  probe.identity.driver_version = j.value("driver_version", 0);
+  probe.identity.sm_count_total = j.value("sm_count_total", 0);
+  probe.identity.sm_count_granted = j.value("sm_count_granted", 0);
+  probe.identity.sm_granularity = j.value("sm_granularity", 0);
+  probe.identity.sm_granularity_measured = j.value("sm_granularity_measured", false);
+  probe.identity.mps = j.value("mps", false);
   return probe;
 }
 

@@ -93,6 +93,10 @@ struct ServerOptions {
   // Isolation::kProcess: how long Stop() lets client processes free what they hold and exit
   // after their connections are shut down, before it kills them.
   std::chrono::milliseconds stop_grace{10'000};
+  // Non-empty: a hello must carry exactly this secret (compared in constant time), or it is
+  // refused in its hello reply (kAuthRefusedPrefix), counted as refused_auth and logged at most
+  // once per 10 s; no thread or process is started for it. Empty: any hello is accepted.
+  std::string secret;
 };
 
 // A client's hello as the supervisor received it, complete and decoded: handed to the thread or
@@ -107,6 +111,7 @@ struct BackendProbe {
   std::string name;         // "sim" or "driver"
   std::string description;  // Backend::Describe()
   bool simulated = false;
+  DeviceIdentity identity;  // Backend::Identity() (its SM counts, memory, name)
 };
 
 // Makes a backend with `factory` in a child process, reports what it is, and lets the child
@@ -127,6 +132,11 @@ class Server {
   // Binds every listen endpoint and starts accepting.
   [[nodiscard]] Status Start();
   void Stop();
+  // A graceful stop (SIGTERM): stops accepting at once (listeners closed, Unix socket files
+  // removed, connections still in their hello closed), lets the connected clients go on until
+  // they have all disconnected or `grace` has passed, then Stop()s: the clients left have their
+  // connections shut down and their processes are killed if they do not exit within a second.
+  void Drain(std::chrono::milliseconds grace);
 
   Isolation isolation() const { return factory_ ? Isolation::kProcess : Isolation::kThread; }
 
@@ -199,6 +209,8 @@ class Server {
   void ReapProcesses();
   void Depart(ClientEntry& entry) FLYT_REQUIRES(mu_);
   void StopProcesses();
+  // Removes the Unix socket files bound (once).
+  void UnlinkSockets();
   void Wake();
   uint64_t NextClientId() { return next_client_id_.fetch_add(1) + 1; }
 
@@ -212,6 +224,12 @@ class Server {
   UniqueFd wake_read_, wake_write_;
   std::thread acceptor_;
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> draining_{false};
+  std::atomic<bool> listeners_closed_{false};  // set by the acceptor once it closed them
+  std::atomic<bool> sockets_unlinked_{false};
+  // How long StopProcesses waits for client processes after their connections are shut down
+  // (options_.stop_grace, or less after a Drain has used the grace already).
+  std::atomic<int64_t> stop_grace_ms_{0};
   std::atomic<uint64_t> next_client_id_{0};
   const pid_t server_pid_;
 

@@ -23,6 +23,7 @@
 
 #include "cuda/fatbin.h"
 #include "remote/client.h"
+#include "remote/debug_stats.h"
 #include "remote/server.h"
 #include "remote/sim_backend.h"
 
@@ -334,6 +335,144 @@ TEST_P(ServerAbuseTest, ABurstOfHonestClientsFromOneHostIsServed) {
   }
   EXPECT_EQ(server_->Counter(ServerCounter::kEvictedPeer), 0u);
   EXPECT_EQ(server_->Counter(ServerCounter::kEvictedPending), 0u);
+}
+
+// A hello as raw bytes with the given version range and secret (empty: none on the wire).
+Bytes HelloBytes(uint16_t max_version, const std::string& secret) {
+  Bytes out;
+  HelloRequest hello{kHelloMagic, kMinProtocolVersion, max_version, kAllCapabilities, "raw",
+                     static_cast<uint32_t>(::getpid()), 0, secret};
+  AppendFrame(out, FrameKind::kHello, CallId::kNone, 7, hello);
+  return out;
+}
+
+// Sends `hello` on a new connection and reads the hello reply (nullopt: none came).
+std::optional<HelloReply> RawHello(uint16_t port, const Bytes& hello) {
+  UniqueFd fd = RawConnect(port);
+  if (!fd.valid() || !WriteAll(fd.get(), hello).ok()) return std::nullopt;
+  SocketReader reader(fd.get());
+  std::byte raw[kFrameHeaderBytes];
+  if (!reader.Read(raw).ok()) return std::nullopt;
+  Result<FrameHeader> header = DecodeFrameHeader(raw);
+  if (!header.ok() || header->kind != FrameKind::kHelloReply) return std::nullopt;
+  Bytes payload(header->payload_bytes);
+  if (!reader.Read(payload).ok()) return std::nullopt;
+  HelloReply reply;
+  if (!DecodeExactly(payload, reply)) return std::nullopt;
+  return reply;
+}
+
+const std::string kSecret = "s3cr3t-0123456789abcdef0123456789abcdef";
+
+// A server started with a secret serves its holder only: a missing or wrong secret, and a
+// version 1 hello (which has none), are refused in the hello reply with words the runtime turns
+// into a clear error, counted as refused_auth, with no process or thread started; the server
+// stays up and serves the right secret afterwards, however many refusals came first.
+TEST_P(ServerAbuseTest, ASecretServerServesOnlyTheHolderOfItsSecret) {
+  ServerOptions options;
+  options.secret = kSecret;
+  StartServer(options);
+  auto missing = TryOpen("no secret");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(missing.status().reason(), "unauthenticated");
+  EXPECT_NE(missing.status().message().find("wrong or missing secret"), std::string::npos)
+      << missing.status().message();
+  EXPECT_EQ(missing.status().message().find(kSecret), std::string::npos);
+
+  ClientOptions wrong;
+  wrong.label = "wrong secret";
+  wrong.secret = kSecret.substr(0, kSecret.size() - 1) + "X";
+  auto refused = Connection::Open(server_->endpoints()[0], wrong);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().reason(), "unauthenticated");
+  wrong.secret = kSecret + "X";  // a longer one that starts with the secret
+  EXPECT_FALSE(Connection::Open(server_->endpoints()[0], wrong).ok());
+
+  std::optional<HelloReply> v1 = RawHello(port(), HelloBytes(1, ""));
+  ASSERT_TRUE(v1);
+  EXPECT_EQ(v1->version, 0);
+  EXPECT_TRUE(v1->error.starts_with(kAuthRefusedPrefix)) << v1->error;
+  EXPECT_EQ(server_->Counter(ServerCounter::kRefusedAuth), 4u);
+  EXPECT_EQ(Connected(), 0u);
+
+  // A burst of wrong guesses changes nothing for the holder.
+  for (int i = 0; i < 40; ++i) {
+    wrong.secret = "guess-" + std::to_string(i) + std::string(32, 'g');
+    EXPECT_FALSE(Connection::Open(server_->endpoints()[0], wrong).ok());
+  }
+  EXPECT_EQ(server_->Counter(ServerCounter::kRefusedAuth), 44u);
+  ClientOptions right;
+  right.label = "holder";
+  right.secret = kSecret;
+  auto conn = Connection::Open(server_->endpoints()[0], right);
+  ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+  EXPECT_EQ((*conn)->server().version, kProtocolVersion);
+  auto ptr = (*conn)->Malloc({4096});
+  ASSERT_TRUE(ptr.ok()) << ptr.status().ToString();
+  EXPECT_TRUE((*conn)->MemGetInfo({}).ok());
+  EXPECT_EQ(Connected(), 1u);
+  // The counter is what `flyt-gpu-server stats` shows (which needs the secret too).
+  EXPECT_FALSE(FetchStats(server_->endpoints()[0]).ok());
+  auto stats = FetchStats(server_->endpoints()[0], kSecret);
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  bool named = false;
+  for (const NamedValue& v : stats->counters) {
+    if (v.name == "refused_auth") named = v.value == 45;
+  }
+  EXPECT_TRUE(named) << StatsToJson(*stats);
+}
+
+// Without a secret the server is as before: a version 1 hello is served at version 1, and a
+// hello that carries a secret is served too.
+TEST_P(ServerAbuseTest, AServerWithoutASecretServesVersionOneAndSecretCarryingHellos) {
+  StartServer(ServerOptions{});
+  std::optional<HelloReply> v1 = RawHello(port(), HelloBytes(1, ""));
+  ASSERT_TRUE(v1);
+  EXPECT_EQ(v1->version, 1) << v1->error;
+  EXPECT_TRUE(v1->error.empty());
+  ClientOptions with;
+  with.label = "has a secret";
+  with.secret = kSecret;
+  auto conn = Connection::Open(server_->endpoints()[0], with);
+  ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+  EXPECT_TRUE((*conn)->MemGetInfo({}).ok());
+  EXPECT_EQ(server_->Counter(ServerCounter::kRefusedAuth), 0u);
+}
+
+// SIGTERM's drain: no new connection is served, a connected client goes on until it leaves, and
+// the drain ends as soon as it has; one that stays past the grace is disconnected.
+TEST_P(ServerAbuseTest, ADrainLetsConnectedClientsFinishAndAcceptsNoNewOnes) {
+  ServerOptions options;
+  options.stop_grace = milliseconds(5000);
+  StartServer(options);
+  auto conn = Open("busy");
+  ASSERT_TRUE(conn);
+  auto ptr = conn->Malloc({1 << 20});
+  ASSERT_TRUE(ptr.ok());
+  Clock::time_point start = Clock::now();
+  std::thread drain([&] { server_->Drain(milliseconds(5000)); });
+  EXPECT_TRUE(WaitFor([&] { return !TryOpen("late").ok(); }, milliseconds(3000)));
+  // The connected client still works during the drain.
+  std::vector<std::byte> in(1 << 20, std::byte{7}), out(1 << 20);
+  EXPECT_TRUE(conn->MemcpyHtoD({ptr->ptr, in.size(), 0}, in).ok());
+  EXPECT_TRUE(conn->MemcpyDtoH({ptr->ptr, out.size(), 0}, out).ok());
+  EXPECT_EQ(in, out);
+  conn.reset();
+  drain.join();
+  EXPECT_LT(Clock::now() - start, milliseconds(4000));
+  EXPECT_EQ(server_->client_count(), 0u);
+}
+
+TEST_P(ServerAbuseTest, ADrainDisconnectsAClientThatStaysPastTheGrace) {
+  StartServer(ServerOptions{});
+  auto conn = Open("stays");
+  ASSERT_TRUE(conn);
+  Clock::time_point start = Clock::now();
+  server_->Drain(milliseconds(300));
+  EXPECT_GE(Clock::now() - start, milliseconds(300));
+  EXPECT_LT(Clock::now() - start, milliseconds(3000));
+  EXPECT_FALSE(conn->MemGetInfo({}).ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Isolation, ServerAbuseTest,

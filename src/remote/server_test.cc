@@ -223,6 +223,14 @@ TEST_P(ServerTest, MemoryLimitIsTheServersOwnAccounting) {
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->total_bytes, 1u << 20);
   EXPECT_EQ(info->free_bytes, (1u << 20) - (600u << 10));
+  // The device a client is shown is its share: totalGlobalMem is the limit.
+  auto props = other->GetDeviceProperties({0});
+  ASSERT_TRUE(props.ok());
+  bool saw_total = false;
+  for (const NamedValue& v : props->values) {
+    if (v.name == "totalGlobalMem") saw_total = v.value == (1 << 20);
+  }
+  EXPECT_TRUE(saw_total);
   ASSERT_TRUE(conn->Free({half->ptr}).ok());
   ASSERT_TRUE(conn->Sync({}).ok());
   EXPECT_TRUE(other->Malloc({600 << 10}).ok());
@@ -595,6 +603,48 @@ TEST(StagedCopyTest, CopiesWithoutAHostViewRoundTripByteExact) {
   }
   EXPECT_GT(server.Stats().clients.at(0).bytes_to_device, 0u);
   server.Stop();
+}
+
+TEST(SmShareTest, GrantsRoundUpToTheGranularityAndStopAtTheDevice) {
+  EXPECT_EQ(GrantedSmCount(33, 132, 8), 40);
+  EXPECT_EQ(GrantedSmCount(40, 132, 8), 40);
+  EXPECT_EQ(GrantedSmCount(1, 132, 8), 8);
+  EXPECT_EQ(GrantedSmCount(129, 132, 8), 132);
+  EXPECT_EQ(GrantedSmCount(5, 132, 1), 5);
+  EXPECT_EQ(GrantedSmCount(0, 132, 8), 8);
+}
+
+// A client of a sim server with an SM share sees the granted SMs as the device's, in the
+// properties and the attribute, and the probe reports total and grant.
+TEST(SmShareTest, ASimClientSeesItsGrantedSms) {
+  SimOptions sim;
+  sim.sm_share = 33;
+  BackendFactory factory = [sim]() -> Result<std::unique_ptr<Backend>> {
+    return MakeSimBackend(sim);
+  };
+  auto probe = ProbeBackend(factory);
+  ASSERT_TRUE(probe.ok()) << probe.status().ToString();
+  EXPECT_EQ(probe->identity.sm_count_total, 132);
+  EXPECT_EQ(probe->identity.sm_count_granted, 40);
+  EXPECT_EQ(probe->identity.sm_granularity, 8);
+  EXPECT_EQ(probe->identity.total_memory_bytes, SimOptions{}.memory_bytes);
+
+  ServerOptions options;
+  options.listen.push_back(*ParseEndpoint("127.0.0.1:0"));
+  Server server(factory, options);
+  ASSERT_TRUE(server.Start().ok());
+  auto conn = Connection::Open(server.endpoints()[0], ClientOptions{});
+  ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+  auto props = (*conn)->GetDeviceProperties({0});
+  ASSERT_TRUE(props.ok());
+  int sms = 0;
+  for (const NamedValue& v : props->values) {
+    if (v.name == "multiProcessorCount") sms = static_cast<int>(v.value);
+  }
+  EXPECT_EQ(sms, 40);
+  auto attr = (*conn)->DeviceGetAttribute({0, 16});  // cudaDevAttrMultiProcessorCount
+  ASSERT_TRUE(attr.ok());
+  EXPECT_EQ(attr->value, 40);
 }
 
 TEST(ProbeBackendTest, ReportsWhatTheBackendIsOrWhyItCannotBeOpened) {

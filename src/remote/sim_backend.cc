@@ -258,13 +258,22 @@ class SimBackend final : public Backend {
  public:
   explicit SimBackend(SimOptions options) : options_(std::move(options)) {
     for (const AttrValue& a : kH100Attributes) attributes_[a.attr] = a.value;
-    attributes_[16] = options_.sm_count;
+    granted_sm_count_ = options_.sm_share ? GrantedSmCount(*options_.sm_share, options_.sm_count,
+                                                           options_.sm_granularity)
+                                          : options_.sm_count;
+    attributes_[16] = granted_sm_count_;
   }
 
   std::string Name() const override { return "sim"; }
   std::string Describe() const override {
+    std::string share;
+    if (options_.sm_share) {
+      share = " (each client gets " + std::to_string(granted_sm_count_) + ": asked " +
+              std::to_string(*options_.sm_share) + ", granted in steps of " +
+              std::to_string(options_.sm_granularity) + ")";
+    }
     return "SIMULATED device (no GPU): " + options_.name + ", " +
-           std::to_string(options_.sm_count) + " SMs, " +
+           std::to_string(options_.sm_count) + " SMs" + share + ", " +
            std::to_string(options_.memory_bytes >> 20) +
            " MiB; kernels are recorded, not executed";
   }
@@ -278,6 +287,9 @@ class SimBackend final : public Backend {
     id.total_memory_bytes = options_.memory_bytes;
     id.driver_version = 13000;
     id.simulated = true;
+    id.sm_count_total = options_.sm_count;
+    id.sm_count_granted = granted_sm_count_;
+    id.sm_granularity = options_.sm_granularity;
     return id;
   }
   CudaResult<int32_t> DeviceAttribute(uint32_t attr) const override {
@@ -322,6 +334,7 @@ class SimBackend final : public Backend {
   CudaStatus poison_ FLYT_GUARDED_BY(poison_mu_);
   const SimOptions options_;
   std::map<uint32_t, int32_t> attributes_;
+  int granted_sm_count_ = 0;
   std::atomic<uint64_t> used_{0};
 };
 
@@ -646,6 +659,13 @@ CudaStatus SimSession::LaunchKernel(FunctionHandle function, const LaunchConfig&
 
 std::unique_ptr<Backend> MakeSimBackend(const SimOptions& options) {
   return std::make_unique<SimBackend>(options);
+}
+
+int GrantedSmCount(int asked, int total, int granularity) {
+  if (granularity < 1) granularity = 1;
+  int64_t rounded = (static_cast<int64_t>(std::max(asked, 1)) + granularity - 1) / granularity *
+                    granularity;
+  return static_cast<int>(std::min<int64_t>(rounded, std::max(total, 1)));
 }
 
 }  // namespace flyt::remote

@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "remote/backend.h"
@@ -34,7 +35,11 @@ namespace flyt::remote {
 
 struct SimOptions {
   uint64_t memory_bytes = 85'520'809'984;  // what an H100 80GB HBM3 reports
-  int sm_count = 132;
+  int sm_count = 132;  // the device's SMs
+  // An SM share: asked SMs, granted rounded up to sm_granularity and capped at sm_count, as a GPU
+  // under MPS grants a context's execution affinity. multiProcessorCount is then the grant.
+  std::optional<int> sm_share;
+  int sm_granularity = 8;  // like the H100's
   std::string name = "NVIDIA H100 80GB HBM3 (flyt simulated)";
   // A fault corrupts the whole backend (every session; Reset cannot clear it), as on a GPU.
   bool fault_poisons_process = true;
@@ -44,5 +49,9 @@ struct SimOptions {
 };
 
 std::unique_ptr<Backend> MakeSimBackend(const SimOptions& options = {});
+
+// The SMs a share of `asked` gets on a device of `total` SMs granted in steps of `granularity`:
+// `asked` rounded up to a multiple of `granularity`, at most `total` (and at least 1).
+int GrantedSmCount(int asked, int total, int granularity);
 
 }  // namespace flyt::remote

@@ -74,6 +74,17 @@ struct DeviceIdentity {
   uint64_t total_memory_bytes = 0;
   int32_t driver_version = 0;  // cuDriverGetVersion's number, e.g. 13000
   bool simulated = false;
+  // The device's SMs, and those a client of this backend may use (the SM share: the driver's
+  // execution affinity grant, the sim's rounding up to sm_granularity; the total without one).
+  int32_t sm_count_total = 0;
+  int32_t sm_count_granted = 0;
+  // The step in which the device grants SMs to a share (measured on the driver backend where it
+  // can be, else the configured default).
+  int32_t sm_granularity = 0;
+  bool sm_granularity_measured = false;
+  // SM shares are enforced by NVIDIA MPS for this device (driver: the device supports execution
+  // affinity by SM count, which MPS provides).
+  bool mps = false;
 };
 
 struct MemoryInfo {

@@ -196,7 +196,11 @@ CudaResult<remote::Connection*> Runtime::Connection() {
   options.label = ProgramLabel();
   options.pid = static_cast<uint32_t>(::getpid());
   options.runtime_version = kRuntimeVersion;
-  if (session) options.secret = session->server().secret;
+  if (session) {
+    options.secret = session->server().secret;
+  } else if (const char* secret = std::getenv("FLYT_SERVER_SECRET")) {
+    options.secret = secret;
+  }
   Result<std::unique_ptr<remote::Connection>> conn = remote::Connection::Open(*endpoint, options);
   if (!conn.ok() && conn.status().code() == StatusCode::kResourceExhausted) {
     // The server serves as many clients as it may (--max-clients). Not kept: a later call
@@ -206,6 +210,14 @@ CudaResult<remote::Connection*> Runtime::Connection() {
                                 " serves no more clients now: " + conn.status().message());
     log_->error("{}", busy.message());
     return busy;
+  }
+  if (!conn.ok() && conn.status().reason() == "unauthenticated") {
+    connect_error_ = Error(CudaError::kInitializationError,
+                           "the flyt GPU server at " + endpoint->ToString() +
+                               " refused this client: wrong or missing secret (FLYT_SERVER_SECRET "
+                               "must be the secret of the server's lease)");
+    log_->error("{}", connect_error_->message());
+    return *connect_error_;
   }
   if (!conn.ok()) {
     connect_error_ = Error(CudaError::kInitializationError,
