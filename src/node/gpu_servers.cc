@@ -381,6 +381,11 @@ void GpuServers::Probe(std::vector<GpuDevice> gpus) {
 }
 
 void GpuServers::CheckMps(Capacity& cap) {
+  if (config_.backend == "sim") {
+    // The simulated device has no MPS: its servers share it by the server's own accounting.
+    cap.mps = "simulated";
+    return;
+  }
   const std::string dir = MpsPipeDir(config_);
   const std::string control = FindOnPath("nvidia-cuda-mps-control");
   if (control.empty()) {

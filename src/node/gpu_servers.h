@@ -125,9 +125,9 @@ class GpuServers {
     uint64_t memory_total_mb = 0;
     std::string name;
     bool shared_configured = false;
-    std::string mps = "off";  // running | not_running | unavailable | off
+    std::string mps = "off";  // running | not_running | unavailable | off | simulated (sim backend)
     std::string mps_reason;
-    bool shared() const { return shared_configured && mps == "running"; }
+    bool shared() const { return shared_configured && (mps == "running" || mps == "simulated"); }
   };
   struct Server {
     GpuServerSpec spec;
