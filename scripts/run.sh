@@ -103,16 +103,17 @@ FLYT_ADMIN_TOKEN=$token "$build/bin/flyt-cluster-manager" --listen "127.0.0.1:$p
 pids+=($!)
 wait_up "$url/healthz" "flyt-cluster-manager" "$demo/cluster-manager.log"
 
-# start_node <name> <port> <scenario or "real">
+# start_node <name> <port> <scenario or "real"> [config file]
 start_node() {
-  local name=$1 node_port=$2 scenario=$3
-  local env=(FLYT_TOKEN="$token")
+  local name=$1 node_port=$2 scenario=$3 config=${4:-}
+  local env=(FLYT_TOKEN="$token") args=()
+  [ -n "$config" ] && args=(--config "$config")
   if [ "$scenario" != real ]; then
     env+=(FLYT_NVML_LIBRARY="$sim_lib" FLYT_SIM_SCENARIO="$root/sim/scenarios/$scenario.toml"
       FLYT_SIM_START=$(($(date +%s) % 3600)))
   fi
   env "${env[@]}" "$build/bin/flyt-node-manager" --listen "127.0.0.1:$node_port" \
-    --name "$name" --cluster-manager "$url" >"$demo/$name.log" 2>&1 &
+    --name "$name" --cluster-manager "$url" "${args[@]}" >"$demo/$name.log" 2>&1 &
   pids+=($!)
   wait_up "http://127.0.0.1:$node_port/healthz" "flyt-node-manager $name" "$demo/$name.log"
 }
@@ -123,12 +124,49 @@ if has_driver; then
   next_port=$((next_port + 1))
   node_count=6
 fi
-start_node sim-h100-a "$next_port" h100x8-idle
+# sim-h100-a also serves remote GPUs: its node manager starts a simulated flyt-gpu-server for each
+# remote lease the cluster manager places on it (ports from FLYT_DEMO_PORT + 100).
+cat >"$demo/sim-h100-a.toml" <<EOF
+[gpu-servers]
+enabled = true
+backend = "sim"
+shared = "all"
+port_min = $((port + 100))
+port_max = $((port + 139))
+state_dir = "$demo/gpu-servers"
+EOF
+start_node sim-h100-a "$next_port" h100x8-idle "$demo/sim-h100-a.toml"
 start_node sim-h100-b "$((next_port + 1))" h100x8-idle
 start_node sim-training "$((next_port + 2))" h100x8-training
 start_node sim-mixed "$((next_port + 3))" mixed-inference
 start_node sim-faulty "$((next_port + 4))" faulty-node
 last_node_port=$((next_port + 4))
+
+# A client node: flyt-client-manager leases remote GPU shares for the CUDA programs of this machine
+# that run with flyt's libcudart.so.13 and no FLYT_SERVER.
+cat >"$demo/client-manager.toml" <<EOF
+[client]
+name = "demo-client"
+socket = "$demo/client-manager.sock"
+release_after = "30s"
+[cluster-manager]
+address = "$url"
+[lease]
+sm_percent = 25
+memory_mb = 16384
+EOF
+FLYT_TOKEN=$token "$build/bin/flyt-client-manager" --config "$demo/client-manager.toml" \
+  >"$demo/client-manager.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 100); do [ -S "$demo/client-manager.sock" ] && break; sleep 0.1; done
+# The CUDA program the demo runs through it (built only where the CUDA toolkit is).
+cuda_program="$build/tests/cuda/vector_add"
+cuda_runtime="$build/lib/flyt"
+has_cuda_program() { [ -x "$cuda_program" ] && [ -f "$cuda_runtime/libcudart.so.13" ]; }
+run_cuda_program() {
+  FLYT_SIM_DEVICE=1 FLYT_CLIENT_MANAGER="$demo/client-manager.sock" \
+    LD_LIBRARY_PATH="$cuda_runtime" "$cuda_program" >>"$demo/cuda-program.log" 2>&1 || true
+}
 
 export FLYT_CLUSTER_MANAGER=$url FLYT_TOKEN=$token
 ctl="$build/bin/flytctl"
@@ -137,8 +175,16 @@ for _ in $(seq 1 50); do
   sleep 0.2
 done
 
-# Demo work: two autotuner tasks (one experiment per combination of their search space) and a
-# lease held by hand.
+# Demo work: a CUDA program through the client manager first (its remote lease holds a share of
+# one of sim-h100-a's GPUs, which exclusive jobs then leave alone; the program runs again every
+# 20 s, so the lease never reaches its 30 s release_after), two autotuner tasks (one experiment
+# per combination of their search space) and a lease held by hand.
+# (sim-h100-a reports its GPU-server capacity with its first heartbeat after probing its GPUs.)
+for _ in $(seq 1 100); do
+  curl -sf -H "Authorization: Bearer $token" "$url/api/v1/gpus" | grep -q '"sm_count"' && break
+  sleep 0.1
+done
+has_cuda_program && run_cuda_program
 "$ctl" submit examples/tasks/llama-3.1-8b-vllm.json >/dev/null
 "$ctl" submit examples/tasks/llama-3.1-70b-sglang.json >/dev/null
 "$ctl" alloc --gpus 2 --model A100 --ttl 600 >/dev/null 2>&1 || true
@@ -150,6 +196,7 @@ flyt demo cluster is running (simulated GPUs$(has_driver && echo ", plus this ma
   dashboard         $url/?token=$token
   cluster manager   $url         (log: ${demo#$root/}/cluster-manager.log, store: ${demo#$root/}/flyt.db)
   node managers     127.0.0.1:$((port + 1))-$last_node_port  (Prometheus /metrics in dcgm-exporter's names)
+  client manager    ${demo#$root/}/client-manager.sock  (log: ${demo#$root/}/client-manager.log)
   admin token       ${demo#$root/}/admin.token
 
 In another terminal:
@@ -162,14 +209,23 @@ In another terminal:
   $build_shown/bin/flytctl queue          # what waits, and why
   $build_shown/bin/flytctl alloc --gpus 2 --model H100 --ttl 300
   curl -s -H "Authorization: Bearer \$FLYT_TOKEN" $url/metrics
+  $build_shown/bin/flytctl remote list    # GPU shares the client manager leased, and their servers
+  $build_shown/bin/flytctl servers        # the GPU servers node managers run for them
+$(has_cuda_program && printf '  %s\n' "FLYT_SIM_DEVICE=1 FLYT_CLIENT_MANAGER=${demo#$root/}/client-manager.sock LD_LIBRARY_PATH=$build_shown/lib/flyt $build_shown/tests/cuda/vector_add")
 
-The demo completes each running experiment after about 30 s, so the queue keeps moving.
+The demo completes each running experiment after about 30 s, so the queue keeps moving. Every
+20 s it runs a CUDA program (tests/cuda/vector_add) with flyt's libcudart and no FLYT_SERVER: the
+client manager leases it a share of an H100 on sim-h100-a, whose node manager starts a simulated
+GPU server for it (dashboard: Remote GPUs).
 Ctrl-C stops everything.
 EOF
 
 # Plays the autotuner's part: an experiment that has run for 30 s reports completion.
+rounds=0
 while true; do
   sleep 5
+  rounds=$((rounds + 1))
+  if [ $((rounds % 4)) = 0 ] && has_cuda_program; then run_cuda_program & fi
   "$ctl" jobs --status running --json 2>/dev/null | python3 -c '
 import json, sys
 for j in json.load(sys.stdin).get("jobs", []):

@@ -245,7 +245,7 @@ python3 - "$src/README.md" >"$tmp/readme.cmds" <<'PY'
 import re, sys
 text = open(sys.argv[1], encoding="utf-8").read()
 runnable = re.compile(r"^((?:[A-Z_]+=\S*\s+)*)(build/bin/flytctl|flytctl|curl|scripts/run\.sh|\./my_cuda_program)(\s|$)")
-daemon = re.compile(r"(^|\s)build/bin/(flyt-cluster-manager|flyt-node-manager|flyt-gpu-server)(\s|$)")
+daemon = re.compile(r"(^|\s)build/bin/(flyt-cluster-manager|flyt-node-manager|flyt-gpu-server|flyt-client-manager)(\s|$)")
 out = []
 def strip_comment(line):
     return re.sub(r"\s+#\s.*$", "", line).strip()
