@@ -166,9 +166,11 @@ CudaResult<std::unique_ptr<ManagerSession>> ManagerSession::Acquire(
     const std::string code = Str(a, "code").empty() ? "internal" : Str(a, "code");
     const std::string message = "no remote GPU from the flyt-client-manager on " + path + ": " +
                                 Str(a, "error") + " (" + code + ")";
-    return CudaStatus(
-        code == "insufficient_gpus" ? CudaError::kDevicesUnavailable : CudaError::kNoDevice,
-        message);
+    // Not now (no room, the cluster manager out of reach, overloaded): busy, and worth another
+    // try later. Never here (never_fits, refused, misconfigured): no device.
+    const bool transient = code == "insufficient_gpus" || code == "unavailable" ||
+                           code == "resource_exhausted" || code == "too_many_queued";
+    return CudaStatus(transient ? CudaError::kDevicesUnavailable : CudaError::kNoDevice, message);
   }
   std::unique_ptr<ManagerSession> session(new ManagerSession());
   LeasedServer& s = session->server_;

@@ -144,7 +144,7 @@ TEST_F(DiscoveryTest, RefusalsBecomeCudaErrorsWithTheClustersReasons) {
   const std::map<std::string, CudaError> cases = {
       {"insufficient_gpus", CudaError::kDevicesUnavailable},
       {"never_fits", CudaError::kNoDevice},
-      {"unavailable", CudaError::kNoDevice},
+      {"unavailable", CudaError::kDevicesUnavailable},
       {"unauthenticated", CudaError::kNoDevice},
   };
   for (const auto& [code, error] : cases) {
