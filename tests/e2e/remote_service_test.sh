@@ -169,10 +169,19 @@ run_direct right-secret "$secret"
 check "the server is unaffected: the right secret is served" api_ok right-secret
 
 # ---- the GPU server crashes ------------------------------------------------------------------
+# A program streaming copies and launches on the lease when its server dies.
+run streaming "$build/tests/remote/crash_mid_stream" &
+streaming_pid=$!
+check "a streaming program runs on the lease" wait_for 30 grep -q READY "$tmp/streaming.out"
 server_pid=$(field "$(api "$admin" GET /api/v1/gpu-servers)" "[s['pid'] for s in d['servers'] if s['lease_id']=='$lease_id'][0]")
 kill -9 "$server_pid"
+check "the streaming program ends with a CUDA error, not a hang" wait_for 20 test -s "$tmp/streaming.rc"
+wait "$streaming_pid"
+check "a clear one" api_failed streaming
 check "the lease is marked failed, with the reason" wait_for 20 \
   sh -c "curl -sf -H 'Authorization: Bearer $admin' $url/api/v1/remote-leases/$lease_id | grep -q '\"failed\"'"
+reason=$(field "$(api "$admin" GET "/api/v1/remote-leases/$lease_id")" "d.get('reason', '')")
+check "the reason says the server died ($reason)" grep -qi "signal\|exit\|killed" <<<"$reason"
 check "the client manager learns it at its next renewal" wait_for 20 \
   grep -q "lease $lease_id is gone (lease_failed" "$tmp/client-manager.log"
 check "the holder is told" wait_for 5 grep -q lease_failed "$tmp/holder.out"
