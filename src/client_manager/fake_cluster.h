@@ -22,7 +22,7 @@ namespace flyt::client_manager {
 class FakeCluster {
  public:
   enum class CreateMode { kGrant, kInsufficient, kNeverFits, kHang, kNotReady };
-  enum class RenewMode { kOk, kLeaseFailed, kAlreadyEnded, kDown };
+  enum class RenewMode { kOk, kLeaseFailed, kAlreadyEnded, kNotFound, kDown };
 
   FakeCluster() {
     server_.Post("/api/v1/remote-leases", [this](const httplib::Request& req,
@@ -40,6 +40,9 @@ class FakeCluster {
                        return;
                      case RenewMode::kAlreadyEnded:
                        http::SendError(res, 409, "lease expired", "already_ended");
+                       return;
+                     case RenewMode::kNotFound:
+                       http::SendError(res, 404, "no such remote lease", "not_found");
                        return;
                      case RenewMode::kDown:
                        http::SendError(res, 503, "store down", "store_unavailable");

@@ -583,7 +583,11 @@ void ClientManager::OnRenewed(const std::string& lease_id, Result<json> answer) 
     return;
   }
   const std::string code = ErrorCodeOf(answer.status());
-  if (code == "lease_failed" || code == "already_ended") {
+  // Gone for good: failed, ended, forgotten (not_found: past the manager's memory of ended
+  // leases), or no longer ours to renew (the token revoked or changed). Programs that start
+  // afterwards ask for a new lease, and hear why if that fails too.
+  if (code == "lease_failed" || code == "already_ended" || code == "not_found" ||
+      code == "unauthenticated" || code == "permission_denied") {
     DropLease(lease_id, code, answer.status().message());
     return;
   }

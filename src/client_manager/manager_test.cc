@@ -420,6 +420,26 @@ TEST_F(ManagerTest, ARenewAnsweredAlreadyEndedDropsTheLease) {
   EXPECT_TRUE(cluster_.deleted().empty());  // nothing left to release
 }
 
+TEST_F(ManagerTest, ARenewOfALeaseTheClusterNoLongerKnowsDropsIt) {
+  Start(fake_clock_);
+  Program a(config_.socket_path);
+  ASSERT_TRUE(a.Acquire());
+  ASSERT_TRUE(a.Read().has_value());
+  cluster_.renew_mode = FakeCluster::RenewMode::kNotFound;
+  fake_clock_.Advance(config_.RenewInterval() + milliseconds(1));
+  auto event = a.Read();
+  ASSERT_TRUE(event.has_value());
+  EXPECT_EQ((*event)["event"], "lease_failed");
+  EXPECT_EQ((*event)["code"], "not_found");
+  ASSERT_TRUE(WaitUntil([&] { return Stats().leases.empty(); }));
+  cluster_.renew_mode = FakeCluster::RenewMode::kOk;
+  Program b(config_.socket_path);
+  ASSERT_TRUE(b.Acquire());
+  auto answer = b.Read();
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ((*answer)["lease_id"], "rlease-2");  // a new lease, not the forgotten one
+}
+
 TEST_F(ManagerTest, ATransientRenewFailureKeepsTheLease) {
   Start(fake_clock_);
   Program a(config_.socket_path);

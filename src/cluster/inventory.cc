@@ -280,8 +280,9 @@ Result<json> Cluster::Heartbeat(const Caller& caller, const json& body) {
   json reply = {{"ok", true},
                 {"heartbeat_interval_seconds",
                  std::max<int64_t>(1, config_.ledger.unreachable_after.count() / 3)}};
-  // The GPU servers this node should run: it starts what it lacks and drains the rest.
-  if (incoming.gpu_servers.enabled) {
+  // The GPU servers this node should run: it starts what it lacks and drains the rest. With
+  // [remote] disabled the manager has no opinion: servers already running keep serving.
+  if (incoming.gpu_servers.enabled && config_.remote_enabled) {
     reply["gpu_servers"] = {{"desired", DesiredGpuServersLocked(incoming.name)}};
   }
   return reply;

@@ -399,7 +399,6 @@ json Cluster::GpuServers(const std::string& node) const {
 
 json Cluster::DesiredGpuServersLocked(const std::string& node) const {
   json desired = json::array();
-  if (!config_.remote_enabled) return desired;
   const auto now = clock_.WallNow();
   for (const sched::Lease& l : ledger_->Leases()) {
     if (!l.remote || l.gpus.empty() || l.gpus.front().node != node || l.expires_at <= now) {

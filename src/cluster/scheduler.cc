@@ -96,8 +96,8 @@ Status Cluster::ExpireLocked(store::Txn& txn, bool& expired_any) {
     if (!del.ok() && del.code() != StatusCode::kNotFound) return del;
     FLYT_RETURN_IF_ERROR(txn.ReleaseGpus(gone.id));
     if (gone.remote) {
-      // Its share is free; the node drains the server (now, and its next heartbeat's desired
-      // no longer lists it).
+      // Its share is free; the node drains the server (now when reachable, and in any case
+      // when its next heartbeat's desired no longer lists it).
       const RemoteLeaseInfo info = RemoteInfoLocked(gone.id);
       FLYT_RETURN_IF_ERROR(Event(
           txn, "remote_lease.expired",
@@ -107,7 +107,9 @@ Status Cluster::ExpireLocked(store::Txn& txn, bool& expired_any) {
            {"node", gone.gpus.empty() ? "" : gone.gpus.front().node},
            {"reason", ttl ? "ttl" : "node_unreachable"},
            {"message", "remote lease " + gone.id + " of " + gone.owner + " expired: " + why}}));
-      DrainGpuServerLocked(gone);
+      // A node that cannot be reached is not called (each call would hold the node worker for
+      // its timeouts): it drains the server when it comes back, by its heartbeat's desired list.
+      if (ttl) DrainGpuServerLocked(gone);
       expired_any = true;
       continue;
     }

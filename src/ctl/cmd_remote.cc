@@ -75,8 +75,10 @@ int RunRemoteRelease(const GlobalFlags& g, const std::string& id) {
 int RunRemoteShow(const GlobalFlags& g, const std::string& id, bool secret) {
   if (BadId(id, "remote lease")) return kExitUsage;
   return WithManager(g, [&](Manager& m) {
-    return PrintRemote(m, m.client().Get("/api/v1/remote-leases/" + id), "cannot show " + id,
-                       nullptr,
+    Result<nlohmann::json> lease = m.client().Get("/api/v1/remote-leases/" + id);
+    // The secret only with --secret, in JSON as in the table.
+    if (lease.ok() && !secret && lease->is_object()) lease->erase("secret");
+    return PrintRemote(m, lease, "cannot show " + id, nullptr,
                        [&](const nlohmann::json& l) { return RenderRemoteLease(l, secret); });
   });
 }

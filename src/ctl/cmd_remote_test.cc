@@ -263,8 +263,13 @@ TEST(RemoteCommandTest, RenewReleaseAndShowUseTheLeasesPath) {
   Outcome secret =
       Flytctl({"remote", "show", "rlease-3f9a1c2b7d10", "--secret", "--server", m.url()});
   EXPECT_NE(secret.out.find("c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0"), std::string::npos);
+  Outcome as_json =
+      Flytctl({"remote", "show", "rlease-3f9a1c2b7d10", "--json", "--server", m.url()});
+  EXPECT_EQ(as_json.exit_code, 0) << as_json.err;
+  EXPECT_EQ(as_json.out.find("c2VjcmV0"), std::string::npos) << "JSON too: only with --secret";
+  EXPECT_NE(as_json.out.find("rlease-3f9a1c2b7d10"), std::string::npos);
   auto seen = m.seen();
-  ASSERT_EQ(seen.size(), 4u);
+  ASSERT_EQ(seen.size(), 5u);
   EXPECT_EQ(seen[0].method + " " + seen[0].path,
             "POST /api/v1/remote-leases/rlease-3f9a1c2b7d10/renew");
   EXPECT_EQ(json::parse(seen[0].body), json::parse(R"({"ttl_seconds":300})"));

@@ -189,7 +189,8 @@ Status ReadGpuServersSection(const Reader& r, const toml::table& t, GpuServersCo
         [](const std::string& arg) -> std::string {
           // The supervisor sets these per lease; a second value would be ambiguous or a leak.
           for (const char* own : {"--device", "--backend", "--listen", "--memory-limit-mb",
-                                  "--sm-count", "--sm-percent", "--secret-file", "--ready-file"}) {
+                                  "--sm-count", "--sm-percent", "--secret-file", "--ready-file",
+                                  "--stop-grace"}) {
             if (arg == own || StartsWith(arg, std::string(own) + "=")) {
               return std::string(own) + " is set by the node manager for each lease";
             }
@@ -202,6 +203,16 @@ Status ReadGpuServersSection(const Reader& r, const toml::table& t, GpuServersCo
 }
 
 }  // namespace
+
+Status CheckGpuServersAccess(const NodeConfig& config) {
+  if (!config.gpu_servers.enabled || !config.bearer_token.empty()) return Status::Ok();
+  const std::string& host = config.listen_host;
+  const bool loopback = host == "localhost" || host == "::1" || StartsWith(host, "127.");
+  if (loopback) return Status::Ok();
+  return InvalidArgument("[gpu-servers] enabled = true needs [http] bearer_token when the API listens on " +
+                         host + ": without it anyone who reaches the node could start GPU servers on its "
+                         "GPUs or drain the servers of other leases");
+}
 
 Status SetListen(NodeConfig& config, const std::string& host_port) {
   FLYT_ASSIGN_OR_RETURN(auto address, ParseHostPort(host_port));

@@ -76,4 +76,9 @@ Result<NodeConfig> LoadNodeConfig(const std::string& path);
 // "HOST:PORT" (IPv6 as "[::1]:12401") into the config; errors say what is wrong.
 Status SetListen(NodeConfig& config, const std::string& host_port);
 
+// Refuses [gpu-servers] enabled on an API that listens beyond loopback without [http]
+// bearer_token: whoever reached it could start GPU servers with secrets of their own, or drain
+// other leases' servers. Checked after the command line's overrides.
+Status CheckGpuServersAccess(const NodeConfig& config);
+
 }  // namespace flyt::node

@@ -247,5 +247,22 @@ TEST(NodeConfigTest, ListenAcceptsIpv6) {
   EXPECT_EQ(c.listen_port, 8080);
 }
 
+TEST(NodeConfigTest, GpuServersBeyondLoopbackNeedAToken) {
+  auto c = ParseNodeConfig("[gpu-servers]\nenabled = true\n", "<t>");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_TRUE(CheckGpuServersAccess(*c).ok());  // 127.0.0.1 by default
+  ASSERT_TRUE(SetListen(*c, "10.0.0.5:12401").ok());
+  Status open = CheckGpuServersAccess(*c);
+  ASSERT_FALSE(open.ok());
+  EXPECT_NE(open.message().find("needs [http] bearer_token when the API listens on 10.0.0.5"),
+            std::string::npos)
+      << open.message();
+  c->bearer_token = "node-api-token";
+  EXPECT_TRUE(CheckGpuServersAccess(*c).ok());
+  c->bearer_token.clear();
+  c->gpu_servers.enabled = false;
+  EXPECT_TRUE(CheckGpuServersAccess(*c).ok());
+}
+
 }  // namespace
 }  // namespace flyt::node

@@ -609,6 +609,13 @@ Result<int> GpuServers::FreePort() const {
                      " in use by other programs");
 }
 
+bool GpuServers::DrainingOn(const std::string& gpu_uuid) const {
+  for (const auto& [id, s] : servers_) {
+    if (s.spec.gpu_uuid == gpu_uuid && s.state == State::kDraining) return true;
+  }
+  return false;
+}
+
 Status GpuServers::Begin(const GpuServerSpec& spec) {
   const Capacity* cap = FindGpu(spec.gpu_uuid);
   if (cap == nullptr) {
@@ -639,12 +646,19 @@ Status GpuServers::Begin(const GpuServerSpec& spec) {
                                    HostPort(config_.listen_host, port),
                                    "--memory-limit-mb",
                                    std::to_string(spec.memory_mb),
-                                   "--sm-count",
-                                   std::to_string(spec.sm_count),
                                    "--secret-file",
                                    Path(id, ".secret"),
                                    "--ready-file",
-                                   Path(id, ".ready")};
+                                   Path(id, ".ready"),
+                                   // The server's own drain ends before the node's SIGKILL.
+                                   "--stop-grace",
+                                   std::to_string(std::max<int64_t>(0, config_.drain_grace.count() - 2))};
+  // An SM share needs MPS (or the simulated device); a GPU that is not shared serves its one
+  // lease with all of its SMs, and a driver server given --sm-count without MPS would refuse
+  // to start.
+  if (cap->shared()) {
+    argv.insert(argv.end(), {"--sm-count", std::to_string(spec.sm_count)});
+  }
   argv.insert(argv.end(), config_.extra_args.begin(), config_.extra_args.end());
   auto pid = Spawn(argv, ServerEnv(cap->shared() ? MpsPipeDir(config_) : std::string()), log.get());
   if (!pid.ok()) {
@@ -725,6 +739,16 @@ Result<GpuServers::PutResult> GpuServers::Put(const GpuServerSpec& spec) {
       (void)WriteState(s);
     }
   } else {
+    // A draining server's share is already free in the cluster's ledger, which may place the
+    // next lease on the same GPU at once: wait for the drain (at most its grace and a second)
+    // rather than refuse the lease that replaces it.
+    const auto until = std::chrono::steady_clock::now() + config_.drain_grace +
+                       std::chrono::seconds(1);
+    while (!stopping_ && std::chrono::steady_clock::now() < until && DrainingOn(spec.gpu_uuid)) {
+      const Capacity* cap = FindGpu(spec.gpu_uuid);
+      if (cap == nullptr || CheckRoom(spec, *cap).ok()) break;
+      changed_.WaitFor(mu_, std::chrono::milliseconds(50));
+    }
     FLYT_RETURN_IF_ERROR(Begin(spec));
     created = true;
   }
@@ -768,7 +792,8 @@ Status GpuServers::Drain(const std::string& lease_id) {
 }
 
 void GpuServers::Reconcile(const std::vector<GpuServerSpec>& desired,
-                           const std::vector<std::string>& keep) {
+                           const std::vector<std::string>& keep,
+                           std::chrono::system_clock::time_point decided_before) {
   MutexLock lock(mu_);
   std::set<std::string> wanted(keep.begin(), keep.end());
   int started = 0, drained = 0;
@@ -796,7 +821,8 @@ void GpuServers::Reconcile(const std::vector<GpuServerSpec>& desired,
     ++started;
   }
   for (auto& [id, s] : servers_) {
-    if (wanted.count(id) == 0 && (s.state == State::kStarting || s.state == State::kRunning)) {
+    if (wanted.count(id) == 0 && (s.state == State::kStarting || s.state == State::kRunning) &&
+        s.started_at < decided_before) {
       (void)DrainLocked(s);
       ++drained;
     }

@@ -95,10 +95,12 @@ class GpuServers {
   Status Drain(const std::string& lease_id) FLYT_EXCLUDES(mu_);
   // The desired set from the cluster manager: starts (without waiting) every lease in `desired`
   // that has no record, drains every live server whose lease is neither in `desired` nor in
-  // `keep` (ids of entries the caller could not parse: left alone). A failed or stopped lease is
+  // `keep` (ids of entries the caller could not parse: left alone) and that was started before
+  // `decided_before` (the set may predate a PUT that overtook it). A failed or stopped lease is
   // never restarted here.
-  void Reconcile(const std::vector<GpuServerSpec>& desired, const std::vector<std::string>& keep)
-      FLYT_EXCLUDES(mu_);
+  void Reconcile(const std::vector<GpuServerSpec>& desired, const std::vector<std::string>& keep,
+                 std::chrono::system_clock::time_point decided_before =
+                     std::chrono::system_clock::time_point::max()) FLYT_EXCLUDES(mu_);
 
   Result<nlohmann::json> Get(const std::string& lease_id) const FLYT_EXCLUDES(mu_);
   // {"servers": [record...], "gpus": [capacity...]}
@@ -160,6 +162,8 @@ class GpuServers {
   // Spawns the lease's server and records it as starting; does not wait.
   Status Begin(const GpuServerSpec& spec) FLYT_REQUIRES(mu_);
   Status CheckRoom(const GpuServerSpec& spec, const Capacity& cap) const FLYT_REQUIRES(mu_);
+  // A server of this GPU is draining.
+  bool DrainingOn(const std::string& gpu_uuid) const FLYT_REQUIRES(mu_);
   Result<int> FreePort() const FLYT_REQUIRES(mu_);
   Status DrainLocked(Server& s) FLYT_REQUIRES(mu_);
   // The server has exited (`reaped`: how, from waitid, when it was our child): ends its record.

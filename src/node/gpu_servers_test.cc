@@ -154,7 +154,8 @@ TEST_F(GpuServersTest, StartsAServerThatBecomesRunningWithItsAddress) {
   EXPECT_EQ(rec["gpu_index"], 1);
   EXPECT_EQ(rec["address"], "127.0.0.1:" + std::to_string(config_.port_min));
   EXPECT_EQ(rec["sm_count"], 20);
-  EXPECT_EQ(rec["sm_count_granted"], 24);  // the fake rounds up to 8 like the sim
+  // GPU-b is not shared: its one lease's server gets no --sm-count and has all 132 SMs.
+  EXPECT_EQ(rec["sm_count_granted"], 132);
   EXPECT_EQ(rec["memory_mb"], 1024);
   EXPECT_TRUE(rec["pid"].is_number());
   EXPECT_TRUE(Alive(rec["pid"].get<pid_t>()));
@@ -292,6 +293,19 @@ TEST_F(GpuServersTest, DeleteDrainsWithSigtermAndKillsAServerIgnoringIt) {
   EXPECT_NE(servers_->MetricsText().find("flyt_node_gpu_server_drain_kills_total 1"),
             std::string::npos);
   EXPECT_EQ(servers_->Drain("rlease-none").code(), StatusCode::kNotFound);
+}
+
+TEST_F(GpuServersTest, ALeaseForAGpuWhoseServerDrainsWaitsForTheDrain) {
+  // The cluster freed the share when it released the old lease and places the next one on the
+  // same GPU (not shared) while the old server still drains: the new one waits, then starts.
+  config_.extra_args = {"--fake-mode", "ignore-term"};
+  Create();
+  ASSERT_TRUE(Put(Spec("rlease-old", "GPU-b")).ok());
+  ASSERT_TRUE(servers_->Drain("rlease-old").ok());
+  auto next = Put(Spec("rlease-next", "GPU-b"));
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_EQ(next->record["state"], "running");
+  EXPECT_EQ(Record("rlease-old")["state"], "stopped");  // started only once the old one was gone
 }
 
 TEST_F(GpuServersTest, SigtermReachesTheServerEvenWhenTheNodeManagerBlocksIt) {
@@ -434,6 +448,20 @@ TEST_F(GpuServersTest, TheDesiredSetStartsTheMissingDrainsTheExtraAndAbsentChang
             std::string::npos);
 }
 
+TEST_F(GpuServersTest, AReplyDecidedBeforeAServerStartedDoesNotDrainIt) {
+  Create();
+  // The heartbeat leaves; the manager grants a lease and its PUT overtakes the heartbeat's reply,
+  // whose desired set was decided before the lease existed.
+  const auto sent_at = std::chrono::system_clock::now() - std::chrono::milliseconds(5);
+  ASSERT_TRUE(Put(Spec("rlease-new", "GPU-a", 8)).ok());
+  ApplyHeartbeatReply(json{{"gpu_servers", {{"desired", json::array()}}}}, *servers_, sent_at);
+  EXPECT_EQ(Record("rlease-new")["state"], "running");
+  // The next reply, decided after the start, does drain it when it is not desired.
+  ApplyHeartbeatReply(json{{"gpu_servers", {{"desired", json::array()}}}}, *servers_,
+                      std::chrono::system_clock::now());
+  ASSERT_TRUE(WaitState("rlease-new", "stopped"));
+}
+
 TEST_F(GpuServersTest, TheSecretIsNeverInAnAnswerOrALogAndTheStateFilesAre0600) {
   config_.extra_args.push_back("--fake-mode");
   config_.extra_args.push_back("crash");
@@ -503,6 +531,24 @@ TEST_F(GpuServersTest, AGpuWhoseProbeFailsTakesNoServerAndSaysWhy) {
             std::string::npos);
 }
 
+TEST_F(GpuServersTest, ASharedSimulatedGpuTakesSeveralLeasesWithoutMps) {
+  config_.shared = {"GPU-a"};
+  config_.mps_pipe_dir = (dir_ / "no-mps-here").string();
+  Create();
+  json gpus = servers_->List()["gpus"];
+  EXPECT_EQ(gpus[0]["mps"], "simulated");
+  EXPECT_EQ(gpus[0]["shared"], true);
+  EXPECT_EQ(gpus[1]["shared"], false);  // not listed in shared
+  auto first = Put(Spec("rlease-1", "GPU-a", 20));
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->record["sm_count_granted"], 24);  // a share: --sm-count, rounded up to 8
+  ASSERT_TRUE(Put(Spec("rlease-2", "GPU-a", 64)).ok());
+  ASSERT_TRUE(Put(Spec("rlease-3", "GPU-b", 64)).ok());
+  auto second = Put(Spec("rlease-4", "GPU-b", 8));
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(http::HttpStatus(second.status()), 409);
+}
+
 TEST_F(GpuServersTest, SharedGpusNeedMpsAndThenTakeSeveralLeasesWithinTheirSms) {
   // A fake MPS: nvidia-cuda-mps-control on PATH and its control pipe.
   const std::string bin = (dir_ / "bin").string();
@@ -513,6 +559,7 @@ TEST_F(GpuServersTest, SharedGpusNeedMpsAndThenTakeSeveralLeasesWithinTheirSms) 
   setenv("PATH", (bin + ":" + old_path).c_str(), 1);
   const std::string pipes = (dir_ / "mps").string();
   std::filesystem::create_directories(pipes);
+  config_.backend = "driver";  // the sim backend has no MPS to check (below)
   config_.shared = {"GPU-a", "GPU-b"};
   config_.mps_pipe_dir = pipes;
   Create();  // no control pipe yet: not running

@@ -24,7 +24,8 @@ nlohmann::json CudaHeartbeatJson(std::vector<trace::ProcessCuda> processes) {
   return out;
 }
 
-void ApplyHeartbeatReply(const nlohmann::json& reply, GpuServers& servers) {
+void ApplyHeartbeatReply(const nlohmann::json& reply, GpuServers& servers,
+                         std::chrono::system_clock::time_point sent_at) {
   if (!reply.is_object() || !reply.contains("gpu_servers")) return;
   const nlohmann::json& block = reply["gpu_servers"];
   if (!block.is_object() || !block.contains("desired") || !block["desired"].is_array()) {
@@ -48,7 +49,7 @@ void ApplyHeartbeatReply(const nlohmann::json& reply, GpuServers& servers) {
     if (id.empty()) return;  // cannot tell which server it meant: change nothing this time
     keep.push_back(std::move(id));
   }
-  servers.Reconcile(desired, keep);
+  servers.Reconcile(desired, keep, sent_at);
 }
 
 HeartbeatSender::HeartbeatSender(gpu::Monitor& monitor, NodeConfig config, std::string api_url,
@@ -113,8 +114,9 @@ Status HeartbeatSender::SendOnce() {
                                                                config_.cluster_manager_token,
                                                                "the cluster manager"));
   client->SetTimeouts(std::chrono::seconds(3), std::chrono::seconds(10));
+  const auto sent_at = std::chrono::system_clock::now();
   FLYT_ASSIGN_OR_RETURN(auto answer, client->Post("/api/v1/nodes/heartbeat", body));
-  if (gpu_servers_ != nullptr) ApplyHeartbeatReply(answer, *gpu_servers_);
+  if (gpu_servers_ != nullptr) ApplyHeartbeatReply(answer, *gpu_servers_, sent_at);
   events_sent_until_ = newest;
   return Status::Ok();
 }

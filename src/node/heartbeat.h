@@ -37,7 +37,12 @@ nlohmann::json CudaHeartbeatJson(std::vector<trace::ProcessCuda> processes);
 // servers.Reconcile. Absent (an older manager): nothing. An entry that does not parse is logged
 // and its server (when its lease_id can be read) left as it is; a malformed block changes
 // nothing.
-void ApplyHeartbeatReply(const nlohmann::json& reply, GpuServers& servers);
+// `sent_at`: when the heartbeat left. The reply's desired set was decided no later than the
+// manager received it, so a server started since (by the manager's PUT, which may overtake the
+// reply) is not the reply's to drain.
+void ApplyHeartbeatReply(const nlohmann::json& reply, GpuServers& servers,
+                         std::chrono::system_clock::time_point sent_at =
+                             std::chrono::system_clock::time_point::max());
 
 class HeartbeatSender {
  public:

@@ -64,6 +64,9 @@ int main(int argc, char** argv) {
   if (!advertise.empty()) config.advertise_url = advertise;
   if (!cm_token.empty()) config.cluster_manager_token = cm_token;
   if (!log_level.empty()) config.log_level = log_level;
+  if (flyt::Status s = flyt::node::CheckGpuServersAccess(config); !s.ok()) {
+    return Fail(s.message());
+  }
 
   flyt::SetUpDaemon(config.log_level);
 

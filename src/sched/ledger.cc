@@ -472,7 +472,10 @@ Result<Lease> Ledger::AllocateRemote(const RemoteRequest& req) {
         ++why.in_use;
         continue;
       }
-      const uint32_t sms = GrantedSms(req, *g.sm_count, g.sm_granularity.value_or(1));
+      uint32_t sms = GrantedSms(req, *g.sm_count, g.sm_granularity.value_or(1));
+      // A GPU that is not shared (no MPS) cannot hold a client to part of its SMs: its one
+      // remote lease gets all of them, and says so.
+      if (sms != 0 && !g.shared) sms = *g.sm_count;
       if (sms == 0 || u.sms + sms > *g.sm_count) {
         ++why.no_sms;
         continue;

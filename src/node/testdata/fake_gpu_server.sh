@@ -31,7 +31,8 @@ case "$mode" in
   ignore-term) trap '' TERM ;;
   *) trap 'echo "SIGTERM: draining" >&2; exit 0' TERM ;;
 esac
-granted=$(( (sms + 7) / 8 * 8 ))
+granted=132  # no --sm-count: the whole GPU, as the real server reports it
+[[ -n "$sms" ]] && granted=$(( (sms + 7) / 8 * 8 ))
 echo "{\"address\": \"$listen\", \"pid\": $$, \"sm_count_total\": 132, \"sm_count_granted\": $granted, \"memory_total_mb\": 81559, \"memory_limit_mb\": null, \"backend\": \"sim\", \"simulated\": true, \"mps\": false}" > "$ready.tmp"
 mv "$ready.tmp" "$ready"
 echo "listening on $listen"
