@@ -87,20 +87,7 @@ EOF
 mkdir -p "$tmp/var"
 start_manager "127.0.0.1:$port" "$tmp/manager.log" --config "$tmp/cm.toml" ||
   die "the cluster manager did not start: $(tail -5 "$tmp/manager.log")"
-port_min=$((20000 + RANDOM % 20000))
-cat >"$tmp/node-a.toml" <<EOF
-[cluster-manager]
-heartbeat_interval_s = 1
-[gpu-servers]
-enabled = true
-binary = "$build/bin/flyt-gpu-server"
-backend = "sim"
-port_min = $port_min
-port_max = $((port_min + 39))
-state_dir = "$tmp/servers-a"
-drain_grace_s = 2
-shared = "all"
-EOF
+gpu_servers_config "$tmp/node-a.toml" sim "$tmp/servers-a" 2 </dev/null
 start_node gpu-a h100x8-idle "$url" "$node_token" --config "$tmp/node-a.toml"
 wait_for 30 sh -c "curl -sf -H 'Authorization: Bearer $admin' $url/api/v1/gpus | grep -q sm_count" ||
   die "the node did not report its GPU-server capacity: $(tail -5 "$tmp/gpu-a.log")"

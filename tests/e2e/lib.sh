@@ -159,6 +159,30 @@ start_manager() {
   wait_for 20 curl -sf "http://$address/healthz"
 }
 
+# gpu_servers_config <file> <backend> <state dir> <drain grace s>: a node manager's config that
+# serves remote leases — heartbeats every second, [gpu-servers] enabled on every GPU (shared)
+# with $build's flyt-gpu-server, on 40 ports from a random base of its own (ctest runs tests
+# side by side). More [gpu-servers] keys come on stdin.
+gpu_servers_config() {
+  local file=$1 backend=$2 state_dir=$3 grace=$4 port_min=$((20000 + RANDOM % 20000))
+  {
+    cat <<EOF
+[cluster-manager]
+heartbeat_interval_s = 1
+[gpu-servers]
+enabled = true
+binary = "$build/bin/flyt-gpu-server"
+backend = "$backend"
+port_min = $port_min
+port_max = $((port_min + 39))
+state_dir = "$state_dir"
+drain_grace_s = $grace
+shared = "all"
+EOF
+    [ -t 0 ] || cat
+  } >"$file"
+}
+
 # start_node <name> <scenario> <manager url> <token> [flyt-node-manager args...]: a node manager
 # on the simulated scenario sim/scenarios/<scenario>.toml, on a free loopback port, reporting to
 # the manager with the token; log in $tmp/<name>.log. FLYT_SIM_START in the caller's environment

@@ -99,21 +99,7 @@ mkdir -p "$tmp/var"
 start_manager "127.0.0.1:$port" "$tmp/manager.log" --config "$tmp/cm.toml" ||
   { echo "FAIL: the cluster manager did not start"; cat "$tmp/manager.log"; exit 1; }
 
-port_min=$((20000 + RANDOM % 20000))
-cat >"$tmp/node.toml" <<EOF
-[cluster-manager]
-heartbeat_interval_s = 1
-[gpu-servers]
-enabled = true
-binary = "$server_bin"
-backend = "$backend"
-port_min = $port_min
-port_max = $((port_min + 39))
-state_dir = "$state_dir"
-drain_grace_s = 5
-start_timeout_s = 45
-shared = "all"
-EOF
+echo "start_timeout_s = 45" | gpu_servers_config "$tmp/node.toml" "$backend" "$state_dir" 5
 [ "$sim" = 1 ] || echo "mps_pipe_dir = \"$mps_pipe\"" >>"$tmp/node.toml"
 printf '[trace]\nenabled = false\n' >>"$tmp/node.toml"
 node_name=gpu-node
