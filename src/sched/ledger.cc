@@ -92,6 +92,40 @@ struct RemoteUse {
 
 }  // namespace
 
+namespace {
+
+// A refusal's reasons, one line per node; on a large cluster the first kMaxLines nodes and a
+// summary of the rest, so that a refusal stays readable (and small).
+class RefusalText {
+ public:
+  explicit RefusalText(std::string message) : message_(std::move(message)) {}
+  void Add(const std::string& line, bool reachable) {
+    if (listed_ < kMaxLines) {
+      message_ += "; " + line;
+      ++listed_;
+    } else {
+      ++more_;
+      more_unreachable_ += reachable ? 0 : 1;
+    }
+  }
+  Status Refusal() && {
+    if (more_ > 0) {
+      message_ += "; and " + std::to_string(more_) + " more node(s)" +
+                  (more_unreachable_ > 0
+                       ? " (" + std::to_string(more_unreachable_) + " of them unreachable)"
+                       : "");
+    }
+    return Status(StatusCode::kResourceExhausted, std::move(message_));
+  }
+
+ private:
+  static constexpr size_t kMaxLines = 20;
+  std::string message_;
+  size_t listed_ = 0, more_ = 0, more_unreachable_ = 0;
+};
+
+}  // namespace
+
 uint32_t GrantedSms(const RemoteRequest& r, uint32_t total, uint32_t granularity) {
   if (total == 0) return 0;
   if (granularity == 0) granularity = 1;
@@ -327,13 +361,11 @@ Result<Lease> Ledger::Allocate(const AllocationRequest& req) {
   }
 
   if (chosen.empty()) {
-    // The reasons, counted per node; on a large cluster the first kMaxNodeReasons nodes and a
-    // summary of the rest, so that a refusal stays readable (and small).
-    constexpr size_t kMaxNodeReasons = 20;
+    // The reasons, counted per node.
     std::string message = "no " + std::to_string(req.gpus) + " GPU(s)" +
                           (req.same_node ? " on one node" : "") + " meet the request";
     if (nodes_.empty()) message += ": no node has reported";
-    size_t listed = 0, more = 0, more_unreachable = 0;
+    RefusalText reasons(std::move(message));
     for (const NodeChoice& n : nodes) {
       std::string line;
       if (!n.reachable) {
@@ -344,21 +376,9 @@ Result<Lease> Ledger::Allocate(const AllocationRequest& req) {
         line = *n.name + ": " + std::to_string(n.ok.size()) + " available" +
                (described.empty() ? "" : ", " + described);
       }
-      if (listed < kMaxNodeReasons) {
-        message += "; " + line;
-        ++listed;
-      } else {
-        ++more;
-        more_unreachable += n.reachable ? 0 : 1;
-      }
+      reasons.Add(line, n.reachable);
     }
-    if (more > 0) {
-      message += "; and " + std::to_string(more) + " more node(s)" +
-                 (more_unreachable > 0
-                      ? " (" + std::to_string(more_unreachable) + " of them unreachable)"
-                      : "");
-    }
-    return Status(StatusCode::kResourceExhausted, message);
+    return std::move(reasons).Refusal();
   }
 
   Lease lease;
@@ -503,7 +523,6 @@ Result<Lease> Ledger::AllocateRemote(const RemoteRequest& req) {
 
   const uint64_t memory_mib = (req.memory_bytes + (1 << 20) - 1) >> 20;
   if (best.gpu == nullptr) {
-    constexpr size_t kMaxNodeReasons = 20;
     std::string message = "no GPU can hold a remote share of " + SmsText(req) + " and " +
                           std::to_string(memory_mib) + " MiB" +
                           (req.gpu_model.empty() ? "" : " on a " + req.gpu_model) +
@@ -513,7 +532,7 @@ Result<Lease> Ledger::AllocateRemote(const RemoteRequest& req) {
     } else if (nodes_.empty()) {
       message += ": no node has reported";
     }
-    size_t listed = 0, more = 0, more_unreachable = 0;
+    RefusalText reasons(std::move(message));
     for (const Refused& r : refused) {
       std::string line = *r.node + ": ";
       if (!r.reachable) {
@@ -522,21 +541,9 @@ Result<Lease> Ledger::AllocateRemote(const RemoteRequest& req) {
         const std::string described = r.why.Describe(SmsText(req), memory_mib);
         line += described.empty() ? "no GPUs" : described;
       }
-      if (listed < kMaxNodeReasons) {
-        message += "; " + line;
-        ++listed;
-      } else {
-        ++more;
-        more_unreachable += r.reachable ? 0 : 1;
-      }
+      reasons.Add(line, r.reachable);
     }
-    if (more > 0) {
-      message += "; and " + std::to_string(more) + " more node(s)" +
-                 (more_unreachable > 0
-                      ? " (" + std::to_string(more_unreachable) + " of them unreachable)"
-                      : "");
-    }
-    return Status(StatusCode::kResourceExhausted, message);
+    return std::move(reasons).Refusal();
   }
 
   Lease lease;
