@@ -18,6 +18,11 @@ query() { curl -s --get "http://127.0.0.1:$pport/api/v1/query" --data-urlencode 
 count_of() { query "$1" | jq_py "print(len(d['data']['result']))"; }
 
 unset FLYT_NVML_LIBRARY FLYT_SIM_TIME FLYT_SIM_REASON
+# The shipped config, with the CUDA tracer off: run as root it would trace every CUDA program
+# on the machine, those of tests running side by side too, and list them among the processes.
+shipped_config=$tmp/node-manager.toml
+sed 's/^enabled = "auto"$/enabled = false/' "$src/configs/node-manager.toml" >"$shipped_config"
+grep -q '^enabled = false$' "$shipped_config" || { echo "FAIL: cannot turn the tracer off"; exit 1; }
 
 # start_daemon <scenario> <port> <name> [extra args]: starts it with its own clock file.
 start_daemon() {
@@ -49,7 +54,7 @@ declare -A scenario_port=()
 for scenario in h100x8-training mixed-inference faulty-node; do
   port=$(free_port)
   scenario_port[$scenario]=$port
-  check "$scenario: daemon starts" start_daemon "$scenario" "$port" "node-$scenario" --config "$src/configs/node-manager.toml"
+  check "$scenario: daemon starts" start_daemon "$scenario" "$port" "node-$scenario" --config "$shipped_config"
   n=$(curl -s "http://127.0.0.1:$port/metrics" | grep -c '^DCGM_FI_DEV_GPU_UTIL{')
   check "$scenario: ${expect_gpus[$scenario]} GPUs in /metrics (saw $n)" test "$n" -eq "${expect_gpus[$scenario]}"
   out=$(curl -s "http://127.0.0.1:$port/api/v1/node")
@@ -58,7 +63,7 @@ done
 
 # 2. The H100 node at a set time: values and labels exactly as the scenario says.
 port=$(free_port)
-start_daemon h100x8-training "$port" h100 --config "$src/configs/node-manager.toml"
+start_daemon h100x8-training "$port" h100 --config "$shipped_config"
 set_time h100 10
 wait_samples "$port"
 metrics=$(curl -s "http://127.0.0.1:$port/metrics")
@@ -192,7 +197,7 @@ check "config: port in use is an error" contains "$out" "cannot listen on 127.0.
 
 # 7. A real Prometheus scrapes the faulty node; GPU 1 is lost mid-run.
 fport=$(free_port)
-start_daemon faulty-node "$fport" faulty --config "$src/configs/node-manager.toml"
+start_daemon faulty-node "$fport" faulty --config "$shipped_config"
 pport=$(free_port)
 cat >"$tmp/prometheus.yml" <<YML
 global:
