@@ -126,6 +126,12 @@ Result<std::string> ReadFile(const std::string& path, size_t max_bytes) {
   return out;
 }
 
+std::string FormatHostPort(std::string_view host, int port) {
+  std::string out = host.find(':') != std::string_view::npos ? "[" + std::string(host) + "]"
+                                                              : std::string(host);
+  return out + ":" + std::to_string(port);
+}
+
 Result<std::pair<std::string, int>> ParseHostPort(std::string_view host_port) {
   const std::string text(host_port);
   size_t colon = text.rfind(':');

@@ -32,6 +32,8 @@ template <typename T>
 class Result;
 // "HOST:PORT" (IPv6 as "[::1]:12401"), port 0-65535; errors say what is wrong.
 Result<std::pair<std::string, int>> ParseHostPort(std::string_view host_port);
+// The other way: "HOST:PORT", an IPv6 host in brackets ("[::1]:12401").
+std::string FormatHostPort(std::string_view host, int port);
 
 // trace, debug, info, warn, error or off: the log levels flyt's daemons accept.
 bool ValidLogLevel(std::string_view level);

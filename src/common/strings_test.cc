@@ -7,6 +7,15 @@
 namespace flyt {
 namespace {
 
+TEST(StringsTest, FormatHostPortBracketsIpv6AndParsesBack) {
+  EXPECT_EQ(FormatHostPort("127.0.0.1", 12500), "127.0.0.1:12500");
+  EXPECT_EQ(FormatHostPort("::1", 12401), "[::1]:12401");
+  auto back = ParseHostPort(FormatHostPort("::1", 12401));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->first, "::1");
+  EXPECT_EQ(back->second, 12401);
+}
+
 TEST(StringsTest, SplitKeepsEmptyFields) {
   auto parts = Split("a,,b,", ',');
   ASSERT_EQ(parts.size(), 4u);

@@ -129,10 +129,6 @@ Status WriteFile0600(const std::string& path, const std::string& content) {
   return Status::Ok();
 }
 
-std::string HostPort(const std::string& host, int port) {
-  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
-         std::to_string(port);
-}
 // Starts `argv` (argv[0] an absolute path) in a session of its own with `env`, stdin /dev/null
 // and stdout/stderr into `log_fd`, no descriptor of ours but those, no signal blocked and default
 // handlers (the node manager blocks SIGTERM for sigwait: a server must still get it).
@@ -334,7 +330,7 @@ Result<std::string> GpuServers::ReadState(const std::string& id, Server& s) cons
     s.pid = j.at("pid").get<pid_t>();
     s.start_ticks = j.at("start_ticks").get<uint64_t>();
     s.port = j.at("port").get<int>();
-    s.address = j.value("address", HostPort(config_.listen_host, s.port));
+    s.address = j.value("address", FormatHostPort(config_.listen_host, s.port));
     if (j.contains("sm_count_granted") && j["sm_count_granted"].is_number()) {
       s.sm_count_granted = j["sm_count_granted"].get<uint32_t>();
     }
@@ -447,7 +443,7 @@ Status GpuServers::Begin(const GpuServerSpec& spec) {
                                    "--device",
                                    std::to_string(cap->device.index),
                                    "--listen",
-                                   HostPort(config_.listen_host, port),
+                                   FormatHostPort(config_.listen_host, port),
                                    "--memory-limit-mb",
                                    std::to_string(spec.memory_mb),
                                    "--secret-file",
@@ -473,7 +469,7 @@ Status GpuServers::Begin(const GpuServerSpec& spec) {
   s.spec = spec;
   s.gpu_index = cap->device.index;
   s.port = port;
-  s.address = HostPort(config_.listen_host, port);
+  s.address = FormatHostPort(config_.listen_host, port);
   s.pid = *pid;
   s.pidfd.Reset(PidfdOpen(*pid));
   s.start_ticks = StartTicks(*pid).value_or(0);

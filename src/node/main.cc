@@ -8,6 +8,7 @@
 
 #include "common/clock.h"
 #include "common/daemon.h"
+#include "common/strings.h"
 #include "gpu/backend.h"
 #include "gpu/monitor.h"
 #include "gpu/nvml_backend.h"
@@ -148,8 +149,7 @@ int main(int argc, char** argv) {
     if (api_url.empty()) {
       std::string host = config.listen_host;
       if (host == "0.0.0.0" || host == "::" || host.empty()) host = config.name;
-      if (host.find(':') != std::string::npos) host = "[" + host + "]";
-      api_url = "http://" + host + ":" + std::to_string(server.port());
+      api_url = "http://" + flyt::FormatHostPort(host, server.port());
     }
     heartbeats = std::make_unique<flyt::node::HeartbeatSender>(monitor, config, api_url,
                                                                FLYT_VERSION, &tracing->stats(),

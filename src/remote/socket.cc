@@ -16,6 +16,8 @@
 #include <cstring>
 #include <memory>
 
+#include "common/strings.h"
+
 namespace flyt::remote {
 namespace {
 
@@ -67,8 +69,7 @@ Result<AddrInfoPtr> Resolve(const Endpoint& endpoint, bool passive) {
 
 std::string Endpoint::ToString() const {
   if (kind == Kind::kUnix) return "unix:" + path;
-  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
-  return host + ":" + std::to_string(port);
+  return FormatHostPort(host, port);
 }
 
 Result<Endpoint> ParseEndpoint(std::string_view text) {
