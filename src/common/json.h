@@ -2,6 +2,7 @@
 // text in that is bounded before it is parsed. Pure functions; thread-safe.
 #pragma once
 
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -17,5 +18,11 @@ std::string DumpJson(const nlohmann::json& value, int indent = -1);
 // iteratively, but copying or printing a value recurses). `what` names the input in errors.
 Result<nlohmann::json> ParseJson(const std::string& text, const std::string& what,
                                  size_t max_bytes = 64u << 20, int max_depth = 64);
+
+// RFC 3339 UTC with milliseconds: "2026-01-01T00:00:00.000Z" — the one timestamp form of
+// flyt's JSON.
+std::string FormatTimeRfc3339(std::chrono::system_clock::time_point t);
+// The inverse; also takes a second fraction of 0–9 digits and a "+hh:mm"/"-hh:mm" offset.
+Result<std::chrono::system_clock::time_point> ParseTimeRfc3339(const std::string& text);
 
 }  // namespace flyt

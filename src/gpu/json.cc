@@ -40,17 +40,7 @@ const char* ProcessTypeName(ProcessType t) {
 
 }  // namespace
 
-std::string FormatTime(std::chrono::system_clock::time_point t) {
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-  std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[96];
-  std::snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<int>(ms % 1000));
-  return buf;
-}
+std::string FormatTime(std::chrono::system_clock::time_point t) { return FormatTimeRfc3339(t); }
 
 json ToJson(const ProcessInfo& p) {
   return {{"pid", p.pid},
