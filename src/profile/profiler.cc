@@ -201,6 +201,7 @@ struct Profiler::Gpu {
   // been held with ~0 utilisation; whether the newest valid utilisation was quiet.
   std::optional<TimePoint> last_active_at;
   std::optional<TimePoint> activity_start;  // the current busy run's first sample
+  std::optional<TimePoint> level_start;     // the newest state or level change
   std::optional<TimePoint> held_quiet_since;
   bool last_quiet = false;
   Stats recent;                    // the last minute's utilisation
@@ -352,6 +353,7 @@ void Profiler::Gpu::Engine::Restart(Gpu& g, TimePoint at, std::string reason) {
   g.hr_count = 0;
   g.last_active_at.reset();
   g.activity_start.reset();
+  g.level_start.reset();
   g.held_quiet_since.reset();
   g.last_quiet = false;
   g.recent = {};
@@ -677,6 +679,18 @@ void Profiler::Gpu::Engine::Analyse(Gpu& g, TimePoint at, std::vector<PhaseChang
         series = std::move(newer);
       }
     }
+    if (r.cyclic && r.period_s > 0) {
+      // The span since the last phase change may be long: the cycle must still be there in its
+      // newest (min_cycles + 1) periods, or it has stopped.
+      const auto n = static_cast<size_t>((copt.min_cycles + 1) * r.period_s / dt);
+      if (n >= 8 && series.size() > n + n / 2) {
+        CycleResult rn = detector_(std::span<const double>(series).last(n), dt, copt);
+        if (!rn.cyclic && !rn.insufficient) {
+          r.cyclic = false;
+          r.reason = "the cycle stopped: " + rn.reason;
+        }
+      }
+    }
     g.cycle_result = r;
     if (r.cyclic && r.period_s > 0) {
       Cycle c;
@@ -762,6 +776,7 @@ void Profiler::Gpu::Engine::Report(Gpu& g, State to, TimePoint since, TimePoint 
   g.reported_since = since;
   g.level_shift_since.reset();
   g.period_shift_since.reset();
+  g.level_start = since;  // the state's median and variation count from its start
   if (to == State::kSteady) g.level_ref_p50 = g.recent.p50;
   if (to == State::kCyclic && g.cycle) g.reported_period_s = g.cycle->period_s;
   // The cycle test looks only at what follows a change, except when the change is into cyclic:
@@ -833,8 +848,16 @@ void Profiler::Gpu::Engine::UpdateState(Gpu& g, const Sample& s,
   }
   // The busy run's median and variation: its last minute, not what came before it.
   std::vector<double> values, scratch;
-  const double run_s = g.activity_start ? Secs(at - *g.activity_start) : 60.0;
-  g.util.Tail(SlotsFor(std::clamp(run_s + sizes_.interval_s, sizes_.interval_s, 60.0)), values);
+  double span_s = 60;
+  std::optional<TimePoint> run_start = g.activity_start;
+  if (g.level_start && (!run_start || *g.level_start > *run_start)) run_start = g.level_start;
+  if (run_start) span_s = std::min(span_s, Secs(at - *run_start) + sizes_.interval_s);
+  if (g.reported == State::kCyclic && !g.cycle_result.cyclic) {
+    // The cycle stopped: what follows it is in the newest samples, not in the last minute.
+    span_s = std::min(
+        span_s, std::max(2.0 * static_cast<double>(o_.state_hold.count()), 10 * sizes_.interval_s));
+  }
+  g.util.Tail(SlotsFor(std::max(span_s, sizes_.interval_s)), values);
   g.recent = StatsOf(values, scratch);
   values.clear();
   g.util.Tail(std::max<size_t>(5, SlotsFor(static_cast<double>(o_.state_hold.count()))), values);
@@ -864,6 +887,8 @@ void Profiler::Gpu::Engine::UpdateState(Gpu& g, const Sample& s,
     // A quiet spell shorter than the hold: the candidate stays what it was.
   } else if (cyclic) {
     c = State::kCyclic;
+  } else if (g.reported == State::kSteady && g.level_shift_since) {
+    c = State::kSteady;  // a level shift is pending: not a change of kind
   } else if (!(g.recent.p50 > idle)) {
     c = State::kBursty;  // mostly idle, with bursts
   } else {
@@ -887,7 +912,10 @@ void Profiler::Gpu::Engine::UpdateState(Gpu& g, const Sample& s,
     // A busy state is reported on a busy sample (a blip followed by quiet never is).
     const bool busy = g.candidate == State::kSteady || g.candidate == State::kBursty ||
                       g.candidate == State::kCyclic;
-    if (at - g.candidate_since >= o_.state_hold && !(busy && g.last_quiet)) {
+    // From unknown, bursty waits for a minute of history: a cycle could still show in it.
+    const bool early_bursty = g.reported == State::kUnknown && g.candidate == State::kBursty &&
+                              at - g.history_start < std::chrono::seconds(60);
+    if (at - g.candidate_since >= o_.state_hold && !(busy && g.last_quiet) && !early_bursty) {
       Report(g, g.candidate, g.candidate_since, at, changes);
     } else if (g.reported == State::kUnknown) {
       g.settle_note =
@@ -910,6 +938,7 @@ void Profiler::Gpu::Engine::UpdateState(Gpu& g, const Sample& s,
         pc.kind = "level";
         pc.detail = Format("util p50 %.0f%% -> %.0f%%", g.level_ref_p50, g.recent_short_p50);
         g.cycle_start = std::max(g.cycle_start, *g.level_shift_since);
+        g.level_start = *g.level_shift_since;
         Record(g, std::move(pc), changes);
         g.level_ref_p50 = g.recent_short_p50;
         g.level_shift_since.reset();

@@ -31,6 +31,7 @@ struct FakeDetector {
     CycleResult next;
     int calls = 0;
     size_t last_size = 0;
+    size_t max_size = 0;
     double last_dt = 0;
   };
   std::shared_ptr<Shared> shared = std::make_shared<Shared>();
@@ -40,6 +41,7 @@ struct FakeDetector {
     return [s](std::span<const double> values, double dt, const CycleOptions&) {
       ++s->calls;
       s->last_size = values.size();
+      s->max_size = std::max(s->max_size, values.size());
       s->last_dt = dt;
       return s->next;
     };
@@ -257,7 +259,7 @@ TEST_F(ProfilerTest, DriverSamplesFeedTheCycleTestAtTheirRate) {
   GpuProfile p = P();
   EXPECT_NEAR(p.util_rate_hz, 6.0, 1e-6);
   EXPECT_NEAR(detector_.shared->last_dt, 1 / 6.0, 1e-9);
-  EXPECT_GT(detector_.shared->last_size, 300u);
+  EXPECT_GT(detector_.shared->max_size, 300u);
   EXPECT_NE(std::find(p.inputs.begin(), p.inputs.end(), "util_samples"), p.inputs.end());
   EXPECT_EQ(p.state, State::kCyclic);
   // The driver stops giving samples: back to the per-sample series.
@@ -511,9 +513,15 @@ TEST_F(ProfilerTest, SteadyLevelShiftIsALevelChange) {
   EXPECT_EQ(p.phase_changes[0].kind, "level");
   EXPECT_EQ(p.phase_changes[0].from, State::kSteady);
   EXPECT_EQ(p.phase_changes[0].detail, "util p50 85% -> 55%");
+  // A large step is a level change too, not a bursty spell.
+  Feed(160, 260, [](int t) { return Util(t, t < 200 ? 55.0 : 15.0); });
+  p = P();
+  EXPECT_EQ(p.state, State::kSteady);
+  ASSERT_EQ(p.phase_changes.size(), 2u);
+  EXPECT_EQ(p.phase_changes[1].detail, "util p50 55% -> 15%");
   // Small moves are not.
-  Feed(160, 300, [](int t) { return Util(t, t % 20 < 10 ? 60.0 : 50.0); });
-  EXPECT_EQ(P().phase_changes.size(), 1u);
+  Feed(260, 400, [](int t) { return Util(t, t % 20 < 10 ? 20.0 : 12.0); });
+  EXPECT_EQ(P().phase_changes.size(), 2u);
 }
 
 TEST_F(ProfilerTest, CyclicPeriodChangeIsALevelChangeAndTheTestRestarts) {
