@@ -457,7 +457,7 @@ void Profiler::Gpu::Engine::Ingest(Gpu& g, const Sample& s) {
 
   IngestHighRate(g, s);
 
-  float util = kNaNf, memory_util = kNaNf, power = kNaNf, launches = kNaNf;
+  float util_v = kNaNf, memory_util_v = kNaNf, power_v = kNaNf, launches_v = kNaNf;
   double fb = kNaN;
   Slot why = Slot::kValid;
   if (s.lost) {
@@ -470,7 +470,7 @@ void Profiler::Gpu::Engine::Ingest(Gpu& g, const Sample& s) {
     } else if (*s.util_percent < 0 || *s.util_percent > 100) {
       why = Slot::kOutOfRange;
     } else {
-      util = static_cast<float>(*s.util_percent);
+      util_v = static_cast<float>(*s.util_percent);
       g.seen_util = s.at;
     }
     if (why != Slot::kValid && !s.util_samples.empty()) {
@@ -484,21 +484,21 @@ void Profiler::Gpu::Engine::Ingest(Gpu& g, const Sample& s) {
         }
       }
       if (n > 0) {
-        util = static_cast<float>(sum / n);
+        util_v = static_cast<float>(sum / n);
         why = Slot::kValid;
       }
     }
     if (auto v = Percent(s.memory_util_percent)) {
-      memory_util = static_cast<float>(*v);
+      memory_util_v = static_cast<float>(*v);
       g.seen_memory_util = s.at;
     }
     if (s.power_w && std::isfinite(*s.power_w) && *s.power_w >= 0) {
-      power = static_cast<float>(*s.power_w);
+      power_v = static_cast<float>(*s.power_w);
       g.seen_power = s.at;
     }
     if (s.launches_per_second && std::isfinite(*s.launches_per_second) &&
         *s.launches_per_second >= 0) {
-      launches = static_cast<float>(*s.launches_per_second);
+      launches_v = static_cast<float>(*s.launches_per_second);
       g.seen_launches = s.at;
     }
     if (s.memory_used_bytes) {
@@ -507,22 +507,23 @@ void Profiler::Gpu::Engine::Ingest(Gpu& g, const Sample& s) {
     }
     if (s.memory_total_bytes) g.memory_total = s.memory_total_bytes;
     g.memory_used_latest = s.memory_used_bytes;
-    g.launches_latest = std::isfinite(launches) ? std::optional<double>(launches) : std::nullopt;
+    g.launches_latest =
+        std::isfinite(launches_v) ? std::optional<double>(launches_v) : std::nullopt;
     g.processes = s.processes;
     if (s.processes_known) g.seen_processes = s.at;
   }
   if (steps == 0) {
-    g.util.Back() = util;
-    g.memory_util.Back() = memory_util;
-    g.power_w.Back() = power;
-    g.launches.Back() = launches;
+    g.util.Back() = util_v;
+    g.memory_util.Back() = memory_util_v;
+    g.power_w.Back() = power_v;
+    g.launches.Back() = launches_v;
     g.fb_used.Back() = fb;
     g.slot.Back() = why;
   } else {
-    g.util.Push(util);
-    g.memory_util.Push(memory_util);
-    g.power_w.Push(power);
-    g.launches.Push(launches);
+    g.util.Push(util_v);
+    g.memory_util.Push(memory_util_v);
+    g.power_w.Push(power_v);
+    g.launches.Push(launches_v);
     g.fb_used.Push(fb);
     g.slot.Push(why);
   }
@@ -608,9 +609,9 @@ void Profiler::Gpu::Engine::Analyse(Gpu& g, TimePoint at, std::vector<PhaseChang
 
   // Window quantiles; a window is recomputed at most every 1/60 of its length.
   if (g.windows.empty()) {
-    for (const auto& [name, length_s] : kWindows) {
+    for (const auto& [window_name, length_s] : kWindows) {
       Window w;
-      w.name = name;
+      w.name = window_name;
       w.length = std::chrono::seconds(length_s);
       g.windows.push_back(std::move(w));
     }
@@ -636,17 +637,17 @@ void Profiler::Gpu::Engine::Analyse(Gpu& g, TimePoint at, std::vector<PhaseChang
 
   // Inputs seen in the last minute.
   g.inputs.clear();
-  const auto recent = [&](const std::optional<TimePoint>& t) {
+  const auto seen = [&](const std::optional<TimePoint>& t) {
     return t && Secs(at - *t) <= std::max(60.0, 2 * sizes_.interval_s);
   };
   const bool use_hr = UseHighRate(g, at);
-  if (recent(g.seen_util)) g.inputs.push_back("util");
-  if (use_hr && recent(g.seen_util_samples)) g.inputs.push_back("util_samples");
-  if (recent(g.seen_memory_util)) g.inputs.push_back("memory_util");
-  if (recent(g.seen_memory_used)) g.inputs.push_back("memory_used");
-  if (recent(g.seen_power)) g.inputs.push_back("power");
-  if (recent(g.seen_launches)) g.inputs.push_back("launches");
-  if (recent(g.seen_processes)) g.inputs.push_back("processes");
+  if (seen(g.seen_util)) g.inputs.push_back("util");
+  if (use_hr && seen(g.seen_util_samples)) g.inputs.push_back("util_samples");
+  if (seen(g.seen_memory_util)) g.inputs.push_back("memory_util");
+  if (seen(g.seen_memory_used)) g.inputs.push_back("memory_used");
+  if (seen(g.seen_power)) g.inputs.push_back("power");
+  if (seen(g.seen_launches)) g.inputs.push_back("launches");
+  if (seen(g.seen_processes)) g.inputs.push_back("processes");
 
   // The cycle test, on the series since the last phase change (at most cycle_window).
   if (g.reported != State::kLost && InsufficientReason(g, at).empty()) {
@@ -816,14 +817,14 @@ void Profiler::Gpu::Engine::UpdateState(Gpu& g, const Sample& s,
     return;
   }
   // The newest utilisation, and the activity runs (kept while the data is insufficient too).
-  const float util = g.util.Back();
+  const float newest = g.util.Back();
   const double idle = o_.idle_util_percent;
   // A dead band above the idle level: while quiet (or not yet known), a sample must clear it to
   // count as busy, so that noise around the idle level does not make a load.
   const double band = std::max(2.0, idle);
-  if (std::isfinite(util)) {
+  if (std::isfinite(newest)) {
     const bool quiet_state = IsQuietState(g.reported) || g.reported == State::kUnknown;
-    const bool quiet = util <= idle || (quiet_state && util <= idle + band);
+    const bool quiet = newest <= idle || (quiet_state && newest <= idle + band);
     g.last_quiet = quiet;
     if (!quiet) {
       // Activity after a quiet spell of at least the hold starts a new busy run.
@@ -992,9 +993,9 @@ GpuProfile Profiler::Gpu::Engine::Build(const Gpu& g, const std::string& uuid) c
     p.allocated_idle = std::move(a);
   }
   if (g.windows.empty()) {
-    for (const auto& [name, length_s] : kWindows) {
+    for (const auto& [window_name, length_s] : kWindows) {
       Window w;
-      w.name = name;
+      w.name = window_name;
       w.length = std::chrono::seconds(length_s);
       p.windows.push_back(std::move(w));
     }
