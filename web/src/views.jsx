@@ -10,6 +10,7 @@ import {
   gpuColumn, historySeries, holders, isBusy, isNum, level, memoryPercent, NA, pointsUntil,
   powerPercent, secondsUntil, shortGpuName, statCell, totals,
 } from './format.js';
+import {IdleButHeld, ProfileBadge, ProfilePanel} from './profile.jsx';
 import {GpuShares} from './remote.jsx';
 import {follow} from './requests.js';
 
@@ -79,6 +80,7 @@ function GpuCard({gpu}) {
         </span>
         <span class="holder" title="lease holder">{who || ''}</span>
       </div>
+      {gpu.profile && <div class="gpu-profile"><ProfileBadge profile={gpu.profile} /></div>}
       <GpuShares gpu={gpu} />
     </a>
   );
@@ -115,6 +117,7 @@ export function Overview({data, errors}) {
   return (
     <div>
       <Totals gpus={gpus} nodes={nodes} />
+      <IdleButHeld gpus={gpus} />
       {nodes.length === 0 && <p class="muted">No node has registered yet. Start flyt-node-manager
         with <code>--cluster-manager</code> on each GPU machine.</p>}
       {nodes.map((n) => {
@@ -213,6 +216,8 @@ export function GpuDetail({node, index, versions}) {
         {h && <span class="muted"> {h.times.length} samples</span>}
       </div>
       {h && <GpuCharts h={h} labelOf={() => `GPU ${index}`} />}
+      <h3>Usage profile</h3>
+      <ProfilePanel profile={gpu.profile} />
       <h3>Processes</h3>
       <table data-testid="processes">
         <thead><tr><th>pid</th><th>user</th><th>command</th><th>type</th><th>memory</th><th>SM %</th>

@@ -6,43 +6,15 @@
 // arrives through the live stream — and against a manager of an older version that has no
 // remote-GPU endpoints and no SM counts.
 //
-// Environment: FLYT_WEB_DIR (the built dashboard: index.html, app.js, app.css), FLYT_SHOTS
-// (where screenshots go; optional), CHROMIUM (default /usr/bin/chromium).
-// Prints one line per failed check and "N passed, N failed"; exits 1 on any failure, 77 (skipped)
-// when Chromium, playwright-core or the built dashboard is missing.
-import {existsSync, mkdirSync, readFileSync} from 'node:fs';
-import {createServer} from 'node:http';
+// Environment: as web/test/e2e_lib.mjs says. Prints one line per failed check and "N passed, N
+// failed"; exits 1 on any failure, 77 (skipped) when Chromium, playwright-core or the built
+// dashboard is missing.
 import {join} from 'node:path';
 
-const webDir = process.env.FLYT_WEB_DIR || '';
-const chromiumPath = process.env.CHROMIUM || '/usr/bin/chromium';
-const shots = process.env.FLYT_SHOTS || '';
-let chromium;
-try {
-  ({chromium} = await import('playwright-core'));
-} catch (e) {
-  console.log(`SKIPPED: playwright-core is missing (${e.message}); run scripts/install-deps.sh`);
-  process.exit(77);
-}
-for (const need of [chromiumPath, join(webDir, 'index.html'), join(webDir, 'app.js')]) {
-  if (!webDir || !existsSync(need)) {
-    console.log(`SKIPPED: ${need} is missing (run scripts/install-deps.sh, then build flyt_web)`);
-    process.exit(77);
-  }
-}
-if (shots) mkdirSync(shots, {recursive: true});
+import {checker, requireBrowser, serveDashboard, shots, waitFor} from './e2e_lib.mjs';
 
-let passed = 0;
-let failed = 0;
-function check(name, ok, detail = '') {
-  if (ok) {
-    passed += 1;
-  } else {
-    failed += 1;
-    console.log(`FAIL: ${name}${detail ? ` (${detail})` : ''}`);
-  }
-}
-const step = (s) => console.log(`== ${s}`);
+const {check, step, finish} = checker();
+const browser = await requireBrowser();
 
 // ---- the fake cluster manager ----------------------------------------------------------------
 
@@ -92,13 +64,6 @@ function gpus() {
   return [g0, g1];
 }
 
-const streams = new Set();
-let seq = 1;
-function announce(changed) {
-  seq += 1;
-  for (const res of streams) res.write(`event: change\ndata: ${JSON.stringify({changed, seq})}\n\n`);
-}
-
 function answer(path) {
   const remote = ['/api/v1/remote-leases', '/api/v1/gpu-servers', '/api/v1/clients'];
   if (state.mode === 'old' && remote.includes(path)) {
@@ -135,29 +100,8 @@ function answer(path) {
   }
 }
 
-const files = {'/': 'index.html', '/index.html': 'index.html', '/app.js': 'app.js', '/app.css': 'app.css'};
-const types = {html: 'text/html', js: 'text/javascript', css: 'text/css'};
-const server = createServer((req, res) => {
-  const path = new URL(req.url, 'http://x').pathname;
-  if (files[path]) {
-    const name = files[path];
-    res.writeHead(200, {'Content-Type': types[name.split('.').pop()]});
-    res.end(readFileSync(join(webDir, name)));
-    return;
-  }
-  if (path === '/api/v1/stream') {
-    res.writeHead(200, {'Content-Type': 'text/event-stream', 'Cache-Control': 'no-store'});
-    res.write(`event: hello\ndata: ${JSON.stringify({seq})}\n\n`);
-    streams.add(res);
-    req.on('close', () => streams.delete(res));
-    return;
-  }
-  const [status, body] = answer(path);
-  res.writeHead(status, {'Content-Type': 'application/json'});
-  res.end(JSON.stringify(body));
-});
-await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-const url = `http://127.0.0.1:${server.address().port}`;
+const fake = await serveDashboard(answer);
+const {url, streams, announce} = fake;
 
 // "1m 29s" / "45 s" / "2h 03m" → seconds (NaN for "—").
 function seconds(text) {
@@ -168,26 +112,6 @@ function seconds(text) {
   if (m) return Number(m[1]) * 60 + Number(m[2]);
   return NaN;
 }
-
-async function waitFor(fn, ms = 15000) {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    try {
-      const v = await fn();
-      if (v) return v;
-    } catch (e) {
-      // not yet
-    }
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  return null;
-}
-
-const browser = await chromium.launch({
-  executablePath: chromiumPath,
-  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-         '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-});
 
 try {
   step('1. the Remote GPUs view shows the leases with their shares, state, server and GPU');
@@ -294,9 +218,6 @@ try {
   await old.close();
 } finally {
   await browser.close();
-  for (const res of streams) res.end();
-  server.close();
+  fake.close();
 }
-
-console.log(`${passed} passed, ${failed} failed`);
-process.exit(failed > 0 ? 1 : 0);
+finish();
