@@ -232,6 +232,42 @@ TEST(CycleTest, NotCyclicStillCarriesTheBestCandidatesConfidence) {
   EXPECT_LT(r.confidence, 0.5);
 }
 
+TEST(CycleTest, AnySeriesGetsAnAnswerInRange) {
+  // Random lengths, levels, gaps, infinities and sample intervals: never a crash, a confidence
+  // outside 0..1, a verdict without a period, or a refusal without a reason.
+  std::mt19937_64 rng(77);
+  for (int trial = 0; trial < 300; ++trial) {
+    size_t n = rng() % 700;
+    std::vector<double> v(n);
+    double period = 2 + static_cast<double>(rng() % 100);
+    for (size_t i = 0; i < n; ++i) {
+      switch (rng() % 12) {
+        case 0: v[i] = kNaN; break;
+        case 1: v[i] = (rng() % 2 ? 1 : -1) * std::numeric_limits<double>::infinity(); break;
+        default: v[i] = 50 + 40 * std::sin(2 * kPi * i / period) + static_cast<double>(rng() % 20);
+      }
+    }
+    double dt = trial % 3 == 0 ? 1.0 / 6 : 1.0;
+    CycleResult r = DetectCycle(v, dt);
+    EXPECT_GE(r.confidence, 0.0);
+    EXPECT_LE(r.confidence, 1.0);
+    if (r.cyclic) {
+      EXPECT_GT(r.period_s, 0);
+      EXPECT_GE(r.cycles_in_window, 3.0);
+      EXPECT_FALSE(r.method.empty());
+    } else {
+      EXPECT_FALSE(r.reason.empty());
+    }
+    std::optional<Phase> p = FoldPhase(v, dt, period);
+    if (p) {
+      EXPECT_GE(p->peak_offset_s, 0);
+      EXPECT_LT(p->peak_offset_s, period);
+      EXPECT_GE(p->trough_offset_s, 0);
+      EXPECT_LT(p->trough_offset_s, period);
+    }
+  }
+}
+
 TEST(FoldPhaseTest, SquareWaveOffsets) {
   // 20 s period, high for the first 10 s of each period (from the first sample), low after.
   std::vector<double> v(200);
