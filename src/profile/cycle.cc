@@ -20,8 +20,12 @@
 // Burst spacing. For spiky or jittered loads whose autocorrelation peaks smear out: a Schmitt
 // trigger (thresholds at 35 % and 65 % of the 2nd..98th percentile range, which must be clearly
 // above the sample-to-sample noise) marks each upward crossing, interpolated between samples;
-// the period is the median interval, accepted when the intervals agree (MAD / median <=
-// kMaxBurstDispersion) over at least kMinBurstIntervals intervals.
+// the period is the mean interval (an interval spanning a missed burst counts as several),
+// accepted when the intervals agree (coefficient of variation <= kMaxBurstDispersion) over at
+// least kMinBurstIntervals intervals, and when the autocorrelation shows a peak rising
+// kMinProminence above its preceding dip within +-25 % of that period (smeared, but there).
+// When both pass, the autocorrelation's period wins, divided down when it is a multiple of the
+// bursts' (the fundamental).
 //
 // Long series (the driver's 6 Hz samples) are block-averaged to bound the autocorrelation's
 // cost to about kMaxAcfWork multiply-adds; the period found is then refined on the full-rate
@@ -575,7 +579,8 @@ CycleResult DetectCycle(std::span<const double> values, double dt_s, const Cycle
     method = "burst_spacing";
   }
   if (pick == nullptr) {
-    result.confidence = std::max(acf.confidence, burst.confidence);
+    // (r(L) is normalised per pair, so a chance peak on few pairs can exceed 1.)
+    result.confidence = std::clamp(std::max(acf.confidence, burst.confidence), 0.0, 1.0);
     result.reason = acf.reason;
     if (!burst.reason.empty()) result.reason += "; burst spacing: " + burst.reason;
     return result;

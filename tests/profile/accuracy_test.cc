@@ -7,8 +7,10 @@
 //   - every non-periodic family (including periodic loads with < 3 cycles in the window): not
 //     cyclic in >= 95 % of trials (kMinRejectionRate);
 //   - no cyclic verdict ever reports fewer than min_cycles cycles in the window.
-// The table of measured rates is printed (bench/profile_accuracy.cc prints it beside the seed
-// design's test). Deterministic: the seeds are fixed.
+// Heavy-noise families are measured (their detected periods still checked) but not held to the
+// detection bar. The table of measured rates is printed (bench/profile_accuracy.cc prints it
+// beside the seed design's test); CYCLE_DEBUG=1 prints every wrong verdict. Deterministic: the
+// seeds are fixed.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -119,14 +121,6 @@ TEST(ProfileAccuracyTest, NoVerdictHasFewerThanThreeCycles) {
       EXPECT_GE(s.min_cycles_seen, 3.0) << f.name;
     }
   }
-}
-
-TEST(ProfileAccuracyTest, HeavyNoiseIsMeasuredNotGuessed) {
-  // Heavy noise is not held to the detection bar, but a verdict it gives has the right period
-  // (checked above) and the family is in the table.
-  bool any = false;
-  for (const Family& f : Families()) any |= !f.moderate;
-  EXPECT_TRUE(any);
 }
 
 }  // namespace
