@@ -69,9 +69,9 @@ Result<std::string> ReadToken(const std::string& path) {
 
 const std::vector<std::string>& FailureReasons() {
   static const std::vector<std::string> kReasons = {
-      "unauthorized", "forbidden", "not_found",  "conflict", "invalid",     "throttled",
-      "server_error", "http_error", "timeout",   "tls",      "connection",  "token",
-      "bad_response", "cancelled"};
+      "unauthorized", "forbidden",    "not_found",    "conflict", "invalid",
+      "throttled",    "server_error", "http_error",   "timeout",  "tls",
+      "connection",   "token",        "bad_response", "cancelled"};
   return kReasons;
 }
 
@@ -112,7 +112,8 @@ Result<ApiServer> ParseApiServer(std::string_view url) {
   std::string rest = text.substr(kScheme.size());
   if (!rest.empty() && rest.back() == '/') rest.pop_back();
   if (rest.empty() || rest.find_first_of("/?#@ ") != std::string::npos) {
-    return InvalidArgument("API server '" + text + "' must be https://HOST[:PORT] and nothing more");
+    return InvalidArgument("API server '" + text +
+                           "' must be https://HOST[:PORT] and nothing more");
   }
   ApiServer server;
   const size_t bracket = rest.find(']');
@@ -245,17 +246,17 @@ Result<json> Client::Send(const std::string& method, const std::string& path,
                            " the cluster's CA, and is the server's certificate valid for " +
                            server_.host + "?)");
       case httplib::Error::ConnectionTimeout:
-        return Failure(StatusCode::kTimeout, "timeout",
-                       detail + " (no connection within " +
-                           std::to_string(options_.timeout.count()) + " ms)");
+        return Failure(
+            StatusCode::kTimeout, "timeout",
+            detail + " (no connection within " + std::to_string(options_.timeout.count()) + " ms)");
       case httplib::Error::Read:
       case httplib::Error::Write:
         // httplib says "Read" for a read that timed out and for a connection the peer closed; the
         // time it took tells them apart.
         if (elapsed >= options_.timeout * 9 / 10) {
-          return Failure(StatusCode::kTimeout, "timeout",
-                         detail + " (no answer within " +
-                             std::to_string(options_.timeout.count()) + " ms)");
+          return Failure(
+              StatusCode::kTimeout, "timeout",
+              detail + " (no answer within " + std::to_string(options_.timeout.count()) + " ms)");
         }
         return Failure(StatusCode::kUnavailable, "connection", detail + " (connection lost)");
       default:
@@ -282,9 +283,9 @@ Result<json> Client::Send(const std::string& method, const std::string& path,
   }
   auto parsed = ParseJson(received, "the API's answer", options_.max_response_bytes);
   if (!parsed.ok()) {
-    return Failure(StatusCode::kUnavailable, "bad_response",
-                   what + ": HTTP " + std::to_string(res.status) + " but " +
-                       parsed.status().message());
+    return Failure(
+        StatusCode::kUnavailable, "bad_response",
+        what + ": HTTP " + std::to_string(res.status) + " but " + parsed.status().message());
   }
   return std::move(parsed).value();
 }

@@ -36,14 +36,15 @@ namespace flyt::kube {
 
 inline constexpr const char* kDefaultTokenFile =
     "/var/run/secrets/kubernetes.io/serviceaccount/token";
-inline constexpr const char* kDefaultCaFile = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
+inline constexpr const char* kDefaultCaFile =
+    "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
 inline constexpr const char* kMergePatchContentType = "application/merge-patch+json";
 
 struct ClientOptions {
   std::string api_server;  // "https://host:port" (IPv6 bracketed); port 443 when absent
   std::string token_file = kDefaultTokenFile;
   std::string ca_file = kDefaultCaFile;
-  std::chrono::milliseconds timeout{10000};  // connect, and each read and write
+  std::chrono::milliseconds timeout{10000};     // connect, and each read and write
   size_t max_response_bytes = size_t{8} << 20;  // a Node object is tens of KiB
 };
 

@@ -86,8 +86,9 @@ TEST(ParseApiServerTest, TakesHttpsHostAndPort) {
 }
 
 TEST(ParseApiServerTest, RefusesAnythingElse) {
-  for (const char* bad : {"http://10.0.0.1:443", "10.0.0.1:443", "https://", "https://h:0",
-                          "https://h:99999", "https://h/api", "https://user@h", "https://fd00::1:443"}) {
+  for (const char* bad :
+       {"http://10.0.0.1:443", "10.0.0.1:443", "https://", "https://h:0", "https://h:99999",
+        "https://h/api", "https://user@h", "https://fd00::1:443"}) {
     EXPECT_FALSE(ParseApiServer(bad).ok()) << bad;
   }
   EXPECT_NE(ParseApiServer("http://h").status().message().find("https://"), std::string::npos);
@@ -155,9 +156,9 @@ TEST_F(ClientTest, AStaleTokenIsUnauthorizedWithTheApisMessage) {
 TEST_F(ClientTest, EachRefusalHasItsReasonAndTheApisMessage) {
   auto client = NewClient(Options());
   const std::vector<std::pair<int, std::string>> cases = {
-      {401, "unauthorized"}, {403, "forbidden"},    {404, "not_found"},   {409, "conflict"},
-      {422, "invalid"},      {429, "throttled"},    {500, "server_error"}, {503, "server_error"},
-      {400, "http_error"}};
+      {401, "unauthorized"}, {403, "forbidden"},    {404, "not_found"},
+      {409, "conflict"},     {422, "invalid"},      {429, "throttled"},
+      {500, "server_error"}, {503, "server_error"}, {400, "http_error"}};
   for (const auto& [code, reason] : cases) {
     api_->FailNext(code);
     auto r = client->MergePatchNode("gpu-node-1",

@@ -61,7 +61,8 @@ const char* ReasonFor(int code) {
 Status MakeTestCertificates(const std::string& dir) {
   // EC keys: quick to make. The CA is marked as one; the server certificate names 127.0.0.1.
   const std::string script =
-      "set -e; cd '" + dir + "'; "
+      "set -e; cd '" + dir +
+      "'; "
       "printf 'subjectAltName=IP:127.0.0.1\\n' > server.ext; "
       "for ca in ca other-ca; do "
       "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 "
@@ -88,15 +89,14 @@ FakeKubeApi::FakeKubeApi(std::string dir, std::string node_name, std::string tok
     : dir_(std::move(dir)), node_name_(std::move(node_name)), token_(std::move(token)) {}
 
 Result<std::unique_ptr<FakeKubeApi>> FakeKubeApi::Start(const std::string& dir,
-                                                        std::string node_name,
-                                                        std::string token) {
+                                                        std::string node_name, std::string token) {
   FLYT_RETURN_IF_ERROR(MakeTestCertificates(dir));
-  std::unique_ptr<FakeKubeApi> api(
-      new FakeKubeApi(dir, std::move(node_name), std::move(token)));
+  std::unique_ptr<FakeKubeApi> api(new FakeKubeApi(dir, std::move(node_name), std::move(token)));
   const std::string cert = dir + "/server.crt";
   const std::string key = dir + "/server.key";
   api->server_ = std::make_unique<httplib::SSLServer>(cert.c_str(), key.c_str());
-  if (!api->server_->is_valid()) return Internal("the test TLS server did not take its certificate");
+  if (!api->server_->is_valid())
+    return Internal("the test TLS server did not take its certificate");
   FakeKubeApi* self = api.get();
   auto handler = [self](const httplib::Request& req, httplib::Response& res) {
     self->Handle(req, res);
@@ -184,7 +184,7 @@ json FakeKubeApi::NodeJson() const {
 
 void FakeKubeApi::SendStatus(httplib::Response& res, int code, const std::string& reason,
                              const std::string& message) {
-  json status = {{"kind", "Status"},   {"apiVersion", "v1"}, {"metadata", json::object()},
+  json status = {{"kind", "Status"},    {"apiVersion", "v1"}, {"metadata", json::object()},
                  {"status", "Failure"}, {"message", message}, {"reason", reason},
                  {"code", code}};
   res.status = code;
@@ -216,7 +216,8 @@ std::string FakeKubeApi::CheckPatch(const json& patch) const {
     }
   }
   size_t total = 0;
-  for (const auto& [key, value] : merged.items()) total += key.size() + value.get<std::string>().size();
+  for (const auto& [key, value] : merged.items())
+    total += key.size() + value.get<std::string>().size();
   if (total > kMaxAnnotationsBytes) {
     return "metadata.annotations: Too long: must have at most 262144 bytes";
   }

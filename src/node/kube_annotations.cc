@@ -90,11 +90,13 @@ Result<KubernetesResolution> ResolveKubernetes(const KubernetesConfig& config,
     auto port = env("KUBERNETES_SERVICE_PORT");
     if (!host || !port) {
       in_cluster = false;
-      problem = "not in a Kubernetes cluster (KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT "
-                "are not set, and [kubernetes] api_server is empty)";
+      problem =
+          "not in a Kubernetes cluster (KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT "
+          "are not set, and [kubernetes] api_server is empty)";
     } else {
       auto port_number = ParseInt(*port);
-      api_server = "https://" + FormatHostPort(*host, port_number ? static_cast<int>(*port_number) : 0);
+      api_server =
+          "https://" + FormatHostPort(*host, port_number ? static_cast<int>(*port_number) : 0);
       if (!port_number || !kube::ParseApiServer(api_server).ok()) {
         problem = "KUBERNETES_SERVICE_HOST/PORT (" + *host + ", " + *port +
                   ") do not make an API server address";
@@ -105,8 +107,9 @@ Result<KubernetesResolution> ResolveKubernetes(const KubernetesConfig& config,
   if (problem.empty() && node_name.empty()) {
     node_name = env("NODE_NAME").value_or("");
     if (node_name.empty()) {
-      problem = "no node name: set NODE_NAME (the DaemonSet sets it from spec.nodeName) or "
-                "[kubernetes] node_name";
+      problem =
+          "no node name: set NODE_NAME (the DaemonSet sets it from spec.nodeName) or "
+          "[kubernetes] node_name";
     } else if (!kube::ValidNodeName(node_name)) {
       problem = "NODE_NAME \"" + node_name + "\" is not a Kubernetes node name";
     }
@@ -183,8 +186,8 @@ Result<std::unique_ptr<KubeAnnotationPublisher>> KubeAnnotationPublisher::Create
   }
   if (!source) return InvalidArgument("no profile source");
   FLYT_ASSIGN_OR_RETURN(auto client, kube::Client::Create(options.client));
-  return std::unique_ptr<KubeAnnotationPublisher>(new KubeAnnotationPublisher(
-      std::move(options), std::move(source), clock, std::move(client)));
+  return std::unique_ptr<KubeAnnotationPublisher>(
+      new KubeAnnotationPublisher(std::move(options), std::move(source), clock, std::move(client)));
 }
 
 KubeAnnotationPublisher::KubeAnnotationPublisher(KubeAnnotationOptions options,
@@ -200,8 +203,9 @@ KubeAnnotationPublisher::~KubeAnnotationPublisher() { Stop(); }
 void KubeAnnotationPublisher::Start() {
   if (started_) return;
   started_ = true;
-  spdlog::info("Kubernetes: annotating node {} through {} (flyt.dev/gpu-<index>, at most every {} s)",
-               options_.node_name, options_.client.api_server, Seconds(options_.min_interval));
+  spdlog::info(
+      "Kubernetes: annotating node {} through {} (flyt.dev/gpu-<index>, at most every {} s)",
+      options_.node_name, options_.client.api_server, Seconds(options_.min_interval));
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -269,8 +273,8 @@ void KubeAnnotationPublisher::RunOnce() {
     if (changes.empty()) return;
     if (last_patch_ && now - *last_patch_ < options_.min_interval) return;
   }
-  auto answer = client_->MergePatchNode(options_.node_name,
-                                        {{"metadata", {{"annotations", changes}}}});
+  auto answer =
+      client_->MergePatchNode(options_.node_name, {{"metadata", {{"annotations", changes}}}});
   MutexLock lock(mu_);
   if (!answer.ok()) {
     RecordFailure("patch", answer.status());
@@ -297,7 +301,8 @@ bool KubeAnnotationPublisher::ReadNode() {
     RecordFailure("get", node.status());
     return false;
   }
-  const json* meta = node->is_object() && node->contains("metadata") ? &(*node)["metadata"] : nullptr;
+  const json* meta =
+      node->is_object() && node->contains("metadata") ? &(*node)["metadata"] : nullptr;
   if (meta == nullptr || !meta->is_object()) {
     RecordFailure("get", Unavailable("GET /api/v1/nodes/" + options_.node_name +
                                      ": the answer is not a Node (no metadata)")
@@ -351,10 +356,11 @@ void KubeAnnotationPublisher::RecordFailure(const std::string& op, const Status&
   next_attempt_ = clock_.SteadyNow() + backoff_;
   last_error_ = LastError{op, reason, status.message(), clock_.WallNow()};
   if (logged_reasons_.insert(reason).second) {
-    spdlog::warn("Kubernetes: {} node {} failed ({}): {} — retrying with backoff up to {} s; "
-                 "logged once until a request succeeds",
-                 op == "patch" ? "annotating" : "reading", options_.node_name, reason,
-                 status.message(), Seconds(options_.backoff_max));
+    spdlog::warn(
+        "Kubernetes: {} node {} failed ({}): {} — retrying with backoff up to {} s; "
+        "logged once until a request succeeds",
+        op == "patch" ? "annotating" : "reading", options_.node_name, reason, status.message(),
+        Seconds(options_.backoff_max));
   } else {
     spdlog::debug("Kubernetes: {} failed again ({}): {}", op, reason, status.message());
   }
@@ -386,10 +392,9 @@ json KubeAnnotationPublisher::StatusJson() const {
                   {"at", FormatTimeRfc3339(last_error_->at)}};
   }
   const char* state = consecutive_failures_ > 0 ? "failing" : ever_succeeded_ ? "ok" : "starting";
-  const double next_attempt_s =
-      backoff_.count() > 0 && next_attempt_ > now
-          ? std::chrono::duration<double>(next_attempt_ - now).count()
-          : 0.0;
+  const double next_attempt_s = backoff_.count() > 0 && next_attempt_ > now
+                                    ? std::chrono::duration<double>(next_attempt_ - now).count()
+                                    : 0.0;
   return {{"enabled", true},
           {"node", options_.node_name},
           {"api_server", options_.client.api_server},

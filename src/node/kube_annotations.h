@@ -76,7 +76,7 @@ std::optional<std::string> ProcessEnv(const std::string& name);
 
 struct KubernetesResolution {
   std::optional<KubeAnnotationOptions> options;  // set: publish with these
-  std::string off_reason;  // otherwise, why not (for one log line)
+  std::string off_reason;                        // otherwise, why not (for one log line)
   // The node looks like part of a cluster but something is missing (e.g. no node name): worth a
   // warning rather than an info line.
   bool misconfigured = false;
@@ -128,9 +128,10 @@ class KubeAnnotationPublisher {
   static nlohmann::json DisabledStatusJson(const std::string& reason);
 
   // Prometheus text (HELP/TYPE and samples) for /metrics: flyt_kubernetes_patches_total,
-  // flyt_kubernetes_patch_failures_total{reason} and flyt_kubernetes_node_read_failures_total{reason}
-  // (every reason, 0 until seen), flyt_kubernetes_annotations (keys the Node holds),
-  // flyt_kubernetes_up (1 while the last request succeeded).
+  // flyt_kubernetes_patch_failures_total{reason} and
+  // flyt_kubernetes_node_read_failures_total{reason} (every reason, 0 until seen),
+  // flyt_kubernetes_annotations (keys the Node holds), flyt_kubernetes_up (1 while the last request
+  // succeeded).
   std::string MetricsText() const;
 
   struct Stats {

@@ -51,8 +51,8 @@ size_t Count(const std::string& text, const std::string& what) {
   return n;
 }
 
-profile::GpuProfile Gpu(uint32_t index, profile::State state, double util_p95,
-                        uint64_t peak_bytes, uint64_t total_bytes = 80 * kGiB) {
+profile::GpuProfile Gpu(uint32_t index, profile::State state, double util_p95, uint64_t peak_bytes,
+                        uint64_t total_bytes = 80 * kGiB) {
   profile::GpuProfile p;
   p.index = index;
   p.uuid = "GPU-0000000" + std::to_string(index);
@@ -90,8 +90,8 @@ class PublisherTest : public ::testing::Test {
                      {"nvidia.com/gpu.memory", "81559"},
                      {"nvidia.com/gpu.count", "2"},
                      {"kubernetes.io/hostname", "gpu-node-1"}});
-    profiles_ = {Gpu(0, profile::State::kSteady, 50, 20 * kGiB),
-                 Gpu(1, profile::State::kIdle, 0, 0)};
+    SetProfiles(
+        {Gpu(0, profile::State::kSteady, 50, 20 * kGiB), Gpu(1, profile::State::kIdle, 0, 0)});
     log_sink_ = std::make_shared<spdlog::sinks::ostream_sink_mt>(log_);
     spdlog::default_logger()->sinks().push_back(log_sink_);
   }
@@ -180,10 +180,9 @@ TEST_F(PublisherTest, ReadsTheNodeThenAnnotatesEachGpu) {
   // The labels are in the status for GET /api/v1/kubernetes.
   json status = publisher_->StatusJson();
   EXPECT_EQ(status["state"], "ok");
-  EXPECT_EQ(status["labels"],
-            json({{"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"},
-                  {"nvidia.com/gpu.memory", "81559"},
-                  {"nvidia.com/gpu.count", "2"}}));
+  EXPECT_EQ(status["labels"], json({{"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"},
+                                    {"nvidia.com/gpu.memory", "81559"},
+                                    {"nvidia.com/gpu.count", "2"}}));
   EXPECT_EQ(status["annotations"]["flyt.dev/gpu-1"]["state"], "idle");
   EXPECT_EQ(status["patches_total"], 1);
   EXPECT_TRUE(status["pending"].empty());
@@ -198,13 +197,15 @@ TEST_F(PublisherTest, WritesOnlyWhenAStateChangesOrAValuePassesItsThreshold) {
   EXPECT_EQ(api_->patch_count(), 1u) << "nothing changed";
   // util p95 50 -> 55 -> 59: under the 10-point threshold from what the node holds.
   for (double util : {55.0, 59.0}) {
-    SetProfiles({Gpu(0, profile::State::kSteady, util, 20 * kGiB), Gpu(1, profile::State::kIdle, 0, 0)});
+    SetProfiles(
+        {Gpu(0, profile::State::kSteady, util, 20 * kGiB), Gpu(1, profile::State::kIdle, 0, 0)});
     clock_.Advance(60s);
     publisher_->RunOnce();
   }
   EXPECT_EQ(api_->patch_count(), 1u);
   // 61: 11 points from the 50 the node holds, though only 2 from the last sample.
-  SetProfiles({Gpu(0, profile::State::kSteady, 61, 20 * kGiB), Gpu(1, profile::State::kIdle, 0, 0)});
+  SetProfiles(
+      {Gpu(0, profile::State::kSteady, 61, 20 * kGiB), Gpu(1, profile::State::kIdle, 0, 0)});
   clock_.Advance(60s);
   publisher_->RunOnce();
   ASSERT_EQ(api_->patch_count(), 2u);
@@ -213,7 +214,8 @@ TEST_F(PublisherTest, WritesOnlyWhenAStateChangesOrAValuePassesItsThreshold) {
   EXPECT_TRUE(sent.contains("flyt.dev/gpu-0"));
   EXPECT_EQ(NodeAnnotation("flyt.dev/gpu-0")["util_p95"], 61);
   // A state change is always written.
-  SetProfiles({Gpu(0, profile::State::kSteady, 61, 20 * kGiB), Gpu(1, profile::State::kBursty, 0, 0)});
+  SetProfiles(
+      {Gpu(0, profile::State::kSteady, 61, 20 * kGiB), Gpu(1, profile::State::kBursty, 0, 0)});
   clock_.Advance(60s);
   publisher_->RunOnce();
   ASSERT_EQ(api_->patch_count(), 3u);
@@ -245,7 +247,8 @@ TEST(AnnotationMovedTest, Thresholds) {
   EXPECT_TRUE(AnnotationMoved(base, ann(50, 40 * kGiB, 13.5), o, &why));
   EXPECT_EQ(why, "period_s");
   // A state, a new process, or a value that appears or disappears.
-  EXPECT_TRUE(AnnotationMoved(base, profile::AnnotationJson(Gpu(0, profile::State::kSteady, 50, 40 * kGiB)), o, &why));
+  EXPECT_TRUE(AnnotationMoved(
+      base, profile::AnnotationJson(Gpu(0, profile::State::kSteady, 50, 40 * kGiB)), o, &why));
   EXPECT_EQ(why, "state \"cyclic\" -> \"steady\"");
   auto p = Gpu(0, profile::State::kCyclic, 50, 40 * kGiB);
   p.cycle->period_s = 12.0;
@@ -327,7 +330,7 @@ TEST_F(PublisherTest, EachFailureKindIsLoggedOnceCountedAndRetriedWithBackoff) {
   publisher_->RunOnce();
   ASSERT_EQ(api_->patch_count(), 1u);
   const std::vector<std::pair<int, std::string>> kinds = {
-      {401, "unauthorized"}, {403, "forbidden"},    {404, "not_found"}, {409, "conflict"},
+      {401, "unauthorized"}, {403, "forbidden"},    {404, "not_found"},   {409, "conflict"},
       {422, "invalid"},      {500, "server_error"}, {503, "server_error"}};
   profile::State state = profile::State::kIdle;
   for (const auto& [code, reason] : kinds) {
@@ -461,7 +464,8 @@ TEST_F(PublisherTest, ReadsTheNodeAgainEveryTenMinutesAndRestoresItsAnnotations)
 
 TEST_F(PublisherTest, StopEndsARequestInFlightPromptly) {
   // On the real clock and its own thread: the first request (GET) hangs; Stop cancels it.
-  auto p = KubeAnnotationPublisher::Create(Options(), [] { return std::vector<profile::GpuProfile>{}; });
+  auto p =
+      KubeAnnotationPublisher::Create(Options(), [] { return std::vector<profile::GpuProfile>{}; });
   ASSERT_TRUE(p.ok());
   api_->HangNext();
   (*p)->Start();
@@ -476,9 +480,8 @@ TEST_F(PublisherTest, StopEndsARequestInFlightPromptly) {
 TEST_F(PublisherTest, RunsOnItsOwnThread) {
   KubeAnnotationOptions o = Options();
   o.check_interval = 50ms;
-  auto p = KubeAnnotationPublisher::Create(o, [] {
-    return std::vector<profile::GpuProfile>{Gpu(3, profile::State::kIdle, 0, 0)};
-  });
+  auto p = KubeAnnotationPublisher::Create(
+      o, [] { return std::vector<profile::GpuProfile>{Gpu(3, profile::State::kIdle, 0, 0)}; });
   ASSERT_TRUE(p.ok());
   (*p)->Start();
   for (int i = 0; i < 1000 && api_->patch_count() == 0; ++i) std::this_thread::sleep_for(10ms);
