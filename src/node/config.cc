@@ -10,6 +10,7 @@
 #include "common/http_server.h"
 #include "common/strings.h"
 #include "common/toml_reader.h"
+#include "kube/client.h"
 
 namespace flyt::node {
 namespace {
@@ -202,6 +203,86 @@ Status ReadGpuServersSection(const Reader& r, const toml::table& t, GpuServersCo
   return Status::Ok();
 }
 
+// [kubernetes] (KubernetesConfig). Durations are strings: "500ms", "30s", "10m", "1h".
+Status GetKubernetesDuration(const Reader& r, const toml::table& t, const char* key,
+                             std::chrono::milliseconds min, std::chrono::milliseconds max,
+                             std::chrono::milliseconds& out) {
+  const toml::node* n = t.get(key);
+  if (n == nullptr) return Status::Ok();
+  const std::string name = std::string("kubernetes.") + key;
+  if (!n->is_string()) return r.Error(n, name, "expected a duration string such as \"30s\"");
+  const std::string text = *n->value<std::string>();
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  const std::string unit = text.substr(digits);
+  const std::optional<int64_t> value =
+      digits == 0 || digits > 9 ? std::nullopt : ParseInt(text.substr(0, digits));
+  int64_t ms_per_unit = 0;
+  if (unit == "ms") ms_per_unit = 1;
+  if (unit == "s") ms_per_unit = 1000;
+  if (unit == "m") ms_per_unit = 60 * 1000;
+  if (unit == "h") ms_per_unit = 3600 * 1000;
+  if (!value || ms_per_unit == 0) {
+    return r.Error(n, name, "\"" + text + "\" is not a duration (a whole number and ms, s, m or h)");
+  }
+  const std::chrono::milliseconds d(*value * ms_per_unit);
+  if (d < min || d > max) {
+    return r.Error(n, name,
+                   "\"" + text + "\" is out of range [" + std::to_string(min.count()) + " ms, " +
+                       std::to_string(max.count()) + " ms]");
+  }
+  out = d;
+  return Status::Ok();
+}
+
+Status ReadKubernetesSection(const Reader& r, const toml::table& t, KubernetesConfig& k) {
+  const std::string sec = "kubernetes";
+  FLYT_RETURN_IF_ERROR(r.CheckKeys(
+      t, sec,
+      {"enabled", "node_name", "api_server", "token_file", "ca_file", "min_interval", "timeout",
+       "util_threshold_percent", "memory_threshold_percent", "period_threshold_percent"}));
+  if (const toml::node* e = t.get("enabled")) {
+    if (e->is_boolean()) {
+      k.mode = *e->value<bool>() ? KubernetesMode::kOn : KubernetesMode::kOff;
+    } else if (e->is_string() && *e->value<std::string>() == "auto") {
+      k.mode = KubernetesMode::kAuto;
+    } else {
+      return r.Error(e, "kubernetes.enabled", "expected \"auto\", true or false");
+    }
+  }
+  FLYT_RETURN_IF_ERROR(r.GetString(t, sec, "node_name", k.node_name));
+  if (!k.node_name.empty() && !kube::ValidNodeName(k.node_name)) {
+    return r.Error(t.get("node_name"), "kubernetes.node_name",
+                   "\"" + k.node_name +
+                       "\" is not a Kubernetes node name (lower-case DNS subdomain, at most 253 "
+                       "characters)");
+  }
+  FLYT_RETURN_IF_ERROR(r.GetString(t, sec, "api_server", k.api_server));
+  if (!k.api_server.empty()) {
+    if (auto parsed = kube::ParseApiServer(k.api_server); !parsed.ok()) {
+      return r.Error(t.get("api_server"), "kubernetes.api_server", parsed.status().message());
+    }
+  }
+  for (const char* key : {"token_file", "ca_file"}) {
+    std::string& path = std::string_view(key) == "token_file" ? k.token_file : k.ca_file;
+    FLYT_RETURN_IF_ERROR(r.GetString(t, sec, key, path));
+    if (path.empty() || path[0] != '/') {
+      return r.Error(t.get(key), std::string("kubernetes.") + key, "expected an absolute path");
+    }
+  }
+  using std::chrono::milliseconds;
+  FLYT_RETURN_IF_ERROR(GetKubernetesDuration(r, t, "min_interval", milliseconds(1000),
+                                             milliseconds(24 * 3600 * 1000), k.min_interval));
+  FLYT_RETURN_IF_ERROR(GetKubernetesDuration(r, t, "timeout", milliseconds(100),
+                                             milliseconds(300 * 1000), k.timeout));
+  FLYT_RETURN_IF_ERROR(r.GetDouble(t, sec, "util_threshold_percent", 0, 100, k.util_threshold_percent));
+  FLYT_RETURN_IF_ERROR(
+      r.GetDouble(t, sec, "memory_threshold_percent", 0, 100, k.memory_threshold_percent));
+  FLYT_RETURN_IF_ERROR(
+      r.GetDouble(t, sec, "period_threshold_percent", 0, 100, k.period_threshold_percent));
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status CheckGpuServersAccess(const NodeConfig& config) {
@@ -228,7 +309,7 @@ Result<NodeConfig> ParseNodeConfig(std::string_view text, const std::string& sou
   c.name = Hostname();
   FLYT_RETURN_IF_ERROR(
       r.CheckKeys(root, "", {"node", "http", "monitor", "nvml", "cluster-manager", "trace",
-                                 "gpu-servers", "log"}));
+                                 "gpu-servers", "kubernetes", "log"}));
   auto section = [&](const char* name) { return r.Section(root, name); };
 
   FLYT_ASSIGN_OR_RETURN(const toml::table* node, section("node"));
@@ -323,6 +404,8 @@ Result<NodeConfig> ParseNodeConfig(std::string_view text, const std::string& sou
   if (trace != nullptr) FLYT_RETURN_IF_ERROR(ReadTraceSection(r, *trace, c.trace));
   FLYT_ASSIGN_OR_RETURN(const toml::table* gs, section("gpu-servers"));
   if (gs != nullptr) FLYT_RETURN_IF_ERROR(ReadGpuServersSection(r, *gs, c.gpu_servers));
+  FLYT_ASSIGN_OR_RETURN(const toml::table* kube, section("kubernetes"));
+  if (kube != nullptr) FLYT_RETURN_IF_ERROR(ReadKubernetesSection(r, *kube, c.kubernetes));
   FLYT_RETURN_IF_ERROR(r.LogSection(root, c.log_level));
   return c;
 }

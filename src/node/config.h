@@ -36,6 +36,23 @@ struct GpuServersConfig {
   std::vector<std::string> extra_args;
 };
 
+// [kubernetes]: Kubernetes node annotations with each GPU's usage profile
+// (kube_annotations.h). The empty strings are resolved from the environment at start-up
+// (ResolveKubernetes), not here.
+enum class KubernetesMode { kAuto, kOn, kOff };
+struct KubernetesConfig {
+  KubernetesMode mode = KubernetesMode::kAuto;  // enabled = "auto" | true | false
+  std::string node_name;   // empty: $NODE_NAME
+  std::string api_server;  // empty: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT
+  std::string token_file = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+  std::string ca_file = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
+  std::chrono::milliseconds min_interval{30000};
+  std::chrono::milliseconds timeout{10000};
+  double util_threshold_percent = 10;
+  double memory_threshold_percent = 5;
+  double period_threshold_percent = 10;
+};
+
 struct NodeConfig {
   // [node]
   std::string name;  // default: the host name
@@ -65,6 +82,8 @@ struct NodeConfig {
   trace::TraceOptions trace;
   // [gpu-servers]
   GpuServersConfig gpu_servers;
+  // [kubernetes]
+  KubernetesConfig kubernetes;
   // [log]
   std::string log_level = "info";
 };

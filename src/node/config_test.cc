@@ -264,5 +264,82 @@ TEST(NodeConfigTest, GpuServersBeyondLoopbackNeedAToken) {
   EXPECT_TRUE(CheckGpuServersAccess(*c).ok());
 }
 
+// [kubernetes]
+TEST(NodeConfigTest, KubernetesSectionDefaultsAndEveryKey) {
+  auto d = ParseNodeConfig("", "<t>");
+  ASSERT_TRUE(d.ok());
+  const KubernetesConfig k;
+  EXPECT_EQ(d->kubernetes.mode, KubernetesMode::kAuto);
+  EXPECT_EQ(d->kubernetes.token_file, "/var/run/secrets/kubernetes.io/serviceaccount/token");
+  EXPECT_EQ(d->kubernetes.ca_file, "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt");
+  EXPECT_EQ(d->kubernetes.min_interval, std::chrono::seconds(30));
+  EXPECT_EQ(d->kubernetes.timeout, std::chrono::seconds(10));
+  auto shipped = LoadNodeConfig(std::string(FLYT_SOURCE_DIR) + "/configs/node-manager.toml");
+  ASSERT_TRUE(shipped.ok()) << shipped.status().ToString();
+  EXPECT_EQ(shipped->kubernetes.mode, k.mode);
+  EXPECT_EQ(shipped->kubernetes.node_name, k.node_name);
+  EXPECT_EQ(shipped->kubernetes.api_server, k.api_server);
+  EXPECT_EQ(shipped->kubernetes.token_file, k.token_file);
+  EXPECT_EQ(shipped->kubernetes.ca_file, k.ca_file);
+  EXPECT_EQ(shipped->kubernetes.min_interval, k.min_interval);
+  EXPECT_EQ(shipped->kubernetes.timeout, k.timeout);
+  EXPECT_EQ(shipped->kubernetes.util_threshold_percent, k.util_threshold_percent);
+  EXPECT_EQ(shipped->kubernetes.memory_threshold_percent, k.memory_threshold_percent);
+  EXPECT_EQ(shipped->kubernetes.period_threshold_percent, k.period_threshold_percent);
+  // The DaemonSet's config (deploy/kubernetes/node-manager.toml, the ConfigMap's content) loads.
+  auto daemonset = LoadNodeConfig(std::string(FLYT_SOURCE_DIR) + "/deploy/kubernetes/node-manager.toml");
+  ASSERT_TRUE(daemonset.ok()) << daemonset.status().ToString();
+  EXPECT_EQ(daemonset->kubernetes.mode, KubernetesMode::kAuto);
+
+  auto c = ParseNodeConfig(
+      "[kubernetes]\nenabled = true\nnode_name = \"gpu-node-1.example\"\n"
+      "api_server = \"https://[fd00::1]:6443\"\ntoken_file = \"/t/token\"\nca_file = \"/t/ca.crt\"\n"
+      "min_interval = \"2m\"\ntimeout = \"500ms\"\nutil_threshold_percent = 5\n"
+      "memory_threshold_percent = 2.5\nperiod_threshold_percent = 20\n",
+      "<t>");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->kubernetes.mode, KubernetesMode::kOn);
+  EXPECT_EQ(c->kubernetes.node_name, "gpu-node-1.example");
+  EXPECT_EQ(c->kubernetes.api_server, "https://[fd00::1]:6443");
+  EXPECT_EQ(c->kubernetes.token_file, "/t/token");
+  EXPECT_EQ(c->kubernetes.ca_file, "/t/ca.crt");
+  EXPECT_EQ(c->kubernetes.min_interval, std::chrono::minutes(2));
+  EXPECT_EQ(c->kubernetes.timeout, std::chrono::milliseconds(500));
+  EXPECT_EQ(c->kubernetes.util_threshold_percent, 5);
+  EXPECT_EQ(c->kubernetes.memory_threshold_percent, 2.5);
+  EXPECT_EQ(c->kubernetes.period_threshold_percent, 20);
+  c = ParseNodeConfig("[kubernetes]\nenabled = false\nmin_interval = \"1h\"\n", "<t>");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->kubernetes.mode, KubernetesMode::kOff);
+  EXPECT_EQ(c->kubernetes.min_interval, std::chrono::hours(1));
+}
+
+TEST(NodeConfigTest, BrokenKubernetesSectionsNameTheKeyAndTheProblem) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"[kubernetes]\nenabled = \"yes\"\n", "<t>:2: kubernetes.enabled: expected \"auto\", true or false"},
+      {"[kubernetes]\nnode_name = \"GPU_1\"\n", "<t>:2: kubernetes.node_name: \"GPU_1\" is not a Kubernetes node name"},
+      {"[kubernetes]\napi_server = \"http://10.0.0.1\"\n", "kubernetes.api_server: API server 'http://10.0.0.1' must start with https://"},
+      {"[kubernetes]\napi_server = \"https://10.0.0.1/api\"\n", "kubernetes.api_server:"},
+      {"[kubernetes]\ntoken_file = \"token\"\n", "<t>:2: kubernetes.token_file: expected an absolute path"},
+      {"[kubernetes]\nca_file = \"\"\n", "kubernetes.ca_file: expected an absolute path"},
+      {"[kubernetes]\nmin_interval = 30\n", "<t>:2: kubernetes.min_interval: expected a duration string"},
+      {"[kubernetes]\nmin_interval = \"30\"\n", "kubernetes.min_interval: \"30\" is not a duration"},
+      {"[kubernetes]\nmin_interval = \"30 s\"\n", "kubernetes.min_interval: \"30 s\" is not a duration"},
+      {"[kubernetes]\nmin_interval = \"500ms\"\n", "kubernetes.min_interval: \"500ms\" is out of range [1000 ms, 86400000 ms]"},
+      {"[kubernetes]\ntimeout = \"0s\"\n", "kubernetes.timeout: \"0s\" is out of range"},
+      {"[kubernetes]\ntimeout = \"1d\"\n", "kubernetes.timeout: \"1d\" is not a duration"},
+      {"[kubernetes]\nutil_threshold_percent = 101\n", "kubernetes.util_threshold_percent: value 101"},
+      {"[kubernetes]\nmemory_threshold_percent = -1\n", "kubernetes.memory_threshold_percent: value -1"},
+      {"[kubernetes]\nperiod_threshold_percent = \"10\"\n", "kubernetes.period_threshold_percent: expected a number"},
+      {"[kubernetes]\nnamespace = \"x\"\n", "kubernetes.namespace: unknown key"},
+  };
+  for (const auto& [text, expected] : cases) {
+    auto c = ParseNodeConfig(text, "<t>");
+    ASSERT_FALSE(c.ok()) << text;
+    EXPECT_NE(c.status().message().find(expected), std::string::npos)
+        << c.status().message() << "\nexpected: " << expected;
+  }
+}
+
 }  // namespace
 }  // namespace flyt::node
