@@ -8,6 +8,7 @@
 #include "common/http.h"
 #include "common/strings.h"
 #include "gpu/json.h"
+#include "profile/json.h"
 #include "trace/json.h"
 
 namespace flyt::node {
@@ -20,6 +21,14 @@ nlohmann::json CudaHeartbeatJson(std::vector<trace::ProcessCuda> processes) {
   nlohmann::json out = nlohmann::json::array();
   for (size_t i = 0; i < processes.size() && i < kMaxCudaPerHeartbeat; ++i) {
     out.push_back(trace::SummaryToJson(processes[i]));
+  }
+  return out;
+}
+
+nlohmann::json ProfilesHeartbeatJson(const std::vector<profile::GpuProfile>& profiles) {
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t i = 0; i < profiles.size() && i < kMaxProfilesPerHeartbeat; ++i) {
+    out.push_back(profile::ToJson(profiles[i]));
   }
   return out;
 }
@@ -54,10 +63,11 @@ void ApplyHeartbeatReply(const nlohmann::json& reply, GpuServers& servers,
 
 HeartbeatSender::HeartbeatSender(gpu::Monitor& monitor, NodeConfig config, std::string api_url,
                                  std::string version, const trace::StatsSource* cuda,
-                                 GpuServers* gpu_servers)
+                                 GpuServers* gpu_servers, const ProfileSource* profiles)
     : monitor_(monitor),
       cuda_(cuda),
       gpu_servers_(gpu_servers),
+      profiles_(profiles),
       config_(std::move(config)),
       api_url_(std::move(api_url)),
       version_(std::move(version)) {}
@@ -110,6 +120,7 @@ Status HeartbeatSender::SendOnce() {
     if (!cuda.empty()) body["cuda"] = std::move(cuda);
   }
   if (gpu_servers_ != nullptr) body["gpu_servers"] = gpu_servers_->HeartbeatJson();
+  if (profiles_ != nullptr) body["profiles"] = ProfilesHeartbeatJson(profiles_->Profiles());
   FLYT_ASSIGN_OR_RETURN(auto client, http::JsonClient::Connect(config_.cluster_manager,
                                                                config_.cluster_manager_token,
                                                                "the cluster manager"));

@@ -15,6 +15,7 @@
 #include "node/config.h"
 #include "node/gpu_servers.h"
 #include "node/heartbeat.h"
+#include "node/profiling.h"
 #include "node/server.h"
 #include "node/tracing.h"
 
@@ -96,6 +97,26 @@ int main(int argc, char** argv) {
   options.session_idle_expiry = config.session_expiry;
   if (flyt::Status s = options.Validate(); !s.ok()) return Fail(s.message());
   flyt::gpu::Monitor monitor(std::move(backend), flyt::SystemClock::Instance(), options);
+
+  // CUDA tracing: when it cannot run, one log line says why and everything else goes on.
+  std::unique_ptr<flyt::node::CudaTracing> tracing = flyt::node::CudaTracing::Start(config.trace);
+
+  // Usage profiles, fed by every sample the monitor takes (on its sampling thread).
+  std::unique_ptr<flyt::node::Profiling> profiling;
+  if (config.profile.enabled) {
+    auto created =
+        flyt::node::Profiling::Create(config.profile, config.interval, &tracing->stats());
+    if (!created.ok()) return Fail(created.status().message());
+    profiling = std::move(created).value();
+    monitor.SetSampleObserver(
+        [p = profiling.get()](const flyt::gpu::GpuSnapshot& snap) { p->Observe(snap); });
+    spdlog::info("profiles: on ({} bytes per GPU; state_hold {} ms, allocated_idle_after {} ms)",
+                 profiling->BytesPerGpu(), config.profile.state_hold.count(),
+                 config.profile.allocated_idle_after.count());
+  } else {
+    spdlog::info("profiles: off ([profile] enabled = false)");
+  }
+
   if (flyt::Status s = monitor.SampleOnce(); !s.ok()) {
     spdlog::warn("first sample failed: {}", s.message());
   }
@@ -108,8 +129,6 @@ int main(int argc, char** argv) {
                first && !first->reason.empty() ? " (" + first->reason + ")" : "");
   monitor.Start();
 
-  // CUDA tracing: when it cannot run, one log line says why and everything else goes on.
-  std::unique_ptr<flyt::node::CudaTracing> tracing = flyt::node::CudaTracing::Start(config.trace);
   if (first) tracing->Feed(*first);
   tracing->StartFeeding(monitor, config.interval);
 
@@ -133,7 +152,7 @@ int main(int argc, char** argv) {
   }
 
   flyt::node::NodeServer server(monitor, config, flyt::SystemClock::Instance(), FLYT_VERSION,
-                                &tracing->stats(), gpu_servers.get());
+                                &tracing->stats(), gpu_servers.get(), profiling.get());
   if (flyt::Status s = server.Start(); !s.ok()) return Fail(s.message());
   spdlog::info("serving on http://{}:{} (metrics at /metrics, API at /api/v1){}",
                config.listen_host, server.port(),
@@ -153,7 +172,7 @@ int main(int argc, char** argv) {
     }
     heartbeats = std::make_unique<flyt::node::HeartbeatSender>(monitor, config, api_url,
                                                                FLYT_VERSION, &tracing->stats(),
-                                                               gpu_servers.get());
+                                                               gpu_servers.get(), profiling.get());
     heartbeats->Start();
     spdlog::info("sending heartbeats to {} every {} s (this node's API: {})",
                  config.cluster_manager, config.heartbeat_interval.count(), api_url);
@@ -162,9 +181,10 @@ int main(int argc, char** argv) {
   flyt::WaitForTermination();
   if (heartbeats) heartbeats->Stop();
   server.Stop();
-  tracing->Stop();
   gpu_servers.reset();  // the servers keep running; the next start re-adopts them
-  monitor.Stop();
+  monitor.Stop();  // before the profiler and the tracer it feeds go
+  monitor.SetSampleObserver(nullptr);
+  tracing->Stop();
   spdlog::info("stopped");
   return 0;
 }
