@@ -120,13 +120,30 @@ Status HeartbeatSender::SendOnce() {
     if (!cuda.empty()) body["cuda"] = std::move(cuda);
   }
   if (gpu_servers_ != nullptr) body["gpu_servers"] = gpu_servers_->HeartbeatJson();
-  if (profiles_ != nullptr) body["profiles"] = ProfilesHeartbeatJson(profiles_->Profiles());
+  if (profiles_ != nullptr && std::chrono::steady_clock::now() >= profiles_refused_until_) {
+    body["profiles"] = ProfilesHeartbeatJson(profiles_->Profiles());
+  }
   FLYT_ASSIGN_OR_RETURN(auto client, http::JsonClient::Connect(config_.cluster_manager,
                                                                config_.cluster_manager_token,
                                                                "the cluster manager"));
   client->SetTimeouts(std::chrono::seconds(3), std::chrono::seconds(10));
   const auto sent_at = std::chrono::system_clock::now();
-  FLYT_ASSIGN_OR_RETURN(auto answer, client->Post("/api/v1/nodes/heartbeat", body));
+  Result<nlohmann::json> posted = client->Post("/api/v1/nodes/heartbeat", body);
+  if (!posted.ok() && body.contains("profiles") &&
+      posted.status().code() == StatusCode::kInvalidArgument &&
+      posted.status().message().find("unknown field 'profiles'") != std::string::npos) {
+    // A manager older than profiles: the rest of the heartbeat still matters.
+    if (!profiles_refusal_logged_) {
+      spdlog::warn("the cluster manager at {} does not take GPU profiles (an older version); "
+                   "heartbeats go without them, tried again every 10 minutes",
+                   config_.cluster_manager);
+      profiles_refusal_logged_ = true;
+    }
+    profiles_refused_until_ = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+    body.erase("profiles");
+    posted = client->Post("/api/v1/nodes/heartbeat", body);
+  }
+  FLYT_ASSIGN_OR_RETURN(auto answer, std::move(posted));
   if (gpu_servers_ != nullptr) ApplyHeartbeatReply(answer, *gpu_servers_, sent_at);
   events_sent_until_ = newest;
   return Status::Ok();

@@ -4,7 +4,9 @@
 // when the CUDA tracer runs, a short summary of each traced process (CudaHeartbeatJson: at most
 // kMaxCudaPerHeartbeat, busiest first), and with [gpu-servers] on, the GPU servers' records and
 // capacity ("gpu_servers"), and with [profile] on, every GPU's usage profile ("profiles": the
-// full JSON form of profile/json.h, at most kMaxProfilesPerHeartbeat); the reply's gpu_servers.desired is handed to GpuServers::Reconcile
+// full JSON form of profile/json.h, at most kMaxProfilesPerHeartbeat; a manager older than
+// profiles refuses the key: the heartbeat is sent again without it, and profiles are left out for
+// the next 10 minutes, said once in the log); the reply's gpu_servers.desired is handed to GpuServers::Reconcile
 // (an absent "gpu_servers" in the reply: no opinion, nothing done).
 //
 // It never blocks sampling or the node's API: it runs on its own thread and reads only what the
@@ -79,6 +81,9 @@ class HeartbeatSender {
   const std::string api_url_;
   const std::string version_;
   std::chrono::system_clock::time_point events_sent_until_{};
+  // While the manager refuses "profiles" (an older version): left out until then.
+  std::chrono::steady_clock::time_point profiles_refused_until_{};
+  bool profiles_refusal_logged_ = false;
   Mutex mu_;
   CondVar cv_;
   bool stopping_ FLYT_GUARDED_BY(mu_) = false;

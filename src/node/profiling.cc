@@ -103,7 +103,7 @@ void Profiling::Observe(const gpu::GpuSnapshot& snap) {
   MutexLock lock(mu_);
   for (const profile::Profiler::GpuPhaseChange& c : changes) {
     ++phase_changes_[c.uuid];
-    spdlog::info("GPU {} ({}): {} -> {} ({}{}{})", c.index, c.uuid,
+    spdlog::info("GPU {} ({}): {} -> {} ({} change{}{})", c.index, c.uuid,
                  profile::StateName(c.change.from), profile::StateName(c.change.to),
                  c.change.kind, c.change.detail.empty() ? "" : ": ",
                  SanitizeUtf8(c.change.detail));

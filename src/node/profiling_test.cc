@@ -466,11 +466,21 @@ TEST_F(ProfileServerTest, ProfilesOffIs503AndNullSummaries) {
 // A cluster manager that keeps the heartbeats it receives.
 class FakeManager {
  public:
-  FakeManager() {
-    server_.Post("/api/v1/nodes/heartbeat", [this](const httplib::Request& req,
-                                                   httplib::Response& res) {
+  // `refuse_profiles`: answers a heartbeat with "profiles" as a manager older than them does.
+  explicit FakeManager(bool refuse_profiles = false) {
+    server_.Post("/api/v1/nodes/heartbeat", [this, refuse_profiles](const httplib::Request& req,
+                                                                    httplib::Response& res) {
       MutexLock lock(mu_);
-      bodies_.push_back(json::parse(req.body, nullptr, false));
+      json body = json::parse(req.body, nullptr, false);
+      ++requests_;
+      if (refuse_profiles && body.contains("profiles")) {
+        res.status = 400;
+        res.set_content(R"x({"error": "unknown field 'profiles' (expected name, api_url)",)x"
+                        R"x( "code": "invalid_argument"})x",
+                        "application/json");
+        return;
+      }
+      bodies_.push_back(std::move(body));
       res.set_content("{}", "application/json");
     });
     port_ = server_.bind_to_any_port("127.0.0.1");
@@ -481,6 +491,10 @@ class FakeManager {
     thread_.join();
   }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  int requests() {
+    MutexLock lock(mu_);
+    return requests_;
+  }
   // The first heartbeat, waiting up to 10 s for it.
   json First() {
     for (int i = 0; i < 200; ++i) {
@@ -499,6 +513,7 @@ class FakeManager {
   std::thread thread_;
   Mutex mu_;
   std::vector<json> bodies_ FLYT_GUARDED_BY(mu_);
+  int requests_ FLYT_GUARDED_BY(mu_) = 0;
 };
 
 TEST(ProfileHeartbeatTest, CarriesEveryProfileOnlyWhenOn) {
@@ -530,6 +545,25 @@ TEST(ProfileHeartbeatTest, CarriesEveryProfileOnlyWhenOn) {
     ASSERT_TRUE(back.ok()) << back.status().ToString();
     EXPECT_EQ(back->state, profile::State::kCyclic);
   }
+}
+
+TEST(ProfileHeartbeatTest, AManagerOlderThanProfilesStillGetsTheHeartbeat) {
+  FakeClock clock;
+  gpu::Monitor monitor(std::make_unique<Gpus>(), clock);
+  ASSERT_TRUE(monitor.SampleOnce().ok());
+  FakeProfiles fake;
+  FakeManager manager(/*refuse_profiles=*/true);
+  NodeConfig config;
+  config.name = "node-a";
+  config.cluster_manager = manager.url();
+  HeartbeatSender sender(monitor, config, "http://127.0.0.1:1", "test", nullptr, nullptr, &fake);
+  sender.Start();
+  json body = manager.First();
+  sender.Stop();
+  ASSERT_TRUE(body.is_object()) << "no heartbeat got through";
+  EXPECT_FALSE(body.contains("profiles"));
+  EXPECT_EQ(body["name"], "node-a");
+  EXPECT_EQ(manager.requests(), 2);  // refused with profiles, then taken without
 }
 
 TEST(ProfileHeartbeatTest, BoundedNumberOfProfiles) {
