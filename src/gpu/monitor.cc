@@ -112,14 +112,48 @@ Result<GpuSnapshot> Monitor::ReadFresh(bool accumulate) {
     return snap;
   }
   snap->taken_at = clock_.WallNow();
+  CarryUtilSamples(*snap, accumulate);
   UpdateCache(*snap);
   if (accumulate) Accumulate(*snap);
   return snap;
 }
 
+void Monitor::CarryUtilSamples(GpuSnapshot& snap, bool accumulate) {
+  for (GpuInfo& g : snap.gpus) {
+    if (g.uuid.empty()) continue;
+    if (!accumulate) {
+      if (g.util_samples.empty()) continue;
+      std::vector<UtilSample>& carried = carried_util_samples_[g.uuid];
+      carried.insert(carried.end(), g.util_samples.begin(), g.util_samples.end());
+      if (carried.size() > kMaxUtilSamples) {
+        carried.erase(carried.begin(),
+                      carried.end() - static_cast<std::ptrdiff_t>(kMaxUtilSamples));
+      }
+      continue;
+    }
+    auto it = carried_util_samples_.find(g.uuid);
+    if (it == carried_util_samples_.end()) continue;
+    std::vector<UtilSample> merged = std::move(it->second);
+    carried_util_samples_.erase(it);
+    merged.insert(merged.end(), g.util_samples.begin(), g.util_samples.end());
+    if (merged.size() > kMaxUtilSamples) {
+      merged.erase(merged.begin(), merged.end() - static_cast<std::ptrdiff_t>(kMaxUtilSamples));
+    }
+    g.util_samples = std::move(merged);
+  }
+  if (accumulate) carried_util_samples_.clear();  // GPUs that left: nothing to carry
+}
+
+void Monitor::SetSampleObserver(SampleObserver observer) {
+  MutexLock lock(sample_mu_);
+  observer_ = std::move(observer);
+}
+
 Status Monitor::SampleOnce() {
+  MutexLock sample_lock(sample_mu_);
   Result<GpuSnapshot> snap = ReadFresh(/*accumulate=*/true);
   if (!snap.ok()) return snap.status();
+  if (observer_) observer_(*snap);
   bool any_lost =
       std::any_of(snap->gpus.begin(), snap->gpus.end(), [](const GpuInfo& g) { return g.lost; });
   if (!any_lost) return Status::Ok();

@@ -5,12 +5,19 @@
 // hand with a FakeClock; Start() runs one sampling thread (every `sample_interval`) and, when the
 // backend has events, one event thread. Every public method is thread-safe; a query never waits
 // for NVML while another thread samples unless it asks for a fresh reading (use_cache=false).
+//
+// A sample observer (SetSampleObserver) is called after every successful SampleOnce(), on the
+// thread that sampled (the sampling thread once started), in sampling order, with no lock held
+// that a query takes: it may call any const query and LastSnapshot(), but not SampleOnce(). Each
+// observed snapshot's util_samples are the driver's samples since the previous observed one
+// (samples a fresh client query read in between are carried over, not lost).
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -119,9 +126,13 @@ class Monitor {
   Result<std::vector<ScoredGpu>> GetAvailableGpus(uint64_t min_free_memory_bytes,
                                                   uint32_t max_utilization_percent);
 
-  // One sample: read the backend, update cache, history, sessions, lost-GPU events. Only samples
-  // feed history and sessions, so their statistics do not depend on how often clients query.
-  Status SampleOnce();
+  // One sample: read the backend, update cache, history, sessions, lost-GPU events, then tell the
+  // sample observer. Only samples feed history, sessions and the observer, so what they see does
+  // not depend on how often clients query.
+  Status SampleOnce() FLYT_EXCLUDES(sample_mu_);
+  // Called with each sample's snapshot (see the file comment); empty: none. Replaces the previous.
+  using SampleObserver = std::function<void(const GpuSnapshot&)>;
+  void SetSampleObserver(SampleObserver observer) FLYT_EXCLUDES(sample_mu_);
   // Waits up to `timeout` for backend events and records them; returns how many arrived.
   size_t PollEvents(std::chrono::milliseconds timeout);
 
@@ -161,6 +172,8 @@ class Monitor {
   // history and sessions.
   Result<GpuSnapshot> ReadFresh(bool accumulate) FLYT_EXCLUDES(backend_mu_, mu_);
   void UpdateCache(const GpuSnapshot& snap) FLYT_REQUIRES(mu_);
+  // A fresh query's util samples are put aside; a sample's get those put aside prepended.
+  void CarryUtilSamples(GpuSnapshot& snap, bool accumulate) FLYT_REQUIRES(mu_);
   void Accumulate(const GpuSnapshot& snap) FLYT_REQUIRES(mu_);
   void RecordEvent(GpuEvent event) FLYT_REQUIRES(mu_);
   SessionStats Summarise(const Session& s) const FLYT_REQUIRES(mu_);
@@ -171,6 +184,9 @@ class Monitor {
   std::unique_ptr<Backend> backend_;
   Clock& clock_;
   const MonitorOptions options_;
+
+  Mutex sample_mu_;  // serialises SampleOnce (so the observer sees samples in order); before backend_mu_
+  SampleObserver observer_ FLYT_GUARDED_BY(sample_mu_);
 
   Mutex backend_mu_;  // serialises Snapshot/Reinitialize on the backend; taken before mu_
   std::chrono::steady_clock::time_point last_reinit_ FLYT_GUARDED_BY(backend_mu_);
@@ -183,6 +199,9 @@ class Monitor {
   std::deque<GpuEvent> events_ FLYT_GUARDED_BY(mu_);
   std::map<uint32_t, EventCounts> event_counts_ FLYT_GUARDED_BY(mu_);
   std::set<std::string> lost_uuids_ FLYT_GUARDED_BY(mu_);
+  // Driver utilisation samples read by fresh client queries since the last sample, by UUID: the
+  // next sample carries them (bounded by kMaxUtilSamples per GPU).
+  std::map<std::string, std::vector<UtilSample>> carried_util_samples_ FLYT_GUARDED_BY(mu_);
   MonitorStats stats_ FLYT_GUARDED_BY(mu_);
 
   Mutex thread_mu_;

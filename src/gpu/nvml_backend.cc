@@ -4,6 +4,7 @@
 #include <array>
 #include <atomic>
 #include <cstdio>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -51,6 +52,7 @@ enum class Reading : size_t {
   kGraphicsProcessesV2,
   kGraphicsProcessesV1,
   kProcessUtilization,
+  kUtilSamples,
   kCount,
 };
 constexpr size_t kReadingCount = static_cast<size_t>(Reading::kCount);
@@ -87,6 +89,7 @@ struct DeviceState {
   bool lost = false;
   std::array<bool, kReadingCount> supported{};
   unsigned long long last_util_seen_us = 0;
+  unsigned long long last_sample_seen_us = 0;  // nvmlDeviceGetSamples' newest timestamp read
 };
 
 class NvmlBackend final : public Backend {
@@ -243,6 +246,7 @@ class NvmlBackend final : public Backend {
       if (same != nullptr && !same->lost) {
         dev.supported = same->supported;
         dev.last_util_seen_us = same->last_util_seen_us;
+        dev.last_sample_seen_us = same->last_sample_seen_us;
       } else {
         Probe(dev);
       }
@@ -509,6 +513,9 @@ class NvmlBackend final : public Backend {
       case Reading::kProcessUtilization:
         rc = ReadProcessUtilization(dev, out);
         break;
+      case Reading::kUtilSamples:
+        rc = ReadUtilSamples(dev, out);
+        break;
       case Reading::kCount:
         break;
     }
@@ -641,6 +648,59 @@ class NvmlBackend final : public Backend {
     return NVML_SUCCESS;
   }
 
+  // The driver's buffered utilisation samples newer than the last one read (nvmlDeviceGetSamples),
+  // into out.util_samples, oldest first, the newest kMaxUtilSamples at most. NOT_FOUND means no
+  // new sample: an empty list. Values that cannot be a percentage are dropped.
+  nvmlReturn_t ReadUtilSamples(DeviceState& dev, GpuInfo& out) {
+    auto fn = api().DeviceGetSamples;
+    if (fn == nullptr) return NVML_ERROR_FUNCTION_NOT_FOUND;
+    nvmlValueType_t type = NVML_VALUE_TYPE_UNSIGNED_INT;
+    unsigned int count = 0;
+    nvmlReturn_t rc = fn(dev.handle, NVML_GPU_UTILIZATION_SAMPLES, dev.last_sample_seen_us, &type,
+                         &count, nullptr);
+    if (rc == NVML_ERROR_NOT_FOUND) return NVML_SUCCESS;
+    if (rc != NVML_SUCCESS && rc != NVML_ERROR_INSUFFICIENT_SIZE) return rc;
+    if (count == 0) return NVML_SUCCESS;
+    std::vector<nvmlSample_t> samples(std::min(count, 1u << 12) + 8);
+    count = static_cast<unsigned int>(samples.size());
+    rc = fn(dev.handle, NVML_GPU_UTILIZATION_SAMPLES, dev.last_sample_seen_us, &type, &count,
+            samples.data());
+    if (rc == NVML_ERROR_NOT_FOUND) return NVML_SUCCESS;
+    if (rc != NVML_SUCCESS) return rc;
+    samples.resize(std::min<size_t>(count, samples.size()));
+    std::sort(samples.begin(), samples.end(), [](const nvmlSample_t& a, const nvmlSample_t& b) {
+      return a.timeStamp < b.timeStamp;
+    });
+    std::vector<UtilSample> read;
+    for (const nvmlSample_t& s : samples) {
+      if (s.timeStamp <= dev.last_sample_seen_us) continue;  // not newer: already read
+      std::optional<double> v;
+      switch (type) {
+        case NVML_VALUE_TYPE_UNSIGNED_INT: v = s.sampleValue.uiVal; break;
+        case NVML_VALUE_TYPE_UNSIGNED_LONG: v = static_cast<double>(s.sampleValue.ulVal); break;
+        case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG:
+          v = static_cast<double>(s.sampleValue.ullVal);
+          break;
+        case NVML_VALUE_TYPE_SIGNED_LONG_LONG:
+          v = static_cast<double>(s.sampleValue.sllVal);
+          break;
+        case NVML_VALUE_TYPE_SIGNED_INT: v = s.sampleValue.siVal; break;
+        case NVML_VALUE_TYPE_DOUBLE: v = s.sampleValue.dVal; break;
+      }
+      if (v && *v >= 0 && *v <= 100) {
+        read.push_back({s.timeStamp, static_cast<uint32_t>(std::lround(*v))});
+      }
+    }
+    if (!samples.empty()) {
+      dev.last_sample_seen_us = std::max(dev.last_sample_seen_us, samples.back().timeStamp);
+    }
+    if (read.size() > kMaxUtilSamples) {
+      read.erase(read.begin(), read.end() - static_cast<std::ptrdiff_t>(kMaxUtilSamples));
+    }
+    out.util_samples = std::move(read);
+    return NVML_SUCCESS;
+  }
+
   // Decides, once, which readings this device supports.
   void Probe(DeviceState& dev) {
     GpuInfo scratch;
@@ -653,6 +713,7 @@ class NvmlBackend final : public Backend {
       if (rc == NVML_ERROR_GPU_IS_LOST) dev.lost = true;
     }
     dev.last_util_seen_us = 0;
+    dev.last_sample_seen_us = 0;
   }
 
   GpuInfo Read(DeviceState& dev) {
@@ -672,6 +733,8 @@ class NvmlBackend final : public Backend {
         group_done[group] = true;
         continue;
       }
+      // Buffered samples are a bonus: a driver that stops offering them mid-run is not an error.
+      if (reading == Reading::kUtilSamples && MeansUnsupported(rc)) continue;
       if (rc == NVML_ERROR_GPU_IS_LOST) {
         dev.lost = true;
         GpuInfo lost = dev.identity;
@@ -728,7 +791,8 @@ class NvmlBackend final : public Backend {
                                    "graphics_processes_v3",
                                    "graphics_processes_v2",
                                    "graphics_processes_v1",
-                                   "process_utilization"};
+                                   "process_utilization",
+                                   "util_samples"};
     static_assert(sizeof(kNames) / sizeof(kNames[0]) == kReadingCount);
     return kNames[static_cast<size_t>(r)];
   }

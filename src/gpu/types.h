@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -34,6 +35,13 @@ struct ProcessInfo {
   // MIG instance ids, when MIG is on.
   std::optional<uint32_t> gpu_instance_id;
   std::optional<uint32_t> compute_instance_id;
+};
+
+// One of the driver's buffered utilisation samples (nvmlDeviceGetSamples): the percent of time a
+// kernel ran over the driver's sample period (1/6 s to 1 s, by product), at a CPU timestamp.
+struct UtilSample {
+  uint64_t timestamp_us = 0;  // microseconds since the Unix epoch
+  uint32_t percent = 0;       // 0..100
 };
 
 struct EccCounts {
@@ -94,9 +102,17 @@ struct GpuInfo {
 
   std::vector<ProcessInfo> processes;
 
+  // The driver's utilisation samples taken since the previous sample of the Monitor, oldest first
+  // (at most kMaxUtilSamples, the newest); empty when the driver keeps none (NOT_SUPPORTED, the
+  // nvidia-smi backend). Not part of the JSON forms: the profiler reads them.
+  std::vector<UtilSample> util_samples;
+
   // Memory in use as a fraction of total, percent; absent unless both are known.
   std::optional<double> MemoryUsagePercent() const;
 };
+
+// The most utilisation samples one GpuInfo carries (a driver buffers ~20 s at 6 Hz).
+inline constexpr size_t kMaxUtilSamples = 128;
 
 enum class Source { kNone, kNvml, kNvidiaSmi };
 const char* SourceName(Source source);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 
 #include <toml++/toml.h>
 
@@ -203,38 +204,60 @@ Status ReadGpuServersSection(const Reader& r, const toml::table& t, GpuServersCo
   return Status::Ok();
 }
 
-// [kubernetes] (KubernetesConfig). Durations are strings: "500ms", "30s", "10m", "1h".
-Status GetKubernetesDuration(const Reader& r, const toml::table& t, const char* key,
-                             std::chrono::milliseconds min, std::chrono::milliseconds max,
-                             std::chrono::milliseconds& out) {
+// A duration key: a string ParseDuration reads, or an integer of seconds, in [min, max].
+Status GetDuration(const Reader& r, const toml::table& t, const std::string& section,
+                   const char* key, std::chrono::milliseconds min, std::chrono::milliseconds max,
+                   std::chrono::milliseconds& out) {
   const toml::node* n = t.get(key);
   if (n == nullptr) return Status::Ok();
-  const std::string name = std::string("kubernetes.") + key;
-  if (!n->is_string()) return r.Error(n, name, "expected a duration string such as \"30s\"");
-  const std::string text = *n->value<std::string>();
-  size_t digits = 0;
-  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
-  const std::string unit = text.substr(digits);
-  const std::optional<int64_t> value =
-      digits == 0 || digits > 9 ? std::nullopt : ParseInt(text.substr(0, digits));
-  int64_t ms_per_unit = 0;
-  if (unit == "ms") ms_per_unit = 1;
-  if (unit == "s") ms_per_unit = 1000;
-  if (unit == "m") ms_per_unit = 60 * 1000;
-  if (unit == "h") ms_per_unit = 3600 * 1000;
-  if (!value || ms_per_unit == 0) {
-    return r.Error(n, name, "\"" + text + "\" is not a duration (a whole number and ms, s, m or h)");
+  const std::string name = section + "." + key;
+  std::chrono::milliseconds value{0};
+  if (n->is_integer()) {
+    const int64_t seconds = *n->value<int64_t>();
+    if (seconds < 0 || seconds > 100LL * 86400) {
+      return r.Error(n, name, "value " + std::to_string(seconds) + " s is out of range");
+    }
+    value = std::chrono::milliseconds(seconds * 1000);
+  } else if (n->is_string()) {
+    auto parsed = ParseDuration(*n->value<std::string>());
+    if (!parsed.ok()) return r.Error(n, name, parsed.status().message());
+    value = *parsed;
+  } else {
+    return r.Error(n, name, "expected a duration such as \"30s\"");
   }
-  const std::chrono::milliseconds d(*value * ms_per_unit);
-  if (d < min || d > max) {
+  if (value < min || value > max) {
     return r.Error(n, name,
-                   "\"" + text + "\" is out of range [" + std::to_string(min.count()) + " ms, " +
-                       std::to_string(max.count()) + " ms]");
+                   std::to_string(value.count()) + " ms is out of range [" +
+                       std::to_string(min.count()) + " ms, " + std::to_string(max.count()) +
+                       " ms]");
   }
-  out = d;
+  out = value;
   return Status::Ok();
 }
 
+// [profile]: every bound is checked here (the profiler's own Validate runs again at start).
+Status ReadProfileSection(const Reader& r, const toml::table& t, ProfileConfig& p) {
+  using std::chrono::milliseconds;
+  const std::string sec = "profile";
+  FLYT_RETURN_IF_ERROR(r.CheckKeys(t, sec,
+                                   {"enabled", "allocated_idle_after", "state_hold",
+                                    "cycle_window", "analysis_interval", "idle_util_percent",
+                                    "min_cycles"}));
+  FLYT_RETURN_IF_ERROR(r.GetBool(t, sec, "enabled", p.enabled));
+  FLYT_RETURN_IF_ERROR(GetDuration(r, t, sec, "allocated_idle_after", milliseconds(1000),
+                                   milliseconds(7LL * 86400 * 1000), p.allocated_idle_after));
+  FLYT_RETURN_IF_ERROR(GetDuration(r, t, sec, "state_hold", milliseconds(0),
+                                   milliseconds(3600 * 1000), p.state_hold));
+  FLYT_RETURN_IF_ERROR(GetDuration(r, t, sec, "cycle_window", milliseconds(30 * 1000),
+                                   milliseconds(6 * 3600 * 1000), p.cycle_window));
+  FLYT_RETURN_IF_ERROR(GetDuration(r, t, sec, "analysis_interval", milliseconds(100),
+                                   milliseconds(600 * 1000), p.analysis_interval));
+  FLYT_RETURN_IF_ERROR(r.GetDouble(t, sec, "idle_util_percent", 0, 100, p.idle_util_percent));
+  FLYT_RETURN_IF_ERROR(r.GetDouble(t, sec, "min_cycles", 2, 100, p.min_cycles));
+  return Status::Ok();
+}
+
+// [kubernetes] (KubernetesConfig).
 Status ReadKubernetesSection(const Reader& r, const toml::table& t, KubernetesConfig& k) {
   const std::string sec = "kubernetes";
   FLYT_RETURN_IF_ERROR(r.CheckKeys(
@@ -271,10 +294,10 @@ Status ReadKubernetesSection(const Reader& r, const toml::table& t, KubernetesCo
     }
   }
   using std::chrono::milliseconds;
-  FLYT_RETURN_IF_ERROR(GetKubernetesDuration(r, t, "min_interval", milliseconds(1000),
-                                             milliseconds(24 * 3600 * 1000), k.min_interval));
-  FLYT_RETURN_IF_ERROR(GetKubernetesDuration(r, t, "timeout", milliseconds(100),
-                                             milliseconds(300 * 1000), k.timeout));
+  FLYT_RETURN_IF_ERROR(GetDuration(r, t, sec, "min_interval", milliseconds(1000),
+                                   milliseconds(24 * 3600 * 1000), k.min_interval));
+  FLYT_RETURN_IF_ERROR(GetDuration(r, t, sec, "timeout", milliseconds(100),
+                                   milliseconds(300 * 1000), k.timeout));
   FLYT_RETURN_IF_ERROR(r.GetDouble(t, sec, "util_threshold_percent", 0, 100, k.util_threshold_percent));
   FLYT_RETURN_IF_ERROR(
       r.GetDouble(t, sec, "memory_threshold_percent", 0, 100, k.memory_threshold_percent));
@@ -284,6 +307,29 @@ Status ReadKubernetesSection(const Reader& r, const toml::table& t, KubernetesCo
 }
 
 }  // namespace
+
+Result<std::chrono::milliseconds> ParseDuration(std::string_view text) {
+  const std::string original(text);
+  while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
+  uint64_t number = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
+  const std::string_view unit(end, static_cast<size_t>(text.data() + text.size() - end));
+  const uint64_t kMax = uint64_t{100} * 86400 * 1000;
+  uint64_t scale = 0;
+  if (unit == "ms") {
+    scale = 1;
+  } else if (unit == "s" || unit.empty()) {
+    scale = 1000;
+  } else if (unit == "m") {
+    scale = 60 * 1000;
+  } else if (unit == "h") {
+    scale = 3600 * 1000;
+  }
+  if (ec != std::errc() || end == text.data() || scale == 0 || number > kMax / scale) {
+    return InvalidArgument("'" + original + "' is not a duration (e.g. 500ms, 30s, 5m, 1h)");
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(number * scale));
+}
 
 Status CheckGpuServersAccess(const NodeConfig& config) {
   if (!config.gpu_servers.enabled || !config.bearer_token.empty()) return Status::Ok();
@@ -309,7 +355,7 @@ Result<NodeConfig> ParseNodeConfig(std::string_view text, const std::string& sou
   c.name = Hostname();
   FLYT_RETURN_IF_ERROR(
       r.CheckKeys(root, "", {"node", "http", "monitor", "nvml", "cluster-manager", "trace",
-                                 "gpu-servers", "kubernetes", "log"}));
+                                 "gpu-servers", "profile", "kubernetes", "log"}));
   auto section = [&](const char* name) { return r.Section(root, name); };
 
   FLYT_ASSIGN_OR_RETURN(const toml::table* node, section("node"));
@@ -404,6 +450,8 @@ Result<NodeConfig> ParseNodeConfig(std::string_view text, const std::string& sou
   if (trace != nullptr) FLYT_RETURN_IF_ERROR(ReadTraceSection(r, *trace, c.trace));
   FLYT_ASSIGN_OR_RETURN(const toml::table* gs, section("gpu-servers"));
   if (gs != nullptr) FLYT_RETURN_IF_ERROR(ReadGpuServersSection(r, *gs, c.gpu_servers));
+  FLYT_ASSIGN_OR_RETURN(const toml::table* prof, section("profile"));
+  if (prof != nullptr) FLYT_RETURN_IF_ERROR(ReadProfileSection(r, *prof, c.profile));
   FLYT_ASSIGN_OR_RETURN(const toml::table* kube, section("kubernetes"));
   if (kube != nullptr) FLYT_RETURN_IF_ERROR(ReadKubernetesSection(r, *kube, c.kubernetes));
   FLYT_RETURN_IF_ERROR(r.LogSection(root, c.log_level));

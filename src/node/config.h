@@ -36,6 +36,17 @@ struct GpuServersConfig {
   std::vector<std::string> extra_args;
 };
 
+// [profile]: the continuous usage profiles of the node's GPUs (profiling.h). On by default.
+struct ProfileConfig {
+  bool enabled = true;
+  std::chrono::milliseconds allocated_idle_after{300000};  // "5m"
+  std::chrono::milliseconds state_hold{10000};              // "10s"
+  std::chrono::milliseconds cycle_window{600000};           // "10m"
+  std::chrono::milliseconds analysis_interval{5000};        // "5s"
+  double idle_util_percent = 2;
+  double min_cycles = 3;
+};
+
 // [kubernetes]: Kubernetes node annotations with each GPU's usage profile
 // (kube_annotations.h). The empty strings are resolved from the environment at start-up
 // (ResolveKubernetes), not here.
@@ -82,6 +93,8 @@ struct NodeConfig {
   trace::TraceOptions trace;
   // [gpu-servers]
   GpuServersConfig gpu_servers;
+  // [profile]
+  ProfileConfig profile;
   // [kubernetes]
   KubernetesConfig kubernetes;
   // [log]
@@ -91,6 +104,9 @@ struct NodeConfig {
 // Parses TOML text; `source` names it in messages.
 Result<NodeConfig> ParseNodeConfig(std::string_view text, const std::string& source);
 Result<NodeConfig> LoadNodeConfig(const std::string& path);
+
+// "500ms", "30s", "5m", "1h" (an integer alone is seconds).
+Result<std::chrono::milliseconds> ParseDuration(std::string_view text);
 
 // "HOST:PORT" (IPv6 as "[::1]:12401") into the config; errors say what is wrong.
 Status SetListen(NodeConfig& config, const std::string& host_port);

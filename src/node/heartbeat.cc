@@ -8,6 +8,7 @@
 #include "common/http.h"
 #include "common/strings.h"
 #include "gpu/json.h"
+#include "profile/json.h"
 #include "trace/json.h"
 
 namespace flyt::node {
@@ -20,6 +21,14 @@ nlohmann::json CudaHeartbeatJson(std::vector<trace::ProcessCuda> processes) {
   nlohmann::json out = nlohmann::json::array();
   for (size_t i = 0; i < processes.size() && i < kMaxCudaPerHeartbeat; ++i) {
     out.push_back(trace::SummaryToJson(processes[i]));
+  }
+  return out;
+}
+
+nlohmann::json ProfilesHeartbeatJson(const std::vector<profile::GpuProfile>& profiles) {
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t i = 0; i < profiles.size() && i < kMaxProfilesPerHeartbeat; ++i) {
+    out.push_back(profile::ToJson(profiles[i]));
   }
   return out;
 }
@@ -54,10 +63,11 @@ void ApplyHeartbeatReply(const nlohmann::json& reply, GpuServers& servers,
 
 HeartbeatSender::HeartbeatSender(gpu::Monitor& monitor, NodeConfig config, std::string api_url,
                                  std::string version, const trace::StatsSource* cuda,
-                                 GpuServers* gpu_servers)
+                                 GpuServers* gpu_servers, const ProfileSource* profiles)
     : monitor_(monitor),
       cuda_(cuda),
       gpu_servers_(gpu_servers),
+      profiles_(profiles),
       config_(std::move(config)),
       api_url_(std::move(api_url)),
       version_(std::move(version)) {}
@@ -110,12 +120,30 @@ Status HeartbeatSender::SendOnce() {
     if (!cuda.empty()) body["cuda"] = std::move(cuda);
   }
   if (gpu_servers_ != nullptr) body["gpu_servers"] = gpu_servers_->HeartbeatJson();
+  if (profiles_ != nullptr && std::chrono::steady_clock::now() >= profiles_refused_until_) {
+    body["profiles"] = ProfilesHeartbeatJson(profiles_->Profiles());
+  }
   FLYT_ASSIGN_OR_RETURN(auto client, http::JsonClient::Connect(config_.cluster_manager,
                                                                config_.cluster_manager_token,
                                                                "the cluster manager"));
   client->SetTimeouts(std::chrono::seconds(3), std::chrono::seconds(10));
   const auto sent_at = std::chrono::system_clock::now();
-  FLYT_ASSIGN_OR_RETURN(auto answer, client->Post("/api/v1/nodes/heartbeat", body));
+  Result<nlohmann::json> posted = client->Post("/api/v1/nodes/heartbeat", body);
+  if (!posted.ok() && body.contains("profiles") &&
+      posted.status().code() == StatusCode::kInvalidArgument &&
+      posted.status().message().find("unknown field 'profiles'") != std::string::npos) {
+    // A manager older than profiles: the rest of the heartbeat still matters.
+    if (!profiles_refusal_logged_) {
+      spdlog::warn("the cluster manager at {} does not take GPU profiles (an older version); "
+                   "heartbeats go without them, tried again every 10 minutes",
+                   config_.cluster_manager);
+      profiles_refusal_logged_ = true;
+    }
+    profiles_refused_until_ = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+    body.erase("profiles");
+    posted = client->Post("/api/v1/nodes/heartbeat", body);
+  }
+  FLYT_ASSIGN_OR_RETURN(auto answer, std::move(posted));
   if (gpu_servers_ != nullptr) ApplyHeartbeatReply(answer, *gpu_servers_, sent_at);
   events_sent_until_ = newest;
   return Status::Ok();

@@ -15,6 +15,8 @@
 #include "node/config.h"
 #include "node/gpu_servers.h"
 #include "node/heartbeat.h"
+#include "node/kube_annotations.h"
+#include "node/profiling.h"
 #include "node/server.h"
 #include "node/tracing.h"
 
@@ -96,6 +98,26 @@ int main(int argc, char** argv) {
   options.session_idle_expiry = config.session_expiry;
   if (flyt::Status s = options.Validate(); !s.ok()) return Fail(s.message());
   flyt::gpu::Monitor monitor(std::move(backend), flyt::SystemClock::Instance(), options);
+
+  // CUDA tracing: when it cannot run, one log line says why and everything else goes on.
+  std::unique_ptr<flyt::node::CudaTracing> tracing = flyt::node::CudaTracing::Start(config.trace);
+
+  // Usage profiles, fed by every sample the monitor takes (on its sampling thread).
+  std::unique_ptr<flyt::node::Profiling> profiling;
+  if (config.profile.enabled) {
+    auto created =
+        flyt::node::Profiling::Create(config.profile, config.interval, &tracing->stats());
+    if (!created.ok()) return Fail(created.status().message());
+    profiling = std::move(created).value();
+    monitor.SetSampleObserver(
+        [p = profiling.get()](const flyt::gpu::GpuSnapshot& snap) { p->Observe(snap); });
+    spdlog::info("profiles: on ({} bytes per GPU; state_hold {} ms, allocated_idle_after {} ms)",
+                 profiling->BytesPerGpu(), config.profile.state_hold.count(),
+                 config.profile.allocated_idle_after.count());
+  } else {
+    spdlog::info("profiles: off ([profile] enabled = false)");
+  }
+
   if (flyt::Status s = monitor.SampleOnce(); !s.ok()) {
     spdlog::warn("first sample failed: {}", s.message());
   }
@@ -108,8 +130,6 @@ int main(int argc, char** argv) {
                first && !first->reason.empty() ? " (" + first->reason + ")" : "");
   monitor.Start();
 
-  // CUDA tracing: when it cannot run, one log line says why and everything else goes on.
-  std::unique_ptr<flyt::node::CudaTracing> tracing = flyt::node::CudaTracing::Start(config.trace);
   if (first) tracing->Feed(*first);
   tracing->StartFeeding(monitor, config.interval);
 
@@ -132,8 +152,32 @@ int main(int argc, char** argv) {
                  config.gpu_servers.state_dir);
   }
 
+  // Kubernetes node annotations with each GPU's profile (the node manager as a DaemonSet).
+  auto kube_resolved = flyt::node::ResolveKubernetes(config.kubernetes);
+  if (!kube_resolved.ok()) return Fail(kube_resolved.status().message());
+  std::unique_ptr<flyt::node::KubeAnnotationPublisher> kube;
+  nlohmann::json kube_off;
+  if (kube_resolved->options && profiling == nullptr) {
+    return Fail("[kubernetes] annotations need the usage profiles: [profile] enabled = false");
+  }
+  if (kube_resolved->options) {
+    auto created = flyt::node::KubeAnnotationPublisher::Create(
+        *kube_resolved->options, [p = profiling.get()] { return p->Profiles(); });
+    if (!created.ok()) return Fail("[kubernetes]: " + created.status().message());
+    kube = std::move(created).value();
+    kube->Start();
+  } else {
+    if (kube_resolved->misconfigured) {
+      spdlog::warn("Kubernetes annotations off: {}", kube_resolved->off_reason);
+    } else {
+      spdlog::info("Kubernetes annotations off: {}", kube_resolved->off_reason);
+    }
+    kube_off = flyt::node::KubeAnnotationPublisher::DisabledStatusJson(kube_resolved->off_reason);
+  }
+
   flyt::node::NodeServer server(monitor, config, flyt::SystemClock::Instance(), FLYT_VERSION,
-                                &tracing->stats(), gpu_servers.get());
+                                &tracing->stats(), gpu_servers.get(), profiling.get());
+  server.SetKubernetes(kube.get(), std::move(kube_off));
   if (flyt::Status s = server.Start(); !s.ok()) return Fail(s.message());
   spdlog::info("serving on http://{}:{} (metrics at /metrics, API at /api/v1){}",
                config.listen_host, server.port(),
@@ -153,7 +197,7 @@ int main(int argc, char** argv) {
     }
     heartbeats = std::make_unique<flyt::node::HeartbeatSender>(monitor, config, api_url,
                                                                FLYT_VERSION, &tracing->stats(),
-                                                               gpu_servers.get());
+                                                               gpu_servers.get(), profiling.get());
     heartbeats->Start();
     spdlog::info("sending heartbeats to {} every {} s (this node's API: {})",
                  config.cluster_manager, config.heartbeat_interval.count(), api_url);
@@ -162,9 +206,11 @@ int main(int argc, char** argv) {
   flyt::WaitForTermination();
   if (heartbeats) heartbeats->Stop();
   server.Stop();
-  tracing->Stop();
+  if (kube) kube->Stop();  // before the profiler it reads goes
   gpu_servers.reset();  // the servers keep running; the next start re-adopts them
-  monitor.Stop();
+  monitor.Stop();  // before the profiler and the tracer it feeds go
+  monitor.SetSampleObserver(nullptr);
+  tracing->Stop();
   spdlog::info("stopped");
   return 0;
 }

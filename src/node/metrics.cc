@@ -312,6 +312,112 @@ void RenderCuda(Writer& w, const MetricsInput& in) {
   }
 }
 
+// The usage profiles' families (profile/profile.h), per GPU of the snapshot that has a profile.
+void RenderProfiles(Writer& w, const MetricsInput& in, const std::vector<std::string>& labels) {
+  const auto& gpus = in.snapshot->gpus;
+  struct Row {
+    const profile::GpuProfile* p;
+    const std::string* labels;
+    const gpu::GpuInfo* g;
+  };
+  std::vector<Row> rows;
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    for (const profile::GpuProfile& p : *in.profiles) {
+      if (p.uuid == gpus[i].uuid && p.index == gpus[i].index) {
+        rows.push_back({&p, &labels[i], &gpus[i]});
+        break;
+      }
+    }
+  }
+  w.Family("flyt_gpu_state", "gauge",
+           "The GPU's usage state (unknown, idle, allocated-idle, steady, cyclic, bursty, lost): "
+           "1 for the current one, 0 for the others.");
+  for (const Row& r : rows) {
+    for (profile::State st : profile::AllStates()) {
+      w.Sample("flyt_gpu_state", *r.labels + "," + Label("state", profile::StateName(st)),
+               st == r.p->state ? 1 : 0);
+    }
+  }
+  w.Family("flyt_gpu_state_seconds", "gauge", "How long the GPU has been in its current state.");
+  for (const Row& r : rows) w.Sample("flyt_gpu_state_seconds", *r.labels, r.p->state_seconds);
+  bool header = false;
+  for (const Row& r : rows) {
+    if (r.p->state != profile::State::kCyclic || !r.p->cycle) continue;
+    if (!header) {
+      w.Family("flyt_gpu_cycle_period_seconds", "gauge",
+               "The period of a cyclic load (e.g. a training iteration); only while cyclic.");
+      header = true;
+    }
+    w.Sample("flyt_gpu_cycle_period_seconds", *r.labels, r.p->cycle->period_s);
+  }
+  header = false;
+  for (const Row& r : rows) {
+    if (r.p->state != profile::State::kCyclic || !r.p->cycle) continue;
+    if (!header) {
+      w.Family("flyt_gpu_cycle_confidence", "gauge",
+               "How sure the cycle test is of the period, 0 to 1; only while cyclic.");
+      header = true;
+    }
+    w.Sample("flyt_gpu_cycle_confidence", *r.labels, r.p->cycle->confidence);
+  }
+  using Pick = std::optional<profile::Quantiles> profile::Window::*;
+  auto quantiles = [&](const char* name, const char* help, Pick pick) {
+    bool head = false;
+    for (const Row& r : rows) {
+      for (const profile::Window& win : r.p->windows) {
+        const std::optional<profile::Quantiles>& q = win.*pick;
+        if (!q) continue;
+        if (!head) {
+          w.Family(name, "gauge", help);
+          head = true;
+        }
+        const std::string base = *r.labels + "," + Label("window", win.name) + ",";
+        w.Sample(name, base + Label("quantile", "0.5"), q->p50);
+        w.Sample(name, base + Label("quantile", "0.95"), q->p95);
+        w.Sample(name, base + Label("quantile", "0.99"), q->p99);
+      }
+    }
+  };
+  quantiles("flyt_gpu_util_quantile",
+            "Quantiles of GPU utilization (in %) over the window (1m, 15m, 1h).",
+            &profile::Window::util_percent);
+  quantiles("flyt_gpu_memory_used_quantile_bytes",
+            "Quantiles of framebuffer memory used (bytes) over the window.",
+            &profile::Window::memory_used_bytes);
+  quantiles("flyt_gpu_power_quantile_watts", "Quantiles of power draw (W) over the window.",
+            &profile::Window::power_w);
+  w.Family("flyt_gpu_allocated_idle_seconds", "gauge",
+           "How long memory has been held on the GPU with ~0% utilization (0 unless the state is "
+           "allocated-idle).");
+  for (const Row& r : rows) {
+    const bool held = r.p->state == profile::State::kAllocatedIdle && r.p->allocated_idle;
+    w.Sample("flyt_gpu_allocated_idle_seconds", *r.labels, held ? r.p->allocated_idle->seconds : 0);
+  }
+  header = false;
+  for (const Row& r : rows) {
+    if (!r.p->memory.headroom_bytes) continue;
+    if (!header) {
+      w.Family("flyt_gpu_memory_headroom_bytes", "gauge",
+               "Framebuffer memory free at the recent peak of use (over the last cycles when "
+               "cyclic, else the last minute).");
+      header = true;
+    }
+    w.Sample("flyt_gpu_memory_headroom_bytes", *r.labels,
+             static_cast<double>(*r.p->memory.headroom_bytes));
+  }
+  w.Family("flyt_profile_phase_changes_total", "counter",
+           "Phase changes (state changes and level shifts) of the GPU's usage profile.");
+  for (const Row& r : rows) {
+    uint64_t n = 0;
+    if (in.phase_changes != nullptr) {
+      if (auto it = in.phase_changes->find(r.p->uuid); it != in.phase_changes->end()) {
+        n = it->second;
+      }
+    }
+    w.Sample("flyt_profile_phase_changes_total", FlytGpuLabels(*r.g), static_cast<double>(n));
+  }
+}
+
 }  // namespace
 
 std::string EscapeLabelValue(std::string_view raw) {
@@ -428,6 +534,7 @@ std::string RenderMetrics(const MetricsInput& in) {
       }
       w.Sample("flyt_gpu_process_sm_utilization_ratio", q.labels, *q.p->sm_util_percent / 100.0);
     }
+    if (in.profiles != nullptr) RenderProfiles(w, in, labels);
     w.Family("flyt_node_simulated", "gauge",
              "1 when the GPUs are flyt's simulated NVML (not real hardware), else 0.");
     w.Sample("flyt_node_simulated", "", in.snapshot->simulated_scenario ? 1 : 0);

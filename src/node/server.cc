@@ -11,7 +11,9 @@
 #include "common/json_fields.h"
 #include "common/strings.h"
 #include "gpu/json.h"
+#include "profile/json.h"
 #include "trace/json.h"
+#include "node/kube_annotations.h"
 #include "node/metrics.h"
 
 namespace flyt::node {
@@ -157,14 +159,25 @@ json ProcessesJson(const gpu::GpuSnapshot& snap, const std::vector<trace::Proces
   return {{"processes", list}, {"tracing", tracing}};
 }
 
+constexpr const char* kProfilesOff = "profiles are off ([profile] enabled = false)";
+
+// The short profile of the GPU `uuid`/`index` among `profiles`, or null.
+json SummaryOf(const std::vector<profile::GpuProfile>& profiles, const gpu::GpuInfo& g) {
+  for (const profile::GpuProfile& p : profiles) {
+    if (p.index == g.index && p.uuid == ProfileKey(g)) return profile::SummaryJson(p);
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 NodeServer::NodeServer(gpu::Monitor& monitor, NodeConfig config, const Clock& clock,
                        std::string version, const trace::StatsSource* cuda,
-                       GpuServers* gpu_servers)
+                       GpuServers* gpu_servers, const ProfileSource* profiles)
     : monitor_(monitor),
       cuda_(cuda),
       gpu_servers_(gpu_servers),
+      profiles_(profiles),
       config_(std::move(config)),
       clock_(clock),
       version_(std::move(version)),
@@ -174,6 +187,12 @@ NodeServer::NodeServer(gpu::Monitor& monitor, NodeConfig config, const Clock& cl
               Access::kToken),
       server_(std::make_unique<http::Server>()) {
   SetUpRoutes();
+}
+
+void NodeServer::SetKubernetes(const KubeAnnotationPublisher* publisher,
+                               nlohmann::json off_status) {
+  kube_ = publisher;
+  kube_off_ = std::move(off_status);
 }
 
 NodeServer::~NodeServer() { Stop(); }
@@ -239,10 +258,23 @@ void NodeServer::SetUpRoutes() {
       in.cuda_health = &health;
       in.cuda_processes = &traced;
     }
+    std::vector<profile::GpuProfile> profiles;
+    std::map<std::string, uint64_t> phase_changes;
+    if (profiles_ != nullptr) {
+      profiles = profiles_->Profiles();
+      phase_changes = profiles_->PhaseChangeCounts();
+      in.profiles = &profiles;
+      in.phase_changes = &phase_changes;
+    }
     // The HTTP server's own: connections refused, requests timed out (a flood shows here).
     res.set_content(RenderMetrics(in) + server_->MetricsText("flyt_node") +
-                        (gpu_servers_ != nullptr ? gpu_servers_->MetricsText() : std::string()),
+                        (gpu_servers_ != nullptr ? gpu_servers_->MetricsText() : std::string()) +
+                        (kube_ != nullptr ? kube_->MetricsText() : std::string()),
                     "text/plain; version=0.0.4; charset=utf-8");
+  });
+
+  get("/api/v1/kubernetes", Access::kToken, [this](Req, Res res, const Caller&, Params) {
+    SendJson(res, 200, kube_ != nullptr ? kube_->StatusJson() : kube_off_);
   });
 
   get("/api/v1/node", Access::kToken, [this](Req, Res res, const Caller&, Params) {
@@ -278,17 +310,31 @@ void NodeServer::SetUpRoutes() {
   get("/api/v1/gpus", Access::kToken, [this, with_snapshot](Req, Res res, const Caller&, Params) {
     auto snap = with_snapshot(res);
     if (!snap) return;
+    std::vector<profile::GpuProfile> profiles;
+    std::chrono::system_clock::time_point profiled_at{};
+    if (profiles_ != nullptr) {
+      profiles = profiles_->Profiles();
+      for (const profile::GpuProfile& p : profiles) profiled_at = std::max(profiled_at, p.computed_at);
+    }
     std::shared_ptr<const std::string> body;
     {
       MutexLock lock(gpus_mu_);
-      if (gpus_body_ && gpus_taken_at_ == snap->taken_at) body = gpus_body_;
+      if (gpus_body_ && gpus_taken_at_ == snap->taken_at && gpus_profiled_at_ == profiled_at) {
+        body = gpus_body_;
+      }
     }
     if (!body) {
       json j = gpu::ToJson(*snap);
       j["node"] = config_.name;
+      if (j.contains("gpus") && j["gpus"].is_array()) {
+        for (size_t i = 0; i < j["gpus"].size() && i < snap->gpus.size(); ++i) {
+          j["gpus"][i]["profile"] = SummaryOf(profiles, snap->gpus[i]);
+        }
+      }
       body = std::make_shared<const std::string>(gpu::DumpJson(j) + "\n");
       MutexLock lock(gpus_mu_);
       gpus_taken_at_ = snap->taken_at;
+      gpus_profiled_at_ = profiled_at;
       gpus_body_ = body;
     }
     res.status = 200;
@@ -296,13 +342,16 @@ void NodeServer::SetUpRoutes() {
   });
 
   get(R"(/api/v1/gpus/([^/]+))", Access::kToken,
-      [with_snapshot](Req, Res res, const Caller&, Params path) {
+      [this, with_snapshot](Req, Res res, const Caller&, Params path) {
         auto snap = with_snapshot(res);
         if (!snap) return;
         auto index = GpuIndex(path[1], *snap);
         if (!index.ok()) return SendStatus(res, index.status());
         for (const gpu::GpuInfo& g : snap->gpus) {
-          if (g.index == *index) return SendJson(res, 200, gpu::ToJson(g));
+          if (g.index != *index) continue;
+          json j = gpu::ToJson(g);
+          j["profile"] = profiles_ != nullptr ? SummaryOf(profiles_->Profiles(), g) : json(nullptr);
+          return SendJson(res, 200, j);
         }
       });
 
@@ -442,7 +491,46 @@ void NodeServer::SetUpRoutes() {
               });
 
   SetUpGpuServerRoutes();
+  SetUpProfileRoutes();
   router_.Install(*server_);
+}
+
+void NodeServer::SetUpProfileRoutes() {
+  using Req = const httplib::Request&;
+  using Res = httplib::Response&;
+  using Params = const http::PathParams&;
+  router_.Add("GET", "/api/v1/profiles", Access::kToken,
+              [this](Req, Res res, const Caller&, Params) {
+                if (profiles_ == nullptr) {
+                  return SendStatus(res, Unavailable(kProfilesOff));
+                }
+                json list = json::array();
+                for (const profile::GpuProfile& p : profiles_->Profiles()) {
+                  list.push_back(profile::ToJson(p));
+                }
+                SendJson(res, 200,
+                         {{"profiles", list},
+                          {"footprint_bytes_per_gpu", profiles_->BytesPerGpu()},
+                          {"options", profiles_->OptionsJson()}});
+              });
+  router_.Add("GET", R"(/api/v1/gpus/([^/]+)/profile)", Access::kToken,
+              [this](Req, Res res, const Caller&, Params path) {
+                if (profiles_ == nullptr) {
+                  return SendStatus(res, Unavailable(kProfilesOff));
+                }
+                auto snap = monitor_.LastSnapshot();
+                if (!snap) {
+                  return SendStatus(res, Unavailable("no sample taken yet; try again in a moment"));
+                }
+                auto index = GpuIndex(path[1], *snap);
+                if (!index.ok()) return SendStatus(res, index.status());
+                auto p = profiles_->Profile(*index);
+                if (!p) {
+                  return SendStatus(res, Unavailable("GPU " + path[1] +
+                                                     " has no profile yet; try again in a moment"));
+                }
+                SendJson(res, 200, profile::ToJson(*p));
+              });
 }
 
 void NodeServer::SetUpGpuServerRoutes() {

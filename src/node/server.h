@@ -9,12 +9,15 @@
 // first, for every path but /healthz, so that without the token no path is revealed). The CUDA
 // tracer's figures are read from a StatsSource (GET /api/v1/processes, /api/v1/processes/{pid}/cuda,
 // /api/v1/trace, and /metrics). GPU servers for remote leases (PUT/GET/DELETE
-// /api/v1/gpu-servers...) are a GpuServers' when [gpu-servers] is enabled. The server
+// /api/v1/gpu-servers...) are a GpuServers' when [gpu-servers] is enabled. The GPUs' usage
+// profiles (GET /api/v1/profiles, /api/v1/gpus/{index}/profile, "profile" on each GPU of
+// /api/v1/gpus, and /metrics) are read from a ProfileSource; 503 when [profile] is off. The server
 // runs its own thread pool; Start/Stop are not thread-safe with each other, handlers are.
 #pragma once
 
 #include <atomic>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <variant>
@@ -27,6 +30,7 @@
 #include "gpu/monitor.h"
 #include "node/config.h"
 #include "node/gpu_servers.h"
+#include "node/profiling.h"
 #include "trace/stats.h"
 
 namespace httplib {
@@ -37,16 +41,24 @@ struct Response;
 
 namespace flyt::node {
 
+class KubeAnnotationPublisher;
+
 class NodeServer {
  public:
   // `cuda`: the CUDA tracer's statistics (tracing.h), or null when there is no tracer;
-  // `gpu_servers`: the GPU server supervisor, or null when [gpu-servers] is off. Both must
-  // outlive the server.
+  // `gpu_servers`: the GPU server supervisor, or null when [gpu-servers] is off; `profiles`: the
+  // usage profiles (profiling.h), or null when [profile] is off. All must outlive the server.
   NodeServer(gpu::Monitor& monitor, NodeConfig config, const Clock& clock, std::string version,
-             const trace::StatsSource* cuda = nullptr, GpuServers* gpu_servers = nullptr);
+             const trace::StatsSource* cuda = nullptr, GpuServers* gpu_servers = nullptr,
+             const ProfileSource* profiles = nullptr);
   ~NodeServer();
   NodeServer(const NodeServer&) = delete;
   NodeServer& operator=(const NodeServer&) = delete;
+
+  // The Kubernetes annotation publisher (kube_annotations.h) whose status GET /api/v1/kubernetes
+  // shows and whose series /metrics adds; null with `off_status` (DisabledStatusJson) when it is
+  // off. Call before Start(); the publisher must outlive the server.
+  void SetKubernetes(const KubeAnnotationPublisher* publisher, nlohmann::json off_status);
 
   // Binds the configured address (port 0 picks a free one) and starts serving.
   Status Start();
@@ -61,12 +73,16 @@ class NodeServer {
 
   void SetUpRoutes();
   void SetUpGpuServerRoutes();
+  void SetUpProfileRoutes();
   // The router's access check.
   Result<Caller> Identify(const httplib::Request& req, const Access& access) const;
 
   gpu::Monitor& monitor_;
   const trace::StatsSource* const cuda_;
   GpuServers* const gpu_servers_;
+  const ProfileSource* const profiles_;
+  const KubeAnnotationPublisher* kube_ = nullptr;
+  nlohmann::json kube_off_;
   const NodeConfig config_;
   const Clock& clock_;
   const std::string version_;
@@ -76,9 +92,10 @@ class NodeServer {
   std::thread thread_;
   int port_ = 0;
   std::atomic<uint64_t> scrapes_{0};
-  // GET /api/v1/gpus serialised once per snapshot, not once per request.
+  // GET /api/v1/gpus serialised once per snapshot (and profile update), not once per request.
   Mutex gpus_mu_;
   std::chrono::system_clock::time_point gpus_taken_at_ FLYT_GUARDED_BY(gpus_mu_);
+  std::chrono::system_clock::time_point gpus_profiled_at_ FLYT_GUARDED_BY(gpus_mu_);
   std::shared_ptr<const std::string> gpus_body_ FLYT_GUARDED_BY(gpus_mu_);
 };
 

@@ -122,6 +122,10 @@
     (nvmlDevice_t device, nvmlProcessUtilizationSample_t* samples, unsigned int* count,             \
      unsigned long long last_seen_us), (device, samples, count, last_seen_us),                      \
     nvmlDeviceGetProcessUtilization)                                                                 \
+  X(DeviceGetSamples, kOptional, nvmlReturn_t,                                                    \
+    (nvmlDevice_t device, nvmlSamplingType_t type, unsigned long long last_seen_us,                 \
+     nvmlValueType_t* value_type, unsigned int* count, nvmlSample_t* samples),                      \
+    (device, type, last_seen_us, value_type, count, samples), nvmlDeviceGetSamples)                  \
   X(EventSetCreate, kOptional, nvmlReturn_t, (nvmlEventSet_t* set), (set), nvmlEventSetCreate)      \
   X(DeviceGetSupportedEventTypes, kOptional, nvmlReturn_t,                                          \
     (nvmlDevice_t device, unsigned long long* types), (device, types),                              \

@@ -88,6 +88,16 @@ TEST(NvmlLayoutTest, DocumentedConstants) {
   EXPECT_EQ(NVML_DEVICE_SERIAL_BUFFER_SIZE, 30u);
 }
 
+TEST(NvmlLayoutTest, SamplesOfNvmlDeviceGetSamples) {
+  EXPECT_EQ(sizeof(nvmlSample_t), 16u);
+  EXPECT_EQ(offsetof(nvmlSample_t, timeStamp), 0u);
+  EXPECT_EQ(offsetof(nvmlSample_t, sampleValue), 8u);
+  EXPECT_EQ(NVML_TOTAL_POWER_SAMPLES, 0);
+  EXPECT_EQ(NVML_GPU_UTILIZATION_SAMPLES, 1);
+  EXPECT_EQ(NVML_MEMORY_UTILIZATION_SAMPLES, 2);
+  EXPECT_EQ(NVML_VALUE_TYPE_UNSIGNED_INT, 1);
+}
+
 TEST(NvmlErrorTest, NamesTheCallAndTheCode) {
   Status s = NvmlError(nullptr, "nvmlDeviceGetPowerUsage", NVML_ERROR_NOT_SUPPORTED);
   EXPECT_EQ(s.code(), StatusCode::kNotSupported);

@@ -235,6 +235,24 @@ typedef struct nvmlFieldValue_st {
   nvmlValue_t value;
 } nvmlFieldValue_t;
 
+// nvmlSamplingType_t: which of the driver's sample buffers nvmlDeviceGetSamples reads.
+typedef enum nvmlSamplingType_enum {
+  NVML_TOTAL_POWER_SAMPLES = 0,
+  NVML_GPU_UTILIZATION_SAMPLES = 1,  // percent of time a kernel ran, per driver sample period
+  NVML_MEMORY_UTILIZATION_SAMPLES = 2,
+  NVML_ENC_UTILIZATION_SAMPLES = 3,
+  NVML_DEC_UTILIZATION_SAMPLES = 4,
+  NVML_PROCESSOR_CLK_SAMPLES = 5,
+  NVML_MEMORY_CLK_SAMPLES = 6,
+} nvmlSamplingType_t;
+
+// nvmlSample_t: { unsigned long long timeStamp @0 (CPU timestamp, microseconds), nvmlValue_t
+// sampleValue @8 }, 16 bytes. Utilisation samples carry an unsigned int (uiVal).
+typedef struct nvmlSample_st {
+  unsigned long long timeStamp;
+  nvmlValue_t sampleValue;
+} nvmlSample_t;
+
 // Field ids for nvmlDeviceGetFieldValues.
 constexpr unsigned int NVML_FI_DEV_MEMORY_TEMP = 82;  // memory (HBM) temperature, °C
 
@@ -263,4 +281,6 @@ static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32,
               "nvmlProcessUtilizationSample_t: pid + pad + u64 + 4 x u32");
 static_assert(sizeof(nvmlEventData_t) == 32, "nvmlEventData_t: ptr + 2 x u64 + 2 x u32");
 static_assert(sizeof(nvmlValue_t) == 8, "nvmlValue_t: an 8-byte union");
+static_assert(sizeof(nvmlSample_t) == 16, "nvmlSample_t: u64 timestamp + 8-byte value");
+static_assert(sizeof(nvmlSamplingType_t) == 4, "nvmlSamplingType_t is a 4-byte C enum");
 static_assert(sizeof(nvmlFieldValue_t) == 40, "nvmlFieldValue_t: 2 x u32 + 2 x i64 + 2 x enum + value");

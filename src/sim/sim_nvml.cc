@@ -747,6 +747,53 @@ nvmlReturn_t DeviceGetProcessUtilization(nvmlDevice_t device,
   });
 }
 
+// The driver's buffered samples (nvmlDeviceGetSamples): utilisation is sampled at 6 Hz, at
+// scenario times k/6 s, and the newest kSampleBuffer are kept (20 s), as a driver's ring buffer
+// would. Each value is the scenario's load at that instant, so the samples are a pure function of
+// scenario time. Returns the samples newer than `last_seen_us`, oldest first; with a buffer too
+// small, as many as fit (the oldest), so that the caller picks up the rest next time.
+nvmlReturn_t DeviceGetSamples(nvmlDevice_t device, nvmlSamplingType_t type,
+                              unsigned long long last_seen_us, nvmlValueType_t* value_type,
+                              unsigned int* count, nvmlSample_t* samples) noexcept {
+  if (count == nullptr || value_type == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  return DeviceCall(device, Field::kUtilization, [&](Sim& sim, Device& dev, double t) {
+    if (type != NVML_GPU_UTILIZATION_SAMPLES && type != NVML_MEMORY_UTILIZATION_SAMPLES) {
+      return NVML_ERROR_NOT_SUPPORTED;
+    }
+    if (dev.spec->mig_enabled) return NVML_ERROR_NOT_SUPPORTED;  // as on real MIG GPUs
+    constexpr double kRateHz = 6;
+    constexpr int64_t kSampleBuffer = 120;
+    const GpuSpec& g = *dev.spec;
+    const int64_t newest = static_cast<int64_t>(std::floor(t * kRateHz + 1e-9));
+    std::vector<nvmlSample_t> out;
+    for (int64_t k = std::max<int64_t>(0, newest - kSampleBuffer + 1); k <= newest; ++k) {
+      const double at = static_cast<double>(k) / kRateHz;
+      const unsigned long long ts = sim.TimestampUs(at);
+      if (ts <= last_seen_us) continue;
+      const double util = std::clamp(g.utilization.At(at), 0.0, 100.0);
+      double v = util;
+      if (type == NVML_MEMORY_UTILIZATION_SAMPLES) {
+        v = std::clamp(g.memory_utilization ? g.memory_utilization->At(at) : util * 0.6, 0.0,
+                       100.0);
+      }
+      nvmlSample_t s{};
+      s.timeStamp = ts;
+      s.sampleValue.uiVal = static_cast<unsigned int>(std::lround(v));
+      out.push_back(s);
+    }
+    *value_type = NVML_VALUE_TYPE_UNSIGNED_INT;
+    if (out.empty()) return NVML_ERROR_NOT_FOUND;
+    if (samples == nullptr) {  // the size query
+      *count = static_cast<unsigned int>(out.size());
+      return NVML_SUCCESS;
+    }
+    const size_t n = std::min<size_t>(*count, out.size());
+    std::copy(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(n), samples);
+    *count = static_cast<unsigned int>(n);
+    return NVML_SUCCESS;
+  });
+}
+
 nvmlReturn_t EventSetCreate(nvmlEventSet_t* set) noexcept {
   if (set == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   try {

@@ -478,6 +478,118 @@ TEST_F(NvmlSimTest, ClientQueriesDoNotSkewSessions) {
   EXPECT_EQ(monitor.GetHistory(0, clock.WallNow() - std::chrono::hours(1), {}).size(), 2u);
 }
 
+// nvmlDeviceGetSamples: the driver's 6 Hz utilisation samples, the ones since the last read.
+TEST_F(NvmlSimTest, DriverUtilisationSamplesAt6HzSinceTheLastRead) {
+  SetTime(10);  // compute phase: 97%
+  auto backend = Open(Scenario("h100x8-training"));
+  ASSERT_TRUE(backend);
+  auto lib = nvml::Library::Load(SimLibrary());
+  ASSERT_TRUE(lib.ok());
+  EXPECT_EQ((*lib)->BoundSymbol("DeviceGetSamples"), "nvmlDeviceGetSamples");
+  auto first = backend->Snapshot();
+  ASSERT_TRUE(first.ok());
+  EXPECT_TRUE(first->reason.empty()) << first->reason;
+  // The first read gets the driver's buffer: every sample from t = 0 to 10 s, at k/6 s.
+  const std::vector<UtilSample>& s = first->gpus[0].util_samples;
+  ASSERT_EQ(s.size(), 61u);
+  const uint64_t epoch_us = 1767225600ULL * 1000000;
+  EXPECT_EQ(s.front().timestamp_us, epoch_us);
+  EXPECT_EQ(s.back().timestamp_us, epoch_us + 10000000);
+  for (size_t i = 0; i < s.size(); ++i) {
+    EXPECT_EQ(s[i].percent, 97u);
+    if (i > 0) {
+      EXPECT_NEAR(static_cast<double>(s[i].timestamp_us - s[i - 1].timestamp_us), 166667, 1);
+    }
+  }
+  // Same instant: nothing new (the driver answers NOT_FOUND), an empty list and no error.
+  auto again = backend->Snapshot();
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->gpus[0].util_samples.empty());
+  EXPECT_TRUE(again->reason.empty()) << again->reason;
+  SetTime(10.5);
+  auto half = backend->Snapshot();
+  ASSERT_TRUE(half.ok());
+  EXPECT_EQ(half->gpus[0].util_samples.size(), 3u);
+  // Long after: only what the driver still buffers (120 samples, 20 s), across the phase edge
+  // at 90 s (12% -> 97%), oldest first.
+  SetTime(100);
+  auto late = backend->Snapshot();
+  ASSERT_TRUE(late.ok());
+  const std::vector<UtilSample>& l = late->gpus[3].util_samples;
+  ASSERT_EQ(l.size(), 120u);
+  EXPECT_EQ(l.front().percent, 12u);
+  EXPECT_EQ(l.back().percent, 97u);
+  EXPECT_EQ(l.back().timestamp_us, epoch_us + 100000000);
+  EXPECT_LT(l.front().timestamp_us, l.back().timestamp_us);
+}
+
+TEST_F(NvmlSimTest, DriverWithoutUtilisationSamplesGivesNoneAndNoError) {
+  std::string path = (dir_ / "nosamples.toml").string();
+  std::ofstream(path) << R"([scenario]
+name = "no-samples"
+[[gpu]]
+name = "Old GPU"
+memory_total_mib = 1024
+power_limit_w = 100
+max_sm_clock_mhz = 1000
+max_mem_clock_mhz = 1000
+utilization = 50
+unsupported = ["utilization"]
+[[gpu]]
+name = "MIG GPU"
+memory_total_mib = 1024
+power_limit_w = 100
+max_sm_clock_mhz = 1000
+max_mem_clock_mhz = 1000
+utilization = 50
+mig = true
+)";
+  SetTime(5);
+  auto backend = Open(path);
+  ASSERT_TRUE(backend);
+  for (double t : {5.0, 6.0, 7.0}) {
+    SetTime(t);
+    auto snap = backend->Snapshot();
+    ASSERT_TRUE(snap.ok());
+    EXPECT_TRUE(snap->reason.empty()) << snap->reason;  // not a failed reading
+    ASSERT_EQ(snap->gpus.size(), 2u);
+    EXPECT_TRUE(snap->gpus[0].util_samples.empty());
+    EXPECT_FALSE(snap->gpus[0].gpu_util_percent);
+    EXPECT_TRUE(snap->gpus[1].util_samples.empty());
+    EXPECT_EQ(snap->gpus[1].gpu_util_percent, 50u);
+  }
+}
+
+// The monitor's sample observer sees every driver sample once, in order, even when a client's
+// fresh query read some of them in between.
+TEST_F(NvmlSimTest, SampleObserverGetsEveryDriverSampleOnce) {
+  SetTime(10);
+  auto backend = Open(Scenario("h100x8-training"));
+  ASSERT_TRUE(backend);
+  FakeClock clock;
+  Monitor monitor(std::move(backend), clock);
+  std::vector<std::vector<UtilSample>> seen;
+  monitor.SetSampleObserver(
+      [&](const GpuSnapshot& snap) { seen.push_back(snap.gpus[0].util_samples); });
+  ASSERT_TRUE(monitor.SampleOnce().ok());
+  SetTime(11);
+  auto fresh = monitor.QueryGpus(/*use_cache=*/false);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ(fresh->gpus[0].util_samples.size(), 6u);
+  SetTime(12);
+  ASSERT_TRUE(monitor.SampleOnce().ok());
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].size(), 61u);
+  ASSERT_EQ(seen[1].size(), 12u);  // 6 carried over from the query + 6 new
+  for (size_t i = 1; i < seen[1].size(); ++i) {
+    EXPECT_LT(seen[1][i - 1].timestamp_us, seen[1][i].timestamp_us);
+  }
+  EXPECT_GT(seen[1].front().timestamp_us, seen[0].back().timestamp_us);
+  monitor.SetSampleObserver(nullptr);
+  ASSERT_TRUE(monitor.SampleOnce().ok());
+  EXPECT_EQ(seen.size(), 2u);
+}
+
 TEST_F(NvmlSimTest, BrokenScenarioRefusesToInitialise) {
   std::string bad = (dir_ / "bad.toml").string();
   std::ofstream(bad) << "[scenario]\nname = \"x\"\n[[gpu]]\nname = \"g\"\n";
