@@ -111,6 +111,8 @@ struct ClusterCounters {
   uint64_t remote_grants = 0;        // remote leases answered 201 (server up)
   uint64_t remote_refusals = 0;      // remote lease requests refused: no GPU with room
   uint64_t remote_start_failures = 0;  // granted, but the node did not start the server (503)
+  uint64_t gpu_state_changes = 0;      // gpu.state_changed events raised
+  uint64_t gpu_state_changes_held = 0;  // profile state changes held back by the rate limit
   double last_pass_seconds = 0;
 };
 
@@ -368,6 +370,15 @@ class Cluster : private NodeWorkerHost {
   std::map<std::string, NodeRecord> nodes_ FLYT_GUARDED_BY(mu_);
   // Which node reported each GPU UUID first (placeholders of lost GPUs aside).
   std::unordered_map<std::string, std::string> gpu_owner_ FLYT_GUARDED_BY(mu_);
+  // The usage-profile state of each GPU (node, then UUID) as the gpu.state_changed events know
+  // it (inventory.cc), rebuilt from every heartbeat's profiles: bounded by the nodes' GPUs.
+  struct StateTrack {
+    std::string reported;  // the state the last event said (or the first one seen)
+    std::string last_seen;  // the previous heartbeat's
+    std::optional<std::chrono::steady_clock::time_point> last_event;
+    uint64_t held = 0;  // changes held back since the last event
+  };
+  std::map<std::string, std::map<std::string, StateTrack>> gpu_states_ FLYT_GUARDED_BY(mu_);
   // When a GPU conflict of each refused node name was last logged.
   std::map<std::string, std::chrono::steady_clock::time_point> gpu_conflict_logged_
       FLYT_GUARDED_BY(mu_);

@@ -46,6 +46,12 @@ inline double Seconds(std::chrono::system_clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
+// A request's placement on usage profiles (commands.cc): "avoid_states", state names of
+// profile::StateName (an unknown one is a 400 naming "<field>[i]"; repeats are dropped), and
+// "prefer_idle" (default `default_prefer_idle`, [ledger] prefer_idle).
+Status PlacementFields(const JsonFields& f, bool default_prefer_idle,
+                       std::vector<std::string>& avoid_states, bool& prefer_idle);
+
 // The labels of a node, client or lease (commands.cc).
 Status LabelsField(const JsonFields& f, std::string_view key,
                    std::map<std::string, std::string>& out);

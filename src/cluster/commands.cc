@@ -16,6 +16,7 @@
 #include "common/json_fields.h"
 #include "common/strings.h"
 #include "gpu/json.h"
+#include "profile/profile.h"
 #include "sched/estimate.h"
 
 namespace flyt::cluster {
@@ -29,6 +30,7 @@ using internal::CheckOwner;
 using internal::Idempotency;
 using internal::LabelsField;
 using internal::LookUpKey;
+using internal::PlacementFields;
 using internal::RequestHash;
 using nlohmann::json;
 using store::Durability;
@@ -145,6 +147,36 @@ Status LookUpKey(store::Txn& txn, const Idempotency& idem, int64_t now_ms,
 }
 
 
+Status PlacementFields(const JsonFields& f, bool default_prefer_idle,
+                       std::vector<std::string>& avoid_states, bool& prefer_idle) {
+  prefer_idle = default_prefer_idle;
+  FLYT_RETURN_IF_ERROR(f.OptionalBool("prefer_idle", prefer_idle));
+  const json* list = nullptr;
+  // A few more than there are states: a list that names one twice is still fine.
+  FLYT_RETURN_IF_ERROR(f.OptionalArray("avoid_states", 4 * profile::AllStates().size(), list));
+  avoid_states.clear();
+  if (list == nullptr) return Status::Ok();
+  std::string names;
+  for (profile::State s : profile::AllStates()) {
+    names += (names.empty() ? "" : ", ") + std::string(profile::StateName(s));
+  }
+  for (size_t i = 0; i < list->size(); ++i) {
+    const json& v = (*list)[i];
+    const std::string field = f.Name("avoid_states") + "[" + std::to_string(i) + "]";
+    if (!v.is_string()) return InvalidArgument(field + " must be a state name (" + names + ")");
+    const auto state = profile::StateFromName(v.get_ref<const std::string&>());
+    if (!state) {
+      return InvalidArgument(field + ": unknown state \"" + SanitizeUtf8(v.get<std::string>().substr(0, 64)) +
+                             "\" (expected one of " + names + ")");
+    }
+    const std::string name = profile::StateName(*state);
+    if (std::find(avoid_states.begin(), avoid_states.end(), name) == avoid_states.end()) {
+      avoid_states.push_back(name);
+    }
+  }
+  return Status::Ok();
+}
+
 Status LabelsField(const JsonFields& f, std::string_view key,
                    std::map<std::string, std::string>& out) {
   return f.OptionalStringMap(key, 64, 128, 1024, out);
@@ -162,7 +194,7 @@ Result<json> Cluster::Allocate(const Caller& caller, const json& body,
   JsonFields b(body);
   FLYT_RETURN_IF_ERROR(
       b.Only({"gpus", "min_free_memory_mb", "max_utilization", "same_node", "gpu_model", "policy",
-              "exclusive", "ttl_seconds", "owner", "labels"}));
+              "exclusive", "ttl_seconds", "owner", "labels", "avoid_states", "prefer_idle"}));
   sched::AllocationRequest req;
   int64_t gpus = 1, ttl = config_.default_lease_ttl.count(), max_util = 100;
   double min_free_mb = 0;
@@ -175,6 +207,8 @@ Result<json> Cluster::Allocate(const Caller& caller, const json& body,
   FLYT_RETURN_IF_ERROR(b.OptionalBool("exclusive", req.exclusive));
   FLYT_RETURN_IF_ERROR(b.OptionalInt<int64_t>("ttl_seconds", 1, kMaxTtlSeconds, ttl));
   FLYT_RETURN_IF_ERROR(LabelsField(b, "labels", req.labels));
+  FLYT_RETURN_IF_ERROR(
+      PlacementFields(b, config_.prefer_idle, req.avoid_states, req.prefer_idle));
   req.owner = caller.name;
   FLYT_RETURN_IF_ERROR(b.OptionalString("owner", 128, req.owner));
   if (req.owner != caller.name && caller.role != Role::kAdmin) {
@@ -392,7 +426,8 @@ Result<json> Cluster::Submit(const Caller& caller, const json& task,
   json spec = task;
   if (spec.is_object()) spec.erase("scheduling");
   FLYT_RETURN_IF_ERROR(b.Only({"priority", "timeout_seconds", "gpu_model", "policy",
-                               "lease_ttl_seconds", "max_utilization", "owner"}));
+                               "lease_ttl_seconds", "max_utilization", "owner", "avoid_states",
+                               "prefer_idle"}));
   int64_t priority = 0, timeout = config_.job_timeout.count(),
           lease_ttl = config_.job_lease_ttl.count(), max_util = 100;
   std::string gpu_model, owner = caller.name;
@@ -406,6 +441,11 @@ Result<json> Cluster::Submit(const Caller& caller, const json& task,
   FLYT_RETURN_IF_ERROR(b.OptionalString("gpu_model", 64, gpu_model));
   FLYT_RETURN_IF_ERROR(PolicyField(b, "policy", policy));
   FLYT_RETURN_IF_ERROR(b.OptionalString("owner", 128, owner));
+  // Resolved now and stored with each job: a restart, another replica or a changed [ledger]
+  // prefer_idle places it as it was submitted.
+  std::vector<std::string> avoid_states;
+  bool prefer_idle = config_.prefer_idle;
+  FLYT_RETURN_IF_ERROR(PlacementFields(b, config_.prefer_idle, avoid_states, prefer_idle));
   if (owner != caller.name && caller.role != Role::kAdmin) {
     return PermissionDenied("only an admin may submit for another owner");
   }
@@ -472,6 +512,8 @@ Result<json> Cluster::Submit(const Caller& caller, const json& task,
     job.request.max_utilization_percent = static_cast<uint32_t>(max_util);
     job.request.gpu_model = gpu_model;
     job.request.policy = policy;
+    job.request.avoid_states = avoid_states;
+    job.request.prefer_idle = prefer_idle;
     job.request.exclusive = true;
     job.request.ttl = std::chrono::seconds(lease_ttl);
     job.request.owner = owner;

@@ -104,7 +104,7 @@ Result<ClusterConfig> ParseClusterConfig(std::string_view text, const std::strin
     FLYT_RETURN_IF_ERROR(r.CheckKeys(*l, "ledger",
                                      {"unreachable_after_seconds", "lease_grace_seconds",
                                       "memory_weight", "utilization_weight",
-                                      "default_lease_ttl_seconds"}));
+                                      "default_lease_ttl_seconds", "prefer_idle"}));
     FLYT_RETURN_IF_ERROR(seconds(*l, "ledger", "unreachable_after_seconds", 1, 86400,
                                  c.ledger.unreachable_after));
     FLYT_RETURN_IF_ERROR(
@@ -117,6 +117,7 @@ Result<ClusterConfig> ParseClusterConfig(std::string_view text, const std::strin
     }
     FLYT_RETURN_IF_ERROR(seconds(*l, "ledger", "default_lease_ttl_seconds", 1, 30 * 86400,
                                  c.default_lease_ttl));
+    FLYT_RETURN_IF_ERROR(r.GetBool(*l, "ledger", "prefer_idle", c.prefer_idle));
   }
   FLYT_ASSIGN_OR_RETURN(const toml::table* q, r.Section(root, "queue"));
   if (q != nullptr) {

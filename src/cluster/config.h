@@ -55,6 +55,9 @@ struct ClusterConfig {
   // [ledger]
   sched::LedgerOptions ledger;
   std::chrono::seconds default_lease_ttl{3600};
+  // The default of a request's "prefer_idle": among the GPUs that fit, those whose usage
+  // profile says idle are chosen first.
+  bool prefer_idle = true;
   // [queue]
   std::chrono::seconds job_timeout{300};
   std::chrono::seconds job_lease_ttl{6 * 3600};

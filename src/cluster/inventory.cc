@@ -3,6 +3,7 @@
 // other commands (commands.cc), each checks its request before it takes the state lock, then
 // changes memory and store together in one WriteLocked transaction. See cluster.h.
 #include <algorithm>
+#include <cstdio>
 #include <limits>
 #include <set>
 
@@ -15,6 +16,7 @@
 #include "common/json_fields.h"
 #include "common/strings.h"
 #include "gpu/json.h"
+#include "profile/json.h"
 
 namespace flyt::cluster {
 
@@ -34,6 +36,37 @@ constexpr size_t kMaxEventsInBody = 10000;
 
 // Traced CUDA processes a heartbeat may carry (node/heartbeat.h kMaxCudaPerHeartbeat).
 constexpr size_t kMaxCudaPerHeartbeat = 256;
+
+// Usage profiles a heartbeat may carry (one per GPU).
+constexpr size_t kMaxProfilesPerHeartbeat = 64;
+
+// gpu.state_changed is raised at most once per GPU in this span: changes within it are held
+// back (counted), and the next heartbeat after it reports the state then current (the last one
+// wins), so that a flapping GPU cannot flood the event log.
+constexpr std::chrono::seconds kStateEventMinGap{30};
+
+// The heartbeat's "profiles" array (profile/json.h ToJson), each checked by ProfileFromJson
+// (bounded strings and lists); an entry that does not parse is a 400 naming profiles[i].
+// Profiles of GPUs the snapshot does not list are dropped; one GPU profiled twice is refused.
+Status ProfilesField(const JsonFields& b, const gpu::GpuSnapshot& snapshot,
+                     std::vector<profile::GpuProfile>& out) {
+  const json* list = nullptr;
+  FLYT_RETURN_IF_ERROR(b.OptionalArray("profiles", kMaxProfilesPerHeartbeat, list));
+  if (list == nullptr) return Status::Ok();
+  std::set<std::string> seen;
+  for (size_t i = 0; i < list->size(); ++i) {
+    const std::string name = "profiles[" + std::to_string(i) + "]";
+    auto p = profile::ProfileFromJson((*list)[i]);
+    if (!p.ok()) return p.status().WithContext(name);
+    if (!seen.insert(p->uuid).second) {
+      return InvalidArgument(name + ": GPU UUID " + p->uuid + " is profiled twice");
+    }
+    bool known = false;
+    for (const gpu::GpuInfo& g : snapshot.gpus) known = known || g.uuid == p->uuid;
+    if (known) out.push_back(std::move(*p));
+  }
+  return Status::Ok();
+}
 
 // The heartbeat's "cuda" array (trace/json.h SummaryToJson). Fields this manager does not
 // know are ignored (a newer node may send more); known ones must have their type.
@@ -84,7 +117,8 @@ bool ValidName(const std::string& s) {
 Result<json> Cluster::Heartbeat(const Caller& caller, const json& body) {
   JsonFields b(body);
   FLYT_RETURN_IF_ERROR(
-      b.Only({"name", "api_url", "labels", "version", "snapshot", "events", "cuda", "gpu_servers"}));
+      b.Only({"name", "api_url", "labels", "version", "snapshot", "events", "cuda", "gpu_servers",
+              "profiles"}));
   NodeRecord incoming;
   FLYT_RETURN_IF_ERROR(b.OptionalString("name", 128, incoming.name));
   if (!ValidName(incoming.name)) {
@@ -117,6 +151,7 @@ Result<json> Cluster::Heartbeat(const Caller& caller, const json& body) {
   }
   incoming.snapshot = std::move(*snap);
   FLYT_RETURN_IF_ERROR(CudaField(b, incoming.cuda));
+  FLYT_RETURN_IF_ERROR(ProfilesField(b, incoming.snapshot, incoming.profiles));
   // The node's GPU servers (absent: the node runs none, or predates them).
   if (b.Has("gpu_servers")) {
     FLYT_ASSIGN_OR_RETURN(incoming.gpu_servers, GpuServersFromJson(body["gpu_servers"]));
@@ -176,6 +211,9 @@ Result<json> Cluster::Heartbeat(const Caller& caller, const json& body) {
   counters_.events_truncated += truncated;
   const auto now = clock_.WallNow();
   std::pair<std::string, std::string> conflict;  // (GPU UUID, the node that reported it first)
+  // The node's GPU states after this heartbeat, kept only if it commits.
+  std::map<std::string, StateTrack> tracks;
+  uint64_t state_changes = 0, state_changes_held = 0;
   if (outage_) {
     // The heartbeat cannot be stored, but it says the node is alive: that much is kept (in
     // memory), so the outage does not make it unreachable. Its snapshot and events are dropped.
@@ -226,6 +264,7 @@ Result<json> Cluster::Heartbeat(const Caller& caller, const json& body) {
     rec.version = incoming.version;
     rec.snapshot = std::move(incoming.snapshot);
     rec.cuda = std::move(incoming.cuda);
+    rec.profiles = std::move(incoming.profiles);
     const GpuServersReport servers_before = std::move(rec.gpu_servers);
     rec.gpu_servers = incoming.gpu_servers;
     FLYT_RETURN_IF_ERROR(
@@ -260,6 +299,64 @@ Result<json> Cluster::Heartbeat(const Caller& caller, const json& body) {
                                                     rec.name + " is lost (fell off the bus)"}}));
       }
     }
+    // gpu.state_changed: a GPU whose profile state differs from what the last event said (see
+    // kStateEventMinGap). Not on the node's first heartbeat here, not from or to unknown (no
+    // data is not a state the GPU entered).
+    const auto steady_now = clock_.SteadyNow();
+    tracks.clear();  // the store may run this transaction again
+    state_changes = state_changes_held = 0;
+    auto known = gpu_states_.find(rec.name);
+    for (const profile::GpuProfile& p : rec.profiles) {
+      const std::string state = profile::StateName(p.state);
+      const StateTrack* before = nullptr;
+      if (known != gpu_states_.end()) {
+        auto t = known->second.find(p.uuid);
+        if (t != known->second.end()) before = &t->second;
+      }
+      StateTrack& t = tracks[p.uuid];
+      if (before == nullptr) {
+        t.reported = t.last_seen = state;
+        continue;
+      }
+      t = *before;
+      const std::string seen_before = t.last_seen;
+      t.last_seen = state;
+      if (p.state == profile::State::kUnknown) continue;
+      if (t.reported == profile::StateName(profile::State::kUnknown)) {
+        t.reported = state;
+        continue;
+      }
+      const bool within_gap = t.last_event && steady_now - *t.last_event < kStateEventMinGap;
+      if (within_gap && state != seen_before) {  // a change not told (now, at least)
+        ++t.held;
+        ++state_changes_held;
+      }
+      if (within_gap || state == t.reported) continue;
+      json event = {{"node", rec.name},
+                    {"gpu", p.index},
+                    {"uuid", p.uuid},
+                    {"from", t.reported},
+                    {"to", state},
+                    {"period_s", p.cycle ? json(p.cycle->period_s) : json(nullptr)},
+                    {"changes_held", t.held}};
+      std::string message = "GPU " + std::to_string(p.index) + " on " + rec.name + ": " +
+                            t.reported + " -> " + state;
+      if (p.cycle) {
+        char period[48];
+        std::snprintf(period, sizeof period, " (period %.1f s)", p.cycle->period_s);
+        message += period;
+      }
+      if (t.held > 0) {
+        message += " (" + std::to_string(t.held) + " change(s) in between not reported: at most "
+                   "one event per GPU per " + std::to_string(kStateEventMinGap.count()) + " s)";
+      }
+      event["message"] = std::move(message);
+      FLYT_RETURN_IF_ERROR(Event(txn, "gpu.state_changed", std::move(event)));
+      ++state_changes;
+      t.reported = state;
+      t.last_event = steady_now;
+      t.held = 0;
+    }
     for (json& e : node_events) {
       std::string type = e.value("type", std::string("event"));
       if (type.size() > 32) type = "event";
@@ -276,6 +373,9 @@ Result<json> Cluster::Heartbeat(const Caller& caller, const json& body) {
     if (s.reason() == kGpuClaimedReason) ReportGpuConflictLocked(incoming.name, conflict);
     return s;
   }
+  gpu_states_[incoming.name] = std::move(tracks);
+  counters_.gpu_state_changes += state_changes;
+  counters_.gpu_state_changes_held += state_changes_held;
   if (queue_.size() > 0) Wake(/*strong=*/false);
   json reply = {{"ok", true},
                 {"heartbeat_interval_seconds",

@@ -186,7 +186,9 @@ json ToJson(const sched::Lease& l) {
           {"granted_at_ms", ToMillis(l.granted_at)},
           {"expires_at", gpu::FormatTime(l.expires_at)},
           {"expires_at_ms", ToMillis(l.expires_at)},
-          {"ttl_seconds", l.ttl.count()}};
+          {"ttl_seconds", l.ttl.count()},
+          {"avoid_states", l.avoid_states},
+          {"prefer_idle", l.prefer_idle}};
 }
 
 Result<sched::Lease> LeaseFromJson(const json& j) {
@@ -202,6 +204,9 @@ Result<sched::Lease> LeaseFromJson(const json& j) {
   l.granted_at = FromMillis(granted);
   l.expires_at = FromMillis(expires);
   l.ttl = std::chrono::seconds(Optional<int64_t>(j, "ttl_seconds", 0));
+  // Leases stored before issue 16 were placed without either.
+  l.avoid_states = Optional<std::vector<std::string>>(j, "avoid_states", {});
+  l.prefer_idle = Optional<bool>(j, "prefer_idle", false);
   if (!j.contains("gpus") || !j["gpus"].is_array()) {
     return InvalidArgument("lease " + l.id + ": gpus is missing");
   }
@@ -397,7 +402,9 @@ json ToJson(const sched::AllocationRequest& r) {
           {"exclusive", r.exclusive},
           {"ttl_seconds", r.ttl.count()},
           {"min_free_fraction", r.min_free_fraction},
-          {"max_free_spread", r.max_free_spread}};
+          {"max_free_spread", r.max_free_spread},
+          {"avoid_states", r.avoid_states},
+          {"prefer_idle", r.prefer_idle}};
 }
 
 namespace {
@@ -417,6 +424,9 @@ Result<sched::AllocationRequest> RequestFromJson(const json& j) {
   r.ttl = std::chrono::seconds(Optional<int64_t>(j, "ttl_seconds", 3600));
   r.min_free_fraction = Optional<double>(j, "min_free_fraction", 0);
   r.max_free_spread = Optional<double>(j, "max_free_spread", 0);
+  // A job stored before issue 16 keeps the placement it was submitted for: no preference.
+  r.avoid_states = Optional<std::vector<std::string>>(j, "avoid_states", {});
+  r.prefer_idle = Optional<bool>(j, "prefer_idle", false);
   return r;
 }
 
@@ -538,8 +548,20 @@ std::vector<sched::GpuState> LedgerGpus(const gpu::GpuSnapshot& snapshot) {
   return out;
 }
 
+const profile::GpuProfile* ProfileOf(const NodeRecord& node, const std::string& uuid) {
+  for (const profile::GpuProfile& p : node.profiles) {
+    if (p.uuid == uuid) return &p;
+  }
+  return nullptr;
+}
+
 std::vector<sched::GpuState> LedgerGpus(const NodeRecord& node) {
   std::vector<sched::GpuState> out = LedgerGpus(node.snapshot);
+  for (sched::GpuState& g : out) {
+    if (const profile::GpuProfile* p = ProfileOf(node, g.uuid)) {
+      g.profile_state = profile::StateName(p->state);
+    }
+  }
   if (!node.gpu_servers.enabled) return out;
   for (sched::GpuState& g : out) {
     for (const GpuServerCapacity& c : node.gpu_servers.gpus) {

@@ -11,6 +11,7 @@
 
 #include "common/status.h"
 #include "gpu/types.h"
+#include "profile/profile.h"
 #include "sched/ledger.h"
 
 namespace flyt::cluster {
@@ -73,6 +74,10 @@ struct NodeRecord {
   std::string registered_by;  // the token name that registered it; only it (or an admin) may update
   // The latest heartbeat's traced CUDA processes (in memory only; ToJson leaves them out).
   std::vector<CudaSummary> cuda;
+  // The latest heartbeat's usage profiles, one per GPU it profiles (matched to the snapshot's
+  // GPUs by UUID). In memory only, like `cuda`: not stored, not replicated; a restart or another
+  // replica's write of this node shows none until the node's next heartbeat here.
+  std::vector<profile::GpuProfile> profiles;
   // The node's GPU servers as its latest heartbeat reported them (stored: the capacity places
   // remote leases after a restart before the node's next heartbeat).
   GpuServersReport gpu_servers;
@@ -175,7 +180,11 @@ nlohmann::json ToJson(const sched::AllocationRequest& request);
 const char* PolicyName(sched::Policy policy);
 std::optional<sched::Policy> ParsePolicy(std::string_view name);
 
-// The ledger's view of a GPU, and of a node's GPUs (with what its GPU servers report).
+// The profile of the node's GPU `uuid` from its last heartbeat, or nullptr.
+const profile::GpuProfile* ProfileOf(const NodeRecord& node, const std::string& uuid);
+
+// The ledger's view of a GPU, and of a node's GPUs (with what its GPU servers report and the
+// state of each GPU's usage profile).
 sched::GpuState LedgerGpu(const gpu::GpuInfo& gpu);
 std::vector<sched::GpuState> LedgerGpus(const gpu::GpuSnapshot& snapshot);
 std::vector<sched::GpuState> LedgerGpus(const NodeRecord& node);

@@ -102,7 +102,8 @@ Result<json> Cluster::CreateRemoteLease(const Caller& caller, const json& body,
                          idempotency_key.empty() ? "" : RequestHash(body)};
   JsonFields b(body);
   FLYT_RETURN_IF_ERROR(b.Only({"sm_count", "sm_percent", "memory_mb", "gpu_model", "node",
-                               "ttl_seconds", "client", "labels"}));
+                               "ttl_seconds", "client", "labels", "avoid_states",
+                               "prefer_idle"}));
   sched::RemoteRequest req;
   RemoteLeaseInfo info;
   if (b.Has("sm_count") && b.Has("sm_percent")) {
@@ -128,6 +129,8 @@ Result<json> Cluster::CreateRemoteLease(const Caller& caller, const json& body,
     return InvalidArgument("client must be 1-128 characters of [A-Za-z0-9._-]");
   }
   FLYT_RETURN_IF_ERROR(LabelsField(b, "labels", req.labels));
+  FLYT_RETURN_IF_ERROR(
+      internal::PlacementFields(b, config_.prefer_idle, req.avoid_states, req.prefer_idle));
   if (!config_.remote_enabled) {
     return Unavailable("remote leases are turned off on this cluster manager ([remote] enabled = "
                        "false)");

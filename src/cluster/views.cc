@@ -7,6 +7,7 @@
 #include "cluster/cluster_internal.h"
 #include "common/json.h"
 #include "gpu/json.h"
+#include "profile/json.h"
 
 namespace flyt::cluster {
 
@@ -149,6 +150,10 @@ json GpuJson(const sched::Ledger& ledger, const NodeRecord& node_record, const g
   j["leases"] = holders;
   j["reserved_memory_mb"] = static_cast<double>(reserved) / kMiB;
   j["score"] = ledger.Score(LedgerGpu(g), reserved);
+  // The usage profile from the node's last heartbeat (kept while the node is unreachable; its
+  // allocation_state says so), or null.
+  const profile::GpuProfile* p = ProfileOf(node_record, g.uuid);
+  j["profile"] = p != nullptr ? profile::ToJson(*p) : json(nullptr);
   return j;
 }
 
@@ -590,6 +595,27 @@ std::string Cluster::Metrics() const {
   for (const auto& [state, count] : gpu_states) {
     sample("flyt_cluster_gpus{state=\"" + state + "\"}", count);
   }
+  std::map<std::string, int> profile_states;
+  for (profile::State s : profile::AllStates()) profile_states[profile::StateName(s)] = 0;
+  for (const auto& [name, n] : nodes_) {
+    for (const auto& g : n.snapshot.gpus) {
+      const profile::GpuProfile* p = ProfileOf(n, g.uuid);
+      ++profile_states[profile::StateName(p != nullptr ? p->state : profile::State::kUnknown)];
+    }
+  }
+  family("flyt_cluster_gpus_by_state", "gauge",
+         "GPUs in the cluster, by the state of their usage profile (nodes' last heartbeats; "
+         "a GPU without a profile counts as unknown).");
+  for (const auto& [state, count] : profile_states) {
+    sample("flyt_cluster_gpus_by_state{state=\"" + state + "\"}", count);
+  }
+  family("flyt_cluster_gpu_state_changes_total", "counter",
+         "gpu.state_changed events raised (a GPU's usage-profile state changed).");
+  sample("flyt_cluster_gpu_state_changes_total", static_cast<double>(counters_.gpu_state_changes));
+  family("flyt_cluster_gpu_state_changes_held_total", "counter",
+         "Usage-profile state changes not raised as events: within 30 s of the GPU's last one.");
+  sample("flyt_cluster_gpu_state_changes_held_total",
+         static_cast<double>(counters_.gpu_state_changes_held));
   family("flyt_cluster_leases", "gauge", "Active leases.");
   sample("flyt_cluster_leases", static_cast<double>(leases.size()));
   std::map<std::string, int> job_states = {

@@ -141,8 +141,23 @@ int RunSnapshotGpus(const GlobalFlags& g, const SourceChoice& choice, const Gpus
       }
       return gpu::DumpJson({{"processes", list}}, a.watch_s ? -1 : 2) + "\n";
     }
-    return g.json ? gpu::DumpJson(raw, a.watch_s ? -1 : 2) + "\n"
-                  : source->Header(snap) + RenderSnapshot(snap, render);
+    if (g.json) return gpu::DumpJson(raw, a.watch_s ? -1 : 2) + "\n";
+    // A node manager's GPUs carry their usage profile's summary ("profile"; null when its
+    // profiles are off): the STATE column. This machine's have none: no column.
+    RenderOptions frame = render;
+    if (choice.kind == SourceKind::kNodeManager) {
+      frame.show_state = true;
+      if (raw.is_object() && raw.contains("gpus") && raw["gpus"].is_array()) {
+        for (const json& dev : raw["gpus"]) {
+          if (!dev.is_object() || !dev.contains("index") || !dev["index"].is_number_unsigned() ||
+              !dev.contains("profile") || !dev["profile"].is_object()) {
+            continue;
+          }
+          frame.states[dev["index"].get<uint32_t>()] = ProfileStateText(dev["profile"]);
+        }
+      }
+    }
+    return source->Header(snap) + RenderSnapshot(snap, frame);
   });
 }
 

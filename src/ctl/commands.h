@@ -139,6 +139,17 @@ inline constexpr const char* kDefaultNodeManager = "http://127.0.0.1:12401";
 // Reads the source ChooseSource() picks from --node, --server and $FLYT_CLUSTER_MANAGER.
 int RunGpus(const GlobalFlags& g, const GpusArgs& a);
 
+// ---- GPU usage profiles (cmd_profile.cc) -------------------------------------------------------
+
+struct ProfileArgs {
+  std::optional<uint32_t> index;  // one GPU's detail; none: every GPU
+  std::string node_name;          // with --server: whose GPUs
+  std::optional<double> watch_s;
+};
+// `flytctl profile [INDEX]`: from --node URL (default: this machine's node manager at
+// kDefaultNodeManager), or --server URL --node-name NAME (the node's last heartbeat).
+int RunProfile(const GlobalFlags& g, const ProfileArgs& a);
+
 // ---- a node's monitoring sessions (cmd_monitor.cc) ---------------------------------------------
 
 struct MonitorArgs {

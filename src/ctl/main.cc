@@ -95,6 +95,24 @@ int main(int argc, char** argv) {
                         "With --cuda: one process's detail (top kernels with launch shapes, "
                         "streams, failed calls); from a node manager");
 
+  // ---- GPU usage profiles ------------------------------------------------------------------
+  ctl::ProfileArgs profile_args;
+  auto* profile = app.add_subcommand(
+      "profile",
+      "GPU usage profiles (state, cycle period, allocated-idle holders, windows, headroom): of a "
+      "node manager (--node URL, default this machine's " +
+          std::string(ctl::kDefaultNodeManager) +
+          "), or of a node as the cluster manager has it (--server URL --node-name NAME)");
+  profile->add_option("index", profile_args.index, "One GPU's profile in full (default: every GPU)");
+  profile->add_option("--node-name", profile_args.node_name,
+                      "With --server: the node whose GPUs to show");
+  profile
+      ->add_option("--watch", profile_args.watch_s,
+                   "Refresh every SECONDS (default 2) until interrupted")
+      ->expected(0, 1)
+      ->default_str("2")
+      ->check(CLI::Range(0.1, 86400.0));
+
   // ---- a node's monitoring sessions --------------------------------------------------------
   auto* monitor = app.add_subcommand("monitor", "Monitoring sessions on a node manager (--node)");
   monitor->require_subcommand(1);
@@ -351,6 +369,10 @@ int main(int argc, char** argv) {
       return ctl::RunMonitor(global, mon);
     }
     if (output == "json") global.json = true;
+    if (profile->parsed()) {
+      if (profile->count("--watch") > 0 && !profile_args.watch_s) profile_args.watch_s = 2.0;
+      return ctl::RunProfile(global, profile_args);
+    }
     for (CLI::App* cmd : cluster_commands) {
       if (cmd->parsed() && !global.node.empty() && (cmd == remote || cmd == servers)) {
         return ctl::Fail(

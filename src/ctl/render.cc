@@ -116,13 +116,20 @@ std::string RenderSnapshot(const gpu::GpuSnapshot& s, const RenderOptions& o) {
     out += "No GPUs" + (s.reason.empty() ? std::string(".") : ": " + s.reason) + "\n";
     return out;
   }
-  out += fmt::format("{:>3}  {:<26} {:>6} {:>5}  {:>21}  {:>13}  {}\n", "GPU", "NAME", "TEMP",
-                     "UTIL", "MEMORY", "POWER", "PROCS");
+  out += fmt::format("{:>3}  {:<26} {:>6} {:>5}  {:>21}  {:>13}  {}{}\n", "GPU", "NAME", "TEMP",
+                     "UTIL", "MEMORY", "POWER", "PROCS", o.show_state ? "  STATE" : "");
+  // The STATE column comes last: the columns before it keep their places.
+  auto state = [&](const gpu::GpuInfo& g) -> std::string {
+    if (!o.show_state) return "";
+    auto it = o.states.find(g.index);
+    return "  " + (it == o.states.end() ? std::string("-") : Printable(it->second));
+  };
   for (const gpu::GpuInfo& g : s.gpus) {
     std::string name = g.name.empty() ? "(unidentified)" : Printable(g.name.substr(0, 26));
     if (g.lost) {
-      out += fmt::format("{:>3}  {:<26} {}\n", g.index, name,
-                         Paint(o, "1;31", "LOST — fell off the bus; no readings"));
+      out += fmt::format("{:>3}  {:<26} {}{}\n", g.index, name,
+                         Paint(o, "1;31", "LOST — fell off the bus; no readings"),
+                         o.show_state ? "  (" + state(g).substr(2) + ")" : "");
       continue;
     }
     std::string temp = Or(g.temperature_c, "{}°C");
@@ -130,8 +137,11 @@ std::string RenderSnapshot(const gpu::GpuSnapshot& s, const RenderOptions& o) {
     if (g.gpu_util_percent) util = Paint(o, LoadColor(*g.gpu_util_percent), util);
     std::string mem = fmt::format("{:>21}", Memory(g));
     if (auto pct = g.MemoryUsagePercent()) mem = Paint(o, LoadColor(*pct), mem);
-    out += fmt::format("{:>3}  {:<26} {:>6} {}  {}  {:>13}  {}\n", g.index, name, temp, util, mem,
-                       Power(g), g.processes.size());
+    // Without the STATE column the line ends as it always did.
+    const std::string procs = o.show_state ? fmt::format("{:>5}", g.processes.size())
+                                           : std::to_string(g.processes.size());
+    out += fmt::format("{:>3}  {:<26} {:>6} {}  {}  {:>13}  {}{}\n", g.index, name, temp, util, mem,
+                       Power(g), procs, state(g));
     if (o.show_processes) {
       for (const gpu::ProcessInfo& p : g.processes) out += ProcessLine(p) + "\n";
     }
@@ -450,8 +460,10 @@ std::string RenderClusterGpus(const json& answer, const json& nodes) {
   const json& gpus = Array(answer, "gpus");
   std::string out = SimulatedNodes(nodes);
   if (gpus.empty()) return out + "No GPUs in the cluster (no node has registered any).\n";
-  out += fmt::format("{:<16} {:>3}  {:<24} {:<11} {:>6} {:>5}  {:>21}  {:>13}  {:>5}  {}\n", "NODE",
-                     "GPU", "NAME", "STATE", "TEMP", "UTIL", "MEMORY", "POWER", "SCORE", "HELD BY");
+  // ALLOCATION: free, leased, shared, lost or unreachable; STATE: the GPU's usage profile.
+  out += fmt::format("{:<16} {:>3}  {:<24} {:<11} {:<21} {:>6} {:>5}  {:>21}  {:>13}  {:>5}  {}\n",
+                     "NODE", "GPU", "NAME", "ALLOCATION", "STATE", "TEMP", "UTIL", "MEMORY", "POWER",
+                     "SCORE", "HELD BY");
   std::map<std::string, int> states;
   for (const json& g : gpus) {
     const std::string state = TextOr(g, "allocation_state");
@@ -464,9 +476,11 @@ std::string RenderClusterGpus(const json& answer, const json& nodes) {
     }
     if (held.empty()) held = "-";
     std::string name = Clip(TextOr(g, "name", "(unidentified)"), 24);
+    const json* profile = Find(g, "profile");
+    const std::string usage = Clip(profile != nullptr ? ProfileStateText(*profile) : "-", 21);
     if (Flag(g, "lost")) {
-      out += fmt::format("{:<16} {:>3}  {:<24} {:<11} {}\n", Clip(TextOr(g, "node"), 16),
-                         index ? std::to_string(*index) : "-", name, state,
+      out += fmt::format("{:<16} {:>3}  {:<24} {:<11} {:<21} {}\n", Clip(TextOr(g, "node"), 16),
+                         index ? std::to_string(*index) : "-", name, state, usage,
                          "LOST — fell off the bus; no readings");
       continue;
     }
@@ -482,9 +496,9 @@ std::string RenderClusterGpus(const json& answer, const json& nodes) {
     std::string power = (draw ? fmt::format("{:.0f}", *draw / 1000) : "-") + " / " +
                         (limit ? fmt::format("{:.0f}", *limit / 1000) : "-") + " W";
     out +=
-        fmt::format("{:<16} {:>3}  {:<24} {:<11} {:>6} {:>5}  {:>21}  {:>13}  {:>5}  {}\n",
+        fmt::format("{:<16} {:>3}  {:<24} {:<11} {:<21} {:>6} {:>5}  {:>21}  {:>13}  {:>5}  {}\n",
                     Clip(TextOr(g, "node"), 16), index ? std::to_string(*index) : "-", name, state,
-                    temp ? fmt::format("{}°C", *temp) : "-", util ? fmt::format("{}%", *util) : "-",
+                    usage, temp ? fmt::format("{}°C", *temp) : "-", util ? fmt::format("{}%", *util) : "-",
                     mem, power, score ? fmt::format("{:.3f}", *score) : "-", held);
   }
   out += fmt::format("{} GPU(s): {}\n", gpus.size(), StateCount(states));

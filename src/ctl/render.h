@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -25,6 +26,10 @@ struct RenderOptions {
   bool show_processes = true;
   // The SIMULATED GPUs line above the table; off where the caller prints it itself.
   bool simulated_banner = true;
+  // A STATE column (usage profiles, from a node manager): each GPU's ProfileStateText by index,
+  // "-" for a GPU not in it. Off: no column (this machine's GPUs have no profile).
+  bool show_state = false;
+  std::map<uint32_t, std::string> states;
 };
 
 std::string RenderSnapshot(const gpu::GpuSnapshot& snapshot, const RenderOptions& options);
@@ -97,6 +102,20 @@ std::string RenderQueue(const nlohmann::json& answer);
 std::string RenderEvents(const nlohmann::json& answer);
 // GET /api/v1/whoami, and where it was asked.
 std::string RenderWhoami(const nlohmann::json& answer, std::string_view url);
+
+// ---- GPU usage profiles (render_profile.cc) ----------------------------------------------------
+
+// The STATE cell of `flytctl gpus` from a profile, full (profile/json.h ToJson) or summary
+// (SummaryJson): "idle", "cyclic 12.0s", "allocated-idle 12m05s"; "-" without a state.
+std::string ProfileStateText(const nlohmann::json& profile);
+// `flytctl profile`: GET /api/v1/profiles ({"profiles": [...]}) — one line per GPU: state, how
+// long, utilisation p95 (15 min), memory peak and headroom, and why (insufficient data, who holds
+// an allocated-idle GPU).
+std::string RenderProfiles(const nlohmann::json& answer);
+// `flytctl profile INDEX`: one profile in full — state and how long, insufficient-data reason,
+// cycle (period, confidence, method, phase offsets, next trough), allocated-idle processes, the
+// windows' quantiles, memory peak and headroom, the last phase changes.
+std::string RenderProfile(const nlohmann::json& profile);
 
 // ---- remote GPUs (render_remote.cc) -----------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <unordered_map>
 
 namespace flyt::sched {
@@ -13,11 +14,34 @@ struct Candidate {
   double score;
   uint64_t free_bytes;  // after what shared leases reserve
   uint64_t need_bytes;  // what this request reserves on it
+  bool idle;            // its profile state is "idle" (prefer_idle ranks these first)
 };
+
+// The order of candidates: with prefer_idle, idle GPUs first; then the better score; then the
+// lower index.
+bool Better(const Candidate& a, const Candidate& b, bool prefer_idle) {
+  if (prefer_idle && a.idle != b.idle) return a.idle;
+  return a.score != b.score ? a.score > b.score : a.gpu->index < b.gpu->index;
+}
+
+bool Avoided(const std::vector<std::string>& avoid, const std::string& state) {
+  return std::find(avoid.begin(), avoid.end(), state) != avoid.end();
+}
+
+// "2 avoided: state cyclic, 1 avoided: state bursty" (empty: none).
+std::string DescribeAvoided(const std::map<std::string, int>& avoided) {
+  std::string out;
+  for (const auto& [state, n] : avoided) {
+    out += (out.empty() ? "" : ", ") + std::to_string(n) + " avoided: state " + state;
+  }
+  return out;
+}
 
 // The best `n` candidates (sorted by score) whose free memory lies within `spread` of each
 // other (SGLang's rule); with no spread rule, simply the first n. Empty when none qualify.
-std::vector<Candidate> PickBalanced(const std::vector<Candidate>& sorted, size_t n, double spread) {
+// With prefer_idle, a set with more idle GPUs wins over a better-scored one.
+std::vector<Candidate> PickBalanced(const std::vector<Candidate>& sorted, size_t n, double spread,
+                                    bool prefer_idle) {
   if (sorted.size() < n) return {};
   if (spread <= 0) return {sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(n)};
   std::vector<Candidate> by_free = sorted;
@@ -26,25 +50,35 @@ std::vector<Candidate> PickBalanced(const std::vector<Candidate>& sorted, size_t
   });
   std::vector<Candidate> best;
   double best_score = -1;
+  size_t best_idle = 0;
   for (size_t i = 0; i + n <= by_free.size(); ++i) {
     const double hi = static_cast<double>(by_free[i].free_bytes);
     const double lo = static_cast<double>(by_free[i + n - 1].free_bytes);
     if (hi - lo > spread * hi) continue;
     double total = 0;
-    for (size_t k = i; k < i + n; ++k) total += by_free[k].score;
-    if (total > best_score) {
+    size_t idle = 0;
+    for (size_t k = i; k < i + n; ++k) {
+      total += by_free[k].score;
+      idle += by_free[k].idle ? 1 : 0;
+    }
+    if (!prefer_idle) idle = 0;
+    if (best.empty() || idle > best_idle || (idle == best_idle && total > best_score)) {
       best_score = total;
+      best_idle = idle;
       best.assign(by_free.begin() + static_cast<std::ptrdiff_t>(i),
                   by_free.begin() + static_cast<std::ptrdiff_t>(i + n));
     }
   }
-  std::stable_sort(best.begin(), best.end(),
-                   [](const Candidate& a, const Candidate& b) { return a.score > b.score; });
+  std::stable_sort(best.begin(), best.end(), [&](const Candidate& a, const Candidate& b) {
+    if (prefer_idle && a.idle != b.idle) return a.idle;
+    return a.score > b.score;
+  });
   return best;
 }
 
 struct NodeReasons {
   int leased = 0, low_memory = 0, unbalanced = 0, busy = 0, lost = 0, other_model = 0, unknown = 0;
+  std::map<std::string, int> avoided;  // by profile state
   std::string Describe() const {
     std::string out;
     auto add = [&](int n, const char* what) {
@@ -56,6 +90,7 @@ struct NodeReasons {
     add(lost, "lost");
     add(other_model, "of another model");
     add(unknown, "without memory/utilisation readings");
+    if (!avoided.empty()) out += (out.empty() ? "" : ", ") + DescribeAvoided(avoided);
     if (unbalanced > 0) add(unbalanced, "GPUs fit but not with free memory within the spread rule");
     return out;
   }
@@ -65,6 +100,7 @@ struct NodeReasons {
 struct RemoteReasons {
   int lost = 0, other_model = 0, not_remote = 0, unknown = 0, leased = 0, in_use = 0, no_sms = 0,
       no_memory = 0;
+  std::map<std::string, int> avoided;  // by profile state
   std::string Describe(const std::string& sms, uint64_t memory_mib) const {
     std::string out;
     auto add = [&](int n, const std::string& what) {
@@ -78,6 +114,7 @@ struct RemoteReasons {
     add(other_model, "of another model");
     add(not_remote, "not serving remote GPUs");
     add(unknown, "without SM count or memory readings");
+    if (!avoided.empty()) out += (out.empty() ? "" : ", ") + DescribeAvoided(avoided);
     return out;
   }
 };
@@ -239,6 +276,7 @@ Result<Lease> Ledger::Allocate(const AllocationRequest& req) {
     const std::string* name;
     std::vector<Candidate> ok;  // sorted by score, best first
     double mean_top = 0;        // mean score of its best `want` candidates
+    size_t idle_top = 0;        // with prefer_idle: how many of those are idle
     NodeReasons why;
     bool reachable = true;
   };
@@ -271,6 +309,10 @@ Result<Lease> Ledger::Allocate(const AllocationRequest& req) {
         ++why.leased;
         continue;
       }
+      if (Avoided(req.avoid_states, g.profile_state)) {
+        ++why.avoided[g.profile_state];
+        continue;
+      }
       if (!g.memory_total_bytes || !g.memory_free_bytes || !g.utilization_percent ||
           *g.memory_total_bytes == 0) {
         ++why.unknown;  // fail closed: what cannot be read is not offered
@@ -290,27 +332,33 @@ Result<Lease> Ledger::Allocate(const AllocationRequest& req) {
         ++why.busy;
         continue;
       }
-      choice.ok.push_back({&name, &g, Score(g, u.shared_bytes), free, need});
+      choice.ok.push_back({&name, &g, Score(g, u.shared_bytes), free, need,
+                           g.profile_state == kIdleState});
     }
-    std::sort(choice.ok.begin(), choice.ok.end(), [](const Candidate& a, const Candidate& b) {
-      return a.score != b.score ? a.score > b.score : a.gpu->index < b.gpu->index;
+    std::sort(choice.ok.begin(), choice.ok.end(), [&](const Candidate& a, const Candidate& b) {
+      return Better(a, b, req.prefer_idle);
     });
     if (req.same_node && req.max_free_spread > 0 && choice.ok.size() >= want &&
-        PickBalanced(choice.ok, want, req.max_free_spread).empty()) {
+        PickBalanced(choice.ok, want, req.max_free_spread, req.prefer_idle).empty()) {
       why.unbalanced = static_cast<int>(choice.ok.size());
     }
     const size_t top = std::min(choice.ok.size(), want);
-    for (size_t i = 0; i < top; ++i) choice.mean_top += choice.ok[i].score;
+    for (size_t i = 0; i < top; ++i) {
+      choice.mean_top += choice.ok[i].score;
+      if (req.prefer_idle && choice.ok[i].idle) ++choice.idle_top;
+    }
     if (top > 0) choice.mean_top /= static_cast<double>(top);
   }
 
-  // Node order by policy: score (best top-n mean score), binpack (fewest available first: fill
-  // the busiest node that fits), spread (most available first).
+  // Node order: with prefer_idle, the node whose best candidates hold more idle GPUs first; then
+  // by policy: score (best top-n mean score), binpack (fewest available first: fill the busiest
+  // node that fits), spread (most available first).
   std::vector<const NodeChoice*> order;
   for (const NodeChoice& n : nodes) {
     if (!n.ok.empty()) order.push_back(&n);
   }
   std::stable_sort(order.begin(), order.end(), [&](const NodeChoice* a, const NodeChoice* b) {
+    if (a->idle_top != b->idle_top) return a->idle_top > b->idle_top;
     const size_t na = a->ok.size(), nb = b->ok.size();
     switch (req.policy) {
       case Policy::kBinpack:
@@ -328,14 +376,16 @@ Result<Lease> Ledger::Allocate(const AllocationRequest& req) {
   std::vector<Candidate> chosen;
   if (req.same_node) {
     for (const NodeChoice* n : order) {
-      chosen = PickBalanced(n->ok, want, req.max_free_spread);
+      chosen = PickBalanced(n->ok, want, req.max_free_spread, req.prefer_idle);
       if (!chosen.empty()) break;
     }
   } else if (req.policy == Policy::kScore) {
     for (const NodeChoice* n : order) chosen.insert(chosen.end(), n->ok.begin(), n->ok.end());
-    std::stable_sort(chosen.begin(), chosen.end(),
-                     [](const Candidate& a, const Candidate& b) { return a.score > b.score; });
-    chosen = PickBalanced(chosen, want, req.max_free_spread);
+    std::stable_sort(chosen.begin(), chosen.end(), [&](const Candidate& a, const Candidate& b) {
+      if (req.prefer_idle && a.idle != b.idle) return a.idle;
+      return a.score > b.score;
+    });
+    chosen = PickBalanced(chosen, want, req.max_free_spread, req.prefer_idle);
   } else {
     // binpack: fill node after node in order; spread: one GPU per node in turn.
     std::vector<Candidate> picked;
@@ -357,7 +407,9 @@ Result<Lease> Ledger::Allocate(const AllocationRequest& req) {
         if (!any) break;
       }
     }
-    if (picked.size() == want) chosen = PickBalanced(picked, picked.size(), req.max_free_spread);
+    if (picked.size() == want) {
+      chosen = PickBalanced(picked, picked.size(), req.max_free_spread, req.prefer_idle);
+    }
   }
 
   if (chosen.empty()) {
@@ -390,6 +442,8 @@ Result<Lease> Ledger::Allocate(const AllocationRequest& req) {
   lease.granted_at = now;
   lease.ttl = req.ttl;
   lease.expires_at = now + req.ttl;
+  lease.avoid_states = req.avoid_states;
+  lease.prefer_idle = req.prefer_idle;
   for (const Candidate& c : chosen) {
     lease.gpus.push_back({*c.node, c.gpu->index, c.gpu->uuid, c.gpu->name, c.score, c.need_bytes});
   }
@@ -446,6 +500,7 @@ Result<Lease> Ledger::AllocateRemote(const RemoteRequest& req) {
     const GpuState* gpu = nullptr;
     uint32_t sms = 0;
     uint64_t sms_left = 0, bytes_left = 0;
+    bool idle = false;
   } best;
   struct Refused {
     const std::string* node;
@@ -473,6 +528,10 @@ Result<Lease> Ledger::AllocateRemote(const RemoteRequest& req) {
       }
       if (!g.remote_capable) {
         ++why.not_remote;
+        continue;
+      }
+      if (Avoided(req.avoid_states, g.profile_state)) {
+        ++why.avoided[g.profile_state];
         continue;
       }
       if (!g.sm_count || *g.sm_count == 0 || !g.memory_total_bytes) {
@@ -507,10 +566,14 @@ Result<Lease> Ledger::AllocateRemote(const RemoteRequest& req) {
       any = true;
       const uint64_t sms_left = *g.sm_count - u.sms - sms;
       const uint64_t bytes_left = *g.memory_total_bytes - u.bytes - req.memory_bytes;
-      // Binpack: the GPU left with the fewest SMs (then bytes) free first.
-      if (best.gpu == nullptr || sms_left < best.sms_left ||
-          (sms_left == best.sms_left && bytes_left < best.bytes_left)) {
-        best = {&name, &g, sms, sms_left, bytes_left};
+      // With prefer_idle an idle GPU first; then binpack: the GPU left with the fewest SMs
+      // (then bytes) free first.
+      const bool idle = req.prefer_idle && g.profile_state == kIdleState;
+      if (best.gpu == nullptr || (idle && !best.idle) ||
+          (idle == best.idle &&
+           (sms_left < best.sms_left ||
+            (sms_left == best.sms_left && bytes_left < best.bytes_left)))) {
+        best = {&name, &g, sms, sms_left, bytes_left, idle};
       }
     }
     if (!any) refused.push_back(r);
@@ -553,6 +616,8 @@ Result<Lease> Ledger::AllocateRemote(const RemoteRequest& req) {
   lease.labels = req.labels;
   lease.exclusive = false;
   lease.remote = true;
+  lease.avoid_states = req.avoid_states;
+  lease.prefer_idle = req.prefer_idle;
   lease.granted_at = now;
   lease.ttl = req.ttl;
   lease.expires_at = now + req.ttl;

@@ -37,7 +37,14 @@ struct GpuState {
   std::optional<uint32_t> sm_granularity;
   bool remote_capable = false;
   bool shared = false;
+  // The GPU's usage-profile state as its node last reported it (profile::StateName: "idle",
+  // "cyclic", ...); "unknown" when the node sent no profile for it. Placement may avoid some
+  // states and prefer "idle" (AllocationRequest::avoid_states, prefer_idle).
+  std::string profile_state = "unknown";
 };
+
+// The usage-profile state that placement prefers when asked to (prefer_idle).
+inline constexpr const char* kIdleState = "idle";
 
 enum class Policy { kScore, kBinpack, kSpread };
 
@@ -57,6 +64,12 @@ struct AllocationRequest {
   // each other. 0 turns a rule off.
   double min_free_fraction = 0;
   double max_free_spread = 0;
+  // GPUs whose profile_state is one of these are not offered (counted in the refusal as
+  // "avoided: state <name>"). The caller checks the names.
+  std::vector<std::string> avoid_states;
+  // Among the GPUs that fit, those whose profile_state is "idle" are chosen first; the policy
+  // orders the rest (and the idle ones among themselves).
+  bool prefer_idle = true;
   // The lease's id; empty: the ledger numbers it. Replicas sharing a store pass random ids.
   std::string id;
 };
@@ -73,6 +86,8 @@ struct RemoteRequest {
   std::chrono::seconds ttl{60};
   std::string owner;
   std::map<std::string, std::string> labels;
+  std::vector<std::string> avoid_states;  // as AllocationRequest's
+  bool prefer_idle = true;  // an idle GPU before the binpack order
   std::string id;  // empty: the ledger numbers it ("rlease-N")
 };
 
@@ -99,6 +114,9 @@ struct Lease {
   std::chrono::system_clock::time_point granted_at;
   std::chrono::system_clock::time_point expires_at;
   std::chrono::seconds ttl{0};
+  // How it was placed (kept with the lease: shown, and stored so a replica reads the same).
+  std::vector<std::string> avoid_states;
+  bool prefer_idle = true;
 };
 
 struct LedgerOptions {

@@ -514,5 +514,96 @@ TEST(LedgerRestore, RestoredLeasesHoldTheirGpusAndIdsAreUnique) {
   EXPECT_EQ(dup.status().code(), StatusCode::kAlreadyExists);
 }
 
+// ---- usage-profile states (issue 16): avoid_states and prefer_idle ----------------------------
+
+std::vector<GpuState> WithStates(std::vector<GpuState> gpus,
+                                 const std::vector<std::string>& states) {
+  for (size_t i = 0; i < gpus.size() && i < states.size(); ++i) gpus[i].profile_state = states[i];
+  return gpus;
+}
+
+TEST_F(LedgerTest, ACyclicGpuIsAvoidedAndTheRefusalCountsIt) {
+  ledger_.UpdateNode("a", WithStates(Gpus(3), {"cyclic", "cyclic", "idle"}));
+  AllocationRequest req;
+  req.avoid_states = {"cyclic"};
+  auto got = ledger_.Allocate(req);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->gpus[0].index, 2u);  // the only one not cyclic
+  EXPECT_EQ(got->avoid_states, std::vector<std::string>{"cyclic"});
+  auto refused = ledger_.Allocate(req);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("a: 0 available, 1 leased, 2 avoided: state cyclic"),
+            std::string::npos)
+      << refused.status().message();
+}
+
+TEST_F(LedgerTest, AGpuWithoutAProfileIsUnknownAndAvoidedOnlyWhenUnknownIsListed) {
+  ledger_.UpdateNode("a", Gpus(1));  // no profile: "unknown"
+  AllocationRequest req;
+  req.avoid_states = {"cyclic", "bursty"};
+  ASSERT_TRUE(ledger_.Allocate(req).ok());
+  ledger_.UpdateNode("b", Gpus(1, 80, 0, "NVIDIA A100-SXM4-80GB"));
+  req.avoid_states = {"unknown"};
+  auto refused = ledger_.Allocate(req);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("b: 0 available, 1 avoided: state unknown"),
+            std::string::npos)
+      << refused.status().message();
+}
+
+TEST_F(LedgerTest, PreferIdlePicksTheIdleGpuOverABetterScoredOne) {
+  // GPU 0 scores better (more free memory, less utilisation) but carries a steady load; GPU 1 is
+  // idle by its profile.
+  std::vector<GpuState> gpus = Gpus(2);
+  gpus[1].memory_free_bytes = 40 * kGiB;
+  gpus[1].utilization_percent = 30;
+  ledger_.UpdateNode("a", WithStates(gpus, {"steady", "idle"}));
+  AllocationRequest req;
+  req.ttl = std::chrono::seconds(60);
+  auto idle = ledger_.Allocate(req);
+  ASSERT_TRUE(idle.ok());
+  EXPECT_EQ(idle->gpus[0].index, 1u);
+  EXPECT_TRUE(idle->prefer_idle);
+  ASSERT_TRUE(ledger_.Release(idle->id).ok());
+  // Without the preference the score decides.
+  req.prefer_idle = false;
+  auto scored = ledger_.Allocate(req);
+  ASSERT_TRUE(scored.ok());
+  EXPECT_EQ(scored->gpus[0].index, 0u);
+}
+
+TEST_F(LedgerTest, PreferIdleOrdersNodesBeforeThePolicy) {
+  // Binpack would fill node "a" (fewest available); "b"'s GPU is idle.
+  ledger_.UpdateNode("a", WithStates(Gpus(1), {"bursty"}));
+  ledger_.UpdateNode("b", WithStates(Gpus(4), {"idle", "idle", "idle", "idle"}));
+  AllocationRequest req;
+  req.policy = Policy::kBinpack;
+  auto got = ledger_.Allocate(req);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->gpus[0].node, "b");
+  ASSERT_TRUE(ledger_.Release(got->id).ok());
+  req.prefer_idle = false;
+  got = ledger_.Allocate(req);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->gpus[0].node, "a");
+}
+
+TEST_F(LedgerTest, RemoteLeasesAvoidStatesAndPreferIdle) {
+  ledger_.UpdateNode("a", WithStates(RemoteGpus(3, /*shared=*/true), {"cyclic", "steady", "idle"}));
+  RemoteRequest r = Share(8, 1);
+  r.avoid_states = {"cyclic"};
+  auto got = ledger_.AllocateRemote(r);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->gpus[0].index, 2u);  // idle first, though binpack alone would take any
+  r.avoid_states = {"cyclic", "steady", "idle"};
+  auto refused = ledger_.AllocateRemote(r);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find(
+                "1 avoided: state cyclic, 1 avoided: state idle, 1 avoided: state steady"),
+            std::string::npos)
+      << refused.status().message();
+}
+
 }  // namespace
 }  // namespace flyt::sched
