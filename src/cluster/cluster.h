@@ -103,6 +103,7 @@ struct ClusterCounters {
   uint64_t writes_refused = 0;       // changes refused (503) while it was
   uint64_t jobs_pruned = 0;          // finished jobs dropped by retention
   uint64_t events_dropped = 0;       // node events past [events] max_per_heartbeat
+  uint64_t profiles_refused = 0;     // heartbeat usage profiles that did not parse (dropped)
   uint64_t events_truncated = 0;     // node events over [events] max_event_bytes, cut short
   uint64_t idempotent_replays = 0;   // requests answered again from their Idempotency-Key
   uint64_t submissions_too_large = 0;  // submissions over [jobs] max_expanded_bytes
@@ -379,6 +380,9 @@ class Cluster : private NodeWorkerHost {
     uint64_t held = 0;  // changes held back since the last event
   };
   std::map<std::string, std::map<std::string, StateTrack>> gpu_states_ FLYT_GUARDED_BY(mu_);
+  // When dropped usage profiles of each node were last logged.
+  std::map<std::string, std::chrono::steady_clock::time_point> profile_error_logged_
+      FLYT_GUARDED_BY(mu_);
   // When a GPU conflict of each refused node name was last logged.
   std::map<std::string, std::chrono::steady_clock::time_point> gpu_conflict_logged_
       FLYT_GUARDED_BY(mu_);

@@ -45,25 +45,39 @@ constexpr size_t kMaxProfilesPerHeartbeat = 64;
 // wins), so that a flapping GPU cannot flood the event log.
 constexpr std::chrono::seconds kStateEventMinGap{30};
 
-// The heartbeat's "profiles" array (profile/json.h ToJson), each checked by ProfileFromJson
-// (bounded strings and lists); an entry that does not parse is a 400 naming profiles[i].
-// Profiles of GPUs the snapshot does not list are dropped; one GPU profiled twice is refused.
+// The heartbeat's "profiles" array (profile/json.h ToJson). The array itself must be one (of at
+// most 64 entries: else 400); an entry that ProfileFromJson refuses (bounded strings and lists),
+// a second profile of one GPU, or a profile of a GPU the snapshot does not list is dropped and
+// counted — never the heartbeat: a node's liveness and readings do not hang on its profiles.
+// `first_error` says why the first refused entry was refused.
 Status ProfilesField(const JsonFields& b, const gpu::GpuSnapshot& snapshot,
-                     std::vector<profile::GpuProfile>& out) {
+                     std::vector<profile::GpuProfile>& out, uint64_t& refused,
+                     std::string& first_error) {
   const json* list = nullptr;
   FLYT_RETURN_IF_ERROR(b.OptionalArray("profiles", kMaxProfilesPerHeartbeat, list));
   if (list == nullptr) return Status::Ok();
   std::set<std::string> seen;
+  auto refuse = [&](const std::string& why) {
+    if (refused++ == 0) first_error = why;
+  };
   for (size_t i = 0; i < list->size(); ++i) {
     const std::string name = "profiles[" + std::to_string(i) + "]";
     auto p = profile::ProfileFromJson((*list)[i]);
-    if (!p.ok()) return p.status().WithContext(name);
-    if (!seen.insert(p->uuid).second) {
-      return InvalidArgument(name + ": GPU UUID " + p->uuid + " is profiled twice");
+    if (!p.ok()) {
+      refuse(name + ": " + p.status().message());
+      continue;
     }
-    bool known = false;
-    for (const gpu::GpuInfo& g : snapshot.gpus) known = known || g.uuid == p->uuid;
-    if (known) out.push_back(std::move(*p));
+    if (!seen.insert(p->uuid).second) {
+      refuse(name + ": GPU UUID " + p->uuid + " is profiled twice");
+      continue;
+    }
+    const gpu::GpuInfo* gpu = nullptr;
+    for (const gpu::GpuInfo& g : snapshot.gpus) {
+      if (g.uuid == p->uuid) gpu = &g;
+    }
+    if (gpu == nullptr) continue;  // a GPU that left between the profile and the snapshot
+    p->index = gpu->index;         // the snapshot's index is the one the manager shows
+    out.push_back(std::move(*p));
   }
   return Status::Ok();
 }
@@ -151,7 +165,10 @@ Result<json> Cluster::Heartbeat(const Caller& caller, const json& body) {
   }
   incoming.snapshot = std::move(*snap);
   FLYT_RETURN_IF_ERROR(CudaField(b, incoming.cuda));
-  FLYT_RETURN_IF_ERROR(ProfilesField(b, incoming.snapshot, incoming.profiles));
+  uint64_t profiles_refused = 0;
+  std::string profile_error;
+  FLYT_RETURN_IF_ERROR(ProfilesField(b, incoming.snapshot, incoming.profiles, profiles_refused,
+                                     profile_error));
   // The node's GPU servers (absent: the node runs none, or predates them).
   if (b.Has("gpu_servers")) {
     FLYT_ASSIGN_OR_RETURN(incoming.gpu_servers, GpuServersFromJson(body["gpu_servers"]));
@@ -208,6 +225,17 @@ Result<json> Cluster::Heartbeat(const Caller& caller, const json& body) {
 
   MutexLock lock(mu_);
   counters_.events_dropped += dropped;
+  if (profiles_refused > 0) {
+    counters_.profiles_refused += profiles_refused;
+    // Once per node per 10 minutes: a node that keeps sending a bad profile does not fill the log.
+    auto& last = profile_error_logged_[incoming.name];
+    if (clock_.SteadyNow() - last >= std::chrono::minutes(10) ||
+        last == std::chrono::steady_clock::time_point{}) {
+      last = clock_.SteadyNow();
+      spdlog::warn("node {}: {} usage profile(s) dropped, the first because {}", incoming.name,
+                   profiles_refused, profile_error);
+    }
+  }
   counters_.events_truncated += truncated;
   const auto now = clock_.WallNow();
   std::pair<std::string, std::string> conflict;  // (GPU UUID, the node that reported it first)
@@ -331,7 +359,11 @@ Result<json> Cluster::Heartbeat(const Caller& caller, const json& body) {
         ++t.held;
         ++state_changes_held;
       }
-      if (within_gap || state == t.reported) continue;
+      if (within_gap) continue;
+      if (state == t.reported) {  // flapped back before it was told: nothing to carry over
+        t.held = 0;
+        continue;
+      }
       json event = {{"node", rec.name},
                     {"gpu", p.index},
                     {"uuid", p.uuid},

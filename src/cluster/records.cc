@@ -539,6 +539,7 @@ sched::GpuState LedgerGpu(const gpu::GpuInfo& g) {
   s.memory_total_bytes = g.memory_total_bytes;
   s.memory_free_bytes = g.memory_free_bytes;
   s.utilization_percent = g.gpu_util_percent;
+  s.holds_processes = !g.processes.empty();
   return s;
 }
 

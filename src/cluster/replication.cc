@@ -135,6 +135,7 @@ void Cluster::ApplyNodeLocked(NodeRecord record) {
 
 void Cluster::EraseNodeLocked(const std::string& name) {
   gpu_states_.erase(name);
+  profile_error_logged_.erase(name);
   auto it = nodes_.find(name);
   if (it != nodes_.end()) {
     UnindexGpusLocked(it->second);

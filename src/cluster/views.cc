@@ -707,6 +707,10 @@ std::string Cluster::Metrics() const {
   family("flyt_cluster_jobs_pruned_total", "counter",
          "Finished jobs dropped by retention ([jobs] keep_finished_for, keep_finished_max).");
   sample("flyt_cluster_jobs_pruned_total", static_cast<double>(counters_.jobs_pruned));
+  family("flyt_cluster_profiles_refused_total", "counter",
+         "Usage profiles in node heartbeats that did not parse, or profiled a GPU twice: dropped "
+         "(the heartbeat is kept).");
+  sample("flyt_cluster_profiles_refused_total", static_cast<double>(counters_.profiles_refused));
   family("flyt_cluster_node_events_dropped_total", "counter",
          "Node events dropped: past [events] max_per_heartbeat in one heartbeat.");
   sample("flyt_cluster_node_events_dropped_total", static_cast<double>(counters_.events_dropped));

@@ -654,6 +654,14 @@ class NvmlBackend final : public Backend {
   nvmlReturn_t ReadUtilSamples(DeviceState& dev, GpuInfo& out) {
     auto fn = api().DeviceGetSamples;
     if (fn == nullptr) return NVML_ERROR_FUNCTION_NOT_FOUND;
+    // The driver stamps its samples with the wall clock: after the clock stepped back (NTP), the
+    // last timestamp read lies in the future and would hide every new sample until the clock
+    // caught up. More than a minute ahead of now: read from the start of the driver's buffer.
+    const auto now_us = static_cast<unsigned long long>(
+        std::chrono::duration_cast<std::chrono::microseconds>(
+            std::chrono::system_clock::now().time_since_epoch())
+            .count());
+    if (dev.last_sample_seen_us > now_us + 60ull * 1000 * 1000) dev.last_sample_seen_us = 0;
     nvmlValueType_t type = NVML_VALUE_TYPE_UNSIGNED_INT;
     unsigned int count = 0;
     nvmlReturn_t rc = fn(dev.handle, NVML_GPU_UTILIZATION_SAMPLES, dev.last_sample_seen_us, &type,

@@ -249,11 +249,20 @@ Status ReadProfileSection(const Reader& r, const toml::table& t, ProfileConfig& 
   FLYT_RETURN_IF_ERROR(GetDuration(r, t, sec, "state_hold", milliseconds(0),
                                    milliseconds(3600 * 1000), p.state_hold));
   FLYT_RETURN_IF_ERROR(GetDuration(r, t, sec, "cycle_window", milliseconds(30 * 1000),
-                                   milliseconds(6 * 3600 * 1000), p.cycle_window));
+                                   milliseconds(3600 * 1000), p.cycle_window));
   FLYT_RETURN_IF_ERROR(GetDuration(r, t, sec, "analysis_interval", milliseconds(100),
                                    milliseconds(600 * 1000), p.analysis_interval));
-  FLYT_RETURN_IF_ERROR(r.GetDouble(t, sec, "idle_util_percent", 0, 100, p.idle_util_percent));
+  FLYT_RETURN_IF_ERROR(r.GetDouble(t, sec, "idle_util_percent", 0, 99, p.idle_util_percent));
   FLYT_RETURN_IF_ERROR(r.GetDouble(t, sec, "min_cycles", 2, 100, p.min_cycles));
+  // The profiler's own rules between keys, said here with the key's line.
+  for (const char* key : {"state_hold", "analysis_interval"}) {
+    const auto& value = std::string(key) == "state_hold" ? p.state_hold : p.analysis_interval;
+    if (value > p.cycle_window) {
+      return r.Error(t.get(key) != nullptr ? t.get(key) : t.get("cycle_window"), sec + "." + key,
+                     "must not be longer than cycle_window (" +
+                         std::to_string(p.cycle_window.count() / 1000) + " s)");
+    }
+  }
   return Status::Ok();
 }
 

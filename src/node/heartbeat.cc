@@ -28,7 +28,8 @@ nlohmann::json CudaHeartbeatJson(std::vector<trace::ProcessCuda> processes) {
 nlohmann::json ProfilesHeartbeatJson(const std::vector<profile::GpuProfile>& profiles) {
   nlohmann::json out = nlohmann::json::array();
   for (size_t i = 0; i < profiles.size() && i < kMaxProfilesPerHeartbeat; ++i) {
-    out.push_back(profile::ToJson(profiles[i]));
+    // Cut to what the manager accepts (a GPU shared by hundreds of processes).
+    out.push_back(profile::ToJson(profile::BoundedForTransport(profiles[i])));
   }
   return out;
 }

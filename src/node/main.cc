@@ -102,6 +102,14 @@ int main(int argc, char** argv) {
   // CUDA tracing: when it cannot run, one log line says why and everything else goes on.
   std::unique_ptr<flyt::node::CudaTracing> tracing = flyt::node::CudaTracing::Start(config.trace);
 
+  // Kubernetes node annotations with each GPU's profile (the node manager as a DaemonSet):
+  // resolved before any thread starts, so that a bad [kubernetes] stops start-up cleanly.
+  auto kube_resolved = flyt::node::ResolveKubernetes(config.kubernetes);
+  if (!kube_resolved.ok()) return Fail(kube_resolved.status().message());
+  if (kube_resolved->options && !config.profile.enabled) {
+    return Fail("[kubernetes] annotations need the usage profiles: [profile] enabled = false");
+  }
+
   // Usage profiles, fed by every sample the monitor takes (on its sampling thread).
   std::unique_ptr<flyt::node::Profiling> profiling;
   if (config.profile.enabled) {
@@ -117,6 +125,16 @@ int main(int argc, char** argv) {
   } else {
     spdlog::info("profiles: off ([profile] enabled = false)");
   }
+
+  // Whatever way main() leaves from here, the sampling thread stops and lets go of the observer
+  // before the profiler it feeds (declared after the monitor) is destroyed.
+  struct StopSampling {
+    flyt::gpu::Monitor& monitor;
+    ~StopSampling() {
+      monitor.Stop();
+      monitor.SetSampleObserver(nullptr);
+    }
+  } stop_sampling{monitor};
 
   if (flyt::Status s = monitor.SampleOnce(); !s.ok()) {
     spdlog::warn("first sample failed: {}", s.message());
@@ -152,14 +170,8 @@ int main(int argc, char** argv) {
                  config.gpu_servers.state_dir);
   }
 
-  // Kubernetes node annotations with each GPU's profile (the node manager as a DaemonSet).
-  auto kube_resolved = flyt::node::ResolveKubernetes(config.kubernetes);
-  if (!kube_resolved.ok()) return Fail(kube_resolved.status().message());
   std::unique_ptr<flyt::node::KubeAnnotationPublisher> kube;
   nlohmann::json kube_off;
-  if (kube_resolved->options && profiling == nullptr) {
-    return Fail("[kubernetes] annotations need the usage profiles: [profile] enabled = false");
-  }
   if (kube_resolved->options) {
     auto created = flyt::node::KubeAnnotationPublisher::Create(
         *kube_resolved->options, [p = profiling.get()] { return p->Profiles(); });
@@ -208,7 +220,7 @@ int main(int argc, char** argv) {
   server.Stop();
   if (kube) kube->Stop();  // before the profiler it reads goes
   gpu_servers.reset();  // the servers keep running; the next start re-adopts them
-  monitor.Stop();  // before the profiler and the tracer it feeds go
+  monitor.Stop();  // before the profiler and the tracer it feeds go (stop_sampling again: a no-op)
   monitor.SetSampleObserver(nullptr);
   tracing->Stop();
   spdlog::info("stopped");

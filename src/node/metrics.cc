@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/strings.h"
+#include "node/profiling.h"
 
 namespace flyt::node {
 namespace {
@@ -323,7 +324,7 @@ void RenderProfiles(Writer& w, const MetricsInput& in, const std::vector<std::st
   std::vector<Row> rows;
   for (size_t i = 0; i < gpus.size(); ++i) {
     for (const profile::GpuProfile& p : *in.profiles) {
-      if (p.uuid == gpus[i].uuid && p.index == gpus[i].index) {
+      if (p.uuid == ProfileKey(gpus[i]) && p.index == gpus[i].index) {
         rows.push_back({&p, &labels[i], &gpus[i]});
         break;
       }

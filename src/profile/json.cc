@@ -11,9 +11,9 @@ namespace {
 using nlohmann::json;
 
 // Bounds on what a peer may send (ProfileFromJson reads heartbeats from nodes).
-constexpr size_t kMaxText = 256;
-constexpr size_t kMaxProcesses = 64;
-constexpr size_t kMaxPhaseChanges = 64;
+constexpr size_t kMaxText = kMaxJsonText;
+constexpr size_t kMaxProcesses = kMaxJsonProcesses;
+constexpr size_t kMaxPhaseChanges = kMaxJsonPhaseChanges;
 constexpr size_t kMaxInputs = 16;
 
 template <typename T>
@@ -69,6 +69,11 @@ std::optional<double> Num(const json& j, const char* key) {
   auto it = j.find(key);
   if (it == j.end() || !it->is_number()) return std::nullopt;
   return it->get<double>();
+}
+
+// A number a peer sent, held to [lo, hi] (nlohmann has no NaN or inf from text).
+double Clamped(const json& j, const char* key, double lo, double hi) {
+  return std::clamp(Num(j, key).value_or(0), lo, hi);
 }
 
 std::optional<uint64_t> U64(const json& j, const char* key) {
@@ -133,6 +138,51 @@ std::optional<Quantiles> QuantilesFromJson(const json& j, const char* key) {
 }
 
 }  // namespace
+
+namespace {
+
+void Cut(std::string& s) {
+  if (s.size() <= kMaxText) return;
+  size_t n = kMaxText;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // not mid-character
+  s.resize(n);
+}
+
+void Bound(std::vector<ProcessUse>& processes) {
+  if (processes.size() > kMaxProcesses) {
+    std::stable_sort(processes.begin(), processes.end(),
+                     [](const ProcessUse& a, const ProcessUse& b) {
+                       return a.memory_bytes.value_or(0) > b.memory_bytes.value_or(0);
+                     });
+    processes.resize(kMaxProcesses);
+  }
+  for (ProcessUse& p : processes) {
+    if (p.name) Cut(*p.name);
+    if (p.user) Cut(*p.user);
+  }
+}
+
+}  // namespace
+
+GpuProfile BoundedForTransport(GpuProfile p) {
+  Cut(p.uuid);
+  Cut(p.name);
+  Cut(p.insufficient_data);
+  if (p.cycle) Cut(p.cycle->method);
+  Bound(p.processes);
+  if (p.allocated_idle) Bound(p.allocated_idle->processes);
+  if (p.phase_changes.size() > kMaxPhaseChanges) {
+    p.phase_changes.erase(p.phase_changes.begin(),
+                          p.phase_changes.end() - static_cast<ptrdiff_t>(kMaxPhaseChanges));
+  }
+  for (PhaseChange& c : p.phase_changes) {
+    Cut(c.kind);
+    Cut(c.detail);
+  }
+  if (p.inputs.size() > 16) p.inputs.resize(16);
+  for (std::string& in : p.inputs) Cut(in);
+  return p;
+}
 
 json ToJson(const ProcessUse& p) {
   return {{"pid", p.pid},
@@ -218,7 +268,7 @@ Result<GpuProfile> ProfileFromJson(const json& j) {
   auto since = TimeField(j, "state_since");
   if (!since.ok()) return since.status();
   p.state_since = *since;
-  p.state_seconds = Num(j, "state_seconds").value_or(0);
+  p.state_seconds = Clamped(j, "state_seconds", 0, 1e10);
   auto why = Text(j, "insufficient_data", false);
   if (!why.ok()) return why.status();
   p.insufficient_data = *why;
@@ -226,18 +276,18 @@ Result<GpuProfile> ProfileFromJson(const json& j) {
   if (auto it = j.find("cycle"); it != j.end() && it->is_object()) {
     Cycle c;
     auto period = Num(*it, "period_s");
-    if (!period || !(*period > 0)) return Missing("cycle.period_s");
+    if (!period || !(*period > 0) || *period > 1e7) return Missing("cycle.period_s");
     c.period_s = *period;
-    c.confidence = Num(*it, "confidence").value_or(0);
+    c.confidence = Clamped(*it, "confidence", 0, 1);
     auto method = Text(*it, "method", false);
     if (!method.ok()) return method.status();
     c.method = *method;
-    c.cycles_in_window = Num(*it, "cycles_in_window").value_or(0);
+    c.cycles_in_window = Clamped(*it, "cycles_in_window", 0, 1e7);
     auto origin = TimeField(*it, "phase_origin");
     if (!origin.ok()) return origin.status();
     c.phase_origin = *origin;
-    c.util_peak_offset_s = Num(*it, "util_peak_offset_s").value_or(0);
-    c.util_trough_offset_s = Num(*it, "util_trough_offset_s").value_or(0);
+    c.util_peak_offset_s = Clamped(*it, "util_peak_offset_s", 0, c.period_s);
+    c.util_trough_offset_s = Clamped(*it, "util_trough_offset_s", 0, c.period_s);
     c.memory_peak_offset_s = Num(*it, "memory_peak_offset_s");
     c.memory_trough_offset_s = Num(*it, "memory_trough_offset_s");
     auto next = TimeField(*it, "next_util_trough_at");
@@ -247,7 +297,7 @@ Result<GpuProfile> ProfileFromJson(const json& j) {
   }
   if (auto it = j.find("allocated_idle"); it != j.end() && it->is_object()) {
     AllocatedIdle a;
-    a.seconds = Num(*it, "seconds").value_or(0);
+    a.seconds = Clamped(*it, "seconds", 0, 1e10);
     a.memory_bytes = U64(*it, "memory_bytes");
     auto procs = ProcessesFromJson(*it, "processes");
     if (!procs.ok()) return procs.status();
@@ -284,7 +334,7 @@ Result<GpuProfile> ProfileFromJson(const json& j) {
       p.inputs.push_back(s.get<std::string>());
     }
   }
-  p.util_rate_hz = Num(j, "util_rate_hz").value_or(0);
+  p.util_rate_hz = Clamped(j, "util_rate_hz", 0, 1e3);
   if (auto it = j.find("phase_changes"); it != j.end() && it->is_array()) {
     if (it->size() > kMaxPhaseChanges) {
       return InvalidArgument("profile: 'phase_changes' lists more than " +

@@ -31,6 +31,15 @@ nlohmann::json ToJson(const ProcessUse& process);
 // naming it; strings are bounded (a hostile node cannot grow the manager's memory).
 Result<GpuProfile> ProfileFromJson(const nlohmann::json& j);
 
+// What ProfileFromJson accepts at most: processes per list, phase changes, and bytes per string.
+inline constexpr size_t kMaxJsonProcesses = 64;
+inline constexpr size_t kMaxJsonPhaseChanges = 64;
+inline constexpr size_t kMaxJsonText = 256;
+// `profile` cut to what ProfileFromJson accepts (for heartbeats): the processes holding the most
+// memory (kMaxJsonProcesses of each list), the newest phase changes, strings cut at a UTF-8
+// character boundary. A profile within the bounds is returned as it is.
+GpuProfile BoundedForTransport(GpuProfile profile);
+
 // The short form each GPU of the node manager's GET /api/v1/gpus carries as "profile":
 // {"state", "state_since", "state_seconds", "insufficient_data", "period_s": null|x,
 //  "confidence": null|x, "allocated_idle_seconds": null|x, "headroom_bytes": null|x}

@@ -71,6 +71,38 @@ TEST(ProfileJsonTest, RefusesWhatAPeerMustNotSend) {
   for (int i = 0; i < 1000; ++i) j["processes"].push_back({{"pid", i}});
   EXPECT_FALSE(ProfileFromJson(j).ok());
   EXPECT_FALSE(ProfileFromJson(nlohmann::json::array()).ok());
+  // Numbers out of their range: held to it, or refused where no value makes sense.
+  j = ToJson(Sample());
+  j["cycle"]["confidence"] = 1e300;
+  j["state_seconds"] = -5;
+  auto held = ProfileFromJson(j);
+  ASSERT_TRUE(held.ok());
+  EXPECT_EQ(held->cycle->confidence, 1.0);
+  EXPECT_EQ(held->state_seconds, 0.0);
+  j["cycle"]["period_s"] = 1e308;
+  EXPECT_FALSE(ProfileFromJson(j).ok());
+}
+
+TEST(ProfileJsonTest, ABoundedProfileAlwaysParses) {
+  GpuProfile p = Sample();
+  p.processes.clear();
+  for (uint32_t i = 0; i < 500; ++i) {
+    p.processes.push_back(ProcessUse{i, std::string(1000, 'p'), "bob", uint64_t{i} << 20});
+  }
+  p.allocated_idle = AllocatedIdle{10, 1, p.processes};
+  p.insufficient_data = std::string(300, 'x') + "\xc3\xa9";
+  p.phase_changes.assign(100, p.phase_changes[0]);
+  EXPECT_FALSE(ProfileFromJson(ToJson(p)).ok());
+  GpuProfile b = BoundedForTransport(p);
+  auto back = ProfileFromJson(ToJson(b));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  ASSERT_EQ(back->processes.size(), kMaxJsonProcesses);
+  EXPECT_EQ(back->processes[0].pid, 499u);  // the most memory first
+  EXPECT_EQ(back->allocated_idle->processes.size(), kMaxJsonProcesses);
+  EXPECT_EQ(back->processes[0].name->size(), kMaxJsonText);
+  EXPECT_EQ(back->phase_changes.size(), kMaxJsonPhaseChanges);
+  // Within the bounds: unchanged.
+  EXPECT_EQ(ToJson(BoundedForTransport(Sample())), ToJson(Sample()));
 }
 
 TEST(ProfileJsonTest, AnnotationIsCompact) {

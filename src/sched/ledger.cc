@@ -333,7 +333,7 @@ Result<Lease> Ledger::Allocate(const AllocationRequest& req) {
         continue;
       }
       choice.ok.push_back({&name, &g, Score(g, u.shared_bytes), free, need,
-                           g.profile_state == kIdleState});
+                           g.profile_state == kIdleState && !g.holds_processes});
     }
     std::sort(choice.ok.begin(), choice.ok.end(), [&](const Candidate& a, const Candidate& b) {
       return Better(a, b, req.prefer_idle);
@@ -568,7 +568,7 @@ Result<Lease> Ledger::AllocateRemote(const RemoteRequest& req) {
       const uint64_t bytes_left = *g.memory_total_bytes - u.bytes - req.memory_bytes;
       // With prefer_idle an idle GPU first; then binpack: the GPU left with the fewest SMs
       // (then bytes) free first.
-      const bool idle = req.prefer_idle && g.profile_state == kIdleState;
+      const bool idle = req.prefer_idle && g.profile_state == kIdleState && !g.holds_processes;
       if (best.gpu == nullptr || (idle && !best.idle) ||
           (idle == best.idle &&
            (sms_left < best.sms_left ||

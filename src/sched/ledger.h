@@ -41,6 +41,10 @@ struct GpuState {
   // "cyclic", ...); "unknown" when the node sent no profile for it. Placement may avoid some
   // states and prefer "idle" (AllocationRequest::avoid_states, prefer_idle).
   std::string profile_state = "unknown";
+  // Whether processes hold memory on it (its snapshot's process list): an "idle" GPU that
+  // still holds a process (memory held for less than the node's allocated_idle_after) is not
+  // preferred by prefer_idle.
+  bool holds_processes = false;
 };
 
 // The usage-profile state that placement prefers when asked to (prefer_idle).

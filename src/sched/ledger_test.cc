@@ -573,6 +573,26 @@ TEST_F(LedgerTest, PreferIdlePicksTheIdleGpuOverABetterScoredOne) {
   EXPECT_EQ(scored->gpus[0].index, 0u);
 }
 
+TEST_F(LedgerTest, PreferIdleDoesNotPreferAnIdleGpuWhoseMemoryAProcessStillHolds) {
+  // GPU 1 reads idle, but a process (a notebook, for less than allocated_idle_after) holds its
+  // memory: that is not what prefer_idle means, so the score decides (GPU 0 has more free).
+  std::vector<GpuState> gpus = Gpus(2);
+  gpus[1].memory_free_bytes = 30 * kGiB;
+  gpus[1].holds_processes = true;
+  ledger_.UpdateNode("a", WithStates(gpus, {"steady", "idle"}));
+  AllocationRequest req;
+  auto got = ledger_.Allocate(req);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->gpus[0].index, 0u);
+  ASSERT_TRUE(ledger_.Release(got->id).ok());
+  // Without the process it is preferred.
+  gpus[1].holds_processes = false;
+  ledger_.UpdateNode("a", WithStates(gpus, {"steady", "idle"}));
+  got = ledger_.Allocate(req);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->gpus[0].index, 1u);
+}
+
 TEST_F(LedgerTest, PreferIdleOrdersNodesBeforeThePolicy) {
   // Binpack would fill node "a" (fewest available); "b"'s GPU is idle.
   ledger_.UpdateNode("a", WithStates(Gpus(1), {"bursty"}));

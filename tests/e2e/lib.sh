@@ -117,6 +117,22 @@ remote_setup() {
   fi
 }
 
+# profiles_scenario <dir>: sim/scenarios/profiles.toml (and its CSV data) copied into <dir>, with
+# the notebook GPU's memory held by a real process — a copy of sleep named jupyter-lab, started
+# here — so that its name and owner come from /proc. Sets notebook_pid and notebook_owner.
+profiles_scenario() {
+  local dir=$1
+  mkdir -p "$dir/data"
+  cp "$(command -v sleep)" "$dir/jupyter-lab"
+  "$dir/jupyter-lab" 600 &
+  notebook_pid=$!
+  pids+=("$notebook_pid")
+  notebook_owner=$(id -un)
+  cp "$src"/sim/scenarios/data/profiles-*.csv "$dir/data/"
+  sed "s/^pid = 61200$/pid = $notebook_pid/" "$src/sim/scenarios/profiles.toml" >"$dir/profiles.toml"
+  grep -q "^pid = $notebook_pid$" "$dir/profiles.toml"
+}
+
 # ---- the cluster manager and its node managers -------------------------------------------------
 
 # cluster_config [store url]: the usual test cluster manager's set-up. Sets the tokens $admin,

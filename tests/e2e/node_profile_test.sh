@@ -20,18 +20,9 @@ chmod 755 "$tmp"
 . "$(dirname "$0")/lib.sh"
 trap 'stop_children; [ -n "${FLYT_KEEP_TMP:-}" ] || rm -rf "$tmp"' EXIT
 
-# The notebook: a process that holds the GPU's memory and computes nothing.
-cp "$(command -v sleep)" "$tmp/jupyter-lab"
-"$tmp/jupyter-lab" 600 &
-notebook_pid=$!
-pids+=("$notebook_pid")
-owner=$(id -un)
-
-# The scenario, with the notebook's pid.
-mkdir -p "$tmp/scenario/data"
-cp "$src"/sim/scenarios/data/profiles-*.csv "$tmp/scenario/data/"
-sed "s/^pid = 61200$/pid = $notebook_pid/" "$src/sim/scenarios/profiles.toml" >"$tmp/scenario/profiles.toml"
-check "the scenario names the notebook's pid" grep -q "^pid = $notebook_pid$" "$tmp/scenario/profiles.toml"
+# The scenario, with the notebook's pid (jupyter-lab holds GPU 2's memory and computes nothing).
+check "the scenario names the notebook's pid" profiles_scenario "$tmp/scenario"
+owner=$notebook_owner
 
 cat >"$tmp/node.toml" <<EOF
 [profile]
