@@ -118,11 +118,11 @@ start_node() {
   wait_up "http://127.0.0.1:$node_port/healthz" "flyt-node-manager $name" "$demo/$name.log"
 }
 next_port=$((port + 1))
-node_count=5
+node_count=6
 if has_driver; then
   start_node "$(hostname -s)" "$next_port" real
   next_port=$((next_port + 1))
-  node_count=6
+  node_count=7
 fi
 # sim-h100-a also serves remote GPUs: its node manager starts a simulated flyt-gpu-server for each
 # remote lease the cluster manager places on it (ports from FLYT_DEMO_PORT + 100).
@@ -140,7 +140,16 @@ start_node sim-h100-b "$((next_port + 1))" h100x8-idle
 start_node sim-training "$((next_port + 2))" h100x8-training
 start_node sim-mixed "$((next_port + 3))" mixed-inference
 start_node sim-faulty "$((next_port + 4))" faulty-node
-last_node_port=$((next_port + 4))
+# sim-profiles carries one kind of work per GPU (a training loop with a 12 s iteration, an
+# inference server, a notebook holding 30 GiB that computes nothing, training then evaluation,
+# nothing), so that its usage profiles show each state; allocated-idle after 1 min here.
+cat >"$demo/sim-profiles.toml" <<EOF
+[profile]
+allocated_idle_after = "60s"
+EOF
+profiles_port=$((next_port + 5))
+start_node sim-profiles "$profiles_port" profiles "$demo/sim-profiles.toml"
+last_node_port=$profiles_port
 
 # A client node: flyt-client-manager leases remote GPU shares for the CUDA programs of this machine
 # that run with flyt's libcudart.so.13 and no FLYT_SERVER.
@@ -203,7 +212,9 @@ In another terminal:
 
   export FLYT_CLUSTER_MANAGER=$url FLYT_TOKEN=\$(cat ${demo#$root/}/admin.token)
   $build_shown/bin/flytctl nodes          # the nodes and their state
-  $build_shown/bin/flytctl gpus           # every GPU in the cluster, leased or free, with its score
+  $build_shown/bin/flytctl gpus           # every GPU in the cluster, leased or free, with its score and usage state
+  $build_shown/bin/flytctl profile --node 127.0.0.1:$profiles_port     # what each GPU of sim-profiles carries
+  $build_shown/bin/flytctl profile --node 127.0.0.1:$profiles_port 0   # its training GPU: the cycle's period
   $build_shown/bin/flytctl jobs           # the demo experiments: queued, running, completed (📊 = monitoring data)
   $build_shown/bin/flytctl job <ID>       # gpu_info and the GPU monitoring summary of one experiment
   $build_shown/bin/flytctl queue          # what waits, and why

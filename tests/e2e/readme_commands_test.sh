@@ -31,7 +31,7 @@ cd "$root" || exit 1
 # The README's bare `flytctl ...` commands: flytctl on PATH, as installed.
 export PATH="$root/build/bin:$PATH"
 
-# run_port: the first of 7 consecutive free loopback ports (the manager and up to 6 nodes).
+# run_port: the first of 8 consecutive free loopback ports (the manager and up to 7 nodes).
 run_port() {
   python3 - <<'PY'
 import random, socket
@@ -39,7 +39,7 @@ for _ in range(500):
     p = random.randint(20000, 60000)
     socks = []
     try:
-        for q in range(p, p + 7):
+        for q in range(p, p + 8):
             s = socket.socket()
             socks.append(s)
             s.bind(("127.0.0.1", q))
@@ -152,7 +152,7 @@ run_and_check() {
   case $cmd in
     *"flytctl nodes")
       check "$name: exit 0" test $rc -eq 0
-      for n in sim-h100-a sim-h100-b sim-training sim-mixed sim-faulty; do
+      for n in sim-h100-a sim-h100-b sim-training sim-mixed sim-faulty sim-profiles; do
         check "$name: lists $n" grep -qE "^$n +reachable" <<<"$out"
       done
       ;;
@@ -169,7 +169,7 @@ run_and_check() {
     *"flytctl gpus")
       check "$name: exit 0" test $rc -eq 0
       check "$name: reads the cluster manager" test "$(head -n1 <<<"$out")" = "Source: cluster manager $url"
-      check "$name: every simulated GPU of the cluster" test "$(grep -cE '^sim-' <<<"$out")" -eq 32
+      check "$name: every simulated GPU of the cluster" test "$(grep -cE '^sim-' <<<"$out")" -eq 37
       check "$name: says which are simulated" contains "$out" "SIMULATED GPUs on sim-faulty"
       ;;
     *"flytctl jobs")
