@@ -20,35 +20,6 @@ std::string Hostname() {
   return buf;
 }
 
-// A duration key: a string ParseDuration reads, or an integer of seconds, in [min, max].
-Status GetDuration(const TomlReader& r, const toml::table& t, const std::string& section,
-                   const char* key, milliseconds min, milliseconds max, milliseconds& out) {
-  const toml::node* n = t.get(key);
-  if (n == nullptr) return Status::Ok();
-  const std::string name = section + "." + key;
-  Result<milliseconds> value = InvalidArgument("");
-  if (n->is_integer()) {
-    const int64_t seconds = *n->value<int64_t>();
-    if (seconds < 0 || seconds > 100LL * 86400) {
-      return r.Error(n, name, "value " + std::to_string(seconds) + " s is out of range");
-    }
-    value = milliseconds(seconds * 1000);
-  } else if (n->is_string()) {
-    value = ParseDuration(*n->value<std::string>());
-    if (!value.ok()) return r.Error(n, name, value.status().message());
-  } else {
-    return r.Error(n, name, "expected a duration such as \"30s\"");
-  }
-  if (*value < min || *value > max) {
-    return r.Error(n, name,
-                   std::to_string(value->count()) + " ms is out of range [" +
-                       std::to_string(min.count()) + " ms, " + std::to_string(max.count()) +
-                       " ms]");
-  }
-  out = *value;
-  return Status::Ok();
-}
-
 Status ReadLease(const TomlReader& r, const toml::table& t, ClientManagerConfig& c) {
   FLYT_RETURN_IF_ERROR(
       r.CheckKeys(t, "lease", {"sm_count", "sm_percent", "memory_mb", "gpu_model", "node"}));
@@ -104,18 +75,18 @@ Status ReadClient(const TomlReader& r, const toml::table& t, ClientManagerConfig
     }
     c.socket_mode = static_cast<mode_t>(mode);
   }
-  FLYT_RETURN_IF_ERROR(GetDuration(r, t, "client", "release_after", milliseconds(0),
+  FLYT_RETURN_IF_ERROR(r.GetDuration(t, "client", "release_after", milliseconds(0),
                                    milliseconds(86400LL * 1000), c.release_after));
   if (t.get("renew_interval") != nullptr) {
     milliseconds renew{0};
-    FLYT_RETURN_IF_ERROR(GetDuration(r, t, "client", "renew_interval", milliseconds(1000),
+    FLYT_RETURN_IF_ERROR(r.GetDuration(t, "client", "renew_interval", milliseconds(1000),
                                      milliseconds(86400LL * 1000), renew));
     c.renew_interval = renew;
   }
   int64_t v = c.ttl_seconds;
   FLYT_RETURN_IF_ERROR(r.GetInt(t, "client", "ttl_seconds", 10, 86400, v));
   c.ttl_seconds = static_cast<int>(v);
-  FLYT_RETURN_IF_ERROR(GetDuration(r, t, "client", "acquire_timeout", milliseconds(100),
+  FLYT_RETURN_IF_ERROR(r.GetDuration(t, "client", "acquire_timeout", milliseconds(100),
                                    milliseconds(3600LL * 1000), c.acquire_timeout));
   v = c.max_connections;
   FLYT_RETURN_IF_ERROR(r.GetInt(t, "client", "max_connections", 1, 100000, v));
@@ -160,29 +131,6 @@ nlohmann::json LeaseProfile::ToJson() const {
 std::chrono::milliseconds ClientManagerConfig::RenewInterval() const {
   if (renew_interval) return *renew_interval;
   return milliseconds(int64_t{ttl_seconds} * 1000 / 3);
-}
-
-Result<milliseconds> ParseDuration(std::string_view text) {
-  const std::string original(text);
-  while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
-  uint64_t number = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
-  const std::string_view unit(end, text.data() + text.size() - end);
-  const uint64_t kMax = uint64_t{100} * 86400 * 1000;
-  uint64_t scale = 0;
-  if (unit == "ms") {
-    scale = 1;
-  } else if (unit == "s" || unit.empty()) {
-    scale = 1000;
-  } else if (unit == "m") {
-    scale = 60 * 1000;
-  } else if (unit == "h") {
-    scale = 3600 * 1000;
-  }
-  if (ec != std::errc() || end == text.data() || scale == 0 || number > kMax / scale) {
-    return InvalidArgument("'" + original + "' is not a duration (e.g. 500ms, 30s, 5m, 1h)");
-  }
-  return milliseconds(static_cast<int64_t>(number * scale));
 }
 
 Result<ClientManagerConfig> ParseClientManagerConfig(std::string_view text,

@@ -59,9 +59,6 @@ struct ClientManagerConfig {
   std::chrono::milliseconds RenewInterval() const;
 };
 
-// "500ms", "30s", "5m", "1h" (an integer alone is seconds).
-Result<std::chrono::milliseconds> ParseDuration(std::string_view text);
-
 // Parses TOML text; `source` names it in messages.
 Result<ClientManagerConfig> ParseClientManagerConfig(std::string_view text,
                                                      const std::string& source);

@@ -164,4 +164,27 @@ bool ValidLabelName(std::string_view s) {
   return true;
 }
 
+Result<std::chrono::milliseconds> ParseDuration(std::string_view text) {
+  const std::string original(text);
+  while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
+  uint64_t number = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
+  const std::string_view unit(end, static_cast<size_t>(text.data() + text.size() - end));
+  const uint64_t kMax = uint64_t{100} * 86400 * 1000;
+  uint64_t scale = 0;
+  if (unit == "ms") {
+    scale = 1;
+  } else if (unit == "s" || unit.empty()) {
+    scale = 1000;
+  } else if (unit == "m") {
+    scale = 60 * 1000;
+  } else if (unit == "h") {
+    scale = 3600 * 1000;
+  }
+  if (ec != std::errc() || end == text.data() || scale == 0 || number > kMax / scale) {
+    return InvalidArgument("'" + original + "' is not a duration (e.g. 500ms, 30s, 5m, 1h)");
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(number * scale));
+}
+
 }  // namespace flyt

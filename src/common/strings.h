@@ -1,12 +1,15 @@
 // Small string helpers shared by the parsers (nvidia-smi CSV, /proc, scenarios). Pure functions.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
 #include <string_view>
 #include <vector>
+
+#include "common/status.h"
 
 namespace flyt {
 
@@ -42,5 +45,9 @@ bool ValidLogLevel(std::string_view level);
 bool ValidLabelName(std::string_view s);
 
 Result<std::string> ReadFile(const std::string& path, size_t max_bytes = 64u << 20);
+
+// A duration as flyt's config files write it: a whole number and ms, s, m or h ("500ms", "30s",
+// "5m", "1h"; a bare number is seconds), at most 100 days. Trailing spaces are allowed.
+Result<std::chrono::milliseconds> ParseDuration(std::string_view text);
 
 }  // namespace flyt

@@ -113,4 +113,34 @@ Result<const toml::table*> TomlReader::Section(const toml::table& root, const ch
   return n->as_table();
 }
 
+Status TomlReader::GetDuration(const toml::table& t, const std::string& section, const char* key,
+                               std::chrono::milliseconds min, std::chrono::milliseconds max,
+                               std::chrono::milliseconds& out) const {
+  const toml::node* n = t.get(key);
+  if (n == nullptr) return Status::Ok();
+  const std::string name = section + "." + key;
+  std::chrono::milliseconds value{0};
+  if (n->is_integer()) {
+    const int64_t seconds = *n->value<int64_t>();
+    if (seconds < 0 || seconds > 100LL * 86400) {
+      return Error(n, name, "value " + std::to_string(seconds) + " s is out of range");
+    }
+    value = std::chrono::milliseconds(seconds * 1000);
+  } else if (n->is_string()) {
+    auto parsed = ParseDuration(*n->value<std::string>());
+    if (!parsed.ok()) return Error(n, name, parsed.status().message());
+    value = *parsed;
+  } else {
+    return Error(n, name, "expected a duration such as \"30s\"");
+  }
+  if (value < min || value > max) {
+    return Error(n, name,
+                 std::to_string(value.count()) + " ms is out of range [" +
+                     std::to_string(min.count()) + " ms, " + std::to_string(max.count()) +
+                     " ms]");
+  }
+  out = value;
+  return Status::Ok();
+}
+
 }  // namespace flyt

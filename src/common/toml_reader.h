@@ -8,6 +8,7 @@
 // default. Stateless apart from the source name; thread-safe.
 #pragma once
 
+#include <chrono>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -41,6 +42,11 @@ class TomlReader {
                    double max, double& out) const;
   Status GetBool(const toml::table& t, const std::string& section, const char* key,
                  bool& out) const;
+  // A duration: a string ParseDuration (common/strings.h) reads, or an integer of seconds, in
+  // [min, max].
+  Status GetDuration(const toml::table& t, const std::string& section, const char* key,
+                     std::chrono::milliseconds min, std::chrono::milliseconds max,
+                     std::chrono::milliseconds& out) const;
   // The [log] section every daemon's config has: `level` (trace, debug, info, warn, error, off).
   Status LogSection(const toml::table& root, std::string& level) const;
   // A [section] table of the root: nullptr when absent, an error when not a table.

@@ -204,37 +204,6 @@ Status ReadGpuServersSection(const Reader& r, const toml::table& t, GpuServersCo
   return Status::Ok();
 }
 
-// A duration key: a string ParseDuration reads, or an integer of seconds, in [min, max].
-Status GetDuration(const Reader& r, const toml::table& t, const std::string& section,
-                   const char* key, std::chrono::milliseconds min, std::chrono::milliseconds max,
-                   std::chrono::milliseconds& out) {
-  const toml::node* n = t.get(key);
-  if (n == nullptr) return Status::Ok();
-  const std::string name = section + "." + key;
-  std::chrono::milliseconds value{0};
-  if (n->is_integer()) {
-    const int64_t seconds = *n->value<int64_t>();
-    if (seconds < 0 || seconds > 100LL * 86400) {
-      return r.Error(n, name, "value " + std::to_string(seconds) + " s is out of range");
-    }
-    value = std::chrono::milliseconds(seconds * 1000);
-  } else if (n->is_string()) {
-    auto parsed = ParseDuration(*n->value<std::string>());
-    if (!parsed.ok()) return r.Error(n, name, parsed.status().message());
-    value = *parsed;
-  } else {
-    return r.Error(n, name, "expected a duration such as \"30s\"");
-  }
-  if (value < min || value > max) {
-    return r.Error(n, name,
-                   std::to_string(value.count()) + " ms is out of range [" +
-                       std::to_string(min.count()) + " ms, " + std::to_string(max.count()) +
-                       " ms]");
-  }
-  out = value;
-  return Status::Ok();
-}
-
 // [profile]: every bound is checked here (the profiler's own Validate runs again at start).
 Status ReadProfileSection(const Reader& r, const toml::table& t, ProfileConfig& p) {
   using std::chrono::milliseconds;
@@ -244,13 +213,13 @@ Status ReadProfileSection(const Reader& r, const toml::table& t, ProfileConfig& 
                                     "cycle_window", "analysis_interval", "idle_util_percent",
                                     "min_cycles"}));
   FLYT_RETURN_IF_ERROR(r.GetBool(t, sec, "enabled", p.enabled));
-  FLYT_RETURN_IF_ERROR(GetDuration(r, t, sec, "allocated_idle_after", milliseconds(1000),
+  FLYT_RETURN_IF_ERROR(r.GetDuration(t, sec, "allocated_idle_after", milliseconds(1000),
                                    milliseconds(7LL * 86400 * 1000), p.allocated_idle_after));
-  FLYT_RETURN_IF_ERROR(GetDuration(r, t, sec, "state_hold", milliseconds(0),
+  FLYT_RETURN_IF_ERROR(r.GetDuration(t, sec, "state_hold", milliseconds(0),
                                    milliseconds(3600 * 1000), p.state_hold));
-  FLYT_RETURN_IF_ERROR(GetDuration(r, t, sec, "cycle_window", milliseconds(30 * 1000),
+  FLYT_RETURN_IF_ERROR(r.GetDuration(t, sec, "cycle_window", milliseconds(30 * 1000),
                                    milliseconds(3600 * 1000), p.cycle_window));
-  FLYT_RETURN_IF_ERROR(GetDuration(r, t, sec, "analysis_interval", milliseconds(100),
+  FLYT_RETURN_IF_ERROR(r.GetDuration(t, sec, "analysis_interval", milliseconds(100),
                                    milliseconds(600 * 1000), p.analysis_interval));
   FLYT_RETURN_IF_ERROR(r.GetDouble(t, sec, "idle_util_percent", 0, 99, p.idle_util_percent));
   FLYT_RETURN_IF_ERROR(r.GetDouble(t, sec, "min_cycles", 2, 100, p.min_cycles));
@@ -303,9 +272,9 @@ Status ReadKubernetesSection(const Reader& r, const toml::table& t, KubernetesCo
     }
   }
   using std::chrono::milliseconds;
-  FLYT_RETURN_IF_ERROR(GetDuration(r, t, sec, "min_interval", milliseconds(1000),
+  FLYT_RETURN_IF_ERROR(r.GetDuration(t, sec, "min_interval", milliseconds(1000),
                                    milliseconds(24 * 3600 * 1000), k.min_interval));
-  FLYT_RETURN_IF_ERROR(GetDuration(r, t, sec, "timeout", milliseconds(100),
+  FLYT_RETURN_IF_ERROR(r.GetDuration(t, sec, "timeout", milliseconds(100),
                                    milliseconds(300 * 1000), k.timeout));
   FLYT_RETURN_IF_ERROR(r.GetDouble(t, sec, "util_threshold_percent", 0, 100, k.util_threshold_percent));
   FLYT_RETURN_IF_ERROR(
@@ -316,29 +285,6 @@ Status ReadKubernetesSection(const Reader& r, const toml::table& t, KubernetesCo
 }
 
 }  // namespace
-
-Result<std::chrono::milliseconds> ParseDuration(std::string_view text) {
-  const std::string original(text);
-  while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
-  uint64_t number = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
-  const std::string_view unit(end, static_cast<size_t>(text.data() + text.size() - end));
-  const uint64_t kMax = uint64_t{100} * 86400 * 1000;
-  uint64_t scale = 0;
-  if (unit == "ms") {
-    scale = 1;
-  } else if (unit == "s" || unit.empty()) {
-    scale = 1000;
-  } else if (unit == "m") {
-    scale = 60 * 1000;
-  } else if (unit == "h") {
-    scale = 3600 * 1000;
-  }
-  if (ec != std::errc() || end == text.data() || scale == 0 || number > kMax / scale) {
-    return InvalidArgument("'" + original + "' is not a duration (e.g. 500ms, 30s, 5m, 1h)");
-  }
-  return std::chrono::milliseconds(static_cast<int64_t>(number * scale));
-}
 
 Status CheckGpuServersAccess(const NodeConfig& config) {
   if (!config.gpu_servers.enabled || !config.bearer_token.empty()) return Status::Ok();

@@ -105,9 +105,6 @@ struct NodeConfig {
 Result<NodeConfig> ParseNodeConfig(std::string_view text, const std::string& source);
 Result<NodeConfig> LoadNodeConfig(const std::string& path);
 
-// "500ms", "30s", "5m", "1h" (an integer alone is seconds).
-Result<std::chrono::milliseconds> ParseDuration(std::string_view text);
-
 // "HOST:PORT" (IPv6 as "[::1]:12401") into the config; errors say what is wrong.
 Status SetListen(NodeConfig& config, const std::string& host_port);
 

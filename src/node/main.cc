@@ -107,7 +107,11 @@ int main(int argc, char** argv) {
   auto kube_resolved = flyt::node::ResolveKubernetes(config.kubernetes);
   if (!kube_resolved.ok()) return Fail(kube_resolved.status().message());
   if (kube_resolved->options && !config.profile.enabled) {
-    return Fail("[kubernetes] annotations need the usage profiles: [profile] enabled = false");
+    const std::string why = "annotations need the usage profiles: [profile] enabled = false";
+    if (config.kubernetes.mode == flyt::node::KubernetesMode::kOn) return Fail("[kubernetes] " + why);
+    kube_resolved->options.reset();  // "auto": off, and says why
+    kube_resolved->off_reason = why;
+    kube_resolved->misconfigured = true;
   }
 
   // Usage profiles, fed by every sample the monitor takes (on its sampling thread).

@@ -14,33 +14,6 @@
 
 namespace flyt::profile {
 
-using internal::Ago;
-using internal::Duration;
-using internal::Format;
-using internal::FromSecs;
-using internal::IsQuietState;
-using internal::Percent;
-using internal::ProcessWords;
-using internal::QuantilesOf;
-using internal::Ring;
-using internal::Secs;
-using internal::Sizes;
-using internal::Slot;
-using internal::SortedValid;
-using internal::Stats;
-using internal::StatsOf;
-using internal::TimePoint;
-using internal::kWindows;
-using internal::kConfidenceKeep;
-using internal::kCvBand;
-using internal::kHighRateHz;
-using internal::kLevelShiftPoints;
-using internal::kLongestWindowS;
-using internal::kMaxPending;
-using internal::kNaN;
-using internal::kNaNf;
-using internal::kPeriodShiftFraction;
-
 Status ProfilerOptions::Validate() const {
   using std::chrono::seconds;
   if (sample_interval.count() < 100 || sample_interval > std::chrono::minutes(1)) {

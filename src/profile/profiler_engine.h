@@ -260,4 +260,32 @@ class Profiler::Gpu::Engine {
   const CycleDetector& detector_;
 };
 
+// The two files that include this header use these names unqualified.
+using internal::Ago;
+using internal::Duration;
+using internal::Format;
+using internal::FromSecs;
+using internal::IsQuietState;
+using internal::Percent;
+using internal::ProcessWords;
+using internal::QuantilesOf;
+using internal::Ring;
+using internal::Secs;
+using internal::Sizes;
+using internal::Slot;
+using internal::SortedValid;
+using internal::Stats;
+using internal::StatsOf;
+using internal::TimePoint;
+using internal::kWindows;
+using internal::kConfidenceKeep;
+using internal::kCvBand;
+using internal::kHighRateHz;
+using internal::kLevelShiftPoints;
+using internal::kLongestWindowS;
+using internal::kMaxPending;
+using internal::kNaN;
+using internal::kNaNf;
+using internal::kPeriodShiftFraction;
+
 }  // namespace flyt::profile

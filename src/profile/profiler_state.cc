@@ -6,33 +6,6 @@
 
 namespace flyt::profile {
 
-using internal::Ago;
-using internal::Duration;
-using internal::Format;
-using internal::FromSecs;
-using internal::IsQuietState;
-using internal::Percent;
-using internal::ProcessWords;
-using internal::QuantilesOf;
-using internal::Ring;
-using internal::Secs;
-using internal::Sizes;
-using internal::Slot;
-using internal::SortedValid;
-using internal::Stats;
-using internal::StatsOf;
-using internal::TimePoint;
-using internal::kWindows;
-using internal::kConfidenceKeep;
-using internal::kCvBand;
-using internal::kHighRateHz;
-using internal::kLevelShiftPoints;
-using internal::kLongestWindowS;
-using internal::kMaxPending;
-using internal::kNaN;
-using internal::kNaNf;
-using internal::kPeriodShiftFraction;
-
 void Profiler::Gpu::Engine::Record(Gpu& g, PhaseChange change, std::vector<PhaseChange>& changes) {
   g.phase_changes.push_back(change);
   while (g.phase_changes.size() > o_.max_phase_changes) g.phase_changes.pop_front();

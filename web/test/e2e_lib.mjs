@@ -99,6 +99,22 @@ export async function serveDashboard(answer) {
   };
 }
 
+// The answers of a quiet cluster for the lists every view loads: `who` answers whoami, `node`
+// (one node of `gpus` GPUs) /nodes, `gpus()` /gpus; allocations, jobs, queue and events are
+// empty. null for any other path.
+export function quietCluster(path, {who, node, gpus}) {
+  switch (path) {
+    case '/api/v1/whoami': return [200, {name: who, role: who}];
+    case '/api/v1/nodes': return [200, {nodes: [node]}];
+    case '/api/v1/gpus': return [200, {gpus: gpus()}];
+    case '/api/v1/allocations': return [200, {allocations: []}];
+    case '/api/v1/jobs': return [200, {jobs: [], total: 0}];
+    case '/api/v1/queue': return [200, {queue: []}];
+    case '/api/v1/events': return [200, {events: []}];
+    default: return null;
+  }
+}
+
 // fn() until it returns something truthy (errors count as "not yet"), at most ms; null then.
 export async function waitFor(fn, ms = 15000) {
   const end = Date.now() + ms;

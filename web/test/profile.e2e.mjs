@@ -9,7 +9,7 @@
 // dashboard is missing.
 import {join} from 'node:path';
 
-import {checker, requireBrowser, serveDashboard, shots, waitFor} from './e2e_lib.mjs';
+import {checker, quietCluster, requireBrowser, serveDashboard, shots, waitFor} from './e2e_lib.mjs';
 
 const {check, step, finish} = checker();
 const browser = await requireBrowser();
@@ -69,18 +69,10 @@ function answer(path) {
   const m = path.match(/^\/api\/v1\/nodes\/node-a\/gpus\/(\d+)$/);
   if (m) return [200, {...gpus()[Number(m[1])], processes: [], node_api_url: 'http://127.0.0.1:1'}];
   if (path.startsWith('/api/v1/nodes/node-a/gpus/')) return [200, {gpu: 0, step_seconds: 1, points: []}];
-  switch (path) {
-    case '/api/v1/whoami': return [200, {name: 'viewer', role: 'viewer'}];
-    case '/api/v1/nodes':
-      return [200, {nodes: [{name: 'node-a', state: 'reachable', gpu_count: 4, gpu_model: H100,
-                             seconds_since_heartbeat: 1, labels: {}}]}];
-    case '/api/v1/gpus': return [200, {gpus: gpus()}];
-    case '/api/v1/allocations': return [200, {allocations: []}];
-    case '/api/v1/jobs': return [200, {jobs: [], total: 0}];
-    case '/api/v1/queue': return [200, {queue: []}];
-    case '/api/v1/events': return [200, {events: []}];
-    default: return [404, {error: `no such endpoint: ${path}`, code: 'not_found'}];
-  }
+  return quietCluster(path, {
+    who: 'viewer', gpus,
+    node: {name: 'node-a', state: 'reachable', gpu_count: 4, gpu_model: H100, seconds_since_heartbeat: 1, labels: {}},
+  }) ?? [404, {error: `no such endpoint: ${path}`, code: 'not_found'}];
 }
 
 const fake = await serveDashboard(answer);

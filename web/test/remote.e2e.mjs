@@ -11,7 +11,7 @@
 // dashboard is missing.
 import {join} from 'node:path';
 
-import {checker, requireBrowser, serveDashboard, shots, waitFor} from './e2e_lib.mjs';
+import {checker, quietCluster, requireBrowser, serveDashboard, shots, waitFor} from './e2e_lib.mjs';
 
 const {check, step, finish} = checker();
 const browser = await requireBrowser();
@@ -69,16 +69,12 @@ function answer(path) {
   if (state.mode === 'old' && remote.includes(path)) {
     return [404, {error: `no such endpoint: ${path} (see docs/api.md)`, code: 'not_found'}];
   }
+  const quiet = quietCluster(path, {
+    who: 'admin', gpus,
+    node: {name: 'node-b', state: 'reachable', gpu_count: 2, gpu_model: H100, seconds_since_heartbeat: 1, labels: {}},
+  });
+  if (quiet) return quiet;
   switch (path) {
-    case '/api/v1/whoami': return [200, {name: 'admin', role: 'admin'}];
-    case '/api/v1/nodes':
-      return [200, {nodes: [{name: 'node-b', state: 'reachable', gpu_count: 2, gpu_model: H100,
-                             seconds_since_heartbeat: 1, labels: {}}]}];
-    case '/api/v1/gpus': return [200, {gpus: gpus()}];
-    case '/api/v1/allocations': return [200, {allocations: []}];
-    case '/api/v1/jobs': return [200, {jobs: [], total: 0}];
-    case '/api/v1/queue': return [200, {queue: []}];
-    case '/api/v1/events': return [200, {events: []}];
     case '/api/v1/remote-leases':
       return [200, {remote_leases: state.leases.map(({secret, ...l}) => l)}];
     case '/api/v1/gpu-servers':
