@@ -3,6 +3,10 @@
 // Results on real GPUs are recorded in docs/hardware-verification.md.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <iostream>
+#include <thread>
+
 #include "common/clock.h"
 #include "common/subprocess.h"
 #include "gpu/monitor.h"
@@ -60,6 +64,40 @@ TEST_F(RealNvmlTest, EveryGpuReadsPlausibleValues) {
       EXPECT_LE(*g.sm_clock_mhz, *g.max_sm_clock_mhz);
     }
   }
+}
+
+// The driver's buffered utilisation samples (nvmlDeviceGetSamples), which the usage profiles read
+// at up to ~6 Hz: each snapshot brings only samples newer than the last one read, oldest first,
+// as percentages. A GPU whose driver keeps none (MIG, vGPU) brings none, silently.
+TEST_F(RealNvmlTest, DriverUtilisationSamplesArriveOnceEachInOrder) {
+  auto first = backend_->Snapshot();
+  ASSERT_TRUE(first.ok());
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  auto second = backend_->Snapshot();
+  ASSERT_TRUE(second.ok());
+  size_t gpus_with_samples = 0;
+  for (size_t i = 0; i < second->gpus.size(); ++i) {
+    const GpuInfo& g = second->gpus[i];
+    SCOPED_TRACE(g.name + " " + g.uuid);
+    if (g.util_samples.empty()) continue;
+    ++gpus_with_samples;
+    // Two seconds at the driver's rate (~6 Hz on recent GPUs, at least 1 Hz).
+    EXPECT_GE(g.util_samples.size(), 2u);
+    uint64_t newest_before = 0;
+    for (const GpuInfo& f : first->gpus) {
+      if (f.uuid == g.uuid && !f.util_samples.empty()) {
+        newest_before = f.util_samples.back().timestamp_us;
+      }
+    }
+    uint64_t previous = newest_before;
+    for (const UtilSample& u : g.util_samples) {
+      EXPECT_GT(u.timestamp_us, previous);  // newer than anything read before, in order
+      EXPECT_LE(u.percent, 100u);
+      previous = u.timestamp_us;
+    }
+  }
+  std::cout << gpus_with_samples << " of " << second->gpus.size()
+            << " GPU(s) gave driver utilisation samples\n";
 }
 
 TEST_F(RealNvmlTest, NvmlAndNvidiaSmiAgree) {
