@@ -3,6 +3,8 @@
 #include <httplib.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 #include "common/http.h"
 #include "common/json.h"
@@ -57,6 +59,21 @@ const char* ReasonFor(int code) {
 }
 
 }  // namespace
+
+TempDir::TempDir(const std::string& tag) {
+  std::string tmpl =
+      (std::filesystem::temp_directory_path() / ("flyt-" + tag + "-XXXXXX")).string();
+  path_ = mkdtemp(tmpl.data()) ? tmpl : "";
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::trunc) << text;
+}
 
 Status MakeTestCertificates(const std::string& dir) {
   // EC keys: quick to make. The CA is marked as one; the server certificate names 127.0.0.1.

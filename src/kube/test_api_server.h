@@ -39,6 +39,23 @@ namespace flyt::kube::testing {
 // Makes ca.crt/ca.key, server.crt/server.key (SAN IP:127.0.0.1) and other-ca.crt in `dir`.
 Status MakeTestCertificates(const std::string& dir);
 
+// A fresh directory under the system's temp directory (flyt-<tag>-XXXXXX), removed with all it
+// holds when this goes; path() is empty when it could not be made.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag = "kube");
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Writes `text` to `path`, replacing what was there.
+void WriteFile(const std::string& path, const std::string& text);
+
 class FakeKubeApi {
  public:
   struct Request {

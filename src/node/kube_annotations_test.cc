@@ -25,25 +25,8 @@ using namespace std::chrono_literals;
 
 constexpr uint64_t kGiB = uint64_t{1} << 30;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "flyt-kubeann-XXXXXX").string();
-    path_ = mkdtemp(tmpl.data()) ? tmpl : "";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::trunc) << text;
-}
+using kube::testing::TempDir;
+using kube::testing::WriteFile;
 
 size_t Count(const std::string& text, const std::string& what) {
   size_t n = 0;
