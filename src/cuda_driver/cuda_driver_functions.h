@@ -20,7 +20,25 @@
 
 #include "cuda_driver/cuda_driver_types.h"
 
+// The families of issue 17, one list each (all kOptional: an older driver without them still
+// loads, and the calls that need them answer kNotSupported).
 // clang-format off
+// [issue 17: graphs]
+#define FLYT_CUDA_DRIVER_GRAPHS_ENTRY_POINTS(X)
+// (end graphs)
+
+// [issue 17: pools]
+#define FLYT_CUDA_DRIVER_POOLS_ENTRY_POINTS(X)
+// (end pools)
+
+// [issue 17: arrays]
+#define FLYT_CUDA_DRIVER_ARRAYS_ENTRY_POINTS(X)
+// (end arrays)
+
+// [issue 17: managed]
+#define FLYT_CUDA_DRIVER_MANAGED_ENTRY_POINTS(X)
+// (end managed)
+
 #define FLYT_CUDA_DRIVER_ENTRY_POINTS(X)                                                           \
   X(Init, kRequired, (unsigned int flags), cuInit)                                                 \
   X(DriverGetVersion, kRequired, (int* version), cuDriverGetVersion)                               \
@@ -95,7 +113,11 @@
   X(LaunchKernel, kRequired,                                                                       \
     (CUfunction function, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z,           \
      unsigned int block_x, unsigned int block_y, unsigned int block_z,                             \
-     unsigned int shared_bytes, CUstream stream, void** params, void** extra), cuLaunchKernel)
+     unsigned int shared_bytes, CUstream stream, void** params, void** extra), cuLaunchKernel)    \
+  FLYT_CUDA_DRIVER_GRAPHS_ENTRY_POINTS(X)                                                          \
+  FLYT_CUDA_DRIVER_POOLS_ENTRY_POINTS(X)                                                           \
+  FLYT_CUDA_DRIVER_ARRAYS_ENTRY_POINTS(X)                                                          \
+  FLYT_CUDA_DRIVER_MANAGED_ENTRY_POINTS(X)
 // clang-format on
 
 // Applies M(context, name) to each of up to three symbol names.

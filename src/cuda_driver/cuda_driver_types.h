@@ -83,6 +83,18 @@ inline constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 1
 inline constexpr CUexecAffinityType CU_EXEC_AFFINITY_TYPE_SM_COUNT = 0;
 inline constexpr unsigned int CU_MEMHOSTALLOC_PORTABLE = 0x01;
 
+// [issue 17: graphs] driver types and constants
+// (end graphs)
+
+// [issue 17: pools] driver types and constants
+// (end pools)
+
+// [issue 17: arrays] driver types and constants
+// (end arrays)
+
+// [issue 17: managed] driver types and constants
+// (end managed)
+
 // cuLaunchKernel's `extra` keys (cuda.h defines them as the pointers 0, 1 and 2).
 inline void* const CU_LAUNCH_PARAM_END = nullptr;
 inline void* const CU_LAUNCH_PARAM_BUFFER_POINTER = reinterpret_cast<void*>(uintptr_t{1});

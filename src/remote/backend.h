@@ -151,6 +151,21 @@ class Session {
   // CU_LAUNCH_PARAM_BUFFER_POINTER takes.
   virtual CudaStatus LaunchKernel(FunctionHandle function, const LaunchConfig& config,
                                   std::span<const std::byte> params) = 0;
+
+  // ---- issue 17 families: every method here has a default body that returns kNotSupported
+  // naming what is missing, so that a backend without the family still builds and answers.
+  // [issue 17: graphs] session methods
+  // (end graphs)
+
+  // [issue 17: pools] session methods
+  // (end pools)
+
+  // [issue 17: arrays] session methods
+  // (end arrays)
+
+  // [issue 17: managed] session methods
+  // (end managed)
+
 };
 
 class Backend {

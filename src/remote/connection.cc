@@ -203,8 +203,21 @@ Status ClientConnection::Serve() {
 }
 
 bool ClientConnection::HoldsAnything() const {
-  return !allocations_.empty() || streams_.size() != 0 || events_.size() != 0 ||
-         modules_.size() != 0 || !downloads_.empty();
+  bool held = !allocations_.empty() || streams_.size() != 0 || events_.size() != 0 ||
+              modules_.size() != 0 || !downloads_.empty();
+  // [issue 17: graphs] held &= ...; objects that keep a client from being closed for idleness
+  // (end graphs)
+
+  // [issue 17: pools] held &= ...; objects that keep a client from being closed for idleness
+  // (end pools)
+
+  // [issue 17: arrays] held &= ...; objects that keep a client from being closed for idleness
+  // (end arrays)
+
+  // [issue 17: managed] held &= ...; objects that keep a client from being closed for idleness
+  // (end managed)
+
+  return held;
 }
 
 Status ClientConnection::AwaitNextFrame() {
@@ -378,6 +391,18 @@ void ClientConnection::FreeEverything() {
   }
   downloads_.clear();
   download_bytes_ = 0;
+  // [issue 17: graphs] release (before events, streams, modules and memory)
+  // (end graphs)
+
+  // [issue 17: pools] release (before events, streams, modules and memory)
+  // (end pools)
+
+  // [issue 17: arrays] release (before events, streams, modules and memory)
+  // (end arrays)
+
+  // [issue 17: managed] release (before events, streams, modules and memory)
+  // (end managed)
+
   for (auto& [id, event] : events_.TakeAll()) (void)session_->EventDestroy(event);
   for (auto& [id, stream] : streams_.TakeAll()) (void)session_->StreamDestroy(stream);
   functions_.TakeAll();

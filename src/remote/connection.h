@@ -222,6 +222,19 @@ class ClientConnection {
 
   // The first error of posted work since the last reply.
   std::optional<ReplyStatus> async_error_;
+
+  // [issue 17: graphs] per-client state
+  // (end graphs)
+
+  // [issue 17: pools] per-client state
+  // (end pools)
+
+  // [issue 17: arrays] per-client state
+  // (end arrays)
+
+  // [issue 17: managed] per-client state
+  // (end managed)
+
 };
 
 template <typename Consume>

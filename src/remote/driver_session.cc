@@ -451,6 +451,19 @@ class DriverSession final : public Session {
     return CudaStatus::Ok();
   }
 
+  // [issue 17: graphs] overrides: one-line forwards to the family's helper in driver_<family>.cc
+  // (end graphs)
+
+  // [issue 17: pools] overrides: one-line forwards to the family's helper in driver_<family>.cc
+  // (end pools)
+
+  // [issue 17: arrays] overrides: one-line forwards to the family's helper in driver_<family>.cc
+  // (end arrays)
+
+  // [issue 17: managed] overrides: one-line forwards to the family's helper in driver_<family>.cc
+  // (end managed)
+
+
  private:
   struct FunctionInfo {
     CUmodule module = nullptr;
@@ -538,6 +551,18 @@ class DriverSession final : public Session {
   // Destroys what the client left behind (the context is current). Errors are ignored: a context
   // with a sticky error refuses most calls, and destroying the context frees everything anyway.
   void ReleaseAll() {
+    // [issue 17: graphs] release first
+    // (end graphs)
+
+    // [issue 17: pools] release first
+    // (end pools)
+
+    // [issue 17: arrays] release first
+    // (end arrays)
+
+    // [issue 17: managed] release first
+    // (end managed)
+
     const size_t left = events_.size() + streams_.size() + modules_.size() + allocations_.size();
     if (left > 0) {
       spdlog::debug("driver backend [{}]: releasing {} object(s) the client left", label_, left);
@@ -565,6 +590,19 @@ class DriverSession final : public Session {
   std::unordered_set<CUmodule> modules_;
   std::unordered_map<CUfunction, FunctionInfo> functions_;
   std::vector<uint64_t> scratch_;  // an aligned copy of a misaligned parameter buffer
+
+  // [issue 17: graphs] session state
+  // (end graphs)
+
+  // [issue 17: pools] session state
+  // (end pools)
+
+  // [issue 17: arrays] session state
+  // (end arrays)
+
+  // [issue 17: managed] session state
+  // (end managed)
+
 };
 
 }  // namespace

@@ -35,8 +35,9 @@
 namespace flyt::remote {
 
 inline constexpr uint32_t kHelloMagic = 0x54594C46;  // "FLYT"
-// Version 2: the hello may carry the server's secret (HelloRequest::secret).
-inline constexpr uint16_t kProtocolVersion = 2;
+// Version 2: the hello may carry the server's secret (HelloRequest::secret). Version 3: the
+// calls of issue 17 (graphs, pools, arrays and textures, managed memory, IPC, attributes).
+inline constexpr uint16_t kProtocolVersion = 3;
 inline constexpr uint16_t kMinProtocolVersion = 1;
 inline constexpr uint32_t kMaxFramePayload = 4u << 20;
 inline constexpr size_t kFrameHeaderBytes = 12;

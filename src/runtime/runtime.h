@@ -210,6 +210,19 @@ class Runtime {
   Mutex limits_mu;
   std::map<int, size_t> limits FLYT_GUARDED_BY(limits_mu);
 
+  // [issue 17: graphs] public methods and registries
+  // (end graphs)
+
+  // [issue 17: pools] public methods and registries
+  // (end pools)
+
+  // [issue 17: arrays] public methods and registries
+  // (end arrays)
+
+  // [issue 17: managed] public methods and registries
+  // (end managed)
+
+
  private:
   Runtime();
   CudaStatus EnsureModuleLocked(FatbinRecord& fatbin) FLYT_REQUIRES(mu_);
@@ -249,6 +262,19 @@ class Runtime {
   remote::AddressRanges<unsigned> host_memory_ FLYT_GUARDED_BY(mu_);
   std::unordered_set<void*> host_allocations_ FLYT_GUARDED_BY(mu_);  // ours to free
   std::unordered_set<std::string> warned_ FLYT_GUARDED_BY(mu_);
+
+  // [issue 17: graphs] private state
+  // (end graphs)
+
+  // [issue 17: pools] private state
+  // (end pools)
+
+  // [issue 17: arrays] private state
+  // (end arrays)
+
+  // [issue 17: managed] private state
+  // (end managed)
+
 };
 
 // Converts between flyt's and CUDA's error types (the same numbers).

@@ -1,0 +1,4 @@
+// The driver backend's graphs family (see driver_internal.h).
+#include "remote/driver_internal.h"
+
+namespace flyt::remote::driver_impl {}  // namespace flyt::remote::driver_impl

@@ -1,0 +1,377 @@
+// The simulated device's insides (sim_backend.h is its public face): the memory blocks, the
+// session and the backend classes. Internal to src/remote: included only by the sim backend's own
+// files — sim_backend.cc (memory, streams, events, modules, launches) and one file per later CUDA
+// family (sim_graph.cc, sim_pool.cc, sim_array.cc, sim_managed.cc), so that each family's state and
+// methods sit beside the others' without one file growing past its seams.
+//
+// Thread safety: as sim_backend.h says (a Session is used by one thread at a time; the backend's
+// shared state is atomic or guarded).
+#pragma once
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "common/mutex.h"
+#include "cuda/fatbin.h"
+#include "remote/address_ranges.h"
+#include "remote/sim_backend.h"
+
+namespace flyt::remote::sim_internal {
+
+
+// Device addresses are host addresses moved up by 2^47: never a valid user-space host address
+// on x86-64 (so a client cannot confuse them with its own pointers), still 48 bits wide.
+inline constexpr uint64_t kDeviceBase = 1ull << 47;
+inline constexpr size_t kAlignment = 256;  // cudaMalloc's guarantee
+inline constexpr size_t kMmapThreshold = 256 << 10;
+// Freed mappings a session keeps for its next allocations of the same rounded size, so that a
+// cudaMalloc/cudaFree loop costs no mmap/munmap. Kept per session, never shared between clients
+// (a reused block still holds its old bytes, as cudaMalloc memory may).
+inline constexpr size_t kSpareBlockMaxBytes = 64 << 20;
+inline constexpr size_t kSpareTotalBytes = 256 << 20;
+inline constexpr const char* kFaultKernelMarker = "flyt_sim_fault";
+
+// Attribute values of an H100 SXM5 80GB (cudaDeviceAttr numbers).
+struct AttrValue {
+  uint32_t attr;
+  int32_t value;
+};
+inline constexpr AttrValue kH100Attributes[] = {
+    {1, 1024},       {2, 1024},       {3, 1024},       {4, 64},          {5, 2147483647},
+    {6, 65535},      {7, 65535},      {8, 49152},      {9, 65536},       {10, 32},
+    {11, 2147483647}, {12, 65536},    {13, 1980000},   {14, 512},        {15, 1},
+    {16, 132},       {17, 0},         {18, 0},         {19, 1},          {20, 0},
+    {21, 131072},    {22, 131072},    {23, 65536},     {24, 16384},      {25, 16384},
+    {26, 16384},     {27, 32768},     {28, 32768},     {29, 2048},       {30, 512},
+    {31, 1},         {32, 1},         {33, 0x18},      {34, 0},          {35, 0},
+    {36, 2619000},   {37, 5120},      {38, 52428800},  {39, 2048},       {40, 3},
+    {41, 1},         {42, 32768},     {43, 2048},      {45, 32768},      {46, 32768},
+    {47, 8192},      {48, 8192},      {49, 32768},     {50, 0},          {51, 32},
+    {52, 32768},     {53, 32768},     {54, 2046},      {55, 32768},      {56, 131072},
+    {57, 65536},     {58, 16384},     {59, 16384},     {60, 16384},      {61, 32768},
+    {62, 2048},      {63, 32768},     {64, 32768},     {65, 2048},       {66, 32768},
+    {67, 32768},     {68, 2046},      {69, 268435456}, {70, 131072},     {71, 65000},
+    {72, 2097120},   {73, 32768},     {74, 32768},     {75, 9},          {76, 0},
+    {77, 32768},     {78, 1},         {79, 1},         {80, 1},          {81, 233472},
+    {82, 65536},     {83, 1},         {84, 0},         {85, 0},          {86, 0},
+    {87, 2},         {88, 0},         {89, 1},         {90, 1},          {91, 0},
+    {95, 1},         {97, 232448},    {98, 0},         {99, 1},          {100, 0},
+    {101, 0},        {106, 32},       {108, 82837504}, {109, 134213632}, {111, 1024},
+    {112, 1},        {113, 1},        {114, 1},        {115, 1},         {116, 1},
+    {117, 1},        {118, 100},      {119, 9},        {120, 1},         {121, 1},
+    {125, 1},        {126, 4},        {127, 1},        {128, 0},         {129, 1},
+    {130, 0},        {131, -1},       {133, 0},        {134, -1},        {139, 0x233010de},
+    {140, 0x16c110de}, {143, 0},
+};
+
+// One block of simulated device memory.
+class Block {
+ public:
+  explicit Block(size_t bytes) : bytes_(bytes) {
+    size_t rounded = (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+    if (rounded >= kMmapThreshold) {
+      void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (p != MAP_FAILED) {
+        data_ = static_cast<std::byte*>(p);
+        mapped_ = rounded;
+      }
+    } else {
+      data_ = static_cast<std::byte*>(std::aligned_alloc(kAlignment, rounded));
+      if (data_) std::memset(data_, 0, rounded);
+    }
+  }
+  ~Block() {
+    if (mapped_ != 0) {
+      ::munmap(data_, mapped_);
+    } else {
+      std::free(data_);
+    }
+  }
+  Block(const Block&) = delete;
+  Block& operator=(const Block&) = delete;
+
+  bool ok() const { return data_ != nullptr; }
+  std::byte* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  // The mapping's size, 0 for a heap block.
+  size_t mapped() const { return mapped_; }
+  // Takes the block for a new allocation of `bytes` (no more than its mapping holds).
+  void Reuse(size_t bytes) { bytes_ = bytes; }
+  DevicePtr address() const { return reinterpret_cast<uint64_t>(data_) + kDeviceBase; }
+
+ private:
+  std::byte* data_ = nullptr;
+  size_t bytes_;
+  size_t mapped_ = 0;
+};
+
+inline CudaStatus Error(CudaError code, std::string message) { return {code, std::move(message)}; }
+
+class SimBackend;
+
+class SimSession final : public Session {
+ public:
+  SimSession(SimBackend& backend, std::string label) : backend_(backend), label_(std::move(label)) {}
+  ~SimSession() override;
+
+  CudaResult<DevicePtr> Malloc(uint64_t bytes) override;
+  CudaStatus Free(DevicePtr ptr) override;
+  CudaResult<MemoryInfo> MemGetInfo() override;
+  CudaStatus MemcpyHtoD(DevicePtr dst, std::span<const std::byte> src,
+                        StreamHandle stream) override {
+    FLYT_CUDA_RETURN_IF_ERROR(CheckStream(stream));
+    FLYT_CUDA_ASSIGN_OR_RETURN(std::byte * p, Translate(dst, src.size()));
+    std::memcpy(p, src.data(), src.size());
+    return CudaStatus::Ok();
+  }
+  CudaStatus MemcpyDtoH(std::span<std::byte> dst, DevicePtr src, StreamHandle stream) override {
+    FLYT_CUDA_RETURN_IF_ERROR(CheckStream(stream));
+    FLYT_CUDA_ASSIGN_OR_RETURN(std::byte * p, Translate(src, dst.size()));
+    std::memcpy(dst.data(), p, dst.size());
+    return CudaStatus::Ok();
+  }
+  CudaStatus MemcpyDtoHAsync(std::byte* dst, DevicePtr src, uint64_t bytes,
+                             StreamHandle stream) override {
+    return MemcpyDtoH(std::span<std::byte>(dst, bytes), src, stream);
+  }
+  CudaStatus MemcpyDtoD(DevicePtr dst, DevicePtr src, uint64_t bytes,
+                        StreamHandle stream) override {
+    FLYT_CUDA_RETURN_IF_ERROR(CheckStream(stream));
+    FLYT_CUDA_ASSIGN_OR_RETURN(std::byte * d, Translate(dst, bytes));
+    FLYT_CUDA_ASSIGN_OR_RETURN(std::byte * s, Translate(src, bytes));
+    std::memmove(d, s, bytes);
+    return CudaStatus::Ok();
+  }
+  CudaStatus Memset(DevicePtr dst, uint8_t value, uint64_t bytes, StreamHandle stream) override {
+    FLYT_CUDA_RETURN_IF_ERROR(CheckStream(stream));
+    FLYT_CUDA_ASSIGN_OR_RETURN(std::byte * d, Translate(dst, bytes));
+    std::memset(d, value, bytes);
+    return CudaStatus::Ok();
+  }
+
+  std::byte* HostView(DevicePtr ptr, uint64_t bytes) override;
+
+  CudaResult<StreamHandle> StreamCreate(uint32_t flags, int32_t priority) override;
+  CudaStatus StreamDestroy(StreamHandle stream) override;
+  CudaStatus StreamSynchronize(StreamHandle stream) override { return CheckStream(stream); }
+  CudaStatus StreamQuery(StreamHandle stream) override { return CheckStream(stream); }
+  CudaStatus StreamWaitEvent(StreamHandle stream, EventHandle event, uint32_t flags) override;
+
+  CudaResult<EventHandle> EventCreate(uint32_t flags) override;
+  CudaStatus EventDestroy(EventHandle event) override;
+  CudaStatus EventRecord(EventHandle event, StreamHandle stream) override;
+  CudaStatus EventSynchronize(EventHandle event) override {
+    if (CudaStatus sticky = Sticky(); !sticky.ok()) return sticky;
+    return FindEvent(event).status();
+  }
+  CudaStatus EventQuery(EventHandle event) override {
+    if (CudaStatus sticky = Sticky(); !sticky.ok()) return sticky;
+    return FindEvent(event).status();
+  }
+  CudaResult<float> EventElapsedMs(EventHandle start, EventHandle end) override;
+
+  CudaStatus DeviceSynchronize() override { return Sticky(); }
+  CudaStatus Reset() override;
+
+  CudaResult<ModuleHandle> ModuleLoad(std::span<const std::byte> image) override;
+  CudaStatus ModuleUnload(ModuleHandle module) override;
+  CudaResult<FunctionHandle> ModuleGetFunction(ModuleHandle module,
+                                               const std::string& name) override;
+  CudaResult<GlobalSymbol> ModuleGetGlobal(ModuleHandle module, const std::string& name,
+                                           uint64_t registered_bytes) override;
+  CudaResult<int32_t> FuncGetAttribute(FunctionHandle function, FunctionAttribute attr) override;
+  CudaStatus FuncSetAttribute(FunctionHandle function, FunctionAttribute attr,
+                              int32_t value) override;
+  CudaResult<int32_t> OccupancyMaxActiveBlocksPerSm(FunctionHandle function, int32_t block_size,
+                                                    uint64_t dynamic_shared_bytes,
+                                                    uint32_t flags) override;
+  CudaStatus LaunchKernel(FunctionHandle function, const LaunchConfig& config,
+                          std::span<const std::byte> params) override;
+
+  // [issue 17: graphs] overrides (defined in sim_<family>.cc)
+  // (end graphs)
+
+  // [issue 17: pools] overrides (defined in sim_<family>.cc)
+  // (end pools)
+
+  // [issue 17: arrays] overrides (defined in sim_<family>.cc)
+  // (end arrays)
+
+  // [issue 17: managed] overrides (defined in sim_<family>.cc)
+  // (end managed)
+
+ private:
+  struct Event {
+    uint32_t flags = 0;
+    std::optional<std::chrono::steady_clock::time_point> recorded;
+  };
+  struct Module {
+    std::map<std::string, cuda::KernelInfo> kernels;
+    std::map<std::string, std::unique_ptr<Block>> globals;
+  };
+  struct Function {
+    uint64_t module = 0;
+    cuda::KernelInfo info;
+    int32_t max_dynamic_shared = 0;
+    int32_t carveout = -1;
+  };
+
+  CudaStatus CheckStream(StreamHandle stream) const {
+    if (CudaStatus sticky = Sticky(); !sticky.ok()) return sticky;
+    if (stream == kDefaultStream || streams_.contains(static_cast<uint64_t>(stream))) {
+      return CudaStatus::Ok();
+    }
+    return Error(CudaError::kInvalidResourceHandle, "unknown stream");
+  }
+  CudaResult<Event*> FindEvent(EventHandle event) {
+    auto it = events_.find(static_cast<uint64_t>(event));
+    if (it == events_.end()) return Error(CudaError::kInvalidResourceHandle, "unknown event");
+    return &it->second;
+  }
+  CudaResult<Function*> FindFunction(FunctionHandle function) {
+    auto it = functions_.find(static_cast<uint64_t>(function));
+    if (it == functions_.end()) {
+      return Error(CudaError::kInvalidDeviceFunction, "unknown function");
+    }
+    return &it->second;
+  }
+  CudaResult<std::byte*> Translate(DevicePtr ptr, uint64_t bytes) const {
+    std::optional<AddressRanges<Block*>::Range> range = ranges_.Find(ptr);
+    if (!range || bytes > range->size - (ptr - range->base)) {
+      return Error(CudaError::kInvalidValue, "address range not in simulated device memory");
+    }
+    return range->value->data() + (ptr - range->base);
+  }
+  static int32_t DefaultMaxDynamicShared(const cuda::KernelInfo& info) {
+    return 49152 - static_cast<int32_t>(info.static_shared_bytes.value_or(0));
+  }
+
+  SimBackend& backend_;
+  std::string label_;
+  uint64_t next_handle_ = 1;
+  std::unordered_map<uint64_t, std::unique_ptr<Block>> allocations_;
+  std::multimap<size_t, std::unique_ptr<Block>> spare_;  // by mapping size
+  size_t spare_bytes_ = 0;
+  AddressRanges<Block*> ranges_;  // allocations and globals
+  std::unordered_map<uint64_t, uint32_t> streams_;
+  std::unordered_map<uint64_t, Event> events_;
+  std::unordered_map<uint64_t, Module> modules_;
+  std::unordered_map<uint64_t, Function> functions_;
+  uint64_t launches_ = 0;
+  // The session's own fault, else the process's (SimOptions::fault_poisons_process).
+  CudaStatus Sticky() const;
+
+  // Set by a launch of a fault-injection kernel (see sim_backend.h); like a corrupted context,
+  // every later device operation reports it until Reset.
+  CudaStatus sticky_;
+
+  // [issue 17: graphs] session state
+  // (end graphs)
+
+  // [issue 17: pools] session state
+  // (end pools)
+
+  // [issue 17: arrays] session state
+  // (end arrays)
+
+  // [issue 17: managed] session state
+  // (end managed)
+
+};
+
+class SimBackend final : public Backend {
+ public:
+  explicit SimBackend(SimOptions options) : options_(std::move(options)) {
+    for (const AttrValue& a : kH100Attributes) attributes_[a.attr] = a.value;
+    granted_sm_count_ = options_.sm_share ? GrantedSmCount(*options_.sm_share, options_.sm_count,
+                                                           options_.sm_granularity)
+                                          : options_.sm_count;
+    attributes_[16] = granted_sm_count_;
+  }
+
+  std::string Name() const override { return "sim"; }
+  std::string Describe() const override {
+    std::string share;
+    if (options_.sm_share) {
+      share = " (each client gets " + std::to_string(granted_sm_count_) + ": asked " +
+              std::to_string(*options_.sm_share) + ", granted in steps of " +
+              std::to_string(options_.sm_granularity) + ")";
+    }
+    return "SIMULATED device (no GPU): " + options_.name + ", " +
+           std::to_string(options_.sm_count) + " SMs" + share + ", " +
+           std::to_string(options_.memory_bytes >> 20) +
+           " MiB; kernels are recorded, not executed";
+  }
+  DeviceIdentity Identity() const override {
+    DeviceIdentity id;
+    id.name = options_.name;
+    // A fixed, recognisable UUID: "flyt-sim" then zeros and the SM count.
+    const char tag[] = "flyt-sim";
+    std::memcpy(id.uuid.data(), tag, 8);
+    id.uuid[15] = static_cast<uint8_t>(options_.sm_count);
+    id.total_memory_bytes = options_.memory_bytes;
+    id.driver_version = 13000;
+    id.simulated = true;
+    id.sm_count_total = options_.sm_count;
+    id.sm_count_granted = granted_sm_count_;
+    id.sm_granularity = options_.sm_granularity;
+    return id;
+  }
+  CudaResult<int32_t> DeviceAttribute(uint32_t attr) const override {
+    auto it = attributes_.find(attr);
+    if (it == attributes_.end()) {
+      return Error(CudaError::kInvalidValue, "unknown device attribute " + std::to_string(attr));
+    }
+    return it->second;
+  }
+  CudaResult<std::unique_ptr<Session>> OpenSession(const std::string& label) override {
+    return std::unique_ptr<Session>(std::make_unique<SimSession>(*this, label));
+  }
+
+  bool Reserve(uint64_t bytes) {
+    uint64_t used = used_.load();
+    while (true) {
+      if (bytes > options_.memory_bytes || used > options_.memory_bytes - bytes) return false;
+      if (used_.compare_exchange_weak(used, used + bytes)) return true;
+    }
+  }
+  void Release(uint64_t bytes) { used_.fetch_sub(bytes); }
+  uint64_t used() const { return used_.load(); }
+  const SimOptions& options() const { return options_; }
+  int32_t Attr(uint32_t attr) const { return attributes_.at(attr); }
+
+  // A fault that corrupts the whole process's device state (fault_poisons_process).
+  void Poison(const CudaStatus& fault) {
+    if (!options_.fault_poisons_process) return;
+    MutexLock lock(poison_mu_);
+    if (!poisoned_.load()) poison_ = fault;
+    poisoned_.store(true);
+  }
+  CudaStatus Poisoned() const {
+    if (!poisoned_.load()) return CudaStatus::Ok();
+    MutexLock lock(poison_mu_);
+    return poison_;
+  }
+
+ private:
+  mutable Mutex poison_mu_;
+  std::atomic<bool> poisoned_{false};
+  CudaStatus poison_ FLYT_GUARDED_BY(poison_mu_);
+  const SimOptions options_;
+  std::map<uint32_t, int32_t> attributes_;
+  int granted_sm_count_ = 0;
+  std::atomic<uint64_t> used_{0};
+};
+
+}  // namespace flyt::remote::sim_internal
