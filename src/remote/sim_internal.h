@@ -209,6 +209,10 @@ class SimSession final : public Session {
   // (end arrays)
 
   // [issue 17: managed] overrides (defined in sim_<family>.cc)
+  CudaResult<DevicePtr> MallocManaged(uint64_t bytes, uint64_t address_hint) override;
+  CudaResult<GlobalSymbol> ModuleGetManagedGlobal(ModuleHandle module, const std::string& name,
+                                                  uint64_t registered_bytes,
+                                                  uint64_t address_hint) override;
   // (end managed)
 
  private:
@@ -286,6 +290,13 @@ class SimSession final : public Session {
   // (end arrays)
 
   // [issue 17: managed] session state
+  // Whether [address, address + bytes) can be a new range: a host address (below kDeviceBase),
+  // aligned, overlapping nothing the session holds.
+  bool ManagedAddressFree(uint64_t address, uint64_t bytes) const;
+  // Aliases of __managed__ globals at their host mirrors' addresses, by module.
+  std::multimap<uint64_t, uint64_t> managed_aliases_;
+  // Removes a module's aliases (ModuleUnload).
+  void ForgetManagedAliases(uint64_t module);
   // (end managed)
 
 };
