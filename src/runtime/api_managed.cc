@@ -33,6 +33,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "common/mutex.h"
@@ -159,6 +160,7 @@ class ManagedSpace {
     MutexLock lock(mu_);
     for (auto& [base, m] : mirrors_) Unlink(*m);
     mirrors_.clear();
+    placed_vars_.clear();
   }
 
   bool IsManaged(const void* ptr) {
@@ -265,9 +267,15 @@ class ManagedSpace {
     return true;
   }
 
-  // A __managed__ variable's mirror, once placed.
-  Mutex& mu() { return mu_; }
-  std::map<void**, bool> placed_vars FLYT_GUARDED_BY(mu_);
+  // The __managed__ variables whose mirrors are placed (by their host pointer's address).
+  bool VarPlaced(void** host_var_ptr) FLYT_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    return placed_vars_.contains(host_var_ptr);
+  }
+  void MarkVarPlaced(void** host_var_ptr) FLYT_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    placed_vars_.insert(host_var_ptr);
+  }
 
  private:
   ManagedSpace() = default;
@@ -364,6 +372,7 @@ class ManagedSpace {
 
   Mutex mu_;
   std::map<uint64_t, std::unique_ptr<Mirror>> mirrors_ FLYT_GUARDED_BY(mu_);
+  std::set<void**> placed_vars_ FLYT_GUARDED_BY(mu_);
   std::array<Slot, kSlots> slots_;
   std::atomic<size_t> count_{0};
   std::atomic<bool> installed_{false};
@@ -470,10 +479,7 @@ void Runtime::ManagedAdjustProperties(remote::GetDevicePropertiesReply& properti
 }
 
 void Runtime::ManagedForgetAll() {
-  ManagedSpace& space = ManagedSpace::Get();
-  space.DestroyAll();
-  MutexLock lock(space.mu());
-  space.placed_vars.clear();
+  ManagedSpace::Get().DestroyAll();
 }
 
 namespace {
@@ -518,10 +524,7 @@ char Runtime::ManagedInitModule(void** handle) {
   }
   ManagedSpace& space = ManagedSpace::Get();
   for (const ManagedVar& var : vars) {
-    {
-      MutexLock lock(space.mu());
-      if (space.placed_vars.contains(var.host_var_ptr)) continue;
-    }
+    if (space.VarPlaced(var.host_var_ptr)) continue;
     // Loads the module and finds the variable (registered as an ordinary variable too).
     CudaResult<std::pair<uint64_t, size_t>> symbol = rt.Symbol(var.host_var_ptr);
     CudaResult<remote::Connection*> conn = rt.Connection();
@@ -546,8 +549,7 @@ char Runtime::ManagedInitModule(void** handle) {
     }
     rt.AddDeviceAllocation(ptr, var.size);
     *var.host_var_ptr = reinterpret_cast<void*>(ptr);
-    MutexLock lock(space.mu());
-    space.placed_vars[var.host_var_ptr] = true;
+    space.MarkVarPlaced(var.host_var_ptr);
   }
   return 1;
 }
