@@ -94,6 +94,16 @@ TEST_P(ManagedServerTest, PlacedAtTheHintAndCopiesAreByteExact) {
   EXPECT_TRUE(c->MallocManaged({4096, kHint, kAttachGlobal}).ok());
 }
 
+TEST_P(ManagedServerTest, TheSimDeviceSaysManagedMemoryWithoutConcurrentAccess) {
+  auto c = Open();
+  ASSERT_NE(c, nullptr);
+  auto managed = c->DeviceGetAttribute({0, 83});
+  auto concurrent = c->DeviceGetAttribute({0, 89});
+  ASSERT_TRUE(managed.ok() && concurrent.ok());
+  EXPECT_EQ(managed->value, 1);
+  EXPECT_EQ(concurrent->value, 0);
+}
+
 TEST_P(ManagedServerTest, HostileRequestsAreRefused) {
   auto c = Open();
   ASSERT_NE(c, nullptr);
