@@ -164,6 +164,22 @@ class Session {
   // (end arrays)
 
   // [issue 17: managed] session methods
+  // Device memory behind a cudaMallocManaged host mirror: like Malloc, at `address_hint` (a
+  // client's host address, page aligned) when the backend can place it there, else anywhere (the
+  // client then moves its mirror to the returned address). Free releases it.
+  virtual CudaResult<DevicePtr> MallocManaged(uint64_t /*bytes*/, uint64_t /*address_hint*/) {
+    return CudaStatus(CudaError::kNotSupported,
+                      "managed memory is not supported by this backend");
+  }
+  // A __managed__ variable's device storage (as ModuleGetGlobal), at `address_hint` where the
+  // backend can place it; the global is then reachable at both addresses until the module goes.
+  virtual CudaResult<GlobalSymbol> ModuleGetManagedGlobal(ModuleHandle /*module*/,
+                                                          const std::string& /*name*/,
+                                                          uint64_t /*registered_bytes*/,
+                                                          uint64_t /*address_hint*/) {
+    return CudaStatus(CudaError::kNotSupported,
+                      "managed variables are not supported by this backend");
+  }
   // (end managed)
 
 };

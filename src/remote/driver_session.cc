@@ -461,6 +461,13 @@ class DriverSession final : public Session {
   // (end arrays)
 
   // [issue 17: managed] overrides: one-line forwards to the family's helper in driver_<family>.cc
+  // Managed memory is plain device memory here (the client keeps the host mirror and moves it
+  // to the address returned); a __managed__ variable is the module's global where it is.
+  CudaResult<DevicePtr> MallocManaged(uint64_t bytes, uint64_t) override { return Malloc(bytes); }
+  CudaResult<GlobalSymbol> ModuleGetManagedGlobal(ModuleHandle module, const std::string& name,
+                                                  uint64_t registered_bytes, uint64_t) override {
+    return ModuleGetGlobal(module, name, registered_bytes);
+  }
   // (end managed)
 
 

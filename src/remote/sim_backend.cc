@@ -129,6 +129,7 @@ CudaStatus SimSession::Reset() {
   spare_.clear();
   spare_bytes_ = 0;
   ranges_.Clear();
+  managed_aliases_.clear();  // [issue 17: managed]
   streams_.clear();
   events_.clear();
   modules_.clear();
@@ -178,6 +179,7 @@ CudaStatus SimSession::ModuleUnload(ModuleHandle module) {
   auto it = modules_.find(static_cast<uint64_t>(module));
   if (it == modules_.end()) return Error(CudaError::kInvalidResourceHandle, "unknown module");
   for (auto& [name, block] : it->second.globals) ranges_.Remove(block->address());
+  ForgetManagedAliases(it->first);  // [issue 17: managed]
   std::erase_if(functions_, [&](const auto& f) { return f.second.module == it->first; });
   modules_.erase(it);
   return CudaStatus::Ok();

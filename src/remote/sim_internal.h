@@ -64,7 +64,8 @@ inline constexpr AttrValue kH100Attributes[] = {
     {72, 2097120},   {73, 32768},     {74, 32768},     {75, 9},          {76, 0},
     {77, 32768},     {78, 1},         {79, 1},         {80, 1},          {81, 233472},
     {82, 65536},     {83, 1},         {84, 0},         {85, 0},          {86, 0},
-    {87, 2},         {88, 0},         {89, 1},         {90, 1},          {91, 0},
+    // [issue 17: managed] 89 (concurrentManagedAccess) is 0: managed memory is emulated.
+    {87, 2},         {88, 0},         {89, 0},         {90, 1},          {91, 0},
     {95, 1},         {97, 232448},    {98, 0},         {99, 1},          {100, 0},
     {101, 0},        {106, 32},       {108, 82837504}, {109, 134213632}, {111, 1024},
     {112, 1},        {113, 1},        {114, 1},        {115, 1},         {116, 1},
@@ -209,6 +210,10 @@ class SimSession final : public Session {
   // (end arrays)
 
   // [issue 17: managed] overrides (defined in sim_<family>.cc)
+  CudaResult<DevicePtr> MallocManaged(uint64_t bytes, uint64_t address_hint) override;
+  CudaResult<GlobalSymbol> ModuleGetManagedGlobal(ModuleHandle module, const std::string& name,
+                                                  uint64_t registered_bytes,
+                                                  uint64_t address_hint) override;
   // (end managed)
 
  private:
@@ -286,6 +291,13 @@ class SimSession final : public Session {
   // (end arrays)
 
   // [issue 17: managed] session state
+  // Whether [address, address + bytes) can be a new range: a host address (below kDeviceBase),
+  // aligned, overlapping nothing the session holds.
+  bool ManagedAddressFree(uint64_t address, uint64_t bytes) const;
+  // Aliases of __managed__ globals at their host mirrors' addresses, by module.
+  std::multimap<uint64_t, uint64_t> managed_aliases_;
+  // Removes a module's aliases (ModuleUnload).
+  void ForgetManagedAliases(uint64_t module);
   // (end managed)
 
 };

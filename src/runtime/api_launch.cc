@@ -93,6 +93,7 @@ CudaStatus LaunchStatus(Runtime& rt, FunctionRecord* function, dim3 grid, dim3 b
     }
     if (p.size_bytes != 0) std::memcpy(params.data() + p.offset, args[p.ordinal], p.size_bytes);
   }
+  FLYT_CUDA_RETURN_IF_ERROR(rt.ManagedBeforeLaunch(stream_id));  // [issue 17: managed]
   return conn->LaunchKernel({target.function_id,
                              {grid.x, grid.y, grid.z},
                              {block.x, block.y, block.z},
@@ -263,23 +264,15 @@ void __cudaRegisterVar(void** fatCubinHandle, char* hostVar, char*, const char* 
   }
 }
 
-void __cudaRegisterManagedVar(void**, void**, char*, const char* deviceName, int, size_t, int,
-                              int) noexcept {
-  try {
-    Runtime::Get().WarnOnce(
-        std::string("managed:") + (deviceName ? deviceName : "?"),
-        std::string("__managed__ variable ") + (deviceName ? deviceName : "?") +
-            " cannot work with flyt's remote runtime (managed memory is shared with the host "
-            "address space, which is on another machine); using it will fail");
-  } catch (...) {
-  }
-}
+// [issue 17: managed] __cudaRegisterManagedVar is in api_managed.cc.
 
 void __cudaRegisterHostVar(void**, const char*, char*, size_t) noexcept {}
 void __cudaRegisterUnifiedTable(void**, const char**, void**, size_t) noexcept {}
 
 // Called by the code nvcc generates for programs that use __managed__ variables.
-char __cudaInitModule(void**) noexcept { return 1; }
+char __cudaInitModule(void** handle) noexcept {
+  return flyt::runtime::Runtime::ManagedInitModule(handle);  // [issue 17: managed]
+}
 
 cudaError_t __cudaGetProcAddress(const char*, void**, int,
                                  unsigned long long) noexcept {  // NOLINT(runtime/int)

@@ -75,6 +75,15 @@ cudaError_t Copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
   CudaResult<uint64_t> id = rt.ResolveStream(stream, per_thread);
   if (!id.ok()) return rt.Finish(id.status());
   remote::Connection& c = **conn;
+  if (CudaStatus m = rt.ManagedBeforeCopy(  // [issue 17: managed]
+          dst, src, count, *direction == Direction::kHostToDevice ||  // [issue 17: managed]
+                               *direction == Direction::kDeviceToDevice,  // [issue 17: managed]
+          *direction == Direction::kDeviceToHost ||  // [issue 17: managed]
+              *direction == Direction::kDeviceToDevice,  // [issue 17: managed]
+          *id);  // [issue 17: managed]
+      !m.ok()) {  // [issue 17: managed]
+    return rt.Finish(m);  // [issue 17: managed]
+  }  // [issue 17: managed]
   auto in = std::span<const std::byte>(static_cast<const std::byte*>(src), count);
   auto out = std::span<std::byte>(static_cast<std::byte*>(dst), count);
   switch (*direction) {
@@ -115,6 +124,9 @@ cudaError_t Set(void* dst, int value, size_t count, cudaStream_t stream, bool pe
   }
   CudaResult<uint64_t> id = rt.ResolveStream(stream, per_thread);
   if (!id.ok()) return rt.Finish(id.status());
+  if (CudaStatus m = rt.ManagedBeforeCopy(dst, nullptr, count, true, false, *id); !m.ok()) {
+    return rt.Finish(m);  // [issue 17: managed]
+  }  // [issue 17: managed]
   return rt.Finish(
       (*conn)->Memset({Address(dst), static_cast<uint8_t>(value & 0xFF), count, *id}));
 }
@@ -244,6 +256,7 @@ cudaError_t Free(void* devPtr) {
   if (!rt.RemoveDeviceAllocation(Address(devPtr))) {
     return rt.Finish(Error(CudaError::kInvalidValue, "not a device allocation of this process"));
   }
+  rt.ManagedFree(devPtr);  // [issue 17: managed]
   return rt.Finish((*conn)->Free({Address(devPtr)}));
 }
 
@@ -310,15 +323,7 @@ cudaError_t cudaMallocPitch(void** devPtr, size_t* pitch, size_t width, size_t h
   });
 }
 
-cudaError_t cudaMallocManaged(void** devPtr, size_t, unsigned int) noexcept {
-  return Guard("cudaMallocManaged", [&] {
-    if (devPtr) *devPtr = nullptr;
-    Runtime::Get().WarnOnce("managed",
-                            "cudaMallocManaged: managed memory is shared with the host address "
-                            "space, which is on another machine; flyt cannot provide it");
-    return Runtime::Get().Unsupported("cudaMallocManaged");
-  });
-}
+// [issue 17: managed] cudaMallocManaged is in api_managed.cc.
 
 cudaError_t cudaMallocHost(void** ptr, size_t size) noexcept {
   return cudaHostAlloc(ptr, size, cudaHostAllocDefault);
@@ -598,6 +603,7 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes* attributes,
     }
     std::memset(attributes, 0, sizeof *attributes);
     attributes->device = 0;
+    if (rt.ManagedPointerAttributes(ptr, attributes)) return cudaSuccess;  // [issue 17: managed]
     if (rt.IsDevicePointer(ptr)) {
       attributes->type = cudaMemoryTypeDevice;
       attributes->devicePointer = const_cast<void*>(ptr);

@@ -113,6 +113,13 @@ cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream) no
 cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream) noexcept;
 cudaError_t cudaMallocHost(void **ptr, size_t size) noexcept;
 cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags) noexcept;
+// [issue 17: managed]
+cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMemLocation location, unsigned int flags, cudaStream_t stream) noexcept;
+cudaError_t cudaMemPrefetchAsync_ptsz(const void *devPtr, size_t count, struct cudaMemLocation location, unsigned int flags, cudaStream_t stream) noexcept;
+cudaError_t cudaMemAdvise(const void *devPtr, size_t count, enum cudaMemoryAdvise advice, struct cudaMemLocation location) noexcept;
+cudaError_t cudaMemRangeGetAttribute(void *data, size_t dataSize, enum cudaMemRangeAttribute attribute, const void *devPtr, size_t count) noexcept;
+cudaError_t cudaMemRangeGetAttributes(void **data, size_t *dataSizes, enum cudaMemRangeAttribute *attributes, size_t numAttributes, const void *devPtr, size_t count) noexcept;
+// (end managed)
 cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height) noexcept;
 cudaError_t cudaMemGetInfo(size_t *free, size_t *total) noexcept;
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind) noexcept;

@@ -252,6 +252,7 @@ CudaResult<const remote::GetDevicePropertiesReply*> Runtime::Properties() {
   FLYT_CUDA_ASSIGN_OR_RETURN(remote::GetDevicePropertiesReply reply,
                              conn->GetDeviceProperties({0}));
   properties_ = std::move(reply);
+  ManagedAdjustProperties(*properties_);  // [issue 17: managed]
   return &*properties_;
 }
 
@@ -305,6 +306,7 @@ CudaStatus Runtime::Reset() {
   streams_.clear();
   events_.clear();
   device_memory_.Clear();
+  ManagedForgetAll();  // [issue 17: managed]
   errors_.ClearSticky();
   return CudaStatus::Ok();
 }

@@ -220,6 +220,28 @@ class Runtime {
   // (end arrays)
 
   // [issue 17: managed] public methods and registries
+  // Managed memory (api_managed.cc): each cudaMallocManaged allocation and __managed__ variable
+  // has a host mirror here at the address its device copy has on the server, kept coherent:
+  // pages the host writes are recorded (write-protection and a SIGSEGV handler) and pushed before
+  // device work; device work makes the mirror stale, and a page is fetched at its first host
+  // access afterwards. Every method is cheap when the process has no managed memory.
+  // Before a launch on `stream_id`: pushes written pages, then marks every mirror stale.
+  CudaStatus ManagedBeforeLaunch(uint64_t stream_id);
+  // Before a copy or memset: pushes written pages when the device takes part, fetches the pages of
+  // a host-side managed range (the runtime reads or writes it), marks a device-side managed
+  // destination stale.
+  CudaStatus ManagedBeforeCopy(const void* dst, const void* src, size_t bytes, bool dst_device,
+                               bool src_device, uint64_t stream_id);
+  // cudaFree of a managed pointer: drops its mirror (after the runtime removed the allocation).
+  void ManagedFree(const void* ptr);
+  // cudaPointerGetAttributes of managed memory; false when `ptr` is not managed.
+  bool ManagedPointerAttributes(const void* ptr, cudaPointerAttributes* attributes);
+  // concurrentManagedAccess reads 0 and managedMemory 1, whatever the device says.
+  static void ManagedAdjustProperties(remote::GetDevicePropertiesReply& properties);
+  // cudaDeviceReset: every mirror is gone with its device memory.
+  void ManagedForgetAll();
+  // __cudaInitModule: places the module's __managed__ variables (1 when done).
+  static char ManagedInitModule(void** handle);
   // (end managed)
 
 
