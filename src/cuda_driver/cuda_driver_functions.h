@@ -32,7 +32,25 @@
 // (end pools)
 
 // [issue 17: arrays]
-#define FLYT_CUDA_DRIVER_ARRAYS_ENTRY_POINTS(X)
+#define FLYT_CUDA_DRIVER_ARRAYS_ENTRY_POINTS(X)                                                    \
+  X(Array3DCreate, kOptional, (CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc),             \
+    cuArray3DCreate_v2)                                                                          \
+  X(ArrayDestroy, kOptional, (CUarray array), cuArrayDestroy)                                    \
+  X(MipmappedArrayCreate, kOptional,                                                             \
+    (CUmipmappedArray* mipmap, const CUDA_ARRAY3D_DESCRIPTOR* desc, unsigned int levels),        \
+    cuMipmappedArrayCreate)                                                                      \
+  X(MipmappedArrayGetLevel, kOptional,                                                           \
+    (CUarray* level, CUmipmappedArray mipmap, unsigned int index), cuMipmappedArrayGetLevel)     \
+  X(MipmappedArrayDestroy, kOptional, (CUmipmappedArray mipmap), cuMipmappedArrayDestroy)        \
+  X(Memcpy3DAsync, kOptional, (const CUDA_MEMCPY3D* copy, CUstream stream), cuMemcpy3DAsync_v2)  \
+  X(TexObjectCreate, kOptional,                                                                  \
+    (CUtexObject* object, const CUDA_RESOURCE_DESC* resource, const CUDA_TEXTURE_DESC* texture,  \
+     const CUDA_RESOURCE_VIEW_DESC* view),                                                       \
+    cuTexObjectCreate)                                                                           \
+  X(TexObjectDestroy, kOptional, (CUtexObject object), cuTexObjectDestroy)                       \
+  X(SurfObjectCreate, kOptional, (CUsurfObject* object, const CUDA_RESOURCE_DESC* resource),     \
+    cuSurfObjectCreate)                                                                          \
+  X(SurfObjectDestroy, kOptional, (CUsurfObject object), cuSurfObjectDestroy)
 // (end arrays)
 
 // [issue 17: managed]

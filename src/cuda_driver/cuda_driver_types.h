@@ -90,6 +90,128 @@ inline constexpr unsigned int CU_MEMHOSTALLOC_PORTABLE = 0x01;
 // (end pools)
 
 // [issue 17: arrays] driver types and constants
+struct CUarray_st;
+struct CUmipmappedArray_st;
+using CUarray = CUarray_st*;
+using CUmipmappedArray = CUmipmappedArray_st*;
+using CUtexObject = unsigned long long;   // NOLINT(runtime/int): cuda.h's type
+using CUsurfObject = unsigned long long;  // NOLINT(runtime/int): cuda.h's type
+using CUarray_format = int;
+inline constexpr CUarray_format CU_AD_FORMAT_UNSIGNED_INT8 = 0x01;
+inline constexpr CUarray_format CU_AD_FORMAT_UNSIGNED_INT16 = 0x02;
+inline constexpr CUarray_format CU_AD_FORMAT_UNSIGNED_INT32 = 0x03;
+inline constexpr CUarray_format CU_AD_FORMAT_SIGNED_INT8 = 0x08;
+inline constexpr CUarray_format CU_AD_FORMAT_SIGNED_INT16 = 0x09;
+inline constexpr CUarray_format CU_AD_FORMAT_SIGNED_INT32 = 0x0a;
+inline constexpr CUarray_format CU_AD_FORMAT_HALF = 0x10;
+inline constexpr CUarray_format CU_AD_FORMAT_FLOAT = 0x20;
+using CUmemorytype = int;
+inline constexpr CUmemorytype CU_MEMORYTYPE_HOST = 1;
+inline constexpr CUmemorytype CU_MEMORYTYPE_DEVICE = 2;
+inline constexpr CUmemorytype CU_MEMORYTYPE_ARRAY = 3;
+// CUDA_TEXTURE_DESC flags.
+inline constexpr unsigned int CU_TRSF_READ_AS_INTEGER = 0x01;
+inline constexpr unsigned int CU_TRSF_NORMALIZED_COORDINATES = 0x02;
+inline constexpr unsigned int CU_TRSF_SRGB = 0x10;
+inline constexpr unsigned int CU_TRSF_DISABLE_TRILINEAR_OPTIMIZATION = 0x20;
+inline constexpr unsigned int CU_TRSF_SEAMLESS_CUBEMAP = 0x40;
+
+struct CUDA_ARRAY3D_DESCRIPTOR {
+  size_t Width;
+  size_t Height;
+  size_t Depth;
+  CUarray_format Format;
+  unsigned int NumChannels;
+  unsigned int Flags;
+};
+static_assert(sizeof(CUDA_ARRAY3D_DESCRIPTOR) == 40);
+
+struct CUDA_MEMCPY3D {
+  size_t srcXInBytes;
+  size_t srcY;
+  size_t srcZ;
+  size_t srcLOD;
+  CUmemorytype srcMemoryType;
+  const void* srcHost;
+  CUdeviceptr srcDevice;
+  CUarray srcArray;
+  void* reserved0;
+  size_t srcPitch;
+  size_t srcHeight;
+  size_t dstXInBytes;
+  size_t dstY;
+  size_t dstZ;
+  size_t dstLOD;
+  CUmemorytype dstMemoryType;
+  void* dstHost;
+  CUdeviceptr dstDevice;
+  CUarray dstArray;
+  void* reserved1;
+  size_t dstPitch;
+  size_t dstHeight;
+  size_t WidthInBytes;
+  size_t Height;
+  size_t Depth;
+};
+static_assert(sizeof(CUDA_MEMCPY3D) == 200);
+
+struct CUDA_RESOURCE_DESC {
+  int resType;  // CUresourcetype: 0 array, 1 mipmapped array, 2 linear, 3 pitch2D
+  union {
+    struct {
+      CUarray hArray;
+    } array;
+    struct {
+      CUmipmappedArray hMipmappedArray;
+    } mipmap;
+    struct {
+      CUdeviceptr devPtr;
+      CUarray_format format;
+      unsigned int numChannels;
+      size_t sizeInBytes;
+    } linear;
+    struct {
+      CUdeviceptr devPtr;
+      CUarray_format format;
+      unsigned int numChannels;
+      size_t width;
+      size_t height;
+      size_t pitchInBytes;
+    } pitch2D;
+    struct {
+      int reserved[32];
+    } reserved;
+  } res;
+  unsigned int flags;
+};
+static_assert(sizeof(CUDA_RESOURCE_DESC) == 144);
+
+struct CUDA_TEXTURE_DESC {
+  int addressMode[3];  // CUaddress_mode
+  int filterMode;      // CUfilter_mode
+  unsigned int flags;
+  unsigned int maxAnisotropy;
+  int mipmapFilterMode;
+  float mipmapLevelBias;
+  float minMipmapLevelClamp;
+  float maxMipmapLevelClamp;
+  float borderColor[4];
+  int reserved[12];
+};
+static_assert(sizeof(CUDA_TEXTURE_DESC) == 104);
+
+struct CUDA_RESOURCE_VIEW_DESC {
+  int format;  // CUresourceViewFormat
+  size_t width;
+  size_t height;
+  size_t depth;
+  unsigned int firstMipmapLevel;
+  unsigned int lastMipmapLevel;
+  unsigned int firstLayer;
+  unsigned int lastLayer;
+  unsigned int reserved[16];
+};
+static_assert(sizeof(CUDA_RESOURCE_VIEW_DESC) == 112);
 // (end arrays)
 
 // [issue 17: managed] driver types and constants

@@ -161,6 +161,123 @@ class Session {
   // (end pools)
 
   // [issue 17: arrays] session methods
+  // A CUDA array's element format (cudaChannelFormatDesc: kind number, bits per channel) and
+  // extent in elements (height/depth 0 for fewer dimensions), with its cudaArray* flags. The
+  // server has checked it (channels, sizes) and accounted its bytes before the call.
+  struct ArraySpec {
+    uint32_t format = 0;
+    int32_t bits[4] = {0, 0, 0, 0};
+    uint64_t width = 0;
+    uint64_t height = 0;
+    uint64_t depth = 0;
+    uint32_t flags = 0;
+    uint64_t element_bytes() const {
+      return static_cast<uint64_t>(bits[0] + bits[1] + bits[2] + bits[3]) / 8;
+    }
+    uint64_t row_bytes() const { return width * element_bytes(); }
+    uint64_t rows() const { return height == 0 ? 1 : height; }
+    uint64_t slices() const { return depth == 0 ? 1 : depth; }
+  };
+  // One end of a 2D/3D copy: host memory (`host`, rows `pitch` apart), pitched device memory at
+  // `ptr`, or an array (a handle this session returned). x in bytes; y, z in rows and slices;
+  // `height` the rows of a slice (pitched ends). The server has checked every device range.
+  struct CopyEndSpec {
+    enum class Kind { kHost, kDevice, kArray };
+    Kind kind = Kind::kHost;
+    std::byte* host = nullptr;
+    DevicePtr ptr = 0;
+    uint64_t array = 0;
+    uint64_t pitch = 0;
+    uint64_t height = 0;
+    uint64_t x = 0;
+    uint64_t y = 0;
+    uint64_t z = 0;
+  };
+  struct Copy3DSpec {
+    CopyEndSpec dst;
+    CopyEndSpec src;
+    uint64_t width_bytes = 0;
+    uint64_t height = 1;
+    uint64_t depth = 1;
+  };
+  // cudaResourceDesc (array: the session's array or mipmapped-array handle), cudaTextureDesc and
+  // cudaResourceViewDesc, field by field, enumerations by their CUDA numbers.
+  struct ResourceSpec {
+    uint32_t type = 0;  // cudaResourceType: 0 array, 1 mipmapped array, 2 linear, 3 pitch2D
+    uint64_t array = 0;
+    DevicePtr ptr = 0;
+    uint32_t format = 0;
+    int32_t bits[4] = {0, 0, 0, 0};
+    uint64_t size_bytes = 0;
+    uint64_t width = 0;
+    uint64_t height = 0;
+    uint64_t pitch = 0;
+  };
+  struct TextureSpec {
+    uint32_t address_mode[3] = {0, 0, 0};
+    uint32_t filter_mode = 0;
+    uint32_t read_mode = 0;
+    int32_t srgb = 0;
+    float border[4] = {0, 0, 0, 0};
+    int32_t normalized_coords = 0;
+    uint32_t max_anisotropy = 0;
+    uint32_t mipmap_filter_mode = 0;
+    float mipmap_level_bias = 0;
+    float min_mipmap_level_clamp = 0;
+    float max_mipmap_level_clamp = 0;
+    int32_t disable_trilinear_optimization = 0;
+    int32_t seamless_cubemap = 0;
+  };
+  struct ViewSpec {
+    uint32_t format = 0;
+    uint64_t width = 0;
+    uint64_t height = 0;
+    uint64_t depth = 0;
+    uint32_t first_mipmap_level = 0;
+    uint32_t last_mipmap_level = 0;
+    uint32_t first_layer = 0;
+    uint32_t last_layer = 0;
+  };
+  virtual CudaResult<uint64_t> ArrayCreate(const ArraySpec& /*spec*/) {
+    return CudaStatus(CudaError::kNotSupported, "CUDA arrays are not supported by this backend");
+  }
+  virtual CudaStatus ArrayDestroy(uint64_t /*array*/) {
+    return CudaStatus(CudaError::kNotSupported, "CUDA arrays are not supported by this backend");
+  }
+  virtual CudaResult<uint64_t> MipmappedArrayCreate(const ArraySpec& /*spec*/,
+                                                    uint32_t /*levels*/) {
+    return CudaStatus(CudaError::kNotSupported,
+                      "mipmapped arrays are not supported by this backend");
+  }
+  // Level `level` as an array handle owned by the mipmapped array (never ArrayDestroy'ed).
+  virtual CudaResult<uint64_t> MipmappedArrayLevel(uint64_t /*mipmap*/, uint32_t /*level*/) {
+    return CudaStatus(CudaError::kNotSupported,
+                      "mipmapped arrays are not supported by this backend");
+  }
+  virtual CudaStatus MipmappedArrayDestroy(uint64_t /*mipmap*/) {
+    return CudaStatus(CudaError::kNotSupported,
+                      "mipmapped arrays are not supported by this backend");
+  }
+  // A 2D/3D copy on `stream`. With a host end it returns once the host bytes have been read or
+  // written (the host memory is the server's staging buffer); between device ends it enqueues.
+  virtual CudaStatus Memcpy3D(const Copy3DSpec& /*copy*/, StreamHandle /*stream*/) {
+    return CudaStatus(CudaError::kNotSupported, "2D/3D array copies are not supported by this backend");
+  }
+  // Returns the value kernels receive (cudaTextureObject_t / cudaSurfaceObject_t).
+  virtual CudaResult<uint64_t> TextureCreate(const ResourceSpec& /*resource*/,
+                                             const TextureSpec& /*texture*/,
+                                             const ViewSpec* /*view*/) {
+    return CudaStatus(CudaError::kNotSupported, "texture objects are not supported by this backend");
+  }
+  virtual CudaStatus TextureDestroy(uint64_t /*value*/) {
+    return CudaStatus(CudaError::kNotSupported, "texture objects are not supported by this backend");
+  }
+  virtual CudaResult<uint64_t> SurfaceCreate(const ResourceSpec& /*resource*/) {
+    return CudaStatus(CudaError::kNotSupported, "surface objects are not supported by this backend");
+  }
+  virtual CudaStatus SurfaceDestroy(uint64_t /*value*/) {
+    return CudaStatus(CudaError::kNotSupported, "surface objects are not supported by this backend");
+  }
   // (end arrays)
 
   // [issue 17: managed] session methods

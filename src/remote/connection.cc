@@ -212,6 +212,8 @@ bool ClientConnection::HoldsAnything() const {
   // (end pools)
 
   // [issue 17: arrays] held &= ...; objects that keep a client from being closed for idleness
+  held = held || arrays_.size() != 0 || mipmaps_.size() != 0 || textures_.size() != 0 ||
+         surfaces_.size() != 0;
   // (end arrays)
 
   // [issue 17: managed] held &= ...; objects that keep a client from being closed for idleness
@@ -398,6 +400,7 @@ void ClientConnection::FreeEverything() {
   // (end pools)
 
   // [issue 17: arrays] release (before events, streams, modules and memory)
+  ReleaseArrays();
   // (end arrays)
 
   // [issue 17: managed] release (before events, streams, modules and memory)

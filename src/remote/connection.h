@@ -230,6 +230,34 @@ class ClientConnection {
   // (end pools)
 
   // [issue 17: arrays] per-client state
+  static constexpr size_t kMaxArrays = 1 << 20;
+  static constexpr size_t kMaxTextures = 1 << 20;
+  struct ArrayEntry {
+    uint64_t backend = 0;  // the Session's handle
+    Session::ArraySpec spec;
+    uint64_t bytes = 0;   // accounted against the memory limit (0 for a mipmap level)
+    uint64_t mipmap = 0;  // the client's mipmapped array owning this level; 0: a plain array
+  };
+  struct MipmapEntry {
+    uint64_t backend = 0;
+    Session::ArraySpec spec;
+    uint32_t levels = 0;
+    uint64_t bytes = 0;
+    std::vector<uint64_t> level_ids;  // the client's handles of levels it asked for
+  };
+  HandleTable<ArrayEntry> arrays_{kMaxArrays};
+  HandleTable<MipmapEntry> mipmaps_{kMaxArrays};
+  HandleTable<uint64_t> textures_{kMaxTextures};  // the backend's value
+  HandleTable<uint64_t> surfaces_{kMaxTextures};
+  // Checks a CUDA array shape from the wire; its bytes (levels: all of them) in *bytes.
+  CudaResult<Session::ArraySpec> CheckArrayShape(const ArrayShape& shape, uint32_t levels,
+                                                 uint64_t* bytes) const;
+  // Checks one end of a 2D/3D copy (a device range inside an allocation, or a region inside an
+  // array) and translates it for the backend. kind 0 (the request's data) is not accepted here.
+  CudaResult<Session::CopyEndSpec> CheckCopyEnd(const CopyEnd& end, uint64_t width_bytes,
+                                                uint64_t height, uint64_t depth) const;
+  CudaResult<Session::ResourceSpec> CheckResource(const ResourceDesc& resource) const;
+  void ReleaseArrays();
   // (end arrays)
 
   // [issue 17: managed] per-client state

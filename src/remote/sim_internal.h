@@ -207,6 +207,22 @@ class SimSession final : public Session {
   // (end pools)
 
   // [issue 17: arrays] overrides (defined in sim_<family>.cc)
+  CudaResult<uint64_t> ArrayCreate(const ArraySpec& spec) override;
+  CudaStatus ArrayDestroy(uint64_t array) override;
+  CudaResult<uint64_t> MipmappedArrayCreate(const ArraySpec& spec, uint32_t levels) override;
+  CudaResult<uint64_t> MipmappedArrayLevel(uint64_t mipmap, uint32_t level) override;
+  CudaStatus MipmappedArrayDestroy(uint64_t mipmap) override;
+  CudaStatus Memcpy3D(const Copy3DSpec& copy, StreamHandle stream) override;
+  CudaResult<uint64_t> TextureCreate(const ResourceSpec& resource, const TextureSpec& texture,
+                                     const ViewSpec* view) override;
+  CudaStatus TextureDestroy(uint64_t value) override;
+  CudaResult<uint64_t> SurfaceCreate(const ResourceSpec& resource) override;
+  CudaStatus SurfaceDestroy(uint64_t value) override;
+  // What the arrays tests look at: the descriptors a texture object was made with.
+  const TextureSpec* FindTexture(uint64_t value) const {
+    auto it = textures_.find(value);
+    return it == textures_.end() ? nullptr : &it->second.texture;
+  }
   // (end arrays)
 
   // [issue 17: managed] overrides (defined in sim_<family>.cc)
@@ -288,6 +304,42 @@ class SimSession final : public Session {
   // (end pools)
 
   // [issue 17: arrays] session state
+  // An array is a block of host memory laid out densely (rows of row_bytes, slices of rows);
+  // its bytes are reserved on the backend for as long as it lives (released by ~SimArray).
+  struct SimArray {
+    SimArray(SimBackend& backend, const ArraySpec& s);
+    ~SimArray();
+    SimArray(const SimArray&) = delete;
+    SimArray& operator=(const SimArray&) = delete;
+    SimBackend& backend;
+    ArraySpec spec;
+    uint64_t bytes = 0;
+    bool reserved = false;
+    std::unique_ptr<Block> block;
+    uint64_t mipmap = 0;  // the mipmapped array that owns this level, 0 for a plain array
+  };
+  struct SimMipmap {
+    ArraySpec spec;
+    std::vector<uint64_t> levels;  // array handles, level 0 first
+  };
+  struct SimTexture {
+    ResourceSpec resource;
+    TextureSpec texture;
+    std::optional<ViewSpec> view;
+  };
+  CudaResult<std::unique_ptr<SimArray>> NewArray(const ArraySpec& spec);
+  CudaStatus CheckResource(const ResourceSpec& resource) const;
+  // The first byte, row pitch and slice pitch of one end of a copy, after checking its bounds.
+  struct Plane {
+    std::byte* base = nullptr;
+    uint64_t pitch = 0;
+    uint64_t slice = 0;
+  };
+  CudaResult<Plane> ResolveEnd(const CopyEndSpec& end, const Copy3DSpec& copy) const;
+  std::unordered_map<uint64_t, std::unique_ptr<SimArray>> arrays_;
+  std::unordered_map<uint64_t, SimMipmap> mipmaps_;
+  std::unordered_map<uint64_t, SimTexture> textures_;
+  std::unordered_map<uint64_t, ResourceSpec> surfaces_;
   // (end arrays)
 
   // [issue 17: managed] session state

@@ -136,6 +136,8 @@ cudaError_t Set(void* dst, int value, size_t count, cudaStream_t stream, bool pe
 cudaError_t Copy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                    size_t height, cudaMemcpyKind kind, cudaStream_t stream, bool async,
                    bool per_thread) {
+  return Runtime::ArraysCopy2D(  // [issue 17: arrays]
+      dst, dpitch, src, spitch, width, height, kind, stream, async, per_thread);  // [issue 17: arrays]
   Runtime& rt = Runtime::Get();
   if (width == 0 || height == 0) return cudaSuccess;
   if (width > dpitch || width > spitch) {
@@ -185,6 +187,8 @@ cudaError_t Copy2D(void* dst, size_t dpitch, const void* src, size_t spitch, siz
 
 cudaError_t Set2D(void* dst, size_t pitch, int value, size_t width, size_t height,
                   cudaStream_t stream, bool per_thread) {
+  return Runtime::ArraysSet2D(  // [issue 17: arrays]
+      dst, pitch, value, width, height, stream, per_thread);  // [issue 17: arrays]
   if (width == 0 || height == 0) return cudaSuccess;
   if (width > pitch) {
     return Runtime::Get().Finish(Error(CudaError::kInvalidPitchValue, "width exceeds the pitch"));

@@ -217,6 +217,17 @@ class Runtime {
   // (end pools)
 
   // [issue 17: arrays] public methods and registries
+  // The arrays family's records (CUDA arrays, mipmapped arrays, texture and surface objects),
+  // made on first use; defined in api_arrays.cc.
+  struct ArraysState;
+  ArraysState& arrays_state();
+  // cudaMemcpy2D(Async) and cudaMemset2D(Async) of api_memory.cc go through the arrays family's
+  // 2D/3D path (rows packed on the wire, one message per copy).
+  static cudaError_t ArraysCopy2D(void* dst, size_t dpitch, const void* src, size_t spitch,
+                                  size_t width, size_t height, cudaMemcpyKind kind,
+                                  cudaStream_t stream, bool async, bool per_thread);
+  static cudaError_t ArraysSet2D(void* dst, size_t pitch, int value, size_t width, size_t height,
+                                 cudaStream_t stream, bool per_thread);
   // (end arrays)
 
   // [issue 17: managed] public methods and registries
@@ -292,6 +303,7 @@ class Runtime {
   // (end pools)
 
   // [issue 17: arrays] private state
+  std::atomic<ArraysState*> arrays_state_{nullptr};  // never freed, as the Runtime
   // (end arrays)
 
   // [issue 17: managed] private state
