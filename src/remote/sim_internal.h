@@ -200,6 +200,10 @@ class SimSession final : public Session {
                           std::span<const std::byte> params) override;
 
   // [issue 17: graphs] overrides (defined in sim_<family>.cc)
+  CudaResult<uint64_t> GraphInstantiate(std::span<const GraphNodeSpec> nodes) override;
+  CudaStatus GraphUpdate(uint64_t exec, std::span<const GraphNodeSpec> nodes) override;
+  CudaStatus GraphLaunch(uint64_t exec, StreamHandle stream) override;
+  CudaStatus GraphDestroy(uint64_t exec) override;
   // (end graphs)
 
   // [issue 17: pools] overrides (defined in sim_<family>.cc)
@@ -277,6 +281,9 @@ class SimSession final : public Session {
   CudaStatus sticky_;
 
   // [issue 17: graphs] session state
+  // Instantiated graphs: a launch runs their nodes in order (kernels recorded as launches,
+  // copies and memsets byte-exact).
+  std::unordered_map<uint64_t, std::vector<GraphNodeSpec>> graph_execs_;
   // (end graphs)
 
   // [issue 17: pools] session state

@@ -93,6 +93,7 @@ CudaStatus LaunchStatus(Runtime& rt, FunctionRecord* function, dim3 grid, dim3 b
     }
     if (p.size_bytes != 0) std::memcpy(params.data() + p.offset, args[p.ordinal], p.size_bytes);
   }
+  if (auto r = rt.CaptureKernel(stream_id, function, grid, block, static_cast<uint32_t>(shared_bytes), std::move(params))) return *r;  // [issue 17: graphs]
   return conn->LaunchKernel({target.function_id,
                              {grid.x, grid.y, grid.z},
                              {block.x, block.y, block.z},
@@ -211,6 +212,7 @@ cudaError_t HostCallback(const char* name, cudaStream_t stream, bool per_thread,
     if (CudaStatus s = rt.StickyStatus(); !s.ok()) return rt.Finish(s);
     CudaResult<uint64_t> id = rt.ResolveStream(stream, per_thread);
     if (!id.ok()) return rt.Finish(id.status());
+    if (auto r = rt.CaptureHost(*id, call)) return rt.Finish(*r);  // [issue 17: graphs]
     CudaResult<remote::Connection*> conn = rt.Connection();
     if (!conn.ok()) return rt.Finish(conn.status());
     cudaError_t status = rt.FinishSync((*conn)->StreamSynchronize({*id}).status());

@@ -74,6 +74,7 @@ cudaError_t Copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
   if (!direction.ok()) return rt.Finish(direction.status());
   CudaResult<uint64_t> id = rt.ResolveStream(stream, per_thread);
   if (!id.ok()) return rt.Finish(id.status());
+  if (auto r = rt.CaptureCopy(*id, dst, src, count, *direction == Direction::kDeviceToDevice)) return rt.Finish(*r);  // [issue 17: graphs]
   remote::Connection& c = **conn;
   auto in = std::span<const std::byte>(static_cast<const std::byte*>(src), count);
   auto out = std::span<std::byte>(static_cast<std::byte*>(dst), count);
@@ -115,6 +116,7 @@ cudaError_t Set(void* dst, int value, size_t count, cudaStream_t stream, bool pe
   }
   CudaResult<uint64_t> id = rt.ResolveStream(stream, per_thread);
   if (!id.ok()) return rt.Finish(id.status());
+  if (auto r = rt.CaptureMemset(*id, dst, value, count)) return rt.Finish(*r);  // [issue 17: graphs]
   return rt.Finish(
       (*conn)->Memset({Address(dst), static_cast<uint8_t>(value & 0xFF), count, *id}));
 }
@@ -259,7 +261,10 @@ namespace rt_impl = flyt::runtime;
 extern "C" {
 
 cudaError_t cudaMalloc(void** devPtr, size_t size) noexcept {
-  return Guard("cudaMalloc", [&] { return rt_impl::Malloc(devPtr, size); });
+  return Guard("cudaMalloc", [&] {
+    if (auto r = Runtime::Get().CaptureUnsafe()) return Runtime::Get().Finish(*r);  // [issue 17: graphs]
+    return rt_impl::Malloc(devPtr, size);
+  });
 }
 
 cudaError_t cudaFree(void* devPtr) noexcept {
