@@ -487,26 +487,26 @@ cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t* dynamicSmemSize, c
 
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData) noexcept {
   return flyt::runtime::HostCallback("cudaLaunchHostFunc", stream, false, false,
-                                     [&](cudaError_t) { fn(userData); });
+                                     [=](cudaError_t) { fn(userData); });  // [issue 17: graphs] by value: a captured host node outlives the call
 }
 
 cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void* userData) noexcept {
   return flyt::runtime::HostCallback("cudaLaunchHostFunc_ptsz", stream, true, false,
-                                     [&](cudaError_t) { fn(userData); });
+                                     [=](cudaError_t) { fn(userData); });  // [issue 17: graphs] by value: a captured host node outlives the call
 }
 
 cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback,
                                   void* userData, unsigned int) noexcept {
   return flyt::runtime::HostCallback(
       "cudaStreamAddCallback", stream, false, true,
-      [&](cudaError_t status) { callback(stream, status, userData); });
+      [=](cudaError_t status) { callback(stream, status, userData); });  // [issue 17: graphs] by value
 }
 
 cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStreamCallback_t callback,
                                        void* userData, unsigned int) noexcept {
   return flyt::runtime::HostCallback(
       "cudaStreamAddCallback_ptsz", stream, true, true,
-      [&](cudaError_t status) { callback(stream, status, userData); });
+      [=](cudaError_t status) { callback(stream, status, userData); });  // [issue 17: graphs] by value
 }
 
 }  // extern "C"
