@@ -230,7 +230,11 @@ class ClientConnection {
     uint64_t backend = 0;
     std::vector<GraphNode> nodes;
     uint64_t kernels = 0;
+    // What a launch re-checks, each once: functions, events, device ranges.
+    std::vector<uint64_t> functions, events;
+    std::vector<std::pair<uint64_t, uint64_t>> ranges;
   };
+  static void IndexGraph(GraphExec& exec);
   static constexpr size_t kMaxGraphExecs = 1 << 16;
   static constexpr size_t kMaxGraphNodes = 1 << 16;
   HandleTable<GraphExec> graph_execs_{kMaxGraphExecs};

@@ -6,6 +6,8 @@
 // inside its allocations) and handed to the backend with the handles resolved. A launch is one
 // posted message; the nodes are checked again against what the client still holds (a kernel's
 // module or an event may have gone since), then the backend runs the whole graph.
+#include <algorithm>
+
 #include "remote/connection.h"
 #include "remote/launch_log.h"
 
@@ -94,6 +96,44 @@ CudaResult<std::vector<Session::GraphNodeSpec>> ClientConnection::ResolveGraph(
   return specs;
 }
 
+void ClientConnection::IndexGraph(GraphExec& exec) {
+  exec.kernels = 0;
+  exec.functions.clear();
+  exec.events.clear();
+  exec.ranges.clear();
+  for (const GraphNode& n : exec.nodes) {
+    switch (static_cast<Kind>(n.kind)) {
+      case Kind::kKernel:
+        ++exec.kernels;
+        exec.functions.push_back(n.function);
+        break;
+      case Kind::kCopy:
+        if (n.bytes == 0) break;
+        exec.ranges.emplace_back(n.dst, n.bytes);
+        exec.ranges.emplace_back(n.src, n.bytes);
+        break;
+      case Kind::kMemset:
+        if (n.width == 0 || n.height == 0) break;
+        exec.ranges.emplace_back(
+            n.dst, (n.height > 1 ? n.pitch * (n.height - 1) : 0) + n.width * n.element_size);
+        break;
+      case Kind::kEventRecord:
+      case Kind::kEventWait:
+        exec.events.push_back(n.event);
+        break;
+      case Kind::kEmpty:
+        break;
+    }
+  }
+  auto dedup = [](auto& v) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+  };
+  dedup(exec.functions);
+  dedup(exec.events);
+  dedup(exec.ranges);
+}
+
 CudaResult<GraphExecCreateReply> ClientConnection::Handle(const GraphExecCreateRequest& r, Io&) {
   if (r.exec == 0 || graph_execs_.Find(r.exec) != nullptr) {
     return InsertError(r.exec == 0 ? HandleInsert::kZero : HandleInsert::kTaken, "graph exec",
@@ -101,9 +141,9 @@ CudaResult<GraphExecCreateReply> ClientConnection::Handle(const GraphExecCreateR
   }
   FLYT_CUDA_ASSIGN_OR_RETURN(std::vector<Session::GraphNodeSpec> specs, ResolveGraph(r.nodes));
   GraphExec exec;
-  for (const GraphNode& n : r.nodes) exec.kernels += n.kind == static_cast<uint8_t>(Kind::kKernel);
   FLYT_CUDA_ASSIGN_OR_RETURN(exec.backend, session_->GraphInstantiate(specs));
   exec.nodes = r.nodes;
+  IndexGraph(exec);
   const uint64_t backend = exec.backend;
   if (CudaStatus s = InsertError(graph_execs_.Insert(r.exec, std::move(exec)), "graph exec",
                                  r.exec);
@@ -131,6 +171,7 @@ CudaResult<GraphExecUpdateReply> ClientConnection::Handle(const GraphExecUpdateR
   FLYT_CUDA_ASSIGN_OR_RETURN(std::vector<Session::GraphNodeSpec> specs, ResolveGraph(r.nodes));
   FLYT_CUDA_RETURN_IF_ERROR(session_->GraphUpdate(exec->backend, specs));
   exec->nodes = r.nodes;
+  IndexGraph(*exec);
   return GraphExecUpdateReply{};
 }
 
@@ -140,33 +181,16 @@ CudaResult<GraphLaunchReply> ClientConnection::Handle(const GraphLaunchRequest& 
     return Error(CudaError::kInvalidValue, "no graph exec " + std::to_string(r.exec));
   }
   FLYT_CUDA_ASSIGN_OR_RETURN(StreamHandle stream, ResolveStream(r.stream));
-  // What the graph names must still be this client's (cheap lookups, no allocation).
-  for (const GraphNode& n : exec->nodes) {
-    switch (static_cast<Kind>(n.kind)) {
-      case Kind::kKernel:
-        if (!functions_.Find(n.function)) {
-          return Error(CudaError::kInvalidDeviceFunction,
-                       "the graph's function " + std::to_string(n.function) + " is gone");
-        }
-        break;
-      case Kind::kCopy:
-        if (n.bytes == 0) break;
-        FLYT_CUDA_RETURN_IF_ERROR(CheckRange(n.dst, n.bytes, "graph copy destination"));
-        FLYT_CUDA_RETURN_IF_ERROR(CheckRange(n.src, n.bytes, "graph copy source"));
-        break;
-      case Kind::kMemset:
-        if (n.width == 0 || n.height == 0) break;
-        FLYT_CUDA_RETURN_IF_ERROR(CheckRange(
-            n.dst, (n.height > 1 ? n.pitch * (n.height - 1) : 0) + n.width * n.element_size,
-            "graph memset"));
-        break;
-      case Kind::kEventRecord:
-      case Kind::kEventWait:
-        FLYT_CUDA_RETURN_IF_ERROR(ResolveEvent(n.event).status());
-        break;
-      case Kind::kEmpty:
-        break;
+  // What the graph names must still be this client's (each object once).
+  for (uint64_t f : exec->functions) {
+    if (!functions_.Find(f)) {
+      return Error(CudaError::kInvalidDeviceFunction,
+                   "the graph's function " + std::to_string(f) + " is gone");
     }
+  }
+  for (uint64_t e : exec->events) FLYT_CUDA_RETURN_IF_ERROR(ResolveEvent(e).status());
+  for (const auto& [ptr, bytes] : exec->ranges) {
+    FLYT_CUDA_RETURN_IF_ERROR(CheckRange(ptr, bytes, "graph node"));
   }
   FLYT_CUDA_RETURN_IF_ERROR(session_->GraphLaunch(exec->backend, stream));
   counters_->launches += exec->kernels;

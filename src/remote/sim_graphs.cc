@@ -1,31 +1,65 @@
 // The simulated device's CUDA graphs (see sim_internal.h): an instantiated graph is its node
 // list; a launch runs the nodes in their (topological) order on the stream: kernels are recorded
 // as launches, copies and memsets are byte-exact, event nodes record and wait as on a stream.
+#include <algorithm>
 #include <cstring>
 
 #include "remote/sim_internal.h"
 
 namespace flyt::remote::sim_internal {
 
-CudaResult<uint64_t> SimSession::GraphInstantiate(std::span<const GraphNodeSpec> nodes) {
+// The checks a launch of each kernel node would make (sim_backend.cc's LaunchKernel), made once:
+// a launch of the graph then only counts its kernels.
+CudaResult<SimSession::SimGraph> SimSession::CheckGraph(std::span<const GraphNodeSpec> nodes) {
   if (CudaStatus sticky = Sticky(); !sticky.ok()) return sticky;
+  SimGraph graph;
+  graph.nodes.assign(nodes.begin(), nodes.end());
   for (const GraphNodeSpec& n : nodes) {
-    if (n.kind == GraphNodeKind::kKernel) {
-      FLYT_CUDA_RETURN_IF_ERROR(FindFunction(n.function).status());
+    if (n.kind != GraphNodeKind::kKernel) continue;
+    FLYT_CUDA_ASSIGN_OR_RETURN(Function * f, FindFunction(n.function));
+    const Dim3& b = n.block;
+    const Dim3& g = n.grid;
+    const uint64_t threads = uint64_t{b.x} * b.y * b.z;
+    if (b.x == 0 || b.y == 0 || b.z == 0 || g.x == 0 || g.y == 0 || g.z == 0 || b.x > 1024 ||
+        b.y > 1024 || b.z > 64 || threads > 1024 || g.x > 2147483647u || g.y > 65535 ||
+        g.z > 65535) {
+      return Error(CudaError::kInvalidConfiguration, "grid or block out of the device's limits");
     }
+    if (threads > std::min<uint32_t>(f->info.max_threads_per_block.value_or(1024), 1024)) {
+      return Error(CudaError::kLaunchOutOfResources, "more threads than the kernel allows");
+    }
+    if (n.shared_bytes > static_cast<uint32_t>(f->max_dynamic_shared)) {
+      return Error(CudaError::kInvalidValue, "dynamic shared memory above the kernel's limit");
+    }
+    if (n.params.size() != f->info.param_bytes) {
+      return Error(CudaError::kInvalidValue,
+                   "parameter buffer of " + std::to_string(n.params.size()) + " bytes for " +
+                       f->info.name + ", which takes " + std::to_string(f->info.param_bytes));
+    }
+    ++graph.kernels;
+    graph.faults = graph.faults || f->info.name.find(kFaultKernelMarker) != std::string::npos;
+    graph.functions.push_back(static_cast<uint64_t>(n.function));
   }
-  uint64_t id = next_handle_++;
-  graph_execs_.emplace(id, std::vector<GraphNodeSpec>(nodes.begin(), nodes.end()));
+  std::sort(graph.functions.begin(), graph.functions.end());
+  graph.functions.erase(std::unique(graph.functions.begin(), graph.functions.end()),
+                        graph.functions.end());
+  return graph;
+}
+
+CudaResult<uint64_t> SimSession::GraphInstantiate(std::span<const GraphNodeSpec> nodes) {
+  FLYT_CUDA_ASSIGN_OR_RETURN(SimGraph graph, CheckGraph(nodes));
+  const uint64_t id = next_handle_++;
+  graph_execs_.emplace(id, std::move(graph));
   return id;
 }
 
 CudaStatus SimSession::GraphUpdate(uint64_t exec, std::span<const GraphNodeSpec> nodes) {
   auto it = graph_execs_.find(exec);
   if (it == graph_execs_.end()) return Error(CudaError::kInvalidValue, "unknown graph exec");
-  if (it->second.size() != nodes.size()) {
+  if (it->second.nodes.size() != nodes.size()) {
     return Error(CudaError::kGraphExecUpdateFailure, "node count changed");
   }
-  it->second.assign(nodes.begin(), nodes.end());
+  FLYT_CUDA_ASSIGN_OR_RETURN(it->second, CheckGraph(nodes));
   return CudaStatus::Ok();
 }
 
@@ -33,14 +67,14 @@ CudaStatus SimSession::GraphLaunch(uint64_t exec, StreamHandle stream) {
   FLYT_CUDA_RETURN_IF_ERROR(CheckStream(stream));
   auto it = graph_execs_.find(exec);
   if (it == graph_execs_.end()) return Error(CudaError::kInvalidValue, "unknown graph exec");
-  for (const GraphNodeSpec& n : it->second) {
+  const SimGraph& graph = it->second;
+  for (uint64_t f : graph.functions) {
+    FLYT_CUDA_RETURN_IF_ERROR(FindFunction(static_cast<FunctionHandle>(f)).status());
+  }
+  for (const GraphNodeSpec& n : graph.nodes) {
     switch (n.kind) {
       case GraphNodeKind::kEmpty:
-        break;
-      case GraphNodeKind::kKernel:
-        FLYT_CUDA_RETURN_IF_ERROR(
-            LaunchKernel(n.function, LaunchConfig{n.grid, n.block, n.shared_bytes, stream},
-                         n.params));
+      case GraphNodeKind::kKernel:  // checked at instantiation; recorded below
         break;
       case GraphNodeKind::kCopy:
         if (n.bytes != 0) FLYT_CUDA_RETURN_IF_ERROR(MemcpyDtoD(n.dst, n.src, n.bytes, stream));
@@ -72,6 +106,12 @@ CudaStatus SimSession::GraphLaunch(uint64_t exec, StreamHandle stream) {
         FLYT_CUDA_RETURN_IF_ERROR(StreamWaitEvent(stream, n.event, 0));
         break;
     }
+  }
+  launches_ += graph.kernels;
+  if (graph.faults) {
+    sticky_ = Error(CudaError::kIllegalAddress,
+                    "simulated fault: a kernel of the graph made an illegal memory access");
+    backend_.Poison(sticky_);
   }
   return CudaStatus::Ok();
 }

@@ -283,7 +283,14 @@ class SimSession final : public Session {
   // [issue 17: graphs] session state
   // Instantiated graphs: a launch runs their nodes in order (kernels recorded as launches,
   // copies and memsets byte-exact).
-  std::unordered_map<uint64_t, std::vector<GraphNodeSpec>> graph_execs_;
+  struct SimGraph {
+    std::vector<GraphNodeSpec> nodes;
+    std::vector<uint64_t> functions;  // distinct, checked once per launch
+    uint64_t kernels = 0;
+    bool faults = false;  // a kernel node is a fault-injection kernel
+  };
+  CudaResult<SimGraph> CheckGraph(std::span<const GraphNodeSpec> nodes);
+  std::unordered_map<uint64_t, SimGraph> graph_execs_;
   // (end graphs)
 
   // [issue 17: pools] session state

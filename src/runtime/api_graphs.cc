@@ -445,7 +445,7 @@ CudaResult<Node*> MakeKernelNode(Runtime& rt, const cudaKernelNodeParams* p,
 
 std::optional<CudaStatus> Runtime::CaptureKernel(uint64_t stream, FunctionRecord* function,
                                                  dim3 grid, dim3 block, uint32_t shared_bytes,
-                                                 remote::Bytes params) {
+                                                 remote::Bytes&& params) {
   if (!CaptureActive()) return std::nullopt;
   auto node = std::make_unique<Node>();
   node->type = cudaGraphNodeTypeKernel;

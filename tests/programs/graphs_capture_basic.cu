@@ -55,6 +55,10 @@ int main() {
   CHECK(cudaMemset(b, 0xFF, n * sizeof(int)));
   for (int i = 0; i < 100; ++i) CHECK(cudaGraphLaunch(exec, stream));
   CHECK(cudaStreamSynchronize(stream));
+  // Launches outside the capture still reach the device whole (their arguments included).
+  add<<<n / 256, 256, 0, stream>>>(b, n, 0);
+  CHECK(cudaGetLastError());
+  CHECK(cudaStreamSynchronize(stream));
 
   std::vector<int> ha(n), hb(n);
   CHECK(cudaMemcpy(ha.data(), a, n * sizeof(int), cudaMemcpyDeviceToHost));
