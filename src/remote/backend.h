@@ -159,7 +159,14 @@ class Session {
   // (deps are indices), handles already resolved and ranges checked by the server. Host work
   // never reaches the backend (the client runs it). A launch runs the whole graph on `stream`,
   // ordered after the stream's earlier work and before its later work.
-  enum class GraphNodeKind : uint8_t { kEmpty = 0, kKernel, kCopy, kMemset, kEventRecord, kEventWait };
+  enum class GraphNodeKind : uint8_t {
+    kEmpty = 0,
+    kKernel,
+    kCopy,
+    kMemset,
+    kEventRecord,
+    kEventWait,
+  };
   struct GraphNodeSpec {
     GraphNodeKind kind = GraphNodeKind::kEmpty;
     std::vector<uint32_t> deps;

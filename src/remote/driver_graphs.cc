@@ -26,9 +26,9 @@ CudaStatus Capture(const Driver& driver, const DriverGraphNode& n, CUstream s) {
       void* buffer = const_cast<std::byte*>(n.params.data());
       void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buffer, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
                        CU_LAUNCH_PARAM_END};
-      CUresult rc = fn.LaunchKernel(n.function, n.grid.x, n.grid.y, n.grid.z, n.block.x,
-                                    n.block.y, n.block.z, n.shared_bytes, s, nullptr,
-                                    n.params.empty() ? nullptr : extra);
+      CUresult rc =
+          fn.LaunchKernel(n.function, n.grid.x, n.grid.y, n.grid.z, n.block.x, n.block.y, n.block.z,
+                          n.shared_bytes, s, nullptr, n.params.empty() ? nullptr : extra);
       if (rc == CUDA_ERROR_INVALID_VALUE) {
         return DriverError(driver, "cuLaunchKernel (graph node)", rc,
                            ErrorCode::kInvalidConfiguration);
@@ -48,8 +48,8 @@ CudaStatus Capture(const Driver& driver, const DriverGraphNode& n, CUstream s) {
         rc = fn.MemsetD2D8Async(n.dst, pitch, static_cast<unsigned char>(n.value), n.width,
                                 n.height, s);
       } else if (n.element_size == 2) {
-        rc = fn.MemsetD2D16Async(n.dst, pitch, static_cast<uint16_t>(n.value), n.width, n.height,
-                                 s);
+        rc =
+            fn.MemsetD2D16Async(n.dst, pitch, static_cast<uint16_t>(n.value), n.width, n.height, s);
       } else {
         rc = fn.MemsetD2D32Async(n.dst, pitch, n.value, n.width, n.height, s);
       }

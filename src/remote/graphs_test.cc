@@ -19,8 +19,8 @@ namespace {
 class GraphsTest : public ::testing::TestWithParam<Isolation> {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("flyt-graphs-test-" + std::to_string(::getpid()));
+    dir_ =
+        std::filesystem::temp_directory_path() / ("flyt-graphs-test-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir_);
     ServerOptions options;
     options.listen.push_back(*ParseEndpoint("unix:" + (dir_ / "s.sock").string()));
@@ -220,17 +220,29 @@ TEST_P(GraphsTest, HostileGraphsAreRefusedAndNeverRun) {
       {"unknown kind", 11, {unknown_kind}, CudaError::kInvalidValue},
       {"function not held", 12, {no_function}, CudaError::kInvalidDeviceFunction},
       {"zero grid", 13, {zero_grid}, CudaError::kInvalidConfiguration},
-      {"copy from another client", 14, {Copy(mine->ptr, theirs->ptr, 256, {})},
+      {"copy from another client",
+       14,
+       {Copy(mine->ptr, theirs->ptr, 256, {})},
        CudaError::kInvalidValue},
-      {"copy past the end", 15, {Copy(mine->ptr, mine->ptr + 1, 256, {})},
+      {"copy past the end",
+       15,
+       {Copy(mine->ptr, mine->ptr + 1, 256, {})},
        CudaError::kInvalidValue},
-      {"memset into another client", 16, {Memset(theirs->ptr, 0, 1, 16, 1, 0, {})},
+      {"memset into another client",
+       16,
+       {Memset(theirs->ptr, 0, 1, 16, 1, 0, {})},
        CudaError::kInvalidValue},
-      {"memset element size 3", 17, {Memset(mine->ptr, 0, 3, 16, 1, 0, {})},
+      {"memset element size 3",
+       17,
+       {Memset(mine->ptr, 0, 3, 16, 1, 0, {})},
        CudaError::kInvalidValue},
-      {"memset pitch past the end", 18, {Memset(mine->ptr, 0, 1, 16, 2, 1ull << 40, {})},
+      {"memset pitch past the end",
+       18,
+       {Memset(mine->ptr, 0, 1, 16, 2, 1ull << 40, {})},
        CudaError::kInvalidValue},
-      {"memset pitch below the row", 19, {Memset(mine->ptr, 0, 4, 16, 2, 8, {})},
+      {"memset pitch below the row",
+       19,
+       {Memset(mine->ptr, 0, 4, 16, 2, 8, {})},
        CudaError::kInvalidValue},
       {"unknown event", 20, {no_event}, CudaError::kInvalidResourceHandle},
   };

@@ -18,8 +18,8 @@ using Kind = Session::GraphNodeKind;
 CudaResult<std::vector<Session::GraphNodeSpec>> ClientConnection::ResolveGraph(
     const std::vector<GraphNode>& nodes) {
   if (nodes.size() > kMaxGraphNodes) {
-    return Error(CudaError::kInvalidValue, "graph has more than " +
-                                               std::to_string(kMaxGraphNodes) + " nodes");
+    return Error(CudaError::kInvalidValue,
+                 "graph has more than " + std::to_string(kMaxGraphNodes) + " nodes");
   }
   std::vector<Session::GraphNodeSpec> specs;
   specs.reserve(nodes.size());
@@ -46,8 +46,8 @@ CudaResult<std::vector<Session::GraphNodeSpec>> ClientConnection::ResolveGraph(
           return Error(CudaError::kInvalidDeviceFunction,
                        "no function " + std::to_string(n.function));
         }
-        if (n.grid.x == 0 || n.grid.y == 0 || n.grid.z == 0 || n.block.x == 0 ||
-            n.block.y == 0 || n.block.z == 0) {
+        if (n.grid.x == 0 || n.grid.y == 0 || n.grid.z == 0 || n.block.x == 0 || n.block.y == 0 ||
+            n.block.z == 0) {
           return Error(CudaError::kInvalidConfiguration, "zero grid or block dimension");
         }
         spec.function = function->handle;
@@ -145,8 +145,8 @@ CudaResult<GraphExecCreateReply> ClientConnection::Handle(const GraphExecCreateR
   exec.nodes = r.nodes;
   IndexGraph(exec);
   const uint64_t backend = exec.backend;
-  if (CudaStatus s = InsertError(graph_execs_.Insert(r.exec, std::move(exec)), "graph exec",
-                                 r.exec);
+  if (CudaStatus s =
+          InsertError(graph_execs_.Insert(r.exec, std::move(exec)), "graph exec", r.exec);
       !s.ok()) {
     (void)session_->GraphDestroy(backend);
     return s;

@@ -67,8 +67,8 @@ struct FlatNode {
 };
 
 struct Step {
-  uint64_t server_id = 0;            // a server segment, else a client step
-  std::vector<const Node*> nodes;    // server segment: its nodes in order; client: one
+  uint64_t server_id = 0;                   // a server segment, else a client step
+  std::vector<const Node*> nodes;           // server segment: its nodes in order; client: one
   std::vector<std::vector<uint32_t>> deps;  // segment-local
   std::vector<remote::GraphNode> wire;
 };
@@ -262,7 +262,8 @@ std::vector<Step> Split(const std::vector<FlatNode>& flat,
     Step& step = steps.back();
     std::vector<uint32_t> deps;
     for (uint32_t d : flat[i].deps) {
-      if (where[d].first == steps.size() - 1) deps.push_back(static_cast<uint32_t>(where[d].second));
+      if (where[d].first == steps.size() - 1)
+        deps.push_back(static_cast<uint32_t>(where[d].second));
     }
     where[i] = {steps.size() - 1, step.nodes.size()};
     step.nodes.push_back(&n);
@@ -597,8 +598,8 @@ cudaError_t BeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode, bool p
   CudaResult<uint64_t> id = rt.ResolveStream(stream, per_thread);
   if (!id.ok()) return rt.Finish(id.status());
   if (*id == 0) {
-    return rt.Finish(Err(CudaError::kStreamCaptureUnsupported,
-                         "the legacy default stream cannot be captured"));
+    return rt.Finish(
+        Err(CudaError::kStreamCaptureUnsupported, "the legacy default stream cannot be captured"));
   }
   bool blocking = true;
   if (reinterpret_cast<uintptr_t>(stream) > 2) {
@@ -726,8 +727,8 @@ cudaError_t GetCaptureInfo(cudaStream_t stream, cudaStreamCaptureStatus* status,
     return cudaSuccess;
   }
   g::CapturingStream& cs = it->second;
-  *status = cs.capture->invalidated ? cudaStreamCaptureStatusInvalidated
-                                    : cudaStreamCaptureStatusActive;
+  *status =
+      cs.capture->invalidated ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
   if (id_out) *id_out = cs.capture->id;
   // The graph under construction is not yet the program's to destroy: not registered.
   if (graph_out) *graph_out = reinterpret_cast<cudaGraph_t>(cs.capture->graph.get());
@@ -890,8 +891,8 @@ cudaError_t InstantiateInto(cudaGraphExec_t* out, cudaGraph_t graph,
 }
 
 cudaError_t AddEventNode(const char* name, cudaGraphNode_t* pGraphNode, cudaGraph_t graph,
-                                const cudaGraphNode_t* deps, size_t num, cudaEvent_t event,
-                                cudaGraphNodeType type) {
+                         const cudaGraphNode_t* deps, size_t num, cudaEvent_t event,
+                         cudaGraphNodeType type) {
   return AddNode(name, pGraphNode, graph, deps, num,
                  [&](Runtime& rt, std::unique_ptr<g::Node>& node) {
                    CudaResult<g::EventRecord> e = rt.FindEvent(event);
@@ -1036,9 +1037,9 @@ cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t* pGraphNode, cudaGraph_t grap
                  [&](Runtime& rt, std::unique_ptr<g::Node>& node) {
                    if (p == nullptr) return Err(CudaError::kInvalidValue, "null parameters");
                    // A linear copy only: no arrays, one row, no offsets.
-                   if (p->srcArray || p->dstArray || p->extent.height > 1 ||
-                       p->extent.depth > 1 || p->srcPos.x || p->srcPos.y || p->srcPos.z ||
-                       p->dstPos.x || p->dstPos.y || p->dstPos.z) {
+                   if (p->srcArray || p->dstArray || p->extent.height > 1 || p->extent.depth > 1 ||
+                       p->srcPos.x || p->srcPos.y || p->srcPos.z || p->dstPos.x || p->dstPos.y ||
+                       p->dstPos.z) {
                      return Err(CudaError::kNotSupported,
                                 "memcpy nodes other than a linear copy (use "
                                 "cudaGraphAddMemcpyNode1D)");
@@ -1121,8 +1122,8 @@ cudaError_t cudaGraphAddEventWaitNode(cudaGraphNode_t* pGraphNode, cudaGraph_t g
 }
 
 cudaError_t cudaGraphAddChildGraphNode(cudaGraphNode_t* pGraphNode, cudaGraph_t graph,
-                                       const cudaGraphNode_t* pDependencies,
-                                       size_t numDependencies, cudaGraph_t childGraph) noexcept {
+                                       const cudaGraphNode_t* pDependencies, size_t numDependencies,
+                                       cudaGraph_t childGraph) noexcept {
   return Guard("cudaGraphAddChildGraphNode", [&] {
     std::unique_ptr<g::Graph> copy;
     {
@@ -1134,8 +1135,8 @@ cudaError_t cudaGraphAddChildGraphNode(cudaGraphNode_t* pGraphNode, cudaGraph_t 
       }
       copy = g::Clone(*child, nullptr);
     }
-    return AddNode("cudaGraphAddChildGraphNode", pGraphNode, graph, pDependencies,
-                   numDependencies, [&](Runtime&, std::unique_ptr<g::Node>& node) {
+    return AddNode("cudaGraphAddChildGraphNode", pGraphNode, graph, pDependencies, numDependencies,
+                   [&](Runtime&, std::unique_ptr<g::Node>& node) {
                      node = std::make_unique<g::Node>();
                      node->type = cudaGraphNodeTypeGraph;
                      node->child = std::move(copy);
@@ -1180,7 +1181,8 @@ cudaError_t cudaGraphAddDependencies(cudaGraph_t graph, const cudaGraphNode_t* f
   });
 }
 
-cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* numNodes) noexcept {
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes,
+                              size_t* numNodes) noexcept {
   return Guard("cudaGraphGetNodes", [&] {
     Runtime& rt = Runtime::Get();
     if (numNodes == nullptr) return rt.Finish(Err(CudaError::kInvalidValue, "null numNodes"));
@@ -1210,7 +1212,8 @@ cudaError_t cudaGraphGetRootNodes(cudaGraph_t graph, cudaGraphNode_t* roots,
     size_t n = 0;
     for (auto& node : gr->nodes) {
       if (!node->deps.empty()) continue;
-      if (roots != nullptr && n < *numRoots) roots[n] = reinterpret_cast<cudaGraphNode_t>(node.get());
+      if (roots != nullptr && n < *numRoots)
+        roots[n] = reinterpret_cast<cudaGraphNode_t>(node.get());
       ++n;
     }
     *numRoots = n;

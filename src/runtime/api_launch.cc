@@ -93,7 +93,10 @@ CudaStatus LaunchStatus(Runtime& rt, FunctionRecord* function, dim3 grid, dim3 b
     }
     if (p.size_bytes != 0) std::memcpy(params.data() + p.offset, args[p.ordinal], p.size_bytes);
   }
-  if (auto r = rt.CaptureKernel(stream_id, function, grid, block, static_cast<uint32_t>(shared_bytes), std::move(params))) return *r;  // [issue 17: graphs]
+  if (auto r = rt.CaptureKernel(stream_id, function, grid, block,  // [issue 17: graphs]
+                                static_cast<uint32_t>(shared_bytes), std::move(params))) {
+    return *r;  // [issue 17: graphs]
+  }
   return conn->LaunchKernel({target.function_id,
                              {grid.x, grid.y, grid.z},
                              {block.x, block.y, block.z},
@@ -487,26 +490,26 @@ cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t* dynamicSmemSize, c
 
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData) noexcept {
   return flyt::runtime::HostCallback("cudaLaunchHostFunc", stream, false, false,
-                                     [=](cudaError_t) { fn(userData); });  // [issue 17: graphs] by value: a captured host node outlives the call
+                                     [=](cudaError_t) { fn(userData); });  // [issue 17: graphs]
 }
 
 cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void* userData) noexcept {
   return flyt::runtime::HostCallback("cudaLaunchHostFunc_ptsz", stream, true, false,
-                                     [=](cudaError_t) { fn(userData); });  // [issue 17: graphs] by value: a captured host node outlives the call
+                                     [=](cudaError_t) { fn(userData); });  // [issue 17: graphs]
 }
 
 cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback,
                                   void* userData, unsigned int) noexcept {
   return flyt::runtime::HostCallback(
       "cudaStreamAddCallback", stream, false, true,
-      [=](cudaError_t status) { callback(stream, status, userData); });  // [issue 17: graphs] by value
+      [=](cudaError_t status) { callback(stream, status, userData); });  // [issue 17: graphs]
 }
 
 cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStreamCallback_t callback,
                                        void* userData, unsigned int) noexcept {
   return flyt::runtime::HostCallback(
       "cudaStreamAddCallback_ptsz", stream, true, true,
-      [=](cudaError_t status) { callback(stream, status, userData); });  // [issue 17: graphs] by value
+      [=](cudaError_t status) { callback(stream, status, userData); });  // [issue 17: graphs]
 }
 
 }  // extern "C"

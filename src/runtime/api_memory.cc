@@ -74,7 +74,8 @@ cudaError_t Copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
   if (!direction.ok()) return rt.Finish(direction.status());
   CudaResult<uint64_t> id = rt.ResolveStream(stream, per_thread);
   if (!id.ok()) return rt.Finish(id.status());
-  if (auto r = rt.CaptureCopy(*id, dst, src, count, *direction == Direction::kDeviceToDevice)) return rt.Finish(*r);  // [issue 17: graphs]
+  const bool dtod = *direction == Direction::kDeviceToDevice;  // [issue 17: graphs]
+  if (auto r = rt.CaptureCopy(*id, dst, src, count, dtod)) return rt.Finish(*r);  // [issue 17: graphs]
   remote::Connection& c = **conn;
   auto in = std::span<const std::byte>(static_cast<const std::byte*>(src), count);
   auto out = std::span<std::byte>(static_cast<std::byte*>(dst), count);
@@ -262,7 +263,8 @@ extern "C" {
 
 cudaError_t cudaMalloc(void** devPtr, size_t size) noexcept {
   return Guard("cudaMalloc", [&] {
-    if (auto r = Runtime::Get().CaptureUnsafe()) return Runtime::Get().Finish(*r);  // [issue 17: graphs]
+    Runtime& rt = Runtime::Get();                                // [issue 17: graphs]
+    if (auto r = rt.CaptureUnsafe()) return rt.Finish(*r);  // [issue 17: graphs]
     return rt_impl::Malloc(devPtr, size);
   });
 }

@@ -217,8 +217,10 @@ class Runtime {
   // the capture, or refused because a capture forbids it — cudaErrorStreamCapture*). Cheap when
   // nothing is being captured (one atomic load).
   bool CaptureActive() const { return captures_active_.load(std::memory_order_relaxed) != 0; }
+  // `params` is moved from only when the launch is captured.
   std::optional<CudaStatus> CaptureKernel(uint64_t stream, FunctionRecord* function, dim3 grid,
-                                          dim3 block, uint32_t shared_bytes, remote::Bytes&& params);
+                                          dim3 block, uint32_t shared_bytes,
+                                          remote::Bytes&& params);
   std::optional<CudaStatus> CaptureHost(uint64_t stream,
                                         std::function<void(cudaError_t)> call);
   // `device_to_device`: both ends are device memory (else the copy runs on the client).
