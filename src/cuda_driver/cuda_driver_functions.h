@@ -24,7 +24,27 @@
 // loads, and the calls that need them answer kNotSupported).
 // clang-format off
 // [issue 17: graphs]
-#define FLYT_CUDA_DRIVER_GRAPHS_ENTRY_POINTS(X)
+#define FLYT_CUDA_DRIVER_GRAPHS_ENTRY_POINTS(X)                                                    \
+  X(StreamBeginCapture, kOptional, (CUstream stream, CUstreamCaptureMode mode),                    \
+    cuStreamBeginCapture_v2)                                                                       \
+  X(StreamEndCapture, kOptional, (CUstream stream, CUgraph* graph), cuStreamEndCapture)            \
+  X(GraphInstantiateWithFlags, kOptional,                                                          \
+    (CUgraphExec* exec, CUgraph graph, unsigned long long flags), /* NOLINT(runtime/int) */        \
+    cuGraphInstantiateWithFlags)                                                                   \
+  X(GraphLaunch, kOptional, (CUgraphExec exec, CUstream stream), cuGraphLaunch)                    \
+  X(GraphExecDestroy, kOptional, (CUgraphExec exec), cuGraphExecDestroy)                           \
+  X(GraphDestroy, kOptional, (CUgraph graph), cuGraphDestroy)                                      \
+  X(EventRecordWithFlags, kOptional, (CUevent event, CUstream stream, unsigned int flags),         \
+    cuEventRecordWithFlags)                                                                        \
+  X(MemsetD2D8Async, kOptional,                                                                    \
+    (CUdeviceptr dst, size_t pitch, unsigned char value, size_t width, size_t height,              \
+     CUstream stream), cuMemsetD2D8Async)                                                          \
+  X(MemsetD2D16Async, kOptional,                                                                   \
+    (CUdeviceptr dst, size_t pitch, unsigned short value, size_t width, /* NOLINT */               \
+     size_t height, CUstream stream), cuMemsetD2D16Async)                                          \
+  X(MemsetD2D32Async, kOptional,                                                                   \
+    (CUdeviceptr dst, size_t pitch, unsigned int value, size_t width, size_t height,               \
+     CUstream stream), cuMemsetD2D32Async)
 // (end graphs)
 
 // [issue 17: pools]

@@ -84,6 +84,15 @@ inline constexpr CUexecAffinityType CU_EXEC_AFFINITY_TYPE_SM_COUNT = 0;
 inline constexpr unsigned int CU_MEMHOSTALLOC_PORTABLE = 0x01;
 
 // [issue 17: graphs] driver types and constants
+struct CUgraph_st;
+struct CUgraphExec_st;
+using CUgraph = CUgraph_st*;
+using CUgraphExec = CUgraphExec_st*;
+using CUstreamCaptureMode = int;
+inline constexpr CUstreamCaptureMode CU_STREAM_CAPTURE_MODE_RELAXED = 2;
+inline constexpr unsigned int CU_STREAM_NON_BLOCKING = 0x1;
+inline constexpr unsigned int CU_EVENT_RECORD_EXTERNAL = 0x1;
+inline constexpr unsigned int CU_EVENT_WAIT_EXTERNAL = 0x1;
 // (end graphs)
 
 // [issue 17: pools] driver types and constants

@@ -155,6 +155,44 @@ class Session {
   // ---- issue 17 families: every method here has a default body that returns kNotSupported
   // naming what is missing, so that a backend without the family still builds and answers.
   // [issue 17: graphs] session methods
+  // An instantiated graph: nodes in topological order, each depending only on earlier ones
+  // (deps are indices), handles already resolved and ranges checked by the server. Host work
+  // never reaches the backend (the client runs it). A launch runs the whole graph on `stream`,
+  // ordered after the stream's earlier work and before its later work.
+  enum class GraphNodeKind : uint8_t {
+    kEmpty = 0,
+    kKernel,
+    kCopy,
+    kMemset,
+    kEventRecord,
+    kEventWait,
+  };
+  struct GraphNodeSpec {
+    GraphNodeKind kind = GraphNodeKind::kEmpty;
+    std::vector<uint32_t> deps;
+    FunctionHandle function{};
+    Dim3 grid, block;
+    uint32_t shared_bytes = 0;
+    std::vector<std::byte> params;
+    DevicePtr dst = 0, src = 0;
+    uint64_t bytes = 0;
+    uint32_t value = 0, element_size = 1;
+    uint64_t width = 0, height = 1, pitch = 0;
+    EventHandle event{};
+  };
+  virtual CudaResult<uint64_t> GraphInstantiate(std::span<const GraphNodeSpec> /*nodes*/) {
+    return CudaStatus(CudaError::kNotSupported, "CUDA graphs are not supported by this backend");
+  }
+  // Same count, kinds and dependencies as the exec's nodes (the server checks).
+  virtual CudaStatus GraphUpdate(uint64_t /*exec*/, std::span<const GraphNodeSpec> /*nodes*/) {
+    return CudaStatus(CudaError::kNotSupported, "CUDA graphs are not supported by this backend");
+  }
+  virtual CudaStatus GraphLaunch(uint64_t /*exec*/, StreamHandle /*stream*/) {
+    return CudaStatus(CudaError::kNotSupported, "CUDA graphs are not supported by this backend");
+  }
+  virtual CudaStatus GraphDestroy(uint64_t /*exec*/) {
+    return CudaStatus(CudaError::kNotSupported, "CUDA graphs are not supported by this backend");
+  }
   // (end graphs)
 
   // [issue 17: pools] session methods

@@ -206,6 +206,7 @@ bool ClientConnection::HoldsAnything() const {
   bool held = !allocations_.empty() || streams_.size() != 0 || events_.size() != 0 ||
               modules_.size() != 0 || !downloads_.empty();
   // [issue 17: graphs] held &= ...; objects that keep a client from being closed for idleness
+  held = held || graph_execs_.size() > 0;
   // (end graphs)
 
   // [issue 17: pools] held &= ...; objects that keep a client from being closed for idleness
@@ -394,6 +395,7 @@ void ClientConnection::FreeEverything() {
   downloads_.clear();
   download_bytes_ = 0;
   // [issue 17: graphs] release (before events, streams, modules and memory)
+  for (auto& [id, exec] : graph_execs_.TakeAll()) (void)session_->GraphDestroy(exec.backend);
   // (end graphs)
 
   // [issue 17: pools] release (before events, streams, modules and memory)

@@ -224,6 +224,21 @@ class ClientConnection {
   std::optional<ReplyStatus> async_error_;
 
   // [issue 17: graphs] per-client state
+  // Graph execs by the client's number: the backend's exec and the nodes as the client sent
+  // them (client numbers), re-checked at each launch (a function, event or range may be gone).
+  struct GraphExec {
+    uint64_t backend = 0;
+    std::vector<GraphNode> nodes;
+    uint64_t kernels = 0;
+    // What a launch re-checks, each once: functions, events, device ranges.
+    std::vector<uint64_t> functions, events;
+    std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  };
+  static void IndexGraph(GraphExec& exec);
+  static constexpr size_t kMaxGraphExecs = 1 << 16;
+  static constexpr size_t kMaxGraphNodes = 1 << 16;
+  HandleTable<GraphExec> graph_execs_{kMaxGraphExecs};
+  CudaResult<std::vector<Session::GraphNodeSpec>> ResolveGraph(const std::vector<GraphNode>& nodes);
   // (end graphs)
 
   // [issue 17: pools] per-client state

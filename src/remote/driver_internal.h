@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <optional>
+#include <span>  // [issue 17: graphs]
 #include <string>
 #include <string_view>
 
@@ -62,6 +63,30 @@ CudaStatus DriverError(const Driver& driver, std::string_view call, CUresult cod
 
 // What --sm-count needs of the machine, for the errors that say it is missing.
 std::string MpsHint(int sm_count);
+
+// [issue 17: graphs] a graph's nodes as driver objects, and its CUDA graph (driver_graphs.cc)
+struct DriverGraphNode {
+  Session::GraphNodeKind kind = Session::GraphNodeKind::kEmpty;
+  cuda_driver::CUfunction function = nullptr;
+  Dim3 grid, block;
+  uint32_t shared_bytes = 0;
+  std::span<const std::byte> params;  // the parameter buffer, suitably aligned
+  cuda_driver::CUdeviceptr dst = 0, src = 0;
+  uint64_t bytes = 0;
+  uint32_t value = 0, element_size = 1;
+  uint64_t width = 0, height = 1, pitch = 0;
+  cuda_driver::CUevent event = nullptr;
+};
+struct DriverGraph {
+  cuda_driver::CUgraph graph = nullptr;
+  cuda_driver::CUgraphExec exec = nullptr;
+};
+CudaResult<DriverGraph> InstantiateDriverGraph(const Driver& driver,
+                                               std::span<const DriverGraphNode> nodes);
+CudaStatus LaunchDriverGraph(const Driver& driver, const DriverGraph& graph,
+                             cuda_driver::CUstream stream);
+void DestroyDriverGraph(const Driver& driver, DriverGraph& graph);
+// (end graphs)
 
 // ---------------------------------------------------------------------------------------------
 // Contexts.

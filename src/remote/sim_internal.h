@@ -201,6 +201,10 @@ class SimSession final : public Session {
                           std::span<const std::byte> params) override;
 
   // [issue 17: graphs] overrides (defined in sim_<family>.cc)
+  CudaResult<uint64_t> GraphInstantiate(std::span<const GraphNodeSpec> nodes) override;
+  CudaStatus GraphUpdate(uint64_t exec, std::span<const GraphNodeSpec> nodes) override;
+  CudaStatus GraphLaunch(uint64_t exec, StreamHandle stream) override;
+  CudaStatus GraphDestroy(uint64_t exec) override;
   // (end graphs)
 
   // [issue 17: pools] overrides (defined in sim_<family>.cc)
@@ -298,6 +302,16 @@ class SimSession final : public Session {
   CudaStatus sticky_;
 
   // [issue 17: graphs] session state
+  // Instantiated graphs: a launch runs their nodes in order (kernels recorded as launches,
+  // copies and memsets byte-exact).
+  struct SimGraph {
+    std::vector<GraphNodeSpec> nodes;
+    std::vector<uint64_t> functions;  // distinct, checked once per launch
+    uint64_t kernels = 0;
+    bool faults = false;  // a kernel node is a fault-injection kernel
+  };
+  CudaResult<SimGraph> CheckGraph(std::span<const GraphNodeSpec> nodes);
+  std::unordered_map<uint64_t, SimGraph> graph_execs_;
   // (end graphs)
 
   // [issue 17: pools] session state

@@ -169,6 +169,7 @@ cudaError_t cudaDeviceSynchronize() noexcept {
   return Guard("cudaDeviceSynchronize", [&] {
     Runtime& rt = Runtime::Get();
     if (CudaStatus s = rt.StickyStatus(); !s.ok()) return rt.Finish(s);
+    if (auto r = rt.CaptureUnsafe()) return rt.Finish(*r);  // [issue 17: graphs]
     auto conn = rt.Connection();
     if (!conn.ok()) return rt.Finish(conn.status());
     return rt.FinishSync((*conn)->DeviceSynchronize({}).status());

@@ -93,6 +93,10 @@ CudaStatus LaunchStatus(Runtime& rt, FunctionRecord* function, dim3 grid, dim3 b
     }
     if (p.size_bytes != 0) std::memcpy(params.data() + p.offset, args[p.ordinal], p.size_bytes);
   }
+  if (auto r = rt.CaptureKernel(stream_id, function, grid, block,  // [issue 17: graphs]
+                                static_cast<uint32_t>(shared_bytes), std::move(params))) {
+    return *r;  // [issue 17: graphs]
+  }
   FLYT_CUDA_RETURN_IF_ERROR(rt.ManagedBeforeLaunch(stream_id));  // [issue 17: managed]
   return conn->LaunchKernel({target.function_id,
                              {grid.x, grid.y, grid.z},
@@ -212,6 +216,7 @@ cudaError_t HostCallback(const char* name, cudaStream_t stream, bool per_thread,
     if (CudaStatus s = rt.StickyStatus(); !s.ok()) return rt.Finish(s);
     CudaResult<uint64_t> id = rt.ResolveStream(stream, per_thread);
     if (!id.ok()) return rt.Finish(id.status());
+    if (auto r = rt.CaptureHost(*id, call)) return rt.Finish(*r);  // [issue 17: graphs]
     CudaResult<remote::Connection*> conn = rt.Connection();
     if (!conn.ok()) return rt.Finish(conn.status());
     cudaError_t status = rt.FinishSync((*conn)->StreamSynchronize({*id}).status());
@@ -478,26 +483,26 @@ cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t* dynamicSmemSize, c
 
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData) noexcept {
   return flyt::runtime::HostCallback("cudaLaunchHostFunc", stream, false, false,
-                                     [&](cudaError_t) { fn(userData); });
+                                     [=](cudaError_t) { fn(userData); });  // [issue 17: graphs]
 }
 
 cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void* userData) noexcept {
   return flyt::runtime::HostCallback("cudaLaunchHostFunc_ptsz", stream, true, false,
-                                     [&](cudaError_t) { fn(userData); });
+                                     [=](cudaError_t) { fn(userData); });  // [issue 17: graphs]
 }
 
 cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback,
                                   void* userData, unsigned int) noexcept {
   return flyt::runtime::HostCallback(
       "cudaStreamAddCallback", stream, false, true,
-      [&](cudaError_t status) { callback(stream, status, userData); });
+      [=](cudaError_t status) { callback(stream, status, userData); });  // [issue 17: graphs]
 }
 
 cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStreamCallback_t callback,
                                        void* userData, unsigned int) noexcept {
   return flyt::runtime::HostCallback(
       "cudaStreamAddCallback_ptsz", stream, true, true,
-      [&](cudaError_t status) { callback(stream, status, userData); });
+      [=](cudaError_t status) { callback(stream, status, userData); });  // [issue 17: graphs]
 }
 
 }  // extern "C"

@@ -74,6 +74,8 @@ cudaError_t Copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
   if (!direction.ok()) return rt.Finish(direction.status());
   CudaResult<uint64_t> id = rt.ResolveStream(stream, per_thread);
   if (!id.ok()) return rt.Finish(id.status());
+  const bool dtod = *direction == Direction::kDeviceToDevice;  // [issue 17: graphs]
+  if (auto r = rt.CaptureCopy(*id, dst, src, count, dtod)) return rt.Finish(*r);  // [issue 17: graphs]
   remote::Connection& c = **conn;
   if (CudaStatus m = rt.ManagedBeforeCopy(  // [issue 17: managed]
           dst, src, count, *direction == Direction::kHostToDevice ||  // [issue 17: managed]
@@ -124,6 +126,7 @@ cudaError_t Set(void* dst, int value, size_t count, cudaStream_t stream, bool pe
   }
   CudaResult<uint64_t> id = rt.ResolveStream(stream, per_thread);
   if (!id.ok()) return rt.Finish(id.status());
+  if (auto r = rt.CaptureMemset(*id, dst, value, count)) return rt.Finish(*r);  // [issue 17: graphs]
   if (CudaStatus m = rt.ManagedBeforeCopy(dst, nullptr, count, true, false, *id); !m.ok()) {
     return rt.Finish(m);  // [issue 17: managed]
   }  // [issue 17: managed]
@@ -276,7 +279,11 @@ namespace rt_impl = flyt::runtime;
 extern "C" {
 
 cudaError_t cudaMalloc(void** devPtr, size_t size) noexcept {
-  return Guard("cudaMalloc", [&] { return rt_impl::Malloc(devPtr, size); });
+  return Guard("cudaMalloc", [&] {
+    Runtime& rt = Runtime::Get();                                // [issue 17: graphs]
+    if (auto r = rt.CaptureUnsafe()) return rt.Finish(*r);  // [issue 17: graphs]
+    return rt_impl::Malloc(devPtr, size);
+  });
 }
 
 cudaError_t cudaFree(void* devPtr) noexcept {

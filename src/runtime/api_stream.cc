@@ -50,6 +50,7 @@ cudaError_t StreamCall(const char* name, cudaStream_t stream, bool per_thread, b
     if (!conn.ok()) return rt.Finish(conn.status());
     auto id = rt.ResolveStream(stream, per_thread);
     if (!id.ok()) return rt.Finish(id.status());
+    if (auto r = rt.CaptureSync(*id)) return rt.Finish(*r);  // [issue 17: graphs]
     if (query) return rt.FinishSync((*conn)->StreamQuery({*id}).status());
     return rt.FinishSync((*conn)->StreamSynchronize({*id}).status());
   });
@@ -80,6 +81,7 @@ cudaError_t WaitEvent(const char* name, cudaStream_t stream, cudaEvent_t event, 
     if (!id.ok()) return rt.Finish(id.status());
     auto e = rt.FindEvent(event);
     if (!e.ok()) return rt.Finish(e.status());
+    if (auto r = rt.CaptureWait(*id, e->id)) return rt.Finish(*r);  // [issue 17: graphs]
     return rt.Finish((*conn)->StreamWaitEvent({*id, e->id, flags}));
   });
 }
@@ -98,6 +100,7 @@ cudaError_t Record(const char* name, cudaEvent_t event, cudaStream_t stream, uns
     if (!e.ok()) return rt.Finish(e.status());
     auto id = rt.ResolveStream(stream, per_thread);
     if (!id.ok()) return rt.Finish(id.status());
+    if (auto r = rt.CaptureRecord(e->id, *id)) return rt.Finish(*r);  // [issue 17: graphs]
     return rt.Finish((*conn)->EventRecord({e->id, *id}));
   });
 }
@@ -190,19 +193,10 @@ FLYT_STREAM_FACT(cudaStreamGetDevice, false, int*, device, 0)
 FLYT_STREAM_FACT(cudaStreamGetDevice_ptsz, true, int*, device, 0)
 FLYT_STREAM_FACT(cudaStreamGetId, false, unsigned long long*, streamId, s.id)  // NOLINT
 FLYT_STREAM_FACT(cudaStreamGetId_ptsz, true, unsigned long long*, streamId, s.id)  // NOLINT
-FLYT_STREAM_FACT(cudaStreamIsCapturing, false, enum cudaStreamCaptureStatus*, pCaptureStatus,
-                 cudaStreamCaptureStatusNone)
-FLYT_STREAM_FACT(cudaStreamIsCapturing_ptsz, true, enum cudaStreamCaptureStatus*, pCaptureStatus,
-                 cudaStreamCaptureStatusNone)
+// [issue 17: graphs] cudaStreamIsCapturing(_ptsz): api_graphs.cc
 #undef FLYT_STREAM_FACT
 
-cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode* mode) noexcept {
-  // Stream capture is not supported, so the mode only has to round-trip.
-  static thread_local cudaStreamCaptureMode current = cudaStreamCaptureModeGlobal;
-  if (mode == nullptr) return cudaErrorInvalidValue;
-  std::swap(current, *mode);
-  return cudaSuccess;
-}
+// [issue 17: graphs] cudaThreadExchangeStreamCaptureMode: api_graphs.cc
 
 cudaError_t cudaEventCreate(cudaEvent_t* event) noexcept {
   return cudaEventCreateWithFlags(event, cudaEventDefault);

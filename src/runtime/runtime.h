@@ -32,6 +32,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -211,6 +212,29 @@ class Runtime {
   std::map<int, size_t> limits FLYT_GUARDED_BY(limits_mu);
 
   // [issue 17: graphs] public methods and registries
+  // Stream capture (api_graphs.cc). Each hook is called by a stream operation once its stream is
+  // resolved: nullopt when the call goes on as usual; otherwise the call's outcome (recorded into
+  // the capture, or refused because a capture forbids it — cudaErrorStreamCapture*). Cheap when
+  // nothing is being captured (one atomic load).
+  bool CaptureActive() const { return captures_active_.load(std::memory_order_relaxed) != 0; }
+  // `params` is moved from only when the launch is captured.
+  std::optional<CudaStatus> CaptureKernel(uint64_t stream, FunctionRecord* function, dim3 grid,
+                                          dim3 block, uint32_t shared_bytes,
+                                          remote::Bytes&& params);
+  std::optional<CudaStatus> CaptureHost(uint64_t stream,
+                                        std::function<void(cudaError_t)> call);
+  // `device_to_device`: both ends are device memory (else the copy runs on the client).
+  std::optional<CudaStatus> CaptureCopy(uint64_t stream, void* dst, const void* src, size_t count,
+                                        bool device_to_device);
+  std::optional<CudaStatus> CaptureMemset(uint64_t stream, void* dst, int value, size_t count);
+  std::optional<CudaStatus> CaptureRecord(uint64_t event, uint64_t stream);
+  std::optional<CudaStatus> CaptureWait(uint64_t stream, uint64_t event);
+  // A synchronisation or query of `stream`.
+  std::optional<CudaStatus> CaptureSync(uint64_t stream);
+  // A call a capture in global (or this thread's thread-local) mode forbids: device
+  // synchronisation, cudaMalloc.
+  std::optional<CudaStatus> CaptureUnsafe();
+  std::atomic<int> captures_active_{0};
   // (end graphs)
 
   // [issue 17: pools] public methods and registries
