@@ -849,6 +849,9 @@ cudaError_t Launch(cudaGraphExec_t handle, cudaStream_t stream, bool per_thread)
         }
       }
     }
+    // Managed memory the graph's kernels may read is pushed first, and the host mirror is
+    // marked stale, as before a single launch.
+    if (CudaStatus m = rt.ManagedBeforeLaunch(*id); !m.ok()) return rt.Finish(m);
     for (auto& [server_id, fn] : steps) {
       if (server_id != 0) {
         if (CudaStatus posted = (*conn)->GraphLaunch({server_id, *id}); !posted.ok()) {
