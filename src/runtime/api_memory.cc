@@ -94,7 +94,12 @@ cudaError_t Copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
       // pageable memory CUDA's copy returns only once the bytes are there (the program may read
       // or free the buffer right after), so it is a synchronous one.
       if (async && rt.HostFlags(dst)) {
-        return rt.Finish(c.MemcpyDtoHAsync({Address(src), count, *id}, out));
+        bool synchronous = false;  // [issue 17: pools]
+        cudaError_t room = rt.MakeRoomForDownload(c, count, synchronous);  // [issue 17: pools]
+        if (room != cudaSuccess) return room;  // [issue 17: pools]
+        if (!synchronous) {  // [issue 17: pools]
+          return rt.Finish(c.MemcpyDtoHAsync({Address(src), count, *id}, out));
+        }  // [issue 17: pools]
       }
       return rt.FinishSync(c.MemcpyDtoH({Address(src), count, *id}, out).status());
     case Direction::kDeviceToDevice:

@@ -214,6 +214,12 @@ class Runtime {
   // (end graphs)
 
   // [issue 17: pools] public methods and registries
+  // Before an async device-to-host copy of `bytes` into pinned memory: the server keeps such data
+  // until a reply carries it and refuses past its limit (the multi-stream async-copy bug: several
+  // streams' copies in flight, then cudaErrorMemoryAllocation at the next synchronising call).
+  // Past remote::kMaxDownloadBytesInFlight this waits for the device (which delivers everything in
+  // flight) first; a copy larger than that sets `synchronous` (copy it with MemcpyDtoH).
+  cudaError_t MakeRoomForDownload(remote::Connection& conn, uint64_t bytes, bool& synchronous);
   // (end pools)
 
   // [issue 17: arrays] public methods and registries
