@@ -271,37 +271,7 @@ cudaError_t cudaFree(void* devPtr) noexcept {
   return Guard("cudaFree", [&] { return rt_impl::Free(devPtr); });
 }
 
-cudaError_t cudaMallocAsync(void** devPtr, size_t size, cudaStream_t hStream) noexcept {
-  return Guard("cudaMallocAsync", [&] {
-    auto id = Runtime::Get().ResolveStream(hStream, false);
-    if (!id.ok()) return Runtime::Get().Finish(id.status());
-    return rt_impl::Malloc(devPtr, size);
-  });
-}
-
-cudaError_t cudaMallocAsync_ptsz(void** devPtr, size_t size, cudaStream_t hStream) noexcept {
-  return Guard("cudaMallocAsync_ptsz", [&] {
-    auto id = Runtime::Get().ResolveStream(hStream, true);
-    if (!id.ok()) return Runtime::Get().Finish(id.status());
-    return rt_impl::Malloc(devPtr, size);
-  });
-}
-
-cudaError_t cudaFreeAsync(void* devPtr, cudaStream_t hStream) noexcept {
-  return Guard("cudaFreeAsync", [&] {
-    auto id = Runtime::Get().ResolveStream(hStream, false);
-    if (!id.ok()) return Runtime::Get().Finish(id.status());
-    return rt_impl::Free(devPtr);
-  });
-}
-
-cudaError_t cudaFreeAsync_ptsz(void* devPtr, cudaStream_t hStream) noexcept {
-  return Guard("cudaFreeAsync_ptsz", [&] {
-    auto id = Runtime::Get().ResolveStream(hStream, true);
-    if (!id.ok()) return Runtime::Get().Finish(id.status());
-    return rt_impl::Free(devPtr);
-  });
-}
+// cudaMallocAsync / cudaFreeAsync (+_ptsz): runtime/api_pools.cc.  // [issue 17: pools]
 
 cudaError_t cudaMallocPitch(void** devPtr, size_t* pitch, size_t width, size_t height) noexcept {
   return Guard("cudaMallocPitch", [&] {

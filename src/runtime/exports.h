@@ -176,4 +176,17 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, unsigned int flags) noexcept;
 cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode) noexcept;
 
+// [issue 17: pools] stream-ordered pools, attributes, launch variants
+cudaError_t cudaMemPoolCreate(cudaMemPool_t *memPool, const struct cudaMemPoolProps *poolProps) noexcept;
+cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool) noexcept;
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value) noexcept;
+cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value) noexcept;
+cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep) noexcept;
+cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream) noexcept;
+cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream) noexcept;
+cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device) noexcept;
+cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool) noexcept;
+cudaError_t cudaDeviceGetMemPool(cudaMemPool_t *memPool, int device) noexcept;
+// (end pools)
+
 }  // extern "C"

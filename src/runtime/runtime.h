@@ -220,6 +220,17 @@ class Runtime {
   // Past remote::kMaxDownloadBytesInFlight this waits for the device (which delivers everything in
   // flight) first; a copy larger than that sets `synchronous` (copy it with MemcpyDtoH).
   cudaError_t MakeRoomForDownload(remote::Connection& conn, uint64_t bytes, bool& synchronous);
+  // Memory pools: a cudaMemPool_t is a PoolRecord this runtime made (0: the device's default
+  // pool, one per process); one it did not make is refused, never dereferenced.
+  struct PoolRecord {
+    uint64_t id = 0;
+  };
+  cudaMemPool_t NewPool(uint64_t id);
+  CudaResult<uint64_t> PoolId(cudaMemPool_t pool);
+  bool DropPool(cudaMemPool_t pool);
+  cudaMemPool_t DefaultPool() { return reinterpret_cast<cudaMemPool_t>(&default_pool_); }
+  cudaMemPool_t CurrentPool();
+  void SetCurrentPool(cudaMemPool_t pool);
   // (end pools)
 
   // [issue 17: arrays] public methods and registries
@@ -273,6 +284,10 @@ class Runtime {
   // (end graphs)
 
   // [issue 17: pools] private state
+  PoolRecord default_pool_;
+  Mutex pools_mu_;
+  std::unordered_map<const void*, std::unique_ptr<PoolRecord>> pools_ FLYT_GUARDED_BY(pools_mu_);
+  cudaMemPool_t current_pool_ FLYT_GUARDED_BY(pools_mu_) = nullptr;  // null: the default
   // (end pools)
 
   // [issue 17: arrays] private state
