@@ -233,6 +233,9 @@ class ClientConnection {
   // allocation of the same size once that event completed (or on the same stream), released when
   // the pool holds more than its release threshold, by trim, or when the client goes.
   static constexpr size_t kMaxPools = 1 << 10;
+  // A device attribute as a remote client sees it, whatever the backend: canMapHostMemory (19)
+  // is 0, since the client's host memory is on another machine than the device.
+  static int32_t ClientAttribute(uint32_t attr, int32_t value);
   struct PoolBlock {
     DevicePtr ptr = 0;
     uint64_t bytes = 0;

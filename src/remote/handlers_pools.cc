@@ -27,6 +27,11 @@ constexpr uint32_t kUsedMemHigh = 8;
 
 }  // namespace
 
+int32_t ClientConnection::ClientAttribute(uint32_t attr, int32_t value) {
+  constexpr uint32_t kCanMapHostMemory = 19;
+  return attr == kCanMapHostMemory ? 0 : value;
+}
+
 CudaResult<ClientConnection::Pool*> ClientConnection::FindPool(uint64_t pool) {
   if (pool == 0) return &pools_[0];  // the default pool
   auto it = pools_.find(pool);

@@ -307,9 +307,9 @@ cudaError_t cudaHostAlloc(void** pHost, size_t size, unsigned int flags) noexcep
     if (pHost == nullptr || (flags & ~kKnown) != 0) {
       return rt.Finish(CudaStatus(CudaError::kInvalidValue, "bad pointer or flags"));
     }
-    if ((flags & cudaHostAllocMapped) != 0) {
-      rt.WarnOnce("mapped", "cudaHostAllocMapped: kernels run on another machine and cannot "
-                            "read this host memory; it is ordinary host memory here");
+    if ((flags & cudaHostAllocMapped) != 0) {  // [issue 17: pools]
+      *pHost = nullptr;  // [issue 17: pools]
+      return rt.Finish(Runtime::MappedRefusal("cudaHostAlloc(cudaHostAllocMapped)"));
     }
     *pHost = rt.AllocateHost(size, flags);
     if (*pHost == nullptr) {
@@ -336,6 +336,9 @@ cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int flags) noexcep
     if (ptr == nullptr || size == 0) {
       return rt.Finish(CudaStatus(CudaError::kInvalidValue, "empty range"));
     }
+    if ((flags & cudaHostRegisterMapped) != 0) {  // [issue 17: pools]
+      return rt.Finish(Runtime::MappedRefusal("cudaHostRegister(cudaHostRegisterMapped)"));
+    }  // [issue 17: pools]
     if (!rt.RegisterHost(ptr, size, flags)) {
       return rt.Finish(CudaStatus(CudaError::kHostMemoryAlreadyRegistered, "already registered"));
     }
@@ -368,10 +371,8 @@ cudaError_t cudaHostGetFlags(unsigned int* pFlags, void* pHost) noexcept {
 cudaError_t cudaHostGetDevicePointer(void** pDevice, void*, unsigned int) noexcept {
   return Guard("cudaHostGetDevicePointer", [&] {
     if (pDevice) *pDevice = nullptr;
-    Runtime::Get().WarnOnce("hostdeviceptr",
-                            "cudaHostGetDevicePointer: mapped host memory cannot be reached by "
-                            "kernels on a remote GPU");
-    return Runtime::Get().Unsupported("cudaHostGetDevicePointer");
+    // [issue 17: pools]
+    return Runtime::Get().Finish(Runtime::MappedRefusal("cudaHostGetDevicePointer"));
   });
 }
 

@@ -61,6 +61,13 @@ void Runtime::SetCurrentPool(cudaMemPool_t pool) {
   current_pool_ = pool == DefaultPool() ? nullptr : pool;
 }
 
+CudaStatus Runtime::MappedRefusal(const char* what) {
+  return CudaStatus(CudaError::kNotSupported,
+                    std::string(what) + ": mapped (zero-copy) host memory cannot be shared with "
+                    "a GPU on another machine (the device's canMapHostMemory is 0); use "
+                    "cudaMallocHost and cudaMemcpyAsync instead");
+}
+
 namespace {
 
 CudaStatus Error(CudaError code, std::string message) { return {code, std::move(message)}; }

@@ -230,6 +230,8 @@ class Runtime {
   bool DropPool(cudaMemPool_t pool);
   cudaMemPool_t DefaultPool() { return reinterpret_cast<cudaMemPool_t>(&default_pool_); }
   cudaMemPool_t CurrentPool();
+  // Mapped (zero-copy) host memory: refused, naming the reason (canMapHostMemory reads 0).
+  static CudaStatus MappedRefusal(const char* what);
   void SetCurrentPool(cudaMemPool_t pool);
   // (end pools)
 
