@@ -253,6 +253,34 @@ CudaResult<MemPoolGetAttributeReply> ClientConnection::Handle(const MemPoolGetAt
   }
 }
 
+CudaResult<LaunchKernelExReply> ClientConnection::Handle(const LaunchKernelExRequest& r, Io& io) {
+  Session::LaunchAttributes attributes;
+  attributes.cooperative = r.cooperative != 0;
+  attributes.cluster = r.cluster;
+  attributes.priority = r.priority;
+  if (!attributes.cooperative && r.cluster == Dim3{}) {
+    // Nothing the plain launch cannot do (a priority is the stream's business on this path).
+    FLYT_CUDA_RETURN_IF_ERROR(
+        Handle(LaunchKernelRequest{r.function, r.grid, r.block, r.shared_bytes, r.stream, r.params},
+               io)
+            .status());
+    return LaunchKernelExReply{};
+  }
+  const Function* function = functions_.Find(r.function);
+  if (!function) {
+    return Error(CudaError::kInvalidDeviceFunction, "no function " + std::to_string(r.function));
+  }
+  FLYT_CUDA_ASSIGN_OR_RETURN(StreamHandle stream, ResolveStream(r.stream));
+  if (r.grid.x == 0 || r.grid.y == 0 || r.grid.z == 0 || r.block.x == 0 || r.block.y == 0 ||
+      r.block.z == 0) {
+    return Error(CudaError::kInvalidConfiguration, "zero grid or block dimension");
+  }
+  LaunchConfig config{r.grid, r.block, r.shared_bytes, stream};
+  FLYT_CUDA_RETURN_IF_ERROR(session_->LaunchKernelEx(function->handle, config, attributes, r.params));
+  counters_->launches += 1;
+  return LaunchKernelExReply{};
+}
+
 CudaResult<MemPoolTrimToReply> ClientConnection::Handle(const MemPoolTrimToRequest& r, Io&) {
   FLYT_CUDA_ASSIGN_OR_RETURN(Pool * pool, FindPool(r.pool));
   ReleaseCached(*pool, r.min_bytes);

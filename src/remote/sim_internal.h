@@ -203,6 +203,9 @@ class SimSession final : public Session {
   // (end graphs)
 
   // [issue 17: pools] overrides (defined in sim_<family>.cc)
+  CudaStatus LaunchKernelEx(FunctionHandle function, const LaunchConfig& config,
+                            const LaunchAttributes& attributes,
+                            std::span<const std::byte> params) override;
   // (end pools)
 
   // [issue 17: arrays] overrides (defined in sim_<family>.cc)

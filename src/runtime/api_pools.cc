@@ -4,7 +4,10 @@
 // of a pool (one round trip: the address comes from the device), cudaFreeAsync is posted. The
 // pools themselves (caching, release threshold, accounting against the memory limit) live in the
 // server (remote/handlers_pools.cc); a cudaMemPool_t here is a PoolRecord naming one.
+#include <algorithm>
 #include <cstring>
+#include <optional>
+#include <tuple>
 
 #include "runtime/exports.h"
 #include "runtime/runtime.h"
@@ -66,6 +69,108 @@ CudaStatus Runtime::MappedRefusal(const char* what) {
                     std::string(what) + ": mapped (zero-copy) host memory cannot be shared with "
                     "a GPU on another machine (the device's canMapHostMemory is 0); use "
                     "cudaMallocHost and cudaMemcpyAsync instead");
+}
+
+CudaResult<Runtime::LaunchExtras> Runtime::ReadLaunchAttributes(const cudaLaunchAttribute* attrs,
+                                                               unsigned count) {
+  LaunchExtras extras;
+  if (count != 0 && attrs == nullptr) {
+    return CudaStatus(CudaError::kInvalidValue, "null launch attributes");
+  }
+  for (unsigned i = 0; i < count; ++i) {
+    const cudaLaunchAttribute& a = attrs[i];
+    switch (a.id) {
+      case cudaLaunchAttributeIgnore:
+        break;
+      case cudaLaunchAttributeCooperative:
+        extras.cooperative = a.val.cooperative != 0;
+        break;
+      case cudaLaunchAttributeClusterDimension:
+        extras.cluster = {a.val.clusterDim.x, a.val.clusterDim.y, a.val.clusterDim.z};
+        break;
+      case cudaLaunchAttributePriority:
+        extras.priority = a.val.priority;
+        break;
+      case cudaLaunchAttributeAccessPolicyWindow:
+      case cudaLaunchAttributeSynchronizationPolicy:
+      case cudaLaunchAttributeClusterSchedulingPolicyPreference:
+      case cudaLaunchAttributeProgrammaticStreamSerialization:
+      case cudaLaunchAttributeMemSyncDomainMap:
+      case cudaLaunchAttributeMemSyncDomain:
+        // Hints whose absence changes no result: accepted, not forwarded.
+        WarnOnce("launch-attr-" + std::to_string(a.id),
+                 "cudaLaunchKernelExC: launch attribute " + std::to_string(a.id) +
+                     " is accepted and ignored by flyt's remote runtime");
+        break;
+      case cudaLaunchAttributePreferredClusterDimension:
+      case cudaLaunchAttributePreferredSharedMemoryCarveout:
+        WarnOnce("launch-attr-" + std::to_string(a.id),
+                 "cudaLaunchKernelExC: launch attribute " + std::to_string(a.id) +
+                     " (a preference) is accepted and ignored by flyt's remote runtime");
+        break;
+      default:
+        if (a.id > 16) {
+          return CudaStatus(CudaError::kInvalidValue,
+                            "unknown launch attribute " + std::to_string(a.id));
+        }
+        return CudaStatus(CudaError::kNotSupported,
+                          "cudaLaunchKernelExC: launch attribute " + std::to_string(a.id) +
+                              " is not supported by flyt's remote runtime");
+    }
+  }
+  return extras;
+}
+
+CudaStatus Runtime::CheckLaunchExtras(remote::Connection& conn, uint64_t function_id, dim3 grid,
+                                      dim3 block, size_t shared_bytes,
+                                      const LaunchExtras& extras) {
+  const remote::Dim3& c = extras.cluster;
+  if (c.x == 0 || c.y == 0 || c.z == 0 || grid.x % c.x != 0 || grid.y % c.y != 0 ||
+      grid.z % c.z != 0) {
+    return CudaStatus(CudaError::kInvalidClusterSize,
+                      "the grid is not a whole number of clusters of the given dimensions");
+  }
+  if (!extras.cooperative) return CudaStatus::Ok();
+  uint32_t threads = block.x * block.y * block.z;
+  auto key = std::make_tuple(function_id, threads, uint64_t{shared_bytes});
+  std::optional<int32_t> per_sm;
+  {
+    MutexLock lock(pools_mu_);
+    if (auto it = cooperative_fit_.find(key); it != cooperative_fit_.end()) per_sm = it->second;
+  }
+  if (!per_sm) {
+    FLYT_CUDA_ASSIGN_OR_RETURN(
+        remote::OccupancyMaxActiveBlocksReply reply,
+        conn.OccupancyMaxActiveBlocks(
+            {function_id, static_cast<int32_t>(threads), uint64_t{shared_bytes}, 0}));
+    per_sm = reply.blocks;
+    MutexLock lock(pools_mu_);
+    cooperative_fit_[key] = *per_sm;
+  }
+  FLYT_CUDA_ASSIGN_OR_RETURN(int32_t sms, Attribute(cudaDevAttrMultiProcessorCount));
+  uint64_t fit = uint64_t(std::max(*per_sm, 0)) * uint64_t(std::max(sms, 0));
+  uint64_t blocks = uint64_t{grid.x} * grid.y * grid.z;
+  if (blocks > fit) {
+    return CudaStatus(CudaError::kCooperativeLaunchTooLarge,
+                      "a cooperative grid of " + std::to_string(blocks) + " blocks exceeds the " +
+                          std::to_string(fit) + " the device holds at once");
+  }
+  return CudaStatus::Ok();
+}
+
+CudaStatus Runtime::LaunchWithExtras(remote::Connection& conn, uint64_t function_id, dim3 grid,
+                                     dim3 block, size_t shared_bytes, uint64_t stream_id,
+                                     remote::Bytes params, const LaunchExtras& extras) {
+  FLYT_CUDA_RETURN_IF_ERROR(CheckLaunchExtras(conn, function_id, grid, block, shared_bytes, extras));
+  return conn.LaunchKernelEx({function_id,
+                              {grid.x, grid.y, grid.z},
+                              {block.x, block.y, block.z},
+                              static_cast<uint32_t>(shared_bytes),
+                              stream_id,
+                              std::move(params),
+                              extras.cooperative ? 1u : 0u,
+                              extras.cluster,
+                              extras.priority});
 }
 
 namespace {

@@ -187,6 +187,8 @@ cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t 
 cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device) noexcept;
 cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool) noexcept;
 cudaError_t cudaDeviceGetMemPool(cudaMemPool_t *memPool, int device) noexcept;
+cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem, cudaStream_t stream) noexcept;
+cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem, cudaStream_t stream) noexcept;
 // (end pools)
 
 }  // extern "C"

@@ -37,6 +37,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -232,6 +233,24 @@ class Runtime {
   cudaMemPool_t CurrentPool();
   // Mapped (zero-copy) host memory: refused, naming the reason (canMapHostMemory reads 0).
   static CudaStatus MappedRefusal(const char* what);
+  // Launch attributes beyond a plain launch (cudaLaunchCooperativeKernel, cudaLaunchKernelExC).
+  struct LaunchExtras {
+    bool cooperative = false;
+    remote::Dim3 cluster;
+    int32_t priority = 0;
+    bool plain() const { return !cooperative && cluster == remote::Dim3{} && priority == 0; }
+  };
+  // cudaLaunchKernelExC's attributes; an unknown one is cudaErrorInvalidValue, as CUDA says.
+  CudaResult<LaunchExtras> ReadLaunchAttributes(const cudaLaunchAttribute* attrs, unsigned count);
+  // CUDA's checks before such a launch leaves the process: a cooperative grid must fit the
+  // device at once (cudaErrorCooperativeLaunchTooLarge; the fit is asked once per kernel, block
+  // and shared size), a cluster must divide the grid (cudaErrorInvalidClusterSize).
+  CudaStatus CheckLaunchExtras(remote::Connection& conn, uint64_t function_id, dim3 grid,
+                               dim3 block, size_t shared_bytes, const LaunchExtras& extras);
+  // Checks, then posts the launch (LaunchKernelEx).
+  CudaStatus LaunchWithExtras(remote::Connection& conn, uint64_t function_id, dim3 grid,
+                              dim3 block, size_t shared_bytes, uint64_t stream_id,
+                              remote::Bytes params, const LaunchExtras& extras);
   void SetCurrentPool(cudaMemPool_t pool);
   // (end pools)
 
@@ -290,6 +309,9 @@ class Runtime {
   Mutex pools_mu_;
   std::unordered_map<const void*, std::unique_ptr<PoolRecord>> pools_ FLYT_GUARDED_BY(pools_mu_);
   cudaMemPool_t current_pool_ FLYT_GUARDED_BY(pools_mu_) = nullptr;  // null: the default
+  // Blocks per SM by (function, threads per block, dynamic shared bytes), for cooperative fits.
+  std::map<std::tuple<uint64_t, uint32_t, uint64_t>, int32_t> cooperative_fit_
+      FLYT_GUARDED_BY(pools_mu_);
   // (end pools)
 
   // [issue 17: arrays] private state
