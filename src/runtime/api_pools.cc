@@ -173,6 +173,20 @@ CudaStatus Runtime::LaunchWithExtras(remote::Connection& conn, uint64_t function
                               extras.priority});
 }
 
+bool Runtime::SetStreamAttribute(uint64_t stream_id, int attr,
+                                 const cudaLaunchAttributeValue& value) {
+  MutexLock lock(pools_mu_);
+  stream_attributes_[{stream_id, attr}] = value;
+  return true;
+}
+
+std::optional<cudaLaunchAttributeValue> Runtime::StreamAttribute(uint64_t stream_id, int attr) {
+  MutexLock lock(pools_mu_);
+  auto it = stream_attributes_.find({stream_id, attr});
+  if (it == stream_attributes_.end()) return std::nullopt;
+  return it->second;
+}
+
 namespace {
 
 CudaStatus Error(CudaError code, std::string message) { return {code, std::move(message)}; }
@@ -217,6 +231,62 @@ cudaError_t FreeAsync(void* ptr, cudaStream_t stream, bool per_thread) {
 CudaStatus CheckDevice(int device) {
   if (device != 0) return Error(CudaError::kInvalidDevice, "flyt serves one device, number 0");
   return CudaStatus::Ok();
+}
+
+cudaError_t StreamAttribute(cudaStream_t stream, cudaLaunchAttributeID attr,
+                            const cudaLaunchAttributeValue* in, cudaLaunchAttributeValue* out,
+                            bool per_thread) {
+  Runtime& rt = Runtime::Get();
+  if (in == nullptr && out == nullptr) {
+    return rt.Finish(Error(CudaError::kInvalidValue, "null value"));
+  }
+  CudaResult<uint64_t> id = rt.ResolveStream(stream, per_thread);
+  if (!id.ok()) return rt.Finish(id.status());
+  switch (attr) {
+    case cudaLaunchAttributeAccessPolicyWindow:
+    case cudaLaunchAttributeSynchronizationPolicy:
+    case cudaLaunchAttributeMemSyncDomain:
+    case cudaLaunchAttributeMemSyncDomainMap:
+      break;
+    case cudaLaunchAttributePriority:
+      if (in != nullptr) break;  // accepted: the priority is a scheduling hint
+      if (auto record = rt.FindStream(stream); record.ok() && !rt.StreamAttribute(*id, attr)) {
+        std::memset(out, 0, sizeof *out);
+        out->priority = record->priority;
+        return cudaSuccess;
+      }
+      break;
+    default:
+      return rt.Finish(Error(CudaError::kInvalidValue,
+                             "stream attribute " + std::to_string(attr) + " is not one of a "
+                             "stream's"));
+  }
+  if (in != nullptr) {
+    rt.SetStreamAttribute(*id, attr, *in);
+    return cudaSuccess;
+  }
+  if (auto value = rt.StreamAttribute(*id, attr)) {
+    *out = *value;
+  } else {
+    std::memset(out, 0, sizeof *out);  // the defaults: no window, the default policies
+    if (attr == cudaLaunchAttributeSynchronizationPolicy) out->syncPolicy = cudaSyncPolicyAuto;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t DriverEntryPoint(const char* symbol, void** func,
+                             cudaDriverEntryPointQueryResult* status) {
+  Runtime& rt = Runtime::Get();
+  if (symbol == nullptr || func == nullptr) {
+    return rt.Finish(Error(CudaError::kInvalidValue, "null symbol or funcPtr"));
+  }
+  *func = nullptr;
+  if (status != nullptr) *status = cudaDriverEntryPointSymbolNotFound;
+  rt.WarnOnce(std::string("entry-point:") + symbol,
+              std::string("cudaGetDriverEntryPoint(") + symbol +
+                  "): flyt's remote runtime exposes no CUDA driver functions (the driver is on "
+                  "the GPU server); returning cudaErrorNotSupported and a null pointer");
+  return rt.Finish(Error(CudaError::kNotSupported, "no driver entry points in a remote runtime"));
 }
 
 }  // namespace
@@ -387,6 +457,99 @@ cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool) noexcept {
     rt.SetCurrentPool(memPool);
     return cudaSuccess;
   });
+}
+
+cudaError_t cudaStreamSetAttribute(cudaStream_t hStream, cudaLaunchAttributeID attr,
+                                   const cudaLaunchAttributeValue* value) noexcept {
+  return Guard("cudaStreamSetAttribute", [&] {
+    if (value == nullptr) {
+      return Runtime::Get().Finish(CudaStatus(CudaError::kInvalidValue, "null value"));
+    }
+    return rt_impl::StreamAttribute(hStream, attr, value, nullptr, false);
+  });
+}
+
+cudaError_t cudaStreamSetAttribute_ptsz(cudaStream_t hStream, cudaLaunchAttributeID attr,
+                                        const cudaLaunchAttributeValue* value) noexcept {
+  return Guard("cudaStreamSetAttribute_ptsz", [&] {
+    if (value == nullptr) {
+      return Runtime::Get().Finish(CudaStatus(CudaError::kInvalidValue, "null value"));
+    }
+    return rt_impl::StreamAttribute(hStream, attr, value, nullptr, true);
+  });
+}
+
+cudaError_t cudaStreamGetAttribute(cudaStream_t hStream, cudaLaunchAttributeID attr,
+                                   cudaLaunchAttributeValue* value_out) noexcept {
+  return Guard("cudaStreamGetAttribute", [&] {
+    if (value_out == nullptr) {
+      return Runtime::Get().Finish(CudaStatus(CudaError::kInvalidValue, "null value"));
+    }
+    return rt_impl::StreamAttribute(hStream, attr, nullptr, value_out, false);
+  });
+}
+
+cudaError_t cudaStreamGetAttribute_ptsz(cudaStream_t hStream, cudaLaunchAttributeID attr,
+                                        cudaLaunchAttributeValue* value_out) noexcept {
+  return Guard("cudaStreamGetAttribute_ptsz", [&] {
+    if (value_out == nullptr) {
+      return Runtime::Get().Finish(CudaStatus(CudaError::kInvalidValue, "null value"));
+    }
+    return rt_impl::StreamAttribute(hStream, attr, nullptr, value_out, true);
+  });
+}
+
+// Persisting L2 lines are a cache hint the server's device is not told of: nothing to reset.
+cudaError_t cudaCtxResetPersistingL2Cache(void) noexcept {
+  return Guard("cudaCtxResetPersistingL2Cache", [&] {
+    Runtime& rt = Runtime::Get();
+    if (CudaStatus s = rt.StickyStatus(); !s.ok()) return rt.Finish(s);
+    return cudaSuccess;
+  });
+}
+
+cudaError_t cudaGetFuncBySymbol(cudaFunction_t* functionPtr, const void* symbolPtr) noexcept {
+  return Guard("cudaGetFuncBySymbol", [&] {
+    Runtime& rt = Runtime::Get();
+    if (functionPtr == nullptr) {
+      return rt.Finish(CudaStatus(CudaError::kInvalidValue, "null functionPtr"));
+    }
+    rt_impl::FunctionRecord* f = rt.FindFunction(symbolPtr);
+    if (f == nullptr) f = rt.FromKernelHandle(symbolPtr);
+    if (f == nullptr) {
+      return rt.Finish(CudaStatus(CudaError::kInvalidDeviceFunction, "not a registered kernel"));
+    }
+    // The same handle cudaGetKernel gives: a name for the kernel, which this runtime accepts
+    // wherever it takes a kernel (it is not a driver CUfunction).
+    *functionPtr = reinterpret_cast<cudaFunction_t>(f);
+    return cudaSuccess;
+  });
+}
+
+cudaError_t cudaGetDriverEntryPoint(const char* symbol, void** funcPtr, unsigned long long,
+                                    enum cudaDriverEntryPointQueryResult* driverStatus) noexcept {
+  return Guard("cudaGetDriverEntryPoint",
+               [&] { return rt_impl::DriverEntryPoint(symbol, funcPtr, driverStatus); });
+}
+
+cudaError_t cudaGetDriverEntryPoint_ptsz(const char* symbol, void** funcPtr, unsigned long long,
+                                         enum cudaDriverEntryPointQueryResult* driverStatus) noexcept {
+  return Guard("cudaGetDriverEntryPoint_ptsz",
+               [&] { return rt_impl::DriverEntryPoint(symbol, funcPtr, driverStatus); });
+}
+
+cudaError_t cudaGetDriverEntryPointByVersion(
+    const char* symbol, void** funcPtr, unsigned int, unsigned long long,
+    enum cudaDriverEntryPointQueryResult* driverStatus) noexcept {
+  return Guard("cudaGetDriverEntryPointByVersion",
+               [&] { return rt_impl::DriverEntryPoint(symbol, funcPtr, driverStatus); });
+}
+
+cudaError_t cudaGetDriverEntryPointByVersion_ptsz(
+    const char* symbol, void** funcPtr, unsigned int, unsigned long long,
+    enum cudaDriverEntryPointQueryResult* driverStatus) noexcept {
+  return Guard("cudaGetDriverEntryPointByVersion_ptsz",
+               [&] { return rt_impl::DriverEntryPoint(symbol, funcPtr, driverStatus); });
 }
 
 }  // extern "C"

@@ -247,6 +247,11 @@ class Runtime {
   // and shared size), a cluster must divide the grid (cudaErrorInvalidClusterSize).
   CudaStatus CheckLaunchExtras(remote::Connection& conn, uint64_t function_id, dim3 grid,
                                dim3 block, size_t shared_bytes, const LaunchExtras& extras);
+  // cudaStreamSetAttribute values kept per stream (by its id): the access-policy window and the
+  // synchronisation policy are hints the server is not told of; the priority a stream was made
+  // with is its record's.
+  bool SetStreamAttribute(uint64_t stream_id, int attr, const cudaLaunchAttributeValue& value);
+  std::optional<cudaLaunchAttributeValue> StreamAttribute(uint64_t stream_id, int attr);
   // Checks, then posts the launch (LaunchKernelEx).
   CudaStatus LaunchWithExtras(remote::Connection& conn, uint64_t function_id, dim3 grid,
                               dim3 block, size_t shared_bytes, uint64_t stream_id,
@@ -311,6 +316,8 @@ class Runtime {
   cudaMemPool_t current_pool_ FLYT_GUARDED_BY(pools_mu_) = nullptr;  // null: the default
   // Blocks per SM by (function, threads per block, dynamic shared bytes), for cooperative fits.
   std::map<std::tuple<uint64_t, uint32_t, uint64_t>, int32_t> cooperative_fit_
+      FLYT_GUARDED_BY(pools_mu_);
+  std::map<std::pair<uint64_t, int>, cudaLaunchAttributeValue> stream_attributes_
       FLYT_GUARDED_BY(pools_mu_);
   // (end pools)
 
