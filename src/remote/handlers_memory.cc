@@ -33,7 +33,8 @@ CudaResult<MallocReply> ClientConnection::Handle(const MallocRequest& r, Io&) {
 CudaResult<FreeReply> ClientConnection::Handle(const FreeRequest& r, Io& io) {
   if (r.ptr == 0) return FreeReply{};
   if (pool_allocations_.contains(r.ptr)) {  // [issue 17: pools] cudaFree of a pool's block
-    FLYT_CUDA_RETURN_IF_ERROR(Handle(FreeAsyncRequest{r.ptr, 0}, io).status());  // [issue 17: pools]
+    CudaStatus freed = Handle(FreeAsyncRequest{r.ptr, 0}, io).status();  // [issue 17: pools]
+    FLYT_CUDA_RETURN_IF_ERROR(freed);  // [issue 17: pools]
     return FreeReply{};  // [issue 17: pools]
   }  // [issue 17: pools]
   std::optional<AddressRanges<uint8_t>::Range> range = allocations_.Find(r.ptr);

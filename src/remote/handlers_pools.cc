@@ -123,9 +123,9 @@ CudaResult<MallocAsyncReply> ClientConnection::Handle(const MallocAsyncRequest& 
   if (pool->max_bytes != 0 && pool->reserved + bytes > pool->max_bytes) {
     if (bytes <= pool->max_bytes) ReleaseCached(*pool, pool->max_bytes - bytes);
     if (pool->reserved + bytes > pool->max_bytes) {
-      return Error(CudaError::kMemoryAllocation,
-                   "the memory pool's maximum size of " + std::to_string(pool->max_bytes) +
-                       " bytes is reached");
+      return Error(CudaError::kMemoryAllocation, "the memory pool's maximum size of " +
+                                                     std::to_string(pool->max_bytes) +
+                                                     " bytes is reached");
     }
   }
   if (!memory_.TryReserve(bytes)) {
@@ -221,8 +221,8 @@ CudaResult<MemPoolSetAttributeReply> ClientConnection::Handle(const MemPoolSetAt
       return MemPoolSetAttributeReply{};
     case kReservedMemCurrent:
     case kUsedMemCurrent:
-      return Error(CudaError::kInvalidValue, "memory pool attribute " + std::to_string(r.attr) +
-                                                 " is read-only");
+      return Error(CudaError::kInvalidValue,
+                   "memory pool attribute " + std::to_string(r.attr) + " is read-only");
     default:
       return Error(CudaError::kInvalidValue,
                    "unknown memory pool attribute " + std::to_string(r.attr));
@@ -276,7 +276,8 @@ CudaResult<LaunchKernelExReply> ClientConnection::Handle(const LaunchKernelExReq
     return Error(CudaError::kInvalidConfiguration, "zero grid or block dimension");
   }
   LaunchConfig config{r.grid, r.block, r.shared_bytes, stream};
-  FLYT_CUDA_RETURN_IF_ERROR(session_->LaunchKernelEx(function->handle, config, attributes, r.params));
+  FLYT_CUDA_RETURN_IF_ERROR(
+      session_->LaunchKernelEx(function->handle, config, attributes, r.params));
   counters_->launches += 1;
   return LaunchKernelExReply{};
 }

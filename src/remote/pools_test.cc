@@ -25,8 +25,8 @@ constexpr uint32_t kUsedMemHigh = 8;
 class PoolsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("flyt-pools-test-" + std::to_string(::getpid()));
+    dir_ =
+        std::filesystem::temp_directory_path() / ("flyt-pools-test-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir_);
     ServerOptions options;
     options.listen.push_back(*ParseEndpoint("unix:" + (dir_ / "s.sock").string()));

@@ -66,13 +66,14 @@ void Runtime::SetCurrentPool(cudaMemPool_t pool) {
 
 CudaStatus Runtime::MappedRefusal(const char* what) {
   return CudaStatus(CudaError::kNotSupported,
-                    std::string(what) + ": mapped (zero-copy) host memory cannot be shared with "
-                    "a GPU on another machine (the device's canMapHostMemory is 0); use "
-                    "cudaMallocHost and cudaMemcpyAsync instead");
+                    std::string(what) +
+                        ": mapped (zero-copy) host memory cannot be shared with "
+                        "a GPU on another machine (the device's canMapHostMemory is 0); use "
+                        "cudaMallocHost and cudaMemcpyAsync instead");
 }
 
 CudaResult<Runtime::LaunchExtras> Runtime::ReadLaunchAttributes(const cudaLaunchAttribute* attrs,
-                                                               unsigned count) {
+                                                                unsigned count) {
   LaunchExtras extras;
   if (count != 0 && attrs == nullptr) {
     return CudaStatus(CudaError::kInvalidValue, "null launch attributes");
@@ -122,8 +123,7 @@ CudaResult<Runtime::LaunchExtras> Runtime::ReadLaunchAttributes(const cudaLaunch
 }
 
 CudaStatus Runtime::CheckLaunchExtras(remote::Connection& conn, uint64_t function_id, dim3 grid,
-                                      dim3 block, size_t shared_bytes,
-                                      const LaunchExtras& extras) {
+                                      dim3 block, size_t shared_bytes, const LaunchExtras& extras) {
   const remote::Dim3& c = extras.cluster;
   if (c.x == 0 || c.y == 0 || c.z == 0 || grid.x % c.x != 0 || grid.y % c.y != 0 ||
       grid.z % c.z != 0) {
@@ -161,7 +161,8 @@ CudaStatus Runtime::CheckLaunchExtras(remote::Connection& conn, uint64_t functio
 CudaStatus Runtime::LaunchWithExtras(remote::Connection& conn, uint64_t function_id, dim3 grid,
                                      dim3 block, size_t shared_bytes, uint64_t stream_id,
                                      remote::Bytes params, const LaunchExtras& extras) {
-  FLYT_CUDA_RETURN_IF_ERROR(CheckLaunchExtras(conn, function_id, grid, block, shared_bytes, extras));
+  FLYT_CUDA_RETURN_IF_ERROR(
+      CheckLaunchExtras(conn, function_id, grid, block, shared_bytes, extras));
   return conn.LaunchKernelEx({function_id,
                               {grid.x, grid.y, grid.z},
                               {block.x, block.y, block.z},
@@ -257,9 +258,9 @@ cudaError_t StreamAttribute(cudaStream_t stream, cudaLaunchAttributeID attr,
       }
       break;
     default:
-      return rt.Finish(Error(CudaError::kInvalidValue,
-                             "stream attribute " + std::to_string(attr) + " is not one of a "
-                             "stream's"));
+      return rt.Finish(Error(CudaError::kInvalidValue, "stream attribute " + std::to_string(attr) +
+                                                           " is not one of a "
+                                                           "stream's"));
   }
   if (in != nullptr) {
     rt.SetStreamAttribute(*id, attr, *in);
@@ -332,7 +333,8 @@ cudaError_t cudaFreeAsync_ptsz(void* devPtr, cudaStream_t hStream) noexcept {
   return Guard("cudaFreeAsync_ptsz", [&] { return rt_impl::FreeAsync(devPtr, hStream, true); });
 }
 
-cudaError_t cudaMemPoolCreate(cudaMemPool_t* memPool, const struct cudaMemPoolProps* poolProps) noexcept {
+cudaError_t cudaMemPoolCreate(cudaMemPool_t* memPool,
+                              const struct cudaMemPoolProps* poolProps) noexcept {
   return Guard("cudaMemPoolCreate", [&] {
     Runtime& rt = Runtime::Get();
     if (memPool == nullptr || poolProps == nullptr) {
@@ -340,8 +342,8 @@ cudaError_t cudaMemPoolCreate(cudaMemPool_t* memPool, const struct cudaMemPoolPr
     }
     if (poolProps->allocType != cudaMemAllocationTypePinned ||
         poolProps->location.type != cudaMemLocationTypeDevice || poolProps->location.id != 0) {
-      return rt.Finish(CudaStatus(CudaError::kInvalidValue,
-                                  "a pool must be of pinned memory on device 0"));
+      return rt.Finish(
+          CudaStatus(CudaError::kInvalidValue, "a pool must be of pinned memory on device 0"));
     }
     if (poolProps->handleTypes != cudaMemHandleTypeNone) {
       return rt.Finish(CudaStatus(CudaError::kNotSupported,
@@ -363,7 +365,8 @@ cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool) noexcept {
   return Guard("cudaMemPoolDestroy", [&] {
     Runtime& rt = Runtime::Get();
     if (memPool == rt.DefaultPool()) {
-      return rt.Finish(CudaStatus(CudaError::kInvalidValue, "the default pool cannot be destroyed"));
+      return rt.Finish(
+          CudaStatus(CudaError::kInvalidValue, "the default pool cannot be destroyed"));
     }
     auto id = rt.PoolId(memPool);
     if (!id.ok()) return rt.Finish(id.status());
@@ -391,8 +394,8 @@ cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr 
     }
     auto conn = rt.Connection();
     if (!conn.ok()) return rt.Finish(conn.status());
-    return rt.FinishSync((*conn)->MemPoolSetAttribute({*id, static_cast<uint32_t>(attr), v})
-                             .status());
+    return rt.FinishSync(
+        (*conn)->MemPoolSetAttribute({*id, static_cast<uint32_t>(attr), v}).status());
   });
 }
 
@@ -532,8 +535,9 @@ cudaError_t cudaGetDriverEntryPoint(const char* symbol, void** funcPtr, unsigned
                [&] { return rt_impl::DriverEntryPoint(symbol, funcPtr, driverStatus); });
 }
 
-cudaError_t cudaGetDriverEntryPoint_ptsz(const char* symbol, void** funcPtr, unsigned long long,
-                                         enum cudaDriverEntryPointQueryResult* driverStatus) noexcept {
+cudaError_t cudaGetDriverEntryPoint_ptsz(
+    const char* symbol, void** funcPtr, unsigned long long,
+    enum cudaDriverEntryPointQueryResult* driverStatus) noexcept {
   return Guard("cudaGetDriverEntryPoint_ptsz",
                [&] { return rt_impl::DriverEntryPoint(symbol, funcPtr, driverStatus); });
 }
