@@ -48,7 +48,10 @@
 // (end graphs)
 
 // [issue 17: pools]
-#define FLYT_CUDA_DRIVER_POOLS_ENTRY_POINTS(X)
+#define FLYT_CUDA_DRIVER_POOLS_ENTRY_POINTS(X)                                                     \
+  X(LaunchKernelEx, kOptional,                                                                     \
+    (const CUlaunchConfig* config, CUfunction function, void** params, void** extra),              \
+    cuLaunchKernelEx)
 // (end pools)
 
 // [issue 17: arrays]

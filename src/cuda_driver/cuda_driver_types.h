@@ -96,6 +96,34 @@ inline constexpr unsigned int CU_EVENT_WAIT_EXTERNAL = 0x1;
 // (end graphs)
 
 // [issue 17: pools] driver types and constants
+// cuLaunchKernelEx's configuration and attributes (as cuda.h lays them out: an attribute is a
+// 4-byte id, padding to 8, then a 64-byte value union).
+using CUlaunchAttributeID = int;
+inline constexpr CUlaunchAttributeID CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2;
+inline constexpr CUlaunchAttributeID CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4;
+inline constexpr CUlaunchAttributeID CU_LAUNCH_ATTRIBUTE_PRIORITY = 8;
+union CUlaunchAttributeValue {
+  char pad[64];
+  int cooperative;
+  int priority;
+  struct {
+    unsigned int x, y, z;
+  } clusterDim;
+};
+struct CUlaunchAttribute {
+  CUlaunchAttributeID id;
+  char pad[8 - sizeof(CUlaunchAttributeID)];
+  CUlaunchAttributeValue value;
+};
+static_assert(sizeof(CUlaunchAttribute) == 72);
+struct CUlaunchConfig {
+  unsigned int gridDimX, gridDimY, gridDimZ;
+  unsigned int blockDimX, blockDimY, blockDimZ;
+  unsigned int sharedMemBytes;
+  CUstream hStream;
+  CUlaunchAttribute* attrs;
+  unsigned int numAttrs;
+};
 // (end pools)
 
 // [issue 17: arrays] driver types and constants

@@ -196,6 +196,21 @@ class Session {
   // (end graphs)
 
   // [issue 17: pools] session methods
+  // What a launch asks beyond LaunchKernel's (cudaLaunchCooperativeKernel, cudaLaunchKernelExC).
+  struct LaunchAttributes {
+    bool cooperative = false;  // all blocks co-resident (grid-wide synchronisation)
+    Dim3 cluster;              // thread-block cluster dimensions; 1,1,1: none
+    int32_t priority = 0;
+  };
+  // Enqueues a launch with attributes. kCooperativeLaunchTooLarge when a cooperative grid has
+  // more blocks than the device holds at once; kInvalidClusterSize for a cluster the grid is not
+  // a multiple of or the device cannot schedule.
+  virtual CudaStatus LaunchKernelEx(FunctionHandle /*function*/, const LaunchConfig& /*config*/,
+                                    const LaunchAttributes& /*attributes*/,
+                                    std::span<const std::byte> /*params*/) {
+    return CudaStatus(CudaError::kNotSupported,
+                      "launches with attributes are not supported by this backend");
+  }
   // (end pools)
 
   // [issue 17: arrays] session methods

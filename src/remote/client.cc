@@ -118,6 +118,14 @@ size_t Connection::pending_downloads() const {
   return landings_.size();
 }
 
+// [issue 17: pools]
+uint64_t Connection::pending_download_bytes() const {
+  MutexLock lock(mu_);
+  uint64_t bytes = 0;
+  for (const auto& [seq, landing] : landings_) bytes += landing.dst.size() - landing.received;
+  return bytes;
+}
+
 std::optional<AsyncError> Connection::TakeAsyncError() {
   MutexLock lock(mu_);
   return std::exchange(async_error_, std::nullopt);

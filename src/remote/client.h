@@ -76,6 +76,10 @@ template <CallId kId>
 using CallReturn = std::conditional_t<CallTraits<kId>::kMode == CallMode::kCall,
                                       CudaResult<typename CallTraits<kId>::Reply>, CudaStatus>;
 
+// [issue 17: pools] Device-to-host data the runtime lets be in flight on one connection before it
+// waits for the device (far below the server's default limit of 1 GiB).
+inline constexpr uint64_t kMaxDownloadBytesInFlight = 256ull << 20;
+
 class Connection {
  public:
   // Connects and says hello. Fails (kUnavailable) when the server cannot be reached or refuses;
@@ -108,6 +112,10 @@ class Connection {
   bool broken() const;
   // Pending device-to-host copies whose data has not arrived.
   size_t pending_downloads() const;
+  // [issue 17: pools] Bytes of those copies not yet arrived: the server holds them in its host
+  // memory until a reply carries them (ServerOptions::max_pending_download_bytes, default 1 GiB;
+  // past it posted copies fail), so the runtime keeps this under kMaxDownloadBytesInFlight.
+  uint64_t pending_download_bytes() const;
 
  private:
   explicit Connection(UniqueFd fd, const ClientOptions& options);

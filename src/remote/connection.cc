@@ -210,6 +210,7 @@ bool ClientConnection::HoldsAnything() const {
   // (end graphs)
 
   // [issue 17: pools] held &= ...; objects that keep a client from being closed for idleness
+  held = held || !pool_allocations_.empty();
   // (end pools)
 
   // [issue 17: arrays] held &= ...; objects that keep a client from being closed for idleness
@@ -399,6 +400,7 @@ void ClientConnection::FreeEverything() {
   // (end graphs)
 
   // [issue 17: pools] release (before events, streams, modules and memory)
+  ReleasePools();
   // (end pools)
 
   // [issue 17: arrays] release (before events, streams, modules and memory)

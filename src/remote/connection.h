@@ -242,6 +242,39 @@ class ClientConnection {
   // (end graphs)
 
   // [issue 17: pools] per-client state
+  // Stream-ordered pools (handlers_pools.cc). Each block of a pool is a Session::Malloc of its
+  // own, counted against the memory limit while the pool holds it (live or cached). A freed
+  // block is cached in its pool with an event recorded on the freeing stream: reused by a later
+  // allocation of the same size once that event completed (or on the same stream), released when
+  // the pool holds more than its release threshold, by trim, or when the client goes.
+  static constexpr size_t kMaxPools = 1 << 10;
+  // A device attribute as a remote client sees it, whatever the backend: canMapHostMemory (19)
+  // is 0, since the client's host memory is on another machine than the device.
+  static int32_t ClientAttribute(uint32_t attr, int32_t value);
+  struct PoolBlock {
+    DevicePtr ptr = 0;
+    uint64_t bytes = 0;
+    StreamHandle stream{};
+    std::optional<EventHandle> freed;  // recorded on `stream` by FreeAsync
+  };
+  struct Pool {
+    uint64_t max_bytes = 0;  // 0: no limit
+    uint64_t release_threshold = 0;
+    uint64_t reuse[3] = {1, 1, 1};  // cudaMemPoolReuse* (attributes 1-3)
+    uint64_t reserved = 0, reserved_high = 0, used = 0, used_high = 0;
+    std::vector<PoolBlock> cached;
+    bool destroyed = false;  // gone once nothing of it is live
+  };
+  struct LiveBlock {
+    uint64_t pool = 0;
+    uint64_t bytes = 0;
+  };
+  CudaResult<Pool*> FindPool(uint64_t pool);
+  // Releases cached blocks of `pool` whose free completed, until it holds at most `keep_bytes`.
+  void ReleaseCached(Pool& pool, uint64_t keep_bytes);
+  void ReleasePools();
+  std::map<uint64_t, Pool> pools_;                 // 0: the default pool, made on first use
+  std::map<uint64_t, LiveBlock> pool_allocations_;  // live pool blocks by address
   // (end pools)
 
   // [issue 17: arrays] per-client state

@@ -24,7 +24,8 @@ CudaResult<GetDevicePropertiesReply> ClientConnection::Handle(const GetDevicePro
   reply.values.push_back({"totalGlobalMem", static_cast<int64_t>(total)});
 #define FLYT_DEVICE_PROP(field, attr, name)                                \
   if (CudaResult<int32_t> v = backend_->DeviceAttribute(attr); v.ok()) { \
-    reply.values.push_back({#field, *v});                              \
+    reply.values.push_back({#field, ClientAttribute(attr, *v)});      \
+    /* [issue 17: pools] ClientAttribute */                            \
   }
 #include "remote/device_props.def"
 #undef FLYT_DEVICE_PROP
@@ -35,7 +36,7 @@ CudaResult<DeviceGetAttributeReply> ClientConnection::Handle(const DeviceGetAttr
                                                               Io&) {
   if (r.device != 0) return Error(CudaError::kInvalidDevice, "this server has one device, 0");
   FLYT_CUDA_ASSIGN_OR_RETURN(int32_t value, backend_->DeviceAttribute(r.attr));
-  return DeviceGetAttributeReply{value};
+  return DeviceGetAttributeReply{ClientAttribute(r.attr, value)};  // [issue 17: pools]
 }
 
 CudaResult<DeviceSynchronizeReply> ClientConnection::Handle(const DeviceSynchronizeRequest&, Io&) {

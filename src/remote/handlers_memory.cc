@@ -30,8 +30,13 @@ CudaResult<MallocReply> ClientConnection::Handle(const MallocRequest& r, Io&) {
   return MallocReply{*ptr};
 }
 
-CudaResult<FreeReply> ClientConnection::Handle(const FreeRequest& r, Io&) {
+CudaResult<FreeReply> ClientConnection::Handle(const FreeRequest& r, Io& io) {
   if (r.ptr == 0) return FreeReply{};
+  if (pool_allocations_.contains(r.ptr)) {  // [issue 17: pools] cudaFree of a pool's block
+    CudaStatus freed = Handle(FreeAsyncRequest{r.ptr, 0}, io).status();  // [issue 17: pools]
+    FLYT_CUDA_RETURN_IF_ERROR(freed);  // [issue 17: pools]
+    return FreeReply{};  // [issue 17: pools]
+  }  // [issue 17: pools]
   std::optional<AddressRanges<uint8_t>::Range> range = allocations_.Find(r.ptr);
   if (!range || range->base != r.ptr) {
     return Error(CudaError::kInvalidValue, Hex(r.ptr) + " is not an allocation of this client");

@@ -50,7 +50,7 @@ inline constexpr AttrValue kH100Attributes[] = {
     {1, 1024},       {2, 1024},       {3, 1024},       {4, 64},          {5, 2147483647},
     {6, 65535},      {7, 65535},      {8, 49152},      {9, 65536},       {10, 32},
     {11, 2147483647}, {12, 65536},    {13, 1980000},   {14, 512},        {15, 1},
-    {16, 132},       {17, 0},         {18, 0},         {19, 1},          {20, 0},
+    {16, 132},       {17, 0},         {18, 0},         {19, 0},          {20, 0},
     {21, 131072},    {22, 131072},    {23, 65536},     {24, 16384},      {25, 16384},
     {26, 16384},     {27, 32768},     {28, 32768},     {29, 2048},       {30, 512},
     {31, 1},         {32, 1},         {33, 0x18},      {34, 0},          {35, 0},
@@ -208,6 +208,9 @@ class SimSession final : public Session {
   // (end graphs)
 
   // [issue 17: pools] overrides (defined in sim_<family>.cc)
+  CudaStatus LaunchKernelEx(FunctionHandle function, const LaunchConfig& config,
+                            const LaunchAttributes& attributes,
+                            std::span<const std::byte> params) override;
   // (end pools)
 
   // [issue 17: arrays] overrides (defined in sim_<family>.cc)

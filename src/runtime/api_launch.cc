@@ -71,7 +71,8 @@ CudaStatus CheckConfiguration(Runtime& rt, dim3 grid, dim3 block, size_t shared_
 }
 
 CudaStatus LaunchStatus(Runtime& rt, FunctionRecord* function, dim3 grid, dim3 block, void** args,
-                        size_t shared_bytes, cudaStream_t stream, bool per_thread) {
+                        size_t shared_bytes, cudaStream_t stream, bool per_thread,
+                        const Runtime::LaunchExtras* extras = nullptr) {  // [issue 17: pools]
   FLYT_CUDA_RETURN_IF_ERROR(rt.StickyStatus());
   if (function == nullptr) {
     return Error(CudaError::kInvalidDeviceFunction,
@@ -93,11 +94,20 @@ CudaStatus LaunchStatus(Runtime& rt, FunctionRecord* function, dim3 grid, dim3 b
     }
     if (p.size_bytes != 0) std::memcpy(params.data() + p.offset, args[p.ordinal], p.size_bytes);
   }
+  // A launch with attributes (cooperative, cluster, priority) is not recorded into a graph: on a
+  // capturing stream it is refused as an operation the capture does not support.
+  if (extras != nullptr && rt.CaptureActive()) {  // [issue 17: graphs, pools]
+    if (auto r = rt.CaptureSync(stream_id)) return *r;
+  }
   if (auto r = rt.CaptureKernel(stream_id, function, grid, block,  // [issue 17: graphs]
                                 static_cast<uint32_t>(shared_bytes), std::move(params))) {
     return *r;  // [issue 17: graphs]
   }
   FLYT_CUDA_RETURN_IF_ERROR(rt.ManagedBeforeLaunch(stream_id));  // [issue 17: managed]
+  if (extras != nullptr) {  // [issue 17: pools] cooperative, cluster, priority
+    return rt.LaunchWithExtras(*conn, target.function_id, grid, block, shared_bytes, stream_id,
+                               std::move(params), *extras);
+  }  // [issue 17: pools]
   return conn->LaunchKernel({target.function_id,
                              {grid.x, grid.y, grid.z},
                              {block.x, block.y, block.z},
@@ -107,14 +117,15 @@ CudaStatus LaunchStatus(Runtime& rt, FunctionRecord* function, dim3 grid, dim3 b
 }
 
 cudaError_t Launch(const char* name, FunctionRecord* function, dim3 grid, dim3 block, void** args,
-                   size_t shared_bytes, cudaStream_t stream, bool per_thread) noexcept {
+                   size_t shared_bytes, cudaStream_t stream, bool per_thread,
+                   const Runtime::LaunchExtras* extras = nullptr) noexcept {  // [issue 17: pools]
   return Guard(name, [&] {
     Runtime& rt = Runtime::Get();
     if (shared_bytes > UINT32_MAX) {
       return rt.Finish(Error(CudaError::kInvalidValue, "dynamic shared memory too large"));
     }
     return rt.Finish(
-        LaunchStatus(rt, function, grid, block, args, shared_bytes, stream, per_thread));
+        LaunchStatus(rt, function, grid, block, args, shared_bytes, stream, per_thread, extras));
   });
 }
 
@@ -130,21 +141,24 @@ cudaError_t LaunchEx(const char* name, const cudaLaunchConfig_t* config, const v
   return Guard(name, [&] {
     Runtime& rt = Runtime::Get();
     if (config == nullptr) return rt.Finish(Error(CudaError::kInvalidValue, "null config"));
-    for (unsigned i = 0; i < config->numAttrs; ++i) {
-      const cudaLaunchAttribute& a = config->attrs[i];
-      if (a.id == cudaLaunchAttributeIgnore) continue;
-      if ((a.id == cudaLaunchAttributeCooperative && a.val.cooperative != 0) ||
-          (a.id == cudaLaunchAttributeClusterDimension &&
-           a.val.clusterDim.x * a.val.clusterDim.y * a.val.clusterDim.z > 1)) {
-        return rt.Unsupported("cudaLaunchKernelExC with cooperative or cluster launch attributes");
-      }
-      rt.WarnOnce("launch-attr-" + std::to_string(a.id),
-                  "cudaLaunchKernelExC: launch attribute " + std::to_string(a.id) +
-                      " is ignored by flyt's remote runtime");
-    }
+    // [issue 17: pools] the attributes: cooperative, cluster dimensions, priority
+    CudaResult<Runtime::LaunchExtras> extras =
+        rt.ReadLaunchAttributes(config->attrs, config->numAttrs);
+    if (!extras.ok()) return rt.Finish(extras.status());
     return Launch(name, FunctionOf(func), config->gridDim, config->blockDim, args,
-                  config->dynamicSmemBytes, config->stream, per_thread);
+                  config->dynamicSmemBytes, config->stream, per_thread,
+                  extras->plain() ? nullptr : &*extras);
   });
+}
+
+// [issue 17: pools] cudaLaunchCooperativeKernel(+_ptsz)
+cudaError_t LaunchCooperative(const char* name, const void* func, dim3 grid, dim3 block,
+                              void** args, size_t shared_bytes, cudaStream_t stream,
+                              bool per_thread) noexcept {
+  Runtime::LaunchExtras extras;
+  extras.cooperative = true;
+  return Launch(name, FunctionOf(func), grid, block, args, shared_bytes, stream, per_thread,
+                &extras);
 }
 
 cudaError_t FuncGetAttributes(cudaFuncAttributes* attr, const void* func) noexcept {
@@ -365,6 +379,21 @@ cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* fu
 cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config, const void* func,
                                      void** args) noexcept {
   return flyt::runtime::LaunchEx("cudaLaunchKernelExC_ptsz", config, func, args, true);
+}
+
+// [issue 17: pools]
+cudaError_t cudaLaunchCooperativeKernel(const void* func, dim3 gridDim, dim3 blockDim, void** args,
+                                        size_t sharedMem, cudaStream_t stream) noexcept {
+  return flyt::runtime::LaunchCooperative("cudaLaunchCooperativeKernel", func, gridDim, blockDim,
+                                          args, sharedMem, stream, false);
+}
+
+// [issue 17: pools]
+cudaError_t cudaLaunchCooperativeKernel_ptsz(const void* func, dim3 gridDim, dim3 blockDim,
+                                             void** args, size_t sharedMem,
+                                             cudaStream_t stream) noexcept {
+  return flyt::runtime::LaunchCooperative("cudaLaunchCooperativeKernel_ptsz", func, gridDim,
+                                          blockDim, args, sharedMem, stream, true);
 }
 
 cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes* attr, const void* func) noexcept {

@@ -105,7 +105,12 @@ cudaError_t Copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
       // pageable memory CUDA's copy returns only once the bytes are there (the program may read
       // or free the buffer right after), so it is a synchronous one.
       if (async && rt.HostFlags(dst)) {
-        return rt.Finish(c.MemcpyDtoHAsync({Address(src), count, *id}, out));
+        bool synchronous = false;  // [issue 17: pools]
+        cudaError_t room = rt.MakeRoomForDownload(c, count, synchronous);  // [issue 17: pools]
+        if (room != cudaSuccess) return room;  // [issue 17: pools]
+        if (!synchronous) {  // [issue 17: pools]
+          return rt.Finish(c.MemcpyDtoHAsync({Address(src), count, *id}, out));
+        }  // [issue 17: pools]
       }
       return rt.FinishSync(c.MemcpyDtoH({Address(src), count, *id}, out).status());
     case Direction::kDeviceToDevice:
@@ -290,37 +295,7 @@ cudaError_t cudaFree(void* devPtr) noexcept {
   return Guard("cudaFree", [&] { return rt_impl::Free(devPtr); });
 }
 
-cudaError_t cudaMallocAsync(void** devPtr, size_t size, cudaStream_t hStream) noexcept {
-  return Guard("cudaMallocAsync", [&] {
-    auto id = Runtime::Get().ResolveStream(hStream, false);
-    if (!id.ok()) return Runtime::Get().Finish(id.status());
-    return rt_impl::Malloc(devPtr, size);
-  });
-}
-
-cudaError_t cudaMallocAsync_ptsz(void** devPtr, size_t size, cudaStream_t hStream) noexcept {
-  return Guard("cudaMallocAsync_ptsz", [&] {
-    auto id = Runtime::Get().ResolveStream(hStream, true);
-    if (!id.ok()) return Runtime::Get().Finish(id.status());
-    return rt_impl::Malloc(devPtr, size);
-  });
-}
-
-cudaError_t cudaFreeAsync(void* devPtr, cudaStream_t hStream) noexcept {
-  return Guard("cudaFreeAsync", [&] {
-    auto id = Runtime::Get().ResolveStream(hStream, false);
-    if (!id.ok()) return Runtime::Get().Finish(id.status());
-    return rt_impl::Free(devPtr);
-  });
-}
-
-cudaError_t cudaFreeAsync_ptsz(void* devPtr, cudaStream_t hStream) noexcept {
-  return Guard("cudaFreeAsync_ptsz", [&] {
-    auto id = Runtime::Get().ResolveStream(hStream, true);
-    if (!id.ok()) return Runtime::Get().Finish(id.status());
-    return rt_impl::Free(devPtr);
-  });
-}
+// cudaMallocAsync / cudaFreeAsync (+_ptsz): runtime/api_pools.cc.  // [issue 17: pools]
 
 cudaError_t cudaMallocPitch(void** devPtr, size_t* pitch, size_t width, size_t height) noexcept {
   return Guard("cudaMallocPitch", [&] {
@@ -348,9 +323,9 @@ cudaError_t cudaHostAlloc(void** pHost, size_t size, unsigned int flags) noexcep
     if (pHost == nullptr || (flags & ~kKnown) != 0) {
       return rt.Finish(CudaStatus(CudaError::kInvalidValue, "bad pointer or flags"));
     }
-    if ((flags & cudaHostAllocMapped) != 0) {
-      rt.WarnOnce("mapped", "cudaHostAllocMapped: kernels run on another machine and cannot "
-                            "read this host memory; it is ordinary host memory here");
+    if ((flags & cudaHostAllocMapped) != 0) {  // [issue 17: pools]
+      *pHost = nullptr;  // [issue 17: pools]
+      return rt.Finish(Runtime::MappedRefusal("cudaHostAlloc(cudaHostAllocMapped)"));
     }
     *pHost = rt.AllocateHost(size, flags);
     if (*pHost == nullptr) {
@@ -377,6 +352,9 @@ cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int flags) noexcep
     if (ptr == nullptr || size == 0) {
       return rt.Finish(CudaStatus(CudaError::kInvalidValue, "empty range"));
     }
+    if ((flags & cudaHostRegisterMapped) != 0) {  // [issue 17: pools]
+      return rt.Finish(Runtime::MappedRefusal("cudaHostRegister(cudaHostRegisterMapped)"));
+    }  // [issue 17: pools]
     if (!rt.RegisterHost(ptr, size, flags)) {
       return rt.Finish(CudaStatus(CudaError::kHostMemoryAlreadyRegistered, "already registered"));
     }
@@ -409,10 +387,8 @@ cudaError_t cudaHostGetFlags(unsigned int* pFlags, void* pHost) noexcept {
 cudaError_t cudaHostGetDevicePointer(void** pDevice, void*, unsigned int) noexcept {
   return Guard("cudaHostGetDevicePointer", [&] {
     if (pDevice) *pDevice = nullptr;
-    Runtime::Get().WarnOnce("hostdeviceptr",
-                            "cudaHostGetDevicePointer: mapped host memory cannot be reached by "
-                            "kernels on a remote GPU");
-    return Runtime::Get().Unsupported("cudaHostGetDevicePointer");
+    // [issue 17: pools]
+    return Runtime::Get().Finish(Runtime::MappedRefusal("cudaHostGetDevicePointer"));
   });
 }
 

@@ -38,6 +38,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -238,6 +239,48 @@ class Runtime {
   // (end graphs)
 
   // [issue 17: pools] public methods and registries
+  // Before an async device-to-host copy of `bytes` into pinned memory: the server keeps such data
+  // until a reply carries it and refuses past its limit (the multi-stream async-copy bug: several
+  // streams' copies in flight, then cudaErrorMemoryAllocation at the next synchronising call).
+  // Past remote::kMaxDownloadBytesInFlight this waits for the device (which delivers everything in
+  // flight) first; a copy larger than that sets `synchronous` (copy it with MemcpyDtoH).
+  cudaError_t MakeRoomForDownload(remote::Connection& conn, uint64_t bytes, bool& synchronous);
+  // Memory pools: a cudaMemPool_t is a PoolRecord this runtime made (0: the device's default
+  // pool, one per process); one it did not make is refused, never dereferenced.
+  struct PoolRecord {
+    uint64_t id = 0;
+  };
+  cudaMemPool_t NewPool(uint64_t id);
+  CudaResult<uint64_t> PoolId(cudaMemPool_t pool);
+  bool DropPool(cudaMemPool_t pool);
+  cudaMemPool_t DefaultPool() { return reinterpret_cast<cudaMemPool_t>(&default_pool_); }
+  cudaMemPool_t CurrentPool();
+  // Mapped (zero-copy) host memory: refused, naming the reason (canMapHostMemory reads 0).
+  static CudaStatus MappedRefusal(const char* what);
+  // Launch attributes beyond a plain launch (cudaLaunchCooperativeKernel, cudaLaunchKernelExC).
+  struct LaunchExtras {
+    bool cooperative = false;
+    remote::Dim3 cluster;
+    int32_t priority = 0;
+    bool plain() const { return !cooperative && cluster == remote::Dim3{} && priority == 0; }
+  };
+  // cudaLaunchKernelExC's attributes; an unknown one is cudaErrorInvalidValue, as CUDA says.
+  CudaResult<LaunchExtras> ReadLaunchAttributes(const cudaLaunchAttribute* attrs, unsigned count);
+  // CUDA's checks before such a launch leaves the process: a cooperative grid must fit the
+  // device at once (cudaErrorCooperativeLaunchTooLarge; the fit is asked once per kernel, block
+  // and shared size), a cluster must divide the grid (cudaErrorInvalidClusterSize).
+  CudaStatus CheckLaunchExtras(remote::Connection& conn, uint64_t function_id, dim3 grid,
+                               dim3 block, size_t shared_bytes, const LaunchExtras& extras);
+  // cudaStreamSetAttribute values kept per stream (by its id): the access-policy window and the
+  // synchronisation policy are hints the server is not told of; the priority a stream was made
+  // with is its record's.
+  bool SetStreamAttribute(uint64_t stream_id, int attr, const cudaLaunchAttributeValue& value);
+  std::optional<cudaLaunchAttributeValue> StreamAttribute(uint64_t stream_id, int attr);
+  // Checks, then posts the launch (LaunchKernelEx).
+  CudaStatus LaunchWithExtras(remote::Connection& conn, uint64_t function_id, dim3 grid,
+                              dim3 block, size_t shared_bytes, uint64_t stream_id,
+                              remote::Bytes params, const LaunchExtras& extras);
+  void SetCurrentPool(cudaMemPool_t pool);
   // (end pools)
 
   // [issue 17: arrays] public methods and registries
@@ -324,6 +367,15 @@ class Runtime {
   // (end graphs)
 
   // [issue 17: pools] private state
+  PoolRecord default_pool_;
+  Mutex pools_mu_;
+  std::unordered_map<const void*, std::unique_ptr<PoolRecord>> pools_ FLYT_GUARDED_BY(pools_mu_);
+  cudaMemPool_t current_pool_ FLYT_GUARDED_BY(pools_mu_) = nullptr;  // null: the default
+  // Blocks per SM by (function, threads per block, dynamic shared bytes), for cooperative fits.
+  std::map<std::tuple<uint64_t, uint32_t, uint64_t>, int32_t> cooperative_fit_
+      FLYT_GUARDED_BY(pools_mu_);
+  std::map<std::pair<uint64_t, int>, cudaLaunchAttributeValue> stream_attributes_
+      FLYT_GUARDED_BY(pools_mu_);
   // (end pools)
 
   // [issue 17: arrays] private state
