@@ -4,6 +4,7 @@
 // the server checked) into a real CUgraph, instantiated with cuGraphInstantiateWithFlags; a
 // launch is one cuGraphLaunch, so replay costs what it costs locally.
 #include "remote/driver_internal.h"
+#include "remote/driver_session.h"
 
 namespace flyt::remote::driver_impl {
 namespace {
@@ -125,6 +126,87 @@ void DestroyDriverGraph(const Driver& driver, DriverGraph& graph) {
   if (graph.exec != nullptr && fn.GraphExecDestroy != nullptr) fn.GraphExecDestroy(graph.exec);
   if (graph.graph != nullptr && fn.GraphDestroy != nullptr) fn.GraphDestroy(graph.graph);
   graph = DriverGraph{};
+}
+
+// ---------------------------------------------------------------------------------------------
+// DriverSession's graph calls (driver_session.h).
+
+CudaResult<uint64_t> DriverSession::GraphInstantiate(std::span<const GraphNodeSpec> nodes) {
+  FLYT_CUDA_RETURN_IF_ERROR(Enter());
+  FLYT_CUDA_ASSIGN_OR_RETURN(std::vector<DriverGraphNode> driver_nodes, DriverNodes(nodes));
+  FLYT_CUDA_ASSIGN_OR_RETURN(DriverGraph graph, InstantiateDriverGraph(*driver_, driver_nodes));
+  const uint64_t id = next_graph_++;
+  graphs_[id] = {graph, std::vector<GraphNodeSpec>(nodes.begin(), nodes.end())};
+  return id;
+}
+
+// Re-captures and re-instantiates (the nodes' parameters live in the new capture).
+CudaStatus DriverSession::GraphUpdate(uint64_t exec, std::span<const GraphNodeSpec> nodes) {
+  FLYT_CUDA_RETURN_IF_ERROR(Enter());
+  auto it = graphs_.find(exec);
+  if (it == graphs_.end()) return UnknownHandle("cuGraphExecUpdate", "graph exec");
+  std::vector<GraphNodeSpec> kept(nodes.begin(), nodes.end());
+  FLYT_CUDA_ASSIGN_OR_RETURN(std::vector<DriverGraphNode> driver_nodes, DriverNodes(kept));
+  FLYT_CUDA_ASSIGN_OR_RETURN(DriverGraph graph, InstantiateDriverGraph(*driver_, driver_nodes));
+  DestroyDriverGraph(*driver_, it->second.graph);
+  it->second = {graph, std::move(kept)};
+  return CudaStatus::Ok();
+}
+
+CudaStatus DriverSession::GraphLaunch(uint64_t exec, StreamHandle stream) {
+  FLYT_CUDA_RETURN_IF_ERROR(Enter());
+  auto it = graphs_.find(exec);
+  if (it == graphs_.end()) return UnknownHandle("cuGraphLaunch", "graph exec");
+  FLYT_CUDA_ASSIGN_OR_RETURN(CUstream s, StreamOf(stream));
+  return LaunchDriverGraph(*driver_, it->second.graph, s);
+}
+
+CudaStatus DriverSession::GraphDestroy(uint64_t exec) {
+  FLYT_CUDA_RETURN_IF_ERROR(Enter());
+  auto it = graphs_.find(exec);
+  if (it == graphs_.end()) return UnknownHandle("cuGraphExecDestroy", "graph exec");
+  DestroyDriverGraph(*driver_, it->second.graph);
+  graphs_.erase(it);
+  return CudaStatus::Ok();
+}
+
+// The nodes with their handles as driver objects; `nodes` must outlive the result (parameter
+// buffers are borrowed).
+CudaResult<std::vector<DriverGraphNode>> DriverSession::DriverNodes(
+    std::span<const GraphNodeSpec> nodes) {
+  std::vector<DriverGraphNode> out;
+  out.reserve(nodes.size());
+  for (const GraphNodeSpec& n : nodes) {
+    DriverGraphNode d;
+    d.kind = n.kind;
+    if (n.kind == GraphNodeKind::kKernel) {
+      auto it = functions_.find(FromHandle<CUfunction>(n.function));
+      if (it == functions_.end()) return UnknownHandle("cuLaunchKernel (graph)", "function");
+      FLYT_CUDA_RETURN_IF_ERROR(CheckParamLayout(it->second, n.params.size()));
+      d.function = it->first;
+    }
+    if (n.kind == GraphNodeKind::kEventRecord || n.kind == GraphNodeKind::kEventWait) {
+      FLYT_CUDA_ASSIGN_OR_RETURN(d.event, EventOf(n.event, "graph event node"));
+    }
+    d.grid = n.grid;
+    d.block = n.block;
+    d.shared_bytes = n.shared_bytes;
+    d.params = n.params;
+    d.dst = n.dst;
+    d.src = n.src;
+    d.bytes = n.bytes;
+    d.value = n.value;
+    d.element_size = n.element_size;
+    d.width = n.width;
+    d.height = n.height;
+    d.pitch = n.pitch;
+    out.push_back(d);
+  }
+  return out;
+}
+void DriverSession::ReleaseGraphs() {
+  for (auto& [id, g] : graphs_) DestroyDriverGraph(*driver_, g.graph);
+  graphs_.clear();
 }
 
 }  // namespace flyt::remote::driver_impl
