@@ -14,49 +14,14 @@
 #include "remote/client.h"
 #include "remote/server.h"
 #include "remote/sim_backend.h"
+#include "remote/test_sim_server.h"
 
 namespace flyt::remote {
 namespace {
 
-class ArraysTest : public ::testing::TestWithParam<Isolation> {
+class ArraysTest : public testing::SimServerTest {
  protected:
-  void SetUp() override { StartServer(0); }
-  void TearDown() override {
-    if (server_) server_->Stop();
-    std::filesystem::remove_all(dir_);
-  }
-
-  void StartServer(uint64_t memory_limit_bytes) {
-    if (server_) server_->Stop();
-    dir_ = std::filesystem::temp_directory_path() /
-           ("flyt-arrays-test-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir_);
-    ServerOptions options;
-    options.listen.push_back(*ParseEndpoint("unix:" + (dir_ / "s.sock").string()));
-    options.memory_limit_bytes = memory_limit_bytes;
-    if (GetParam() == Isolation::kThread) {
-      backend_ = MakeSimBackend();
-      server_ = std::make_unique<Server>(*backend_, options);
-    } else {
-      server_ = std::make_unique<Server>(
-          []() -> Result<std::unique_ptr<Backend>> { return MakeSimBackend(); }, options);
-    }
-    Status s = server_->Start();
-    ASSERT_TRUE(s.ok()) << s.ToString();
-  }
-
-  std::unique_ptr<Connection> Open() {
-    ClientOptions options;
-    options.label = "arrays_test";
-    options.pid = static_cast<uint32_t>(::getpid());
-    auto conn = Connection::Open(server_->endpoints()[0], options);
-    EXPECT_TRUE(conn.ok()) << conn.status().ToString();
-    return conn.ok() ? std::move(conn).value() : nullptr;
-  }
-
-  std::filesystem::path dir_;
-  std::unique_ptr<Backend> backend_;
-  std::unique_ptr<Server> server_;
+  ArraysTest() : SimServerTest("arrays") {}
 };
 
 std::vector<std::byte> Pattern(size_t n, uint32_t seed) {

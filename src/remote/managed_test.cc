@@ -11,6 +11,7 @@
 #include "remote/client.h"
 #include "remote/server.h"
 #include "remote/sim_backend.h"
+#include "remote/test_sim_server.h"
 
 namespace flyt::remote {
 namespace {
@@ -18,42 +19,9 @@ namespace {
 constexpr uint64_t kHint = 0x100000000000ull;  // a page-aligned host address (2^44)
 constexpr uint32_t kAttachGlobal = 1;
 
-class ManagedServerTest : public ::testing::TestWithParam<Isolation> {
+class ManagedServerTest : public testing::SimServerTest {
  protected:
-  void SetUp() override { StartServer(0); }
-  void TearDown() override {
-    if (server_) server_->Stop();
-    std::filesystem::remove_all(dir_);
-  }
-  void StartServer(uint64_t memory_limit_bytes) {
-    if (server_) server_->Stop();
-    dir_ = std::filesystem::temp_directory_path() /
-           ("flyt-managed-test-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir_);
-    ServerOptions options;
-    options.listen.push_back(*ParseEndpoint("unix:" + (dir_ / "s.sock").string()));
-    options.memory_limit_bytes = memory_limit_bytes;
-    if (GetParam() == Isolation::kThread) {
-      backend_ = MakeSimBackend();
-      server_ = std::make_unique<Server>(*backend_, options);
-    } else {
-      server_ = std::make_unique<Server>(
-          []() -> Result<std::unique_ptr<Backend>> { return MakeSimBackend(); }, options);
-    }
-    ASSERT_TRUE(server_->Start().ok());
-  }
-  std::unique_ptr<Connection> Open() {
-    ClientOptions options;
-    options.label = "managed_test";
-    options.pid = static_cast<uint32_t>(::getpid());
-    auto conn = Connection::Open(server_->endpoints()[0], options);
-    EXPECT_TRUE(conn.ok()) << conn.status().ToString();
-    return conn.ok() ? std::move(conn).value() : nullptr;
-  }
-
-  std::filesystem::path dir_;
-  std::unique_ptr<Backend> backend_;
-  std::unique_ptr<Server> server_;
+  ManagedServerTest() : SimServerTest("managed") {}
 };
 
 INSTANTIATE_TEST_SUITE_P(Isolation, ManagedServerTest,
