@@ -397,6 +397,7 @@ void ClientConnection::FreeEverything() {
   download_bytes_ = 0;
   // [issue 17: graphs] release (before events, streams, modules and memory)
   for (auto& [id, exec] : graph_execs_.TakeAll()) (void)session_->GraphDestroy(exec.backend);
+  graph_bytes_ = 0;
   // (end graphs)
 
   // [issue 17: pools] release (before events, streams, modules and memory)

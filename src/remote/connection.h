@@ -230,13 +230,24 @@ class ClientConnection {
     uint64_t backend = 0;
     std::vector<GraphNode> nodes;
     uint64_t kernels = 0;
-    // What a launch re-checks, each once: functions, events, device ranges.
-    std::vector<uint64_t> functions, events;
+    // What a launch re-checks, each once: functions and events by the client's number and the
+    // backend handle it named when the graph was instantiated (a number destroyed and made again
+    // names another object, which the backend's graph does not hold), and device ranges.
+    std::vector<std::pair<uint64_t, FunctionHandle>> functions;
+    std::vector<std::pair<uint64_t, EventHandle>> events;
     std::vector<std::pair<uint64_t, uint64_t>> ranges;
+    uint64_t footprint_bytes = 0;  // what the server holds for it, against kMaxGraphBytes
   };
-  static void IndexGraph(GraphExec& exec);
-  static constexpr size_t kMaxGraphExecs = 1 << 16;
+  // Fills `exec`'s launch checks from its nodes, which ResolveGraph accepted.
+  void IndexGraph(GraphExec& exec) const;
+  // The server memory a graph of `nodes` takes, about.
+  static uint64_t GraphFootprint(const std::vector<GraphNode>& nodes);
+  static constexpr size_t kMaxGraphExecs = 1 << 14;
   static constexpr size_t kMaxGraphNodes = 1 << 16;
+  // All of a client's graph execs together: their nodes and kernel parameters, held in server
+  // memory (not device memory, so not counted against --memory-limit-mb).
+  static constexpr uint64_t kMaxGraphBytes = 256ull << 20;
+  uint64_t graph_bytes_ = 0;
   HandleTable<GraphExec> graph_execs_{kMaxGraphExecs};
   CudaResult<std::vector<Session::GraphNodeSpec>> ResolveGraph(const std::vector<GraphNode>& nodes);
   // (end graphs)

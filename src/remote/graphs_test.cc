@@ -12,41 +12,15 @@
 #include "remote/client.h"
 #include "remote/server.h"
 #include "remote/sim_backend.h"
+#include "remote/test_sim_server.h"
 
 namespace flyt::remote {
 namespace {
 
-class GraphsTest : public ::testing::TestWithParam<Isolation> {
+class GraphsTest : public testing::SimServerTest {
  protected:
-  void SetUp() override {
-    dir_ =
-        std::filesystem::temp_directory_path() / ("flyt-graphs-test-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir_);
-    ServerOptions options;
-    options.listen.push_back(*ParseEndpoint("unix:" + (dir_ / "s.sock").string()));
-    options.launch_log_path = (dir_ / "launches.jsonl").string();
-    if (GetParam() == Isolation::kThread) {
-      backend_ = MakeSimBackend();
-      server_ = std::make_unique<Server>(*backend_, options);
-    } else {
-      server_ = std::make_unique<Server>(
-          []() -> Result<std::unique_ptr<Backend>> { return MakeSimBackend(); }, options);
-    }
-    Status s = server_->Start();
-    ASSERT_TRUE(s.ok()) << s.ToString();
-  }
-  void TearDown() override {
-    if (server_) server_->Stop();
-    std::filesystem::remove_all(dir_);
-  }
-  std::unique_ptr<Connection> Open() {
-    ClientOptions options;
-    options.label = "graphs_test";
-    options.pid = static_cast<uint32_t>(::getpid());
-    auto conn = Connection::Open(server_->endpoints()[0], options);
-    EXPECT_TRUE(conn.ok()) << conn.status().ToString();
-    return conn.ok() ? std::move(conn).value() : nullptr;
-  }
+  GraphsTest() : SimServerTest("graphs") {}
+  void SetUp() override { StartServer(0, /*launch_log=*/true); }
   // Loads tests/data/cuda/many_params.fatbin as module 1, its first kernel as function 2.
   cuda::KernelInfo LoadKernel(Connection& conn) {
     std::ifstream in(std::string(FLYT_SOURCE_DIR) + "/tests/data/cuda/many_params.fatbin",
@@ -76,9 +50,6 @@ class GraphsTest : public ::testing::TestWithParam<Isolation> {
     return 0;
   }
 
-  std::filesystem::path dir_;
-  std::unique_ptr<Backend> backend_;
-  std::unique_ptr<Server> server_;
 };
 
 GraphNode Kernel(const cuda::KernelInfo& k, std::vector<uint32_t> deps, uint8_t fill) {
@@ -263,6 +234,33 @@ TEST_P(GraphsTest, HostileGraphsAreRefusedAndNeverRun) {
   ASSERT_TRUE(conn->Free({mine->ptr}).ok());
   ASSERT_TRUE(conn->GraphLaunch({31, 0}).ok());
   EXPECT_EQ(PostedError(*conn), CudaError::kInvalidValue);
+  // An event destroyed and made again under the same number is another object: a graph that
+  // recorded the old one is refused at launch, not run on a destroyed handle.
+  ASSERT_TRUE(conn->EventCreate({40, 0}).ok());
+  GraphNode record;
+  record.kind = 4;
+  record.event = 40;
+  ASSERT_TRUE(conn->GraphExecCreate({32, {record}}).ok());
+  ASSERT_EQ(PostedError(*conn), CudaError::kSuccess);
+  ASSERT_TRUE(conn->EventDestroy({40}).ok());
+  ASSERT_TRUE(conn->EventCreate({40, 0}).ok());
+  ASSERT_TRUE(conn->GraphLaunch({32, 0}).ok());
+  EXPECT_EQ(PostedError(*conn), CudaError::kInvalidResourceHandle);
+  // A memset node whose pitch × height overflows 64 bits is refused at instantiation.
+  ASSERT_TRUE(conn->EventCreate({41, 0}).ok());
+  auto small = conn->Malloc({4096});
+  ASSERT_TRUE(small.ok());
+  ASSERT_TRUE(
+      conn->GraphExecCreate({33, {Memset(small->ptr, 0, 1, 16, 65537, 1ull << 48, {})}}).ok());
+  EXPECT_EQ(PostedError(*conn), CudaError::kInvalidValue);
+  // A client's graphs are bounded in server memory: a graph past the budget is refused.
+  std::vector<GraphNode> big(30000);  // empty nodes: about 3.3 MB on the wire, one frame
+  bool refused = false;
+  for (uint64_t exec = 100; exec < 200 && !refused; ++exec) {
+    ASSERT_TRUE(conn->GraphExecCreate({exec, big}).ok());
+    refused = PostedError(*conn) == CudaError::kMemoryAllocation;
+  }
+  EXPECT_TRUE(refused) << "256 MiB of graphs accepted";
   // Another client's exec numbers are not this one's.
   ASSERT_TRUE(other->GraphLaunch({30, 0}).ok());
   EXPECT_EQ(PostedError(*other), CudaError::kInvalidValue);

@@ -15,6 +15,22 @@ namespace flyt::remote {
 
 using Kind = Session::GraphNodeKind;
 
+namespace {
+
+// The bytes a memset node's rows span, pitch × (height − 1) + width × element size; nullopt when
+// that overflows.
+std::optional<uint64_t> MemsetNodeSpan(const GraphNode& n) {
+  uint64_t row_bytes = 0, rows = 0, span = 0;
+  if (__builtin_mul_overflow(n.width, uint64_t{n.element_size}, &row_bytes) ||
+      __builtin_mul_overflow(n.pitch, n.height > 0 ? n.height - 1 : 0, &rows) ||
+      __builtin_add_overflow(rows, row_bytes, &span)) {
+    return std::nullopt;
+  }
+  return span;
+}
+
+}  // namespace
+
 CudaResult<std::vector<Session::GraphNodeSpec>> ClientConnection::ResolveGraph(
     const std::vector<GraphNode>& nodes) {
   if (nodes.size() > kMaxGraphNodes) {
@@ -71,12 +87,12 @@ CudaResult<std::vector<Session::GraphNodeSpec>> ClientConnection::ResolveGraph(
         }
         if (n.width == 0 || n.height == 0) break;
         const uint64_t row_bytes = n.width * n.element_size;
+        std::optional<uint64_t> span = MemsetNodeSpan(n);
         if (n.width > (uint64_t{1} << 48) || n.height > (uint64_t{1} << 32) ||
-            (n.height > 1 && n.pitch < row_bytes) || n.pitch > (uint64_t{1} << 48)) {
+            (n.height > 1 && n.pitch < row_bytes) || n.pitch > (uint64_t{1} << 48) || !span) {
           return Error(CudaError::kInvalidValue, "memset node's width, height or pitch");
         }
-        const uint64_t span = n.pitch * (n.height - 1) + row_bytes;
-        FLYT_CUDA_RETURN_IF_ERROR(CheckRange(n.dst, span, "graph memset"));
+        FLYT_CUDA_RETURN_IF_ERROR(CheckRange(n.dst, *span, "graph memset"));
         spec.dst = n.dst;
         spec.value = n.value;
         spec.element_size = n.element_size;
@@ -96,7 +112,15 @@ CudaResult<std::vector<Session::GraphNodeSpec>> ClientConnection::ResolveGraph(
   return specs;
 }
 
-void ClientConnection::IndexGraph(GraphExec& exec) {
+uint64_t ClientConnection::GraphFootprint(const std::vector<GraphNode>& nodes) {
+  uint64_t bytes = 0;
+  for (const GraphNode& n : nodes) {
+    bytes += sizeof(GraphNode) + n.params.size() + n.deps.size() * sizeof(n.deps[0]);
+  }
+  return bytes;
+}
+
+void ClientConnection::IndexGraph(GraphExec& exec) const {
   exec.kernels = 0;
   exec.functions.clear();
   exec.events.clear();
@@ -105,7 +129,9 @@ void ClientConnection::IndexGraph(GraphExec& exec) {
     switch (static_cast<Kind>(n.kind)) {
       case Kind::kKernel:
         ++exec.kernels;
-        exec.functions.push_back(n.function);
+        if (const Function* f = functions_.Find(n.function)) {
+          exec.functions.emplace_back(n.function, f->handle);
+        }
         break;
       case Kind::kCopy:
         if (n.bytes == 0) break;
@@ -114,12 +140,12 @@ void ClientConnection::IndexGraph(GraphExec& exec) {
         break;
       case Kind::kMemset:
         if (n.width == 0 || n.height == 0) break;
-        exec.ranges.emplace_back(
-            n.dst, (n.height > 1 ? n.pitch * (n.height - 1) : 0) + n.width * n.element_size);
+        // BuildSpecs refused a node whose span overflows.
+        exec.ranges.emplace_back(n.dst, MemsetNodeSpan(n).value_or(0));
         break;
       case Kind::kEventRecord:
       case Kind::kEventWait:
-        exec.events.push_back(n.event);
+        if (const EventHandle* e = events_.Find(n.event)) exec.events.emplace_back(n.event, *e);
         break;
       case Kind::kEmpty:
         break;
@@ -139,10 +165,17 @@ CudaResult<GraphExecCreateReply> ClientConnection::Handle(const GraphExecCreateR
     return InsertError(r.exec == 0 ? HandleInsert::kZero : HandleInsert::kTaken, "graph exec",
                        r.exec);
   }
+  const uint64_t footprint = GraphFootprint(r.nodes);
+  if (footprint > kMaxGraphBytes - graph_bytes_) {
+    return Error(CudaError::kMemoryAllocation,
+                 "this client's graphs would take more than " +
+                     std::to_string(kMaxGraphBytes >> 20) + " MiB of server memory");
+  }
   FLYT_CUDA_ASSIGN_OR_RETURN(std::vector<Session::GraphNodeSpec> specs, ResolveGraph(r.nodes));
   GraphExec exec;
   FLYT_CUDA_ASSIGN_OR_RETURN(exec.backend, session_->GraphInstantiate(specs));
   exec.nodes = r.nodes;
+  exec.footprint_bytes = footprint;
   IndexGraph(exec);
   const uint64_t backend = exec.backend;
   if (CudaStatus s =
@@ -151,6 +184,7 @@ CudaResult<GraphExecCreateReply> ClientConnection::Handle(const GraphExecCreateR
     (void)session_->GraphDestroy(backend);
     return s;
   }
+  graph_bytes_ += footprint;
   return GraphExecCreateReply{};
 }
 
@@ -168,9 +202,18 @@ CudaResult<GraphExecUpdateReply> ClientConnection::Handle(const GraphExecUpdateR
                    "the graph's topology changed at node " + std::to_string(i));
     }
   }
+  const uint64_t footprint = GraphFootprint(r.nodes);
+  if (footprint > exec->footprint_bytes &&
+      footprint - exec->footprint_bytes > kMaxGraphBytes - graph_bytes_) {
+    return Error(CudaError::kMemoryAllocation,
+                 "this client's graphs would take more than " +
+                     std::to_string(kMaxGraphBytes >> 20) + " MiB of server memory");
+  }
   FLYT_CUDA_ASSIGN_OR_RETURN(std::vector<Session::GraphNodeSpec> specs, ResolveGraph(r.nodes));
   FLYT_CUDA_RETURN_IF_ERROR(session_->GraphUpdate(exec->backend, specs));
   exec->nodes = r.nodes;
+  graph_bytes_ = graph_bytes_ - exec->footprint_bytes + footprint;
+  exec->footprint_bytes = footprint;
   IndexGraph(*exec);
   return GraphExecUpdateReply{};
 }
@@ -182,13 +225,20 @@ CudaResult<GraphLaunchReply> ClientConnection::Handle(const GraphLaunchRequest& 
   }
   FLYT_CUDA_ASSIGN_OR_RETURN(StreamHandle stream, ResolveStream(r.stream));
   // What the graph names must still be this client's (each object once).
-  for (uint64_t f : exec->functions) {
-    if (!functions_.Find(f)) {
+  for (const auto& [f, handle] : exec->functions) {
+    const Function* now = functions_.Find(f);
+    if (!now || now->handle != handle) {
       return Error(CudaError::kInvalidDeviceFunction,
                    "the graph's function " + std::to_string(f) + " is gone");
     }
   }
-  for (uint64_t e : exec->events) FLYT_CUDA_RETURN_IF_ERROR(ResolveEvent(e).status());
+  for (const auto& [e, handle] : exec->events) {
+    const EventHandle* now = events_.Find(e);
+    if (!now || *now != handle) {
+      return Error(CudaError::kInvalidResourceHandle,
+                   "the graph's event " + std::to_string(e) + " is gone");
+    }
+  }
   for (const auto& [ptr, bytes] : exec->ranges) {
     FLYT_CUDA_RETURN_IF_ERROR(CheckRange(ptr, bytes, "graph node"));
   }
@@ -222,6 +272,7 @@ CudaResult<GraphLaunchReply> ClientConnection::Handle(const GraphLaunchRequest& 
 CudaResult<GraphExecDestroyReply> ClientConnection::Handle(const GraphExecDestroyRequest& r, Io&) {
   std::optional<GraphExec> exec = graph_execs_.Erase(r.exec);
   if (!exec) return Error(CudaError::kInvalidValue, "no graph exec " + std::to_string(r.exec));
+  graph_bytes_ -= exec->footprint_bytes;
   FLYT_CUDA_RETURN_IF_ERROR(session_->GraphDestroy(exec->backend));
   return GraphExecDestroyReply{};
 }

@@ -8,6 +8,7 @@
 // more than the frame it came in. Neither class is thread-safe; each is used by one thread.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -177,7 +178,9 @@ bool Decode(Reader& r, std::vector<T>& values) {
   uint32_t count = 0;
   if (!r.GetCount(count)) return false;
   values.clear();
-  values.reserve(count);
+  // A count is bounded by the bytes left, not by the memory its elements take once decoded: a
+  // hostile count reserves little, and the vector grows only with elements that really decode.
+  values.reserve(std::min<uint32_t>(count, 1024));
   for (uint32_t i = 0; i < count; ++i) {
     T v{};
     if (!Decode(r, v)) return false;
