@@ -9,6 +9,25 @@
 #include "remote/connection.h"
 
 namespace flyt::remote {
+
+namespace {
+
+// A 2D/3D copy between host and device is staged whole in server memory (rows packed): at most
+// this much per call, so that one request cannot make the server allocate what a device
+// allocation holds. A larger copy is refused; the program can split it.
+constexpr uint64_t kMaxStagingBytes = 1ull << 30;
+// Rows a strided memset (pitch ≠ width) may set in one call.
+constexpr uint64_t kMaxMemsetRows = 1ull << 20;
+
+CudaStatus CheckStaging(uint64_t bytes) {
+  if (bytes <= kMaxStagingBytes) return CudaStatus::Ok();
+  return {CudaError::kMemoryAllocation,
+          "a 2D/3D copy between host and device of more than " +
+              std::to_string(kMaxStagingBytes >> 20) +
+              " MiB is not supported by flyt in one call (split it)"};
+}
+
+}  // namespace
 namespace {
 
 bool MulOk(uint64_t a, uint64_t b, uint64_t& out) { return !__builtin_mul_overflow(a, b, &out); }
@@ -213,6 +232,7 @@ CudaResult<Memcpy3DInAsyncReply> ClientConnection::Handle(const Memcpy3DInAsyncR
   if (!stream.ok()) return DrainData(io, r.bytes, stream.status());
   CudaResult<Session::CopyEndSpec> dst = CheckCopyEnd(r.dst, r.width_bytes, r.height, r.depth);
   if (!dst.ok()) return DrainData(io, r.bytes, dst.status());
+  if (CudaStatus s = CheckStaging(bytes); !s.ok()) return DrainData(io, r.bytes, s);
   Bytes staging(bytes);
   FLYT_CUDA_RETURN_IF_ERROR(ReceiveData(
       io, bytes,
@@ -242,6 +262,7 @@ CudaResult<Memcpy3DOutReply> ClientConnection::Handle(const Memcpy3DOutRequest& 
   FLYT_CUDA_ASSIGN_OR_RETURN(StreamHandle stream, ResolveStream(r.stream));
   FLYT_CUDA_ASSIGN_OR_RETURN(Session::CopyEndSpec src,
                              CheckCopyEnd(r.src, r.width_bytes, r.height, r.depth));
+  FLYT_CUDA_RETURN_IF_ERROR(CheckStaging(bytes));
   Bytes staging(bytes);
   Session::Copy3DSpec copy = *CopyShape(r);
   copy.src = src;
@@ -283,6 +304,13 @@ CudaResult<Memset3DReply> ClientConnection::Handle(const Memset3DRequest& r, Io&
   if (dst.pitch == r.width_bytes && (r.depth == 1 || dst.height == r.height)) {
     FLYT_CUDA_RETURN_IF_ERROR(session_->Memset(base, r.value, bytes, stream));
     return Memset3DReply{};
+  }
+  // Row by row (the backend has no strided memset): bounded, so that one request cannot queue
+  // billions of memsets.
+  if (r.height * r.depth > kMaxMemsetRows) {
+    return Error(CudaError::kInvalidValue,
+                 "a strided memset of more than " + std::to_string(kMaxMemsetRows) +
+                     " rows is not supported by flyt (pitch differs from the width)");
   }
   for (uint64_t z = 0; z < r.depth; ++z) {
     for (uint64_t y = 0; y < r.height; ++y) {
