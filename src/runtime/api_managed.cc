@@ -363,11 +363,15 @@ class ManagedSpace {
   void InstallHandler() {
     bool expected = false;
     if (!installed_.compare_exchange_strong(expected, true)) return;
+    // The program's handler is read before flyt's is installed, so that a fault on another
+    // thread in between never finds previous_ empty. SA_ONSTACK: a program (or language runtime)
+    // that handles stack overflow on an alternate stack still gets its guard-page faults there.
+    ::sigaction(SIGSEGV, nullptr, &previous_);
     struct sigaction action {};
     action.sa_sigaction = &ManagedSpace::Handler;
-    action.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART;
+    action.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART | SA_ONSTACK;
     sigemptyset(&action.sa_mask);
-    ::sigaction(SIGSEGV, &action, &previous_);
+    ::sigaction(SIGSEGV, &action, nullptr);
   }
 
   Mutex mu_;
