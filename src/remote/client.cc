@@ -250,6 +250,13 @@ CallReturn<Traits::kId> Connection::Invoke(const typename Traits::Request& reque
                                            DataArg<Traits::kId> data) {
   MutexLock lock(mu_);
   if (broken_) return BrokenStatus();
+  // A call the server's protocol version does not have would close the connection there.
+  if (server_.version < MinProtocolVersionOf(Traits::kId)) {
+    return CudaStatus(CudaError::kNotSupported,
+                      std::string(Traits::kName) + " needs protocol version " +
+                          std::to_string(MinProtocolVersionOf(Traits::kId)) +
+                          "; the flyt GPU server speaks " + std::to_string(server_.version));
+  }
   // A request that would lie about its data is refused before anything is sent.
   if constexpr (Traits::kData == DataFlow::kIn) {
     static_assert(std::is_same_v<decltype(request.bytes), uint64_t>,

@@ -168,6 +168,12 @@ struct CallTraits;
 #include "remote/calls.def"
 #undef FLYT_CALL
 
+// The first protocol version that has the call: 3 for issue 17's families (wire ids 70 and up),
+// 1 for the rest. A client does not send a call its server's version lacks.
+constexpr uint16_t MinProtocolVersionOf(CallId id) {
+  return static_cast<uint16_t>(id) >= 70 ? 3 : 1;
+}
+
 // The same facts at run time; nullopt / "" for a number not in calls.def.
 bool IsKnownCall(uint16_t id);
 std::string_view CallName(CallId id);
