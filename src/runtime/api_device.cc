@@ -115,13 +115,13 @@ cudaError_t cudaInitDevice(int device, unsigned int, unsigned int) noexcept {
 }
 
 cudaError_t cudaGetDevice(int* device) noexcept {
-  if (device == nullptr) return cudaErrorInvalidValue;
+  if (device == nullptr) return flyt::runtime::LocalError(cudaErrorInvalidValue);
   *device = 0;
   return cudaSuccess;
 }
 
 cudaError_t cudaChooseDevice(int* device, const struct cudaDeviceProp* prop) noexcept {
-  if (device == nullptr || prop == nullptr) return cudaErrorInvalidValue;
+  if (device == nullptr || prop == nullptr) return flyt::runtime::LocalError(cudaErrorInvalidValue);
   *device = 0;
   return cudaSuccess;
 }
@@ -203,7 +203,7 @@ cudaError_t cudaMemGetInfo(size_t* free, size_t* total) noexcept {
 
 cudaError_t cudaDriverGetVersion(int* driverVersion) noexcept {
   return Guard("cudaDriverGetVersion", [&] {
-    if (driverVersion == nullptr) return cudaErrorInvalidValue;
+    if (driverVersion == nullptr) return flyt::runtime::LocalError(cudaErrorInvalidValue);
     // CUDA answers 0 when there is no driver; without a server there is none.
     *driverVersion = Runtime::Get().driver_version();
     return cudaSuccess;
@@ -211,7 +211,7 @@ cudaError_t cudaDriverGetVersion(int* driverVersion) noexcept {
 }
 
 cudaError_t cudaRuntimeGetVersion(int* runtimeVersion) noexcept {
-  if (runtimeVersion == nullptr) return cudaErrorInvalidValue;
+  if (runtimeVersion == nullptr) return flyt::runtime::LocalError(cudaErrorInvalidValue);
   *runtimeVersion = 13000;  // the CUDA version this library stands in for
   return cudaSuccess;
 }
@@ -229,7 +229,7 @@ cudaError_t cudaSetDeviceFlags(unsigned int flags) noexcept {
 }
 
 cudaError_t cudaGetDeviceFlags(unsigned int* flags) noexcept {
-  if (flags == nullptr) return cudaErrorInvalidValue;
+  if (flags == nullptr) return flyt::runtime::LocalError(cudaErrorInvalidValue);
   *flags = Runtime::Get().device_flags.load();
   return cudaSuccess;
 }
@@ -273,7 +273,7 @@ cudaError_t cudaDeviceSetLimit(enum cudaLimit limit, size_t value) noexcept {
 }
 
 cudaError_t cudaDeviceGetCacheConfig(enum cudaFuncCache* pCacheConfig) noexcept {
-  if (pCacheConfig == nullptr) return cudaErrorInvalidValue;
+  if (pCacheConfig == nullptr) return flyt::runtime::LocalError(cudaErrorInvalidValue);
   *pCacheConfig = static_cast<cudaFuncCache>(Runtime::Get().cache_config.load());
   return cudaSuccess;
 }
@@ -284,7 +284,7 @@ cudaError_t cudaDeviceSetCacheConfig(enum cudaFuncCache cacheConfig) noexcept {
 }
 
 cudaError_t cudaDeviceGetSharedMemConfig(enum cudaSharedMemConfig* pConfig) noexcept {
-  if (pConfig == nullptr) return cudaErrorInvalidValue;
+  if (pConfig == nullptr) return flyt::runtime::LocalError(cudaErrorInvalidValue);
   *pConfig = static_cast<cudaSharedMemConfig>(Runtime::Get().shared_mem_config.load());
   return cudaSuccess;
 }
@@ -295,8 +295,8 @@ cudaError_t cudaDeviceSetSharedMemConfig(enum cudaSharedMemConfig config) noexce
 }
 
 cudaError_t cudaDeviceCanAccessPeer(int* canAccessPeer, int device, int peerDevice) noexcept {
-  if (canAccessPeer == nullptr) return cudaErrorInvalidValue;
-  if (device != 0 || peerDevice != 0) return cudaErrorInvalidDevice;
+  if (canAccessPeer == nullptr) return flyt::runtime::LocalError(cudaErrorInvalidValue);
+  if (device != 0 || peerDevice != 0) return flyt::runtime::LocalError(cudaErrorInvalidDevice);
   *canAccessPeer = 0;
   return cudaSuccess;
 }
@@ -320,15 +320,19 @@ cudaError_t cudaDeviceGetPCIBusId(char* pciBusId, int len, int device) noexcept 
 }
 
 cudaError_t cudaDeviceGetByPCIBusId(int* device, const char* pciBusId) noexcept {
-  if (device == nullptr || pciBusId == nullptr) return cudaErrorInvalidValue;
+  if (device == nullptr || pciBusId == nullptr) {
+    return flyt::runtime::LocalError(cudaErrorInvalidValue);
+  }
   *device = 0;
   return cudaSuccess;
 }
 
 cudaError_t cudaSetValidDevices(int* device_arr, int len) noexcept {
-  if (len < 0 || (len > 0 && device_arr == nullptr)) return cudaErrorInvalidValue;
+  if (len < 0 || (len > 0 && device_arr == nullptr)) {
+    return flyt::runtime::LocalError(cudaErrorInvalidValue);
+  }
   for (int i = 0; i < len; ++i) {
-    if (device_arr[i] != 0) return cudaErrorInvalidDevice;
+    if (device_arr[i] != 0) return flyt::runtime::LocalError(cudaErrorInvalidDevice);
   }
   return cudaSuccess;
 }

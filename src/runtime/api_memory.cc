@@ -418,13 +418,13 @@ cudaError_t cudaMemcpyAsync_ptsz(void* dst, const void* src, size_t count,
 
 cudaError_t cudaMemcpyPeer(void* dst, int dstDevice, const void* src, int srcDevice,
                            size_t count) noexcept {
-  if (dstDevice != 0 || srcDevice != 0) return cudaErrorInvalidDevice;
+  if (dstDevice != 0 || srcDevice != 0) return flyt::runtime::LocalError(cudaErrorInvalidDevice);
   return cudaMemcpy(dst, src, count, cudaMemcpyDeviceToDevice);
 }
 
 cudaError_t cudaMemcpyPeerAsync(void* dst, int dstDevice, const void* src, int srcDevice,
                                 size_t count, cudaStream_t stream) noexcept {
-  if (dstDevice != 0 || srcDevice != 0) return cudaErrorInvalidDevice;
+  if (dstDevice != 0 || srcDevice != 0) return flyt::runtime::LocalError(cudaErrorInvalidDevice);
   return cudaMemcpyAsync(dst, src, count, cudaMemcpyDeviceToDevice, stream);
 }
 

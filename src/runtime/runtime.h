@@ -391,6 +391,12 @@ class Runtime {
 inline cudaError_t ToCuda(remote::CudaError e) { return static_cast<cudaError_t>(e); }
 inline remote::CudaError FromCuda(cudaError_t e) { return static_cast<remote::CudaError>(e); }
 
+// The error of a call answered in this process (a null out-pointer, a device other than 0),
+// recorded as the last error as CUDA records it, and returned.
+inline cudaError_t LocalError(cudaError_t e) {
+  return ToCuda(Runtime::Get().errors().Record(FromCuda(e)));
+}
+
 // Runs `body` (returning cudaError_t) and turns any exception into cudaErrorUnknown: an
 // exception must not cross into the C caller (docs/conventions.md, Errors).
 template <typename Body>
