@@ -7,8 +7,8 @@
 // cudaGetChannelDesc need no round trip. Texture and surface objects are the values the server
 // (the device) returned; their descriptors are kept here for the getters. 2D/3D copies and
 // memsets are api_array_copies.cc.
-#include <texture_types.h>
 #include <surface_types.h>
+#include <texture_types.h>
 
 #include <algorithm>
 #include <cstring>
@@ -50,8 +50,8 @@ std::optional<ArrayRecord> FindArray(Runtime& rt, const void* handle) {
 }
 
 remote::ArrayShape Shape(const cudaChannelFormatDesc& d, cudaExtent e, unsigned flags) {
-  return remote::ArrayShape{static_cast<uint32_t>(d.f), d.x, d.y, d.z, d.w, e.width, e.height,
-                            e.depth, flags};
+  return remote::ArrayShape{
+      static_cast<uint32_t>(d.f), d.x, d.y, d.z, d.w, e.width, e.height, e.depth, flags};
 }
 
 cudaError_t MallocArray(cudaArray_t* array, const cudaChannelFormatDesc* desc, cudaExtent extent,
@@ -200,8 +200,8 @@ cudaError_t CreateObject(bool texture, unsigned long long* out, const cudaResour
   auto wire = WireResource(rt, *res);
   if (!wire.ok()) return rt.Finish(wire.status());
   if ((res->resType == cudaResourceTypeLinear || res->resType == cudaResourceTypePitch2D)) {
-    void* p = res->resType == cudaResourceTypeLinear ? res->res.linear.devPtr
-                                                     : res->res.pitch2D.devPtr;
+    void* p =
+        res->resType == cudaResourceTypeLinear ? res->res.linear.devPtr : res->res.pitch2D.devPtr;
     if (!rt.IsDevicePointer(p)) {
       return rt.Finish(Error(CudaError::kInvalidValue, "resource memory is not device memory"));
     }
@@ -243,9 +243,9 @@ cudaError_t DestroyObject(bool texture, unsigned long long value) {
     auto& map = texture ? st.textures : st.surfaces;
     auto it = map.find(value);
     if (it == map.end()) {
-      return rt.Finish(Error(CudaError::kInvalidValue,
-                             texture ? "not a texture object of this process"
-                                     : "not a surface object of this process"));
+      return rt.Finish(
+          Error(CudaError::kInvalidValue, texture ? "not a texture object of this process"
+                                                  : "not a surface object of this process"));
     }
     id = it->second.id;
     live = it->second.generation == rt.generation();
@@ -324,10 +324,12 @@ cudaError_t MipmapLevel(cudaArray_t* out, cudaMipmappedArray_const_t mipmap, uns
     fresh = std::make_unique<ArrayRecord>();
     fresh->id = rt.NewId();
     fresh->desc = m.desc;
-    auto shrink = [level](size_t v) -> size_t { return v == 0 ? 0 : std::max<size_t>(v >> level, 1); };
-    fresh->extent = rt_extent(shrink(m.extent.width), shrink(m.extent.height),
-                                    (m.flags & cudaArrayLayered) != 0 ? m.extent.depth
-                                                                      : shrink(m.extent.depth));
+    auto shrink = [level](size_t v) -> size_t {
+      return v == 0 ? 0 : std::max<size_t>(v >> level, 1);
+    };
+    fresh->extent =
+        rt_extent(shrink(m.extent.width), shrink(m.extent.height),
+                  (m.flags & cudaArrayLayered) != 0 ? m.extent.depth : shrink(m.extent.depth));
     fresh->flags = m.flags;
     fresh->generation = m.generation;
     fresh->level = true;
@@ -367,6 +369,20 @@ cudaError_t FreeMipmapped(cudaMipmappedArray_t mipmap) {
   }
   if (!live) return cudaSuccess;
   return rt.Finish((*conn)->FreeMipmappedArray({id}));
+}
+
+// A texture (`texture`) or surface object's descriptor, filled into the program's `out` by
+// `fill(record)`: cudaErrorInvalidValue for a null `out` or an object this process did not make.
+template <typename Out, typename Fill>
+cudaError_t GetObjectDesc(bool texture, uint64_t object, Out* out, Fill&& fill) {
+  Runtime& rt = Runtime::Get();
+  auto t = FindObject(texture, object);
+  if (out == nullptr || !t) {
+    return rt.Finish(CudaStatus(CudaError::kInvalidValue,
+                                texture ? "not a texture object" : "not a surface object"));
+  }
+  fill(*t, *out);
+  return cudaSuccess;
 }
 
 }  // namespace arrays
@@ -457,7 +473,8 @@ cudaError_t cudaGetMipmappedArrayLevel(cudaArray_t* levelArray,
 }
 
 cudaError_t cudaFreeMipmappedArray(cudaMipmappedArray_t mipmappedArray) noexcept {
-  return Guard("cudaFreeMipmappedArray", [&] { return rt_impl::arrays::FreeMipmapped(mipmappedArray); });
+  return Guard("cudaFreeMipmappedArray",
+               [&] { return rt_impl::arrays::FreeMipmapped(mipmappedArray); });
 }
 
 cudaError_t cudaCreateTextureObject(cudaTextureObject_t* pTexObject,
@@ -477,43 +494,25 @@ cudaError_t cudaDestroyTextureObject(cudaTextureObject_t texObject) noexcept {
 cudaError_t cudaGetTextureObjectResourceDesc(struct cudaResourceDesc* pResDesc,
                                              cudaTextureObject_t texObject) noexcept {
   return Guard("cudaGetTextureObjectResourceDesc", [&] {
-    Runtime& rt = Runtime::Get();
-    auto t = rt_impl::arrays::FindObject(true, texObject);
-    if (pResDesc == nullptr || !t) {
-      return rt.Finish(CudaStatus(CudaError::kInvalidValue, "not a texture object"));
-    }
-    *pResDesc = t->resource;
-    return cudaSuccess;
+    return rt_impl::arrays::GetObjectDesc(true, texObject, pResDesc,
+                                          [](const auto& t, auto& out) { out = t.resource; });
   });
 }
 
 cudaError_t cudaGetTextureObjectTextureDesc(struct cudaTextureDesc* pTexDesc,
                                             cudaTextureObject_t texObject) noexcept {
   return Guard("cudaGetTextureObjectTextureDesc", [&] {
-    Runtime& rt = Runtime::Get();
-    auto t = rt_impl::arrays::FindObject(true, texObject);
-    if (pTexDesc == nullptr || !t) {
-      return rt.Finish(CudaStatus(CudaError::kInvalidValue, "not a texture object"));
-    }
-    *pTexDesc = t->texture;
-    return cudaSuccess;
+    return rt_impl::arrays::GetObjectDesc(true, texObject, pTexDesc,
+                                          [](const auto& t, auto& out) { out = t.texture; });
   });
 }
 
 cudaError_t cudaGetTextureObjectResourceViewDesc(struct cudaResourceViewDesc* pResViewDesc,
                                                  cudaTextureObject_t texObject) noexcept {
   return Guard("cudaGetTextureObjectResourceViewDesc", [&] {
-    Runtime& rt = Runtime::Get();
-    auto t = rt_impl::arrays::FindObject(true, texObject);
-    if (pResViewDesc == nullptr || !t) {
-      return rt.Finish(CudaStatus(CudaError::kInvalidValue, "not a texture object"));
-    }
-    if (t->view) {
-      *pResViewDesc = *t->view;
-    } else {
-      std::memset(pResViewDesc, 0, sizeof *pResViewDesc);
-    }
-    return cudaSuccess;
+    return rt_impl::arrays::GetObjectDesc(
+        true, texObject, pResViewDesc,
+        [](const auto& t, auto& out) { out = t.view ? *t.view : cudaResourceViewDesc{}; });
   });
 }
 
@@ -532,13 +531,8 @@ cudaError_t cudaDestroySurfaceObject(cudaSurfaceObject_t surfObject) noexcept {
 cudaError_t cudaGetSurfaceObjectResourceDesc(struct cudaResourceDesc* pResDesc,
                                              cudaSurfaceObject_t surfObject) noexcept {
   return Guard("cudaGetSurfaceObjectResourceDesc", [&] {
-    Runtime& rt = Runtime::Get();
-    auto t = rt_impl::arrays::FindObject(false, surfObject);
-    if (pResDesc == nullptr || !t) {
-      return rt.Finish(CudaStatus(CudaError::kInvalidValue, "not a surface object"));
-    }
-    *pResDesc = t->resource;
-    return cudaSuccess;
+    return rt_impl::arrays::GetObjectDesc(false, surfObject, pResDesc,
+                                          [](const auto& t, auto& out) { out = t.resource; });
   });
 }
 
