@@ -260,6 +260,16 @@ TEST_P(ArraysTest, TextureAndSurfaceObjects) {
   pitch2d.height = 9;
   EXPECT_EQ(conn->CreateTextureObject({16, pitch2d, tex, {}}).status().code(),
             CudaError::kInvalidValue);
+  // A mixed-width channel format is refused, not sized one way here and another by the device
+  // (x 32 bits then 1-bit channels: 4 bytes by their sum, 16 as a device reads 4 channels).
+  pitch2d.height = 8;
+  pitch2d.y = pitch2d.z = pitch2d.w = 1;
+  EXPECT_EQ(conn->CreateTextureObject({16, pitch2d, tex, {}}).status().code(),
+            CudaError::kInvalidChannelDescriptor);
+  linear.size_bytes = 4096;
+  linear.y = 8;
+  EXPECT_EQ(conn->CreateTextureObject({16, linear, tex, {}}).status().code(),
+            CudaError::kInvalidChannelDescriptor);
   // Bad descriptors and resources.
   TextureDesc bad = tex;
   bad.address_mode1 = 7;

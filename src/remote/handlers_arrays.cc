@@ -19,6 +19,28 @@ constexpr uint64_t kMaxStagingBytes = 1ull << 30;
 // Rows a strided memset (pitch ≠ width) may set in one call.
 constexpr uint64_t kMaxMemsetRows = 1ull << 20;
 
+// A channel format as CUDA accepts it for arrays and texture resources:
+// cudaChannelFormatKindSigned/Unsigned/Float (0..2); channels of 8, 16 or 32 bits, all the same
+// size, 1, 2 or 4 of them (x first; float not 8-bit). The element's bytes.
+CudaResult<uint64_t> ChannelElementBytes(uint32_t format, int32_t x, int32_t y, int32_t z,
+                                         int32_t w) {
+  const int32_t bits[4] = {x, y, z, w};
+  int channels = 0;
+  for (int i = 0; i < 4 && bits[i] != 0; ++i) {
+    if (bits[i] != bits[0] || (bits[i] != 8 && bits[i] != 16 && bits[i] != 32)) {
+      return CudaStatus(CudaError::kInvalidChannelDescriptor, "bad channel bits");
+    }
+    ++channels;
+  }
+  for (int i = channels; i < 4; ++i) {
+    if (bits[i] != 0) return CudaStatus(CudaError::kInvalidChannelDescriptor, "channel gap");
+  }
+  if (channels == 0 || channels == 3 || format > 2 || (format == 2 && bits[0] == 8)) {
+    return CudaStatus(CudaError::kInvalidChannelDescriptor, "unsupported channel format");
+  }
+  return static_cast<uint64_t>(channels) * static_cast<uint64_t>(bits[0]) / 8;
+}
+
 CudaStatus CheckStaging(uint64_t bytes) {
   if (bytes <= kMaxStagingBytes) return CudaStatus::Ok();
   return {CudaError::kMemoryAllocation,
@@ -61,24 +83,8 @@ CudaResult<Session::ArraySpec> ClientConnection::CheckArrayShape(const ArrayShap
   spec.height = shape.height;
   spec.depth = shape.depth;
   spec.flags = shape.flags;
-  // cudaChannelFormatKindSigned/Unsigned/Float (0..2); channels of 8, 16 or 32 bits, all the
-  // same size, 1, 2 or 4 of them (x first).
-  int channels = 0;
-  for (int i = 0; i < 4; ++i) {
-    int32_t b = spec.bits[i];
-    if (b == 0) break;
-    if (b != spec.bits[0] || (b != 8 && b != 16 && b != 32)) {
-      return Error(CudaError::kInvalidChannelDescriptor, "bad channel bits");
-    }
-    ++channels;
-  }
-  for (int i = channels; i < 4; ++i) {
-    if (spec.bits[i] != 0) return Error(CudaError::kInvalidChannelDescriptor, "channel gap");
-  }
-  if (channels == 0 || channels == 3 || spec.format > 2 ||
-      (spec.format == 2 && spec.bits[0] == 8)) {
-    return Error(CudaError::kInvalidChannelDescriptor, "unsupported channel format");
-  }
+  FLYT_CUDA_RETURN_IF_ERROR(
+      ChannelElementBytes(spec.format, shape.x, shape.y, shape.z, shape.w).status());
   if (spec.width == 0 || spec.width > kMaxArrayDim || spec.height > kMaxArrayDim ||
       spec.depth > kMaxArrayDim || (spec.height == 0 && spec.depth != 0) || levels > 32) {
     return Error(CudaError::kInvalidValue, "bad array extent");
@@ -92,7 +98,8 @@ CudaResult<Session::ArraySpec> ClientConnection::CheckArrayShape(const ArrayShap
       return v == 0 ? 0 : std::max<uint64_t>(v >> level, 1);
     };
     uint64_t w = shrink(spec.width), h = std::max<uint64_t>(shrink(spec.height), 1);
-    uint64_t d = (spec.flags & 0x01) != 0 ? std::max<uint64_t>(spec.depth, 1)
+    // Layered (0x01) and cubemap (0x04) arrays keep their layers or faces at every level.
+    uint64_t d = (spec.flags & 0x05) != 0 ? std::max<uint64_t>(spec.depth, 1)
                                           : std::max<uint64_t>(shrink(spec.depth), 1);
     uint64_t b = RegionBytes(w * spec.element_bytes(), h, d);
     if (b == 0 || !AddOk(total, b, total)) {
@@ -348,16 +355,13 @@ CudaResult<Session::ResourceSpec> ClientConnection::CheckResource(const Resource
       return spec;
     }
     case 2:
+      FLYT_CUDA_RETURN_IF_ERROR(ChannelElementBytes(d.format, d.x, d.y, d.z, d.w).status());
       if (d.size_bytes == 0) return Error(CudaError::kInvalidValue, "empty linear resource");
       FLYT_CUDA_RETURN_IF_ERROR(CheckRange(d.ptr, d.size_bytes, "linear resource"));
       return spec;
     case 3: {
-      uint64_t elem = 0;
-      for (int32_t b : {d.x, d.y, d.z, d.w}) {
-        if (b < 0 || b > 32) return Error(CudaError::kInvalidChannelDescriptor, "bad channel");
-        elem += static_cast<uint64_t>(b);
-      }
-      elem /= 8;
+      // The element size the device reads with: the same rule as an array's channels.
+      FLYT_CUDA_ASSIGN_OR_RETURN(uint64_t elem, ChannelElementBytes(d.format, d.x, d.y, d.z, d.w));
       uint64_t row = 0, span = 0;
       if (d.width == 0 || d.height == 0 || d.width > kMaxArrayDim || d.height > kMaxArrayDim ||
           !MulOk(d.width, elem, row) || d.pitch < row || !MulOk(d.pitch, d.height - 1, span) ||

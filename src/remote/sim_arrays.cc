@@ -28,8 +28,8 @@ Session::ArraySpec LevelSpec(const Session::ArraySpec& spec, uint32_t level) {
   };
   s.width = shrink(spec.width);
   s.height = shrink(spec.height);
-  // Layered arrays keep their layer count at every level.
-  if ((spec.flags & 0x01) == 0) s.depth = shrink(spec.depth);
+  // Layered (0x01) and cubemap (0x04) arrays keep their layers or faces at every level.
+  if ((spec.flags & 0x05) == 0) s.depth = shrink(spec.depth);
   return s;
 }
 
