@@ -12,7 +12,7 @@
 //   cudaMallocAsync       8,192 then cudaFreeAsync, cudaStreamSynchronize(0) 1
 //   cudaMallocPitch       1000 × 10 → pitch 1,024 (flyt: the device's 512-byte alignment) = 10,240,
 //                         then cudaFree
-//   cudaMallocManaged     4,096 → cudaErrorNotSupported on flyt (freed at once where it succeeds)
+//   cudaMallocManaged     4,096, freed at once (it failed on flyt before issue 17)
 //   cudaMalloc            1 TiB, 512 GiB, 256 GiB → cudaErrorMemoryAllocation ×3 (the retry loop),
 //                         then r 2,097,152 succeeds (live 6,570,041 = the peak)
 //   cudaFree              a0 a1 a2 r;  cudaFreeHost h
