@@ -158,6 +158,10 @@ class ClientConnection {
   CudaResult<StreamHandle> ResolveStream(uint64_t stream) const;
   CudaResult<EventHandle> ResolveEvent(uint64_t event) const;
   CudaStatus CheckRange(uint64_t ptr, uint64_t bytes, const char* what) const;
+  // Writes one kernel launch to the server's launch log (which must be open), with the
+  // parameter layout of the function's module when it was read.
+  void LogLaunch(uint32_t seq, const Function& function, const Dim3& grid, const Dim3& block,
+                 uint32_t shared_bytes, uint64_t stream, std::span<const std::byte> params) const;
   std::string Tag() const { return "client " + std::to_string(id_); }
 
   static CudaStatus Error(CudaError code, std::string message) {

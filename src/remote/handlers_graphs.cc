@@ -247,23 +247,9 @@ CudaResult<GraphLaunchReply> ClientConnection::Handle(const GraphLaunchRequest& 
   if (server_.launch_log_ && exec->kernels != 0) {
     for (const GraphNode& n : exec->nodes) {
       if (n.kind != static_cast<uint8_t>(Kind::kKernel)) continue;
-      const Function* function = functions_.Find(n.function);
-      LaunchRecord record;
-      record.client_id = id_;
-      record.pid = pid_;
-      record.seq = io.header.seq;
-      record.kernel = function->name;
-      record.grid = n.grid;
-      record.block = n.block;
-      record.shared_bytes = n.shared_bytes;
-      record.stream = r.stream;
-      record.params = n.params;
-      if (const Module* module = modules_.Find(function->module)) {
-        if (auto it = module->layouts.find(function->name); it != module->layouts.end()) {
-          record.layout = it->second;
-        }
-      }
-      server_.launch_log_->Append(record);
+      // Checked above: the graph's functions are still this client's.
+      LogLaunch(io.header.seq, *functions_.Find(n.function), n.grid, n.block, n.shared_bytes,
+                r.stream, n.params);
     }
   }
   return GraphLaunchReply{};

@@ -165,24 +165,30 @@ CudaResult<LaunchKernelReply> ClientConnection::Handle(const LaunchKernelRequest
   FLYT_CUDA_RETURN_IF_ERROR(session_->LaunchKernel(function->handle, config, r.params));
   counters_->launches += 1;
   if (server_.launch_log_) {
-    LaunchRecord record;
-    record.client_id = id_;
-    record.pid = pid_;
-    record.seq = io.header.seq;
-    record.kernel = function->name;
-    record.grid = r.grid;
-    record.block = r.block;
-    record.shared_bytes = r.shared_bytes;
-    record.stream = r.stream;
-    record.params = r.params;
-    if (const Module* module = modules_.Find(function->module)) {
-      if (auto it = module->layouts.find(function->name); it != module->layouts.end()) {
-        record.layout = it->second;
-      }
-    }
-    server_.launch_log_->Append(record);
+    LogLaunch(io.header.seq, *function, r.grid, r.block, r.shared_bytes, r.stream, r.params);
   }
   return LaunchKernelReply{};
+}
+
+void ClientConnection::LogLaunch(uint32_t seq, const Function& function, const Dim3& grid,
+                                 const Dim3& block, uint32_t shared_bytes, uint64_t stream,
+                                 std::span<const std::byte> params) const {
+  LaunchRecord record;
+  record.client_id = id_;
+  record.pid = pid_;
+  record.seq = seq;
+  record.kernel = function.name;
+  record.grid = grid;
+  record.block = block;
+  record.shared_bytes = shared_bytes;
+  record.stream = stream;
+  record.params = params;
+  if (const Module* module = modules_.Find(function.module)) {
+    if (auto it = module->layouts.find(function.name); it != module->layouts.end()) {
+      record.layout = it->second;
+    }
+  }
+  server_.launch_log_->Append(record);
 }
 
 }  // namespace flyt::remote
