@@ -1,7 +1,8 @@
 // Shared by the public-program suite (tests/programs): every CUDA call is checked, and results are
 // checked on the host only where a kernel really ran.
 //
-// CHECK(call) exits 1 naming the call and its error when it does not return cudaSuccess.
+// CHECK(call) exits 1 naming the call and its error when it does not return cudaSuccess, and
+// FAIL(...) prints "FAIL: ..." and exits 1 (both from tests/cuda/check.h).
 // EXPECT_ERR(call, code) exits 1 unless the call returns exactly `code` (a documented refusal).
 // KERNELS_RUN is false under flyt's simulated device (FLYT_SIM_DEVICE=1), where kernels are
 // recorded, not executed: a program skips checks of values only a kernel could produce, and keeps
@@ -11,19 +12,11 @@
 
 #include <cuda_runtime.h>
 
+#include "../cuda/check.h"  // CHECK and FAIL, as the tests/cuda programs have them
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-
-#define CHECK(call)                                                                  \
-  do {                                                                               \
-    cudaError_t err_ = (call);                                                       \
-    if (err_ != cudaSuccess) {                                                       \
-      std::fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call, \
-                   cudaGetErrorName(err_), cudaGetErrorString(err_));                \
-      std::exit(1);                                                                  \
-    }                                                                                \
-  } while (0)
 
 #define EXPECT_ERR(call, code)                                                             \
   do {                                                                                     \
@@ -33,13 +26,6 @@
                    cudaGetErrorName(err_), cudaGetErrorName(code));                        \
       std::exit(1);                                                                        \
     }                                                                                      \
-  } while (0)
-
-#define FAIL(...)                               \
-  do {                                          \
-    std::fprintf(stderr, "FAIL: " __VA_ARGS__); \
-    std::fprintf(stderr, "\n");                 \
-    std::exit(1);                               \
   } while (0)
 
 static inline bool KernelsRun() {
