@@ -190,9 +190,12 @@ std::string MpsPipeDir(const GpuServersConfig& c) {
   return env != nullptr && *env != '\0' ? env : "/tmp/nvidia-mps";
 }
 
+// The control daemon's endpoint: a named pipe in older MPS, a Unix socket in CUDA 13's (seen with
+// driver 580 on an H100).
 bool MpsPipePresent(const std::string& dir) {
   struct stat st {};
-  return stat((dir + "/control").c_str(), &st) == 0 && S_ISFIFO(st.st_mode);
+  return stat((dir + "/control").c_str(), &st) == 0 &&
+         (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
 }
 
 }  // namespace

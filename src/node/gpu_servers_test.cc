@@ -13,8 +13,10 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -552,6 +554,33 @@ TEST_F(GpuServersTest, ASharedSimulatedGpuTakesSeveralLeasesWithoutMps) {
   auto second = Put(Spec("rlease-4", "GPU-b", 8));
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(http::HttpStatus(second.status()), 409);
+}
+
+TEST_F(GpuServersTest, AnMpsControlSocketCountsAsARunningDaemon) {
+  // CUDA 13's control daemon listens on a Unix socket named control, not a named pipe.
+  const std::string bin = (dir_ / "bin").string();
+  std::filesystem::create_directories(bin);
+  std::ofstream(bin + "/nvidia-cuda-mps-control") << "#!/bin/sh\nexit 0\n";
+  chmod((bin + "/nvidia-cuda-mps-control").c_str(), 0755);
+  const std::string old_path = std::getenv("PATH");
+  setenv("PATH", (bin + ":" + old_path).c_str(), 1);
+  const std::string pipes = (dir_ / "mps").string();
+  std::filesystem::create_directories(pipes);
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string path = pipes + "/control";
+  ASSERT_LT(path.size(), sizeof(addr.sun_path));
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  config_.backend = "driver";
+  config_.shared = {"GPU-a"};
+  config_.mps_pipe_dir = pipes;
+  Create();
+  setenv("PATH", old_path.c_str(), 1);
+  close(fd);
+  EXPECT_EQ(servers_->List()["gpus"][0]["mps"], "running");
 }
 
 TEST_F(GpuServersTest, SharedGpusNeedMpsAndThenTakeSeveralLeasesWithinTheirSms) {

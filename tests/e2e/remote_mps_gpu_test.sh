@@ -73,7 +73,9 @@ else
     exit 77
   fi
   echo "device (probe, no MPS): $(cat "$tmp/probe.json")"
-  if [ -p /tmp/nvidia-mps/control ]; then
+  # The daemon's control endpoint: a named pipe in older MPS, a Unix socket in CUDA 13's.
+  mps_up() { [ -p "$1/control" ] || [ -S "$1/control" ]; }
+  if mps_up /tmp/nvidia-mps; then
     echo "note: another MPS control daemon has pipes in /tmp/nvidia-mps; this test starts its own"
   fi
   mkdir -p "$mps_pipe" "$mps_log"
@@ -81,7 +83,7 @@ else
     CUDA_MPS_ENABLE_PER_CTX_DEVICE_MULTIPROCESSOR_PARTITIONING=1 \
     nvidia-cuda-mps-control -d >"$tmp/mps-start.out" 2>&1
   mps_started=1
-  if ! wait_for 20 test -p "$mps_pipe/control"; then
+  if ! wait_for 20 mps_up "$mps_pipe"; then
     echo "FAIL: the MPS control daemon did not start:"
     cat "$tmp/mps-start.out" "$mps_log"/* 2>/dev/null
     exit 1
