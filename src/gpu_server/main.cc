@@ -289,6 +289,7 @@ int main(int argc, char** argv) {
     for (const auto& [name, value] : driver.environment) {
       spdlog::info("client processes run with {}={}", name, value);
     }
+    driver.probed_granted_sm_count = granted;
     make_backend = [driver]() -> flyt::Result<std::unique_ptr<flyt::remote::Backend>> {
       return flyt::remote::MakeDriverBackend(driver);
     };

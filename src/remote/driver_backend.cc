@@ -345,6 +345,14 @@ Result<std::unique_ptr<Backend>> MakeDriverBackend(const DriverOptions& options_
     }
     if (options.sm_count) {
       granted = (*probe)->GrantedSmCount();
+      if (options.probed_granted_sm_count &&
+          (!granted || *granted > *options.probed_granted_sm_count)) {
+        spdlog::info("driver backend: the context reports {} SMs under the MPS client limits; "
+                     "clients see the {} granted without them",
+                     granted ? std::to_string(*granted) : std::string("no count of"),
+                     *options.probed_granted_sm_count);
+        granted = options.probed_granted_sm_count;
+      }
       spdlog::info("driver backend: clients' contexts get {} SMs of {} (asked {})",
                    granted ? std::to_string(*granted) : std::string("an unknown number of"),
                    device_sm_count, *options.sm_count);

@@ -40,6 +40,10 @@ struct DriverOptions {
   // Set in this process's environment before the driver is loaded and initialised: the MPS
   // client limits (MpsEnvironment) that the MPS server then enforces for this process.
   std::vector<std::pair<std::string, std::string>> environment;
+  // The SMs a context of `sm_count` was granted where the MPS client limits above were not yet
+  // set (the server's probe). Under CUDA_MPS_ACTIVE_THREAD_PERCENTAGE a context may report more
+  // than it can use; clients are then told this count. Absent: what the context reports.
+  std::optional<int> probed_granted_sm_count;
   // Measure the step in which the device grants SMs (a context with a 1-SM execution affinity),
   // where it can (under MPS); else Identity().sm_granularity is default_sm_granularity.
   bool measure_sm_granularity = false;
