@@ -446,6 +446,11 @@ CudaResult<CreateSurfaceObjectReply> ClientConnection::Handle(
     return Error(CudaError::kInvalidValue, "a surface object needs an array resource");
   }
   FLYT_CUDA_ASSIGN_OR_RETURN(Session::ResourceSpec resource, CheckResource(r.resource));
+  // The rule CUDA documents, checked here for every backend: the driver itself accepts a surface
+  // over an array made without the flag (seen on an H100, driver 580).
+  if ((arrays_.Find(r.resource.array)->spec.flags & 0x02) == 0) {
+    return Error(CudaError::kInvalidValue, "the array was not made with cudaArraySurfaceLoadStore");
+  }
   FLYT_CUDA_ASSIGN_OR_RETURN(uint64_t value, session_->SurfaceCreate(resource));
   HandleInsert inserted = surfaces_.Insert(r.object, value);
   if (inserted != HandleInsert::kOk) {

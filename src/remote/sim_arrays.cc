@@ -201,9 +201,6 @@ CudaResult<uint64_t> SimSession::SurfaceCreate(const ResourceSpec& resource) {
   if (resource.type != 0) return Error(CudaError::kInvalidValue, "a surface needs an array");
   auto it = arrays_.find(resource.array);
   if (it == arrays_.end()) return Error(CudaError::kInvalidResourceHandle, "unknown array");
-  if ((it->second->spec.flags & 0x02) == 0) {
-    return Error(CudaError::kInvalidValue, "the array was not made with cudaArraySurfaceLoadStore");
-  }
   uint64_t value = next_handle_++;
   surfaces_.emplace(value, resource);
   return value;
