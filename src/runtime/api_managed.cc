@@ -56,6 +56,10 @@ enum PageState : uint8_t { kClean = 0, kDirty = 1, kStale = 2 };
 struct Mirror {
   uint64_t base = 0;   // user view == device address
   size_t bytes = 0;    // as allocated
+  // The device-backed byte ranges [offset, offset + bytes) of the mirror; empty: all of [0,
+  // bytes). A group of __managed__ variables the driver packed into shared pages is one mirror
+  // over their pages, and only the variables' own bytes move.
+  std::vector<std::pair<size_t, size_t>> ranges;
   size_t mapped = 0;   // rounded to pages
   int fd = -1;
   std::byte* internal = nullptr;
@@ -306,6 +310,21 @@ class ManagedSpace {
     return it->second.get();
   }
 
+  // Calls fn(offset, bytes) for each device-backed piece of the mirror's [begin, end).
+  template <typename Fn>
+  static CudaStatus ForBacked(const Mirror& m, size_t begin, size_t end, Fn&& fn) {
+    if (m.ranges.empty()) {
+      size_t n = std::min(end, m.bytes) - std::min(begin, m.bytes);
+      return n == 0 ? CudaStatus::Ok() : fn(begin, n);
+    }
+    for (const auto& [offset, bytes] : m.ranges) {
+      size_t lo = std::max(begin, offset);
+      size_t hi = std::min(end, offset + bytes);
+      if (lo < hi) FLYT_CUDA_RETURN_IF_ERROR(fn(lo, hi - lo));
+    }
+    return CudaStatus::Ok();
+  }
+
   CudaStatus PushLocked(Mirror& m, uint64_t stream, uint64_t lo, uint64_t hi)
       FLYT_REQUIRES(mu_) {
     size_t first = lo > m.base ? (lo - m.base) / kPage : 0;
@@ -324,12 +343,10 @@ class ManagedSpace {
       if (conn == nullptr) {
         FLYT_CUDA_ASSIGN_OR_RETURN(conn, Runtime::Get().Connection());
       }
-      size_t off = p * kPage;
-      size_t n = std::min(q * kPage, m.bytes) - std::min(off, m.bytes);
-      if (n != 0) {
-        FLYT_CUDA_RETURN_IF_ERROR(conn->MemcpyHtoDAsync(
-            {m.base + off, n, stream}, std::span<const std::byte>(m.internal + off, n)));
-      }
+      FLYT_CUDA_RETURN_IF_ERROR(ForBacked(m, p * kPage, q * kPage, [&](size_t off, size_t n) {
+        return conn->MemcpyHtoDAsync({m.base + off, n, stream},
+                                     std::span<const std::byte>(m.internal + off, n));
+      }));
       p = q;
     }
     return CudaStatus::Ok();
@@ -345,13 +362,11 @@ class ManagedSpace {
       size_t q = p;
       while (q < last && m.state[q] == kStale) ++q;
       size_t off = p * kPage;
-      size_t n = std::min(q * kPage, m.bytes) - std::min(off, m.bytes);
-      if (n != 0) {
+      FLYT_CUDA_RETURN_IF_ERROR(ForBacked(m, off, q * kPage, [&](size_t at, size_t n) {
         FLYT_CUDA_ASSIGN_OR_RETURN(remote::Connection * conn, Runtime::Get().Connection());
-        FLYT_CUDA_RETURN_IF_ERROR(
-            conn->MemcpyDtoH({m.base + off, n, 0}, std::span<std::byte>(m.internal + off, n))
-                .status());
-      }
+        return conn->MemcpyDtoH({m.base + at, n, 0}, std::span<std::byte>(m.internal + at, n))
+            .status();
+      }));
       std::fill(m.state.begin() + p, m.state.begin() + q, kClean);
       ::mprotect(reinterpret_cast<void*>(m.base + off), (q - p) * kPage, PROT_READ);
       p = q;
@@ -518,8 +533,38 @@ CudaResult<uint64_t> NewManaged(size_t bytes, unsigned flags) {
 
 }  // namespace
 
-char Runtime::ManagedInitModule(void** handle) {
-  Runtime& rt = Get();
+namespace {
+
+// A __managed__ variable whose device copy the backend put where it chose (the driver packs a
+// module's managed variables, unaligned, into shared pages).
+struct PackedVar {
+  ManagedVar var;
+  uint64_t address = 0;
+};
+
+// One mirror over the pages of a group of packed variables whose pages touch; only the
+// variables' own bytes move.
+CudaStatus PlacePackedGroup(std::vector<PackedVar>::const_iterator first,
+                            std::vector<PackedVar>::const_iterator last) {
+  ManagedSpace& space = ManagedSpace::Get();
+  uint64_t lo = first->address / kPage * kPage;
+  uint64_t hi = lo;
+  for (auto it = first; it != last; ++it) hi = std::max(hi, it->address + it->var.size);
+  FLYT_CUDA_ASSIGN_OR_RETURN(std::unique_ptr<Mirror> m, space.Create(hi - lo));
+  FLYT_CUDA_RETURN_IF_ERROR(space.Place(*m, lo));
+  for (auto it = first; it != last; ++it) m->ranges.emplace_back(it->address - lo, it->var.size);
+  m->variable = true;
+  FLYT_CUDA_RETURN_IF_ERROR(space.Publish(std::move(m), kStale));
+  for (auto it = first; it != last; ++it) {
+    Runtime::Get().AddDeviceAllocation(it->address, it->var.size);
+    *it->var.host_var_ptr = reinterpret_cast<void*>(it->address);
+    space.MarkVarPlaced(it->var.host_var_ptr);
+  }
+  return CudaStatus::Ok();
+}
+
+CudaStatus InitManagedVars(void** handle) {
+  Runtime& rt = Runtime::Get();
   std::vector<ManagedVar> vars;
   {
     MutexLock lock(vars_mu);
@@ -527,33 +572,53 @@ char Runtime::ManagedInitModule(void** handle) {
     for (auto it = first; it != last; ++it) vars.push_back(it->second);
   }
   ManagedSpace& space = ManagedSpace::Get();
+  std::vector<PackedVar> packed;
   for (const ManagedVar& var : vars) {
     if (space.VarPlaced(var.host_var_ptr)) continue;
     // Loads the module and finds the variable (registered as an ordinary variable too).
-    CudaResult<std::pair<uint64_t, size_t>> symbol = rt.Symbol(var.host_var_ptr);
-    CudaResult<remote::Connection*> conn = rt.Connection();
-    CudaResult<std::unique_ptr<Mirror>> m = space.Create(var.size);
-    if (!symbol.ok() || !conn.ok() || !m.ok()) {
-      (void)rt.Finish(!symbol.ok() ? symbol.status() : !conn.ok() ? conn.status() : m.status());
-      return 0;
-    }
+    FLYT_CUDA_RETURN_IF_ERROR(rt.Symbol(var.host_var_ptr).status());
+    FLYT_CUDA_ASSIGN_OR_RETURN(remote::Connection * conn, rt.Connection());
+    FLYT_CUDA_ASSIGN_OR_RETURN(std::unique_ptr<Mirror> m, space.Create(var.size));
     auto* fatbin = static_cast<FatbinRecord*>(*handle);
-    CudaResult<remote::ModuleGetManagedGlobalReply> reply = (*conn)->ModuleGetManagedGlobal(
-        {fatbin->module_id, var.name, var.size, (*m)->base});
-    CudaStatus placed = reply.ok() ? space.Place(**m, reply->ptr) : reply.status();
-    if (!placed.ok()) {
-      (void)rt.Finish(placed);
-      return 0;
+    // The mirror's address is the hint: a backend that can place the variable there does (sim).
+    FLYT_CUDA_ASSIGN_OR_RETURN(remote::ModuleGetManagedGlobalReply reply,
+                               conn->ModuleGetManagedGlobal(
+                                   {fatbin->module_id, var.name, var.size, m->base}));
+    if (reply.ptr != m->base) {
+      packed.push_back({var, reply.ptr});
+      ::munmap(reinterpret_cast<void*>(m->base), m->mapped);
+      ::munmap(m->internal, m->mapped);
+      ::close(m->fd);
+      continue;
     }
-    (*m)->variable = true;
-    uint64_t ptr = (*m)->base;
-    if (CudaStatus s = space.Publish(std::move(*m), kStale); !s.ok()) {
-      (void)rt.Finish(s);
-      return 0;
-    }
+    m->variable = true;
+    uint64_t ptr = m->base;
+    FLYT_CUDA_RETURN_IF_ERROR(space.Publish(std::move(m), kStale));
     rt.AddDeviceAllocation(ptr, var.size);
     *var.host_var_ptr = reinterpret_cast<void*>(ptr);
     space.MarkVarPlaced(var.host_var_ptr);
+  }
+  std::sort(packed.begin(), packed.end(),
+            [](const PackedVar& a, const PackedVar& b) { return a.address < b.address; });
+  for (auto first = packed.begin(); first != packed.end();) {
+    uint64_t end = first->address + first->var.size;
+    auto last = first + 1;
+    while (last != packed.end() && last->address / kPage * kPage < (end + kPage - 1) / kPage * kPage) {
+      end = std::max(end, last->address + last->var.size);
+      ++last;
+    }
+    FLYT_CUDA_RETURN_IF_ERROR(PlacePackedGroup(first, last));
+    first = last;
+  }
+  return CudaStatus::Ok();
+}
+
+}  // namespace
+
+char Runtime::ManagedInitModule(void** handle) {
+  if (CudaStatus s = InitManagedVars(handle); !s.ok()) {
+    (void)Get().Finish(s);
+    return 0;
   }
   return 1;
 }
