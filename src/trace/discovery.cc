@@ -1,5 +1,6 @@
 #include "trace/discovery.h"
 
+#include <glob.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -40,14 +41,65 @@ std::vector<std::string> MappedFiles(const std::string& maps_path) {
   return out;
 }
 
+void AddLoaderConfigDirs(const std::string& conf, int depth, std::vector<std::string>* dirs,
+                         std::set<std::string>* seen) {
+  if (depth > 8) return;
+  std::ifstream in(conf);
+  std::string line;
+  const std::string folder = std::filesystem::path(conf).parent_path().string();
+  while (std::getline(in, line)) {
+    line = line.substr(0, line.find('#'));
+    const size_t begin = line.find_first_not_of(" \t\r");
+    if (begin == std::string::npos) continue;
+    line = line.substr(begin, line.find_last_not_of(" \t\r") + 1 - begin);
+    if (line.starts_with("include") && line.size() > 7 && (line[7] == ' ' || line[7] == '\t')) {
+      std::string pattern = line.substr(line.find_first_not_of(" \t", 7));
+      if (pattern[0] != '/') pattern = folder + "/" + pattern;
+      glob_t g{};
+      if (::glob(pattern.c_str(), 0, nullptr, &g) == 0) {
+        for (size_t i = 0; i < g.gl_pathc; ++i) {
+          AddLoaderConfigDirs(g.gl_pathv[i], depth + 1, dirs, seen);
+        }
+      }
+      ::globfree(&g);
+      continue;
+    }
+    if (line[0] != '/') continue;  // hwcap lines and the like
+    // Old loaders allowed "dir=TYPE" and several directories on a line.
+    for (size_t at = 0; at < line.size();) {
+      size_t end = line.find_first_of(" \t,:", at);
+      if (end == std::string::npos) end = line.size();
+      std::string dir = line.substr(at, end - at);
+      dir = dir.substr(0, dir.find('='));
+      if (!dir.empty() && dir[0] == '/' && seen->insert(dir).second) dirs->push_back(dir);
+      at = end + 1;
+    }
+  }
+}
+
 }  // namespace
+
+std::vector<std::string> LoaderConfigDirs(const std::string& conf) {
+  std::vector<std::string> dirs;
+  std::set<std::string> seen;
+  AddLoaderConfigDirs(conf, 0, &dirs, &seen);
+  return dirs;
+}
 
 Discovery::Discovery(const TraceOptions& options, Attacher* attacher, RecordSink* sink)
     : options_(options), attacher_(attacher), sink_(sink),
       self_pid_(static_cast<uint32_t>(::getpid())) {}
 
 void Discovery::InitialScan() {
-  for (const std::string& dir : options_.library_dirs) ScanLibraryDir(dir);
+  std::set<std::string> scanned;
+  for (const std::string& dir : options_.library_dirs) {
+    if (scanned.insert(dir).second) ScanLibraryDir(dir);
+  }
+  if (!options_.ld_so_conf.empty()) {
+    for (const std::string& dir : LoaderConfigDirs(options_.ld_so_conf)) {
+      if (scanned.insert(dir).second) ScanLibraryDir(dir);
+    }
+  }
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(options_.proc_root, ec)) {
     std::string name = entry.path().filename().string();

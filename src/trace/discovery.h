@@ -25,11 +25,16 @@
 
 namespace flyt::trace {
 
+// The library directories a dynamic loader configuration file names, its `include` lines (glob
+// patterns, relative to the file's folder when not absolute) followed to a depth of 8, in order,
+// without duplicates. A missing or unreadable file names none.
+std::vector<std::string> LoaderConfigDirs(const std::string& conf);
+
 class Discovery {
  public:
   Discovery(const TraceOptions& options, Attacher* attacher, RecordSink* sink);
 
-  // library_dirs, then /proc.
+  // library_dirs, the loader's configured directories, then /proc.
   void InitialScan();
   // An EXEC or LIBRARY_OPEN record (other kinds are ignored).
   void OnControlRecord(const void* data, size_t bytes);

@@ -3,8 +3,11 @@
 #include "trace/discovery.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -36,6 +39,7 @@ constexpr uint32_t kGonePid = 4000000000u;
 TEST(Discovery, AStrippedStaticProgramThatIsAlreadyGoneIsReportedFromItsExecPath) {
   TraceOptions options;
   options.library_dirs.clear();
+  options.ld_so_conf.clear();
   Attacher attacher(AttachPrograms{});
   NullSink sink;
   Discovery discovery(options, &attacher, &sink);
@@ -68,4 +72,26 @@ TEST(Discovery, AnExecWhoseFileIsGoneToo) {
 }
 
 }  // namespace
+TEST(Discovery, TheLoadersConfigurationNamesItsDirectoriesThroughItsIncludes) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("flyt-ldconf-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "ld.so.conf.d");
+  std::ofstream(dir / "ld.so.conf") << "# comment\ninclude ld.so.conf.d/*.conf\n"
+                                       "/usr/local/lib   # trailing comment\n"
+                                       "hwcap 0 nosegneg\n";
+  std::ofstream(dir / "ld.so.conf.d" / "a-cuda.conf")
+      << "/usr/local/cuda-13.0/targets/x86_64-linux/lib\n";
+  std::ofstream(dir / "ld.so.conf.d" / "b-nvidia.conf")
+      << "  /usr/local/nvidia/lib64 /usr/local/nvidia/lib\n/usr/local/lib\n"
+         "include " << (dir / "ld.so.conf").string() << "\n";  // a loop ends at depth 8
+  std::ofstream(dir / "ld.so.conf.d" / "c-old.conf") << "/opt/old=libc6\n";
+  EXPECT_EQ(LoaderConfigDirs((dir / "ld.so.conf").string()),
+            (std::vector<std::string>{"/usr/local/cuda-13.0/targets/x86_64-linux/lib",
+                                      "/usr/local/nvidia/lib64", "/usr/local/nvidia/lib",
+                                      "/usr/local/lib", "/opt/old"}));
+  EXPECT_TRUE(LoaderConfigDirs((dir / "missing.conf").string()).empty());
+  fs::remove_all(dir);
+}
+
 }  // namespace flyt::trace

@@ -42,6 +42,10 @@ struct TraceOptions {
   // call), besides what the /proc scan and exec/open events find.
   std::vector<std::string> library_dirs = {"/usr/local/cuda/lib64", "/usr/lib/x86_64-linux-gnu",
                                            "/usr/lib64", "/lib/x86_64-linux-gnu"};
+  // The dynamic loader's configuration: the directories it names (its include lines followed)
+  // are probed at start-up too, so a CUDA library the loader finds anywhere it is configured to
+  // look is traced from a first process's first call. Empty: not read.
+  std::string ld_so_conf = "/etc/ld.so.conf";
   std::string proc_root = "/proc";           // tests point these elsewhere
   std::string cgroup_root = "/sys/fs/cgroup";
 };

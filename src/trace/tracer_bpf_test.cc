@@ -107,6 +107,7 @@ bool Eventually(F f, std::chrono::milliseconds limit = std::chrono::seconds(10))
 TraceOptions TestOptions() {
   TraceOptions o;
   o.library_dirs = {FLYT_TRACE_FAKE_DIR};
+  o.ld_so_conf.clear();  // the fake libraries only, not this machine's
   o.watch_setenv = false;
   o.ring_buffer_bytes = 1 << 20;
   o.drain_interval_ms = 50;

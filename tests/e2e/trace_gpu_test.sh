@@ -72,4 +72,13 @@ step results kernels_results "${nvidia[@]}" "$programs/trace_kernels"
 run_session results --launch-results
 expect results kernels_results --program trace_kernels
 
+# Where each traced process's CUDA library was found, and whether the tracer came late to it.
+for j in "$tmp/gpu.json" "$tmp/results.json"; do
+  python3 - "$j" <<'PY' || true
+import json, sys
+for p in json.load(open(sys.argv[1])).get("processes", []):
+    print(f"traced pid {p.get('pid')}: {p.get('library')} attached_late={p.get('attached_late')}")
+PY
+done
+
 finish
