@@ -178,13 +178,10 @@ def trace_graph_flyt():
 
 
 def trace_graph_gpu():
-    """trace_graph on a real GPU (the `gpu` label): the capture and 5 graph launches succeed."""
-    e = trace_graph_flyt()
-    e.update(launches=6, failures={})
-    e["kernels"] = {"Touch(int*, int)": [shape((4, 1, 1), (64, 1, 1), 0, 1)],
-                    "graph": 5}  # an int: launches only, shapes not asserted
-    e["streams"]["stream"]["launches"] = 6
-    return e
+    """trace_graph on a real GPU (the `gpu` label): the capture and 5 graph launches succeed, and
+    NVIDIA's runtime is traced as flyt's is: the 3 captured cudaLaunchKernel calls count as
+    launches (seen on an H100, driver 580.159.04: 9 launches, Mark(int*) among the kernels)."""
+    return trace_graph_flyt()
 
 
 def trace_driver():

@@ -4,13 +4,11 @@
 //
 //   always:   cudaMalloc 4,096 (freed at the end); Touch(int*, int) <<<4, 64, 0, s>>> ×1 direct;
 //             cudaGraphLaunch(exec, s) ×5; cudaStreamSynchronize(s) ×1.
-//   flyt's runtime (graphs remoted since issue 17): the capture, instantiation and 5 graph
-//             launches succeed; the tracer counts the 3 captured cudaLaunchKernel calls as
-//             launches (it does not follow capture): launches 1 + 3 + 5 graph launches (kernel
-//             name "graph"), failures {}, syncs 1.
-//   a real GPU: the capture holds Touch <<<4, 64>>> ×2 and Mark(int*) <<<2, 32>>> ×1 (captured
-//             launches are not launches); launches 1 + 5 graph launches (kernel name "graph"),
-//             failures {}, syncs 1.
+//   flyt's runtime (graphs remoted since issue 17) and a real GPU alike: the capture,
+//             instantiation and 5 graph launches succeed; the tracer counts the 3 captured
+//             cudaLaunchKernel calls (Touch <<<4, 64>>> ×2, Mark(int*) <<<2, 32>>> ×1) as launches
+//             (it does not follow capture): launches 1 + 3 + 5 graph launches (kernel name
+//             "graph"), failures {}, syncs 1.
 #include <cstdio>
 
 #include "trace_program.h"
