@@ -2,6 +2,9 @@
 # CUDA graph launch cost over flyt's remote runtime (bench/graphs_bench.cu): a captured graph of
 # 100 small kernels launched ITERS times (default 10000) beside 100-kernel batches launched one
 # by one, against flyt-gpu-server --backend sim over a Unix socket (or BACKEND=driver on a GPU).
+# With BACKEND=driver the same program runs on NVIDIA's own runtime on the local GPU afterwards
+# (rows prefixed "native_"): on a GPU each batch's figure includes the kernels' execution, so
+# flyt's cost is the difference from the native row, not the row itself.
 #   bench/graphs_bench.sh <build dir> [iters]
 set -euo pipefail
 build=$(cd "$1" && pwd)
@@ -25,3 +28,6 @@ sim_env=()
 [ "$backend" = sim ] && sim_env=(FLYT_SIM_DEVICE=1)
 env "${sim_env[@]}" FLYT_SERVER="unix:$sock" LD_LIBRARY_PATH="$build/lib/flyt" \
   "$tmp/graphs_bench" "$iters" || { tail -20 "$tmp/server.log"; exit 1; }
+if [ "$backend" = driver ]; then
+  env -u LD_LIBRARY_PATH -u FLYT_SERVER "$tmp/graphs_bench" "$iters" | sed '1d; s/^/native_/'
+fi

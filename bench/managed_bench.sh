@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Managed memory: bytes moved per iteration when a kernel touches 1 % of a 256 MiB managed buffer
-# (bench/managed_bench.cu), on flyt-gpu-server --backend sim over a Unix socket. Runs the program
+# (bench/managed_bench.cu), on flyt-gpu-server --backend sim (BACKEND=driver: this machine's GPU)
+# over a Unix socket. Runs the program
 # with 5 and with 25 iterations and reads each client's bytes_to_device / bytes_from_device from
 # `flyt-gpu-server stats`; (25-run minus 5-run) / 20 is the traffic of one iteration.
 # Usage: bench/managed_bench.sh [build dir]   (needs nvcc and a built flyt-gpu-server, flyt_cudart)
@@ -13,7 +14,7 @@ trap '[ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; wait 2>/dev/null; 
 nvcc=${FLYT_NVCC:-/usr/local/cuda/bin/nvcc}
 "$nvcc" -cudart=shared -O2 -gencode arch=compute_90,code=sm_90 -o "$tmp/managed_bench" \
   "$src/managed_bench.cu"
-"$build/bin/flyt-gpu-server" --backend sim --listen "unix:$tmp/gpu.sock" >"$tmp/server.log" 2>&1 &
+"$build/bin/flyt-gpu-server" --backend "${BACKEND:-sim}" --listen "unix:$tmp/gpu.sock" >"$tmp/server.log" 2>&1 &
 server_pid=$!
 for _ in $(seq 100); do [ -S "$tmp/gpu.sock" ] && break; sleep 0.05; done
 run() {
