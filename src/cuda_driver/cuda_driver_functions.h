@@ -76,8 +76,17 @@
   X(SurfObjectDestroy, kOptional, (CUsurfObject object), cuSurfObjectDestroy)
 // (end arrays)
 
-// [issue 17: managed]
-#define FLYT_CUDA_DRIVER_MANAGED_ENTRY_POINTS(X)
+// [issue 17: managed] and interprocess memory and events
+#define FLYT_CUDA_DRIVER_MANAGED_ENTRY_POINTS(X)                                                   \
+  X(IpcGetMemHandle, kOptional, (CUipcMemHandle* handle, CUdeviceptr ptr), cuIpcGetMemHandle)    \
+  X(IpcOpenMemHandle, kOptional, (CUdeviceptr* ptr, CUipcMemHandle handle, unsigned int flags),  \
+    cuIpcOpenMemHandle_v2)                                                                       \
+  X(IpcCloseMemHandle, kOptional, (CUdeviceptr ptr), cuIpcCloseMemHandle)                        \
+  X(IpcGetEventHandle, kOptional, (CUipcEventHandle* handle, CUevent event), cuIpcGetEventHandle) \
+  X(IpcOpenEventHandle, kOptional, (CUevent* event, CUipcEventHandle handle),                    \
+    cuIpcOpenEventHandle)                                                                        \
+  X(MemGetAddressRange, kOptional, (CUdeviceptr* base, size_t* bytes, CUdeviceptr ptr),          \
+    cuMemGetAddressRange_v2)
 // (end managed)
 
 #define FLYT_CUDA_DRIVER_ENTRY_POINTS(X)                                                           \

@@ -259,4 +259,14 @@ inline void* const CU_LAUNCH_PARAM_END = nullptr;
 inline void* const CU_LAUNCH_PARAM_BUFFER_POINTER = reinterpret_cast<void*>(uintptr_t{1});
 inline void* const CU_LAUNCH_PARAM_BUFFER_SIZE = reinterpret_cast<void*>(uintptr_t{2});
 
+// Interprocess handles (cuIpc*): 64 opaque bytes each, passed by value.
+inline constexpr size_t CU_IPC_HANDLE_SIZE = 64;
+struct CUipcMemHandle {
+  char reserved[CU_IPC_HANDLE_SIZE];
+};
+struct CUipcEventHandle {
+  char reserved[CU_IPC_HANDLE_SIZE];
+};
+inline constexpr unsigned int CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 0x1;
+
 }  // namespace flyt::cuda_driver

@@ -50,6 +50,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "remote/cuda_status.h"
@@ -352,6 +353,27 @@ class Session {
   }
   // (end managed)
 
+  // Interprocess memory and events (cudaIpc*). A handle is 64 bytes this backend makes and
+  // checks; it names a whole allocation (`base`, as Malloc returned it) or an event created with
+  // the interprocess flag. Open maps the allocation into this session (its address and size),
+  // Close unmaps it; an opened event is an ordinary event of this session (EventDestroy ends it).
+  static constexpr size_t kIpcHandleBytes = 64;
+  virtual CudaResult<std::vector<std::byte>> IpcGetMemHandle(DevicePtr /*base*/) {
+    return CudaStatus(CudaError::kNotSupported, "interprocess memory is not supported here");
+  }
+  virtual CudaResult<std::pair<DevicePtr, uint64_t>> IpcOpenMemHandle(
+      const std::vector<std::byte>& /*handle*/) {
+    return CudaStatus(CudaError::kNotSupported, "interprocess memory is not supported here");
+  }
+  virtual CudaStatus IpcCloseMemHandle(DevicePtr /*ptr*/) {
+    return CudaStatus(CudaError::kNotSupported, "interprocess memory is not supported here");
+  }
+  virtual CudaResult<std::vector<std::byte>> IpcGetEventHandle(EventHandle /*event*/) {
+    return CudaStatus(CudaError::kNotSupported, "interprocess events are not supported here");
+  }
+  virtual CudaResult<EventHandle> IpcOpenEventHandle(const std::vector<std::byte>& /*handle*/) {
+    return CudaStatus(CudaError::kNotSupported, "interprocess events are not supported here");
+  }
 };
 
 class Backend {

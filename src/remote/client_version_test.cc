@@ -59,6 +59,11 @@ TEST(ClientVersionTest, ACallTheServersVersionLacksIsRefusedAndNeverSent) {
       << launch.message();
   CudaResult<MallocManagedReply> managed = (*conn)->MallocManaged({});
   EXPECT_EQ(managed.status().code(), CudaError::kNotSupported);
+  CudaResult<IpcGetMemHandleReply> ipc = (*conn)->IpcGetMemHandle({});
+  EXPECT_EQ(ipc.status().code(), CudaError::kNotSupported);
+  EXPECT_NE(ipc.status().message().find("IpcGetMemHandle needs protocol version 4"),
+            std::string::npos)
+      << ipc.status().message();
   ASSERT_TRUE((*conn)->Flush().ok());
   // Nothing reached the server.
   std::byte byte;

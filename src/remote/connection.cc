@@ -417,6 +417,7 @@ void ClientConnection::FreeEverything() {
   for (auto& [id, module] : modules_.TakeAll()) (void)session_->ModuleUnload(module.handle);
   globals_.Clear();
   global_cache_.clear();
+  CloseIpcImports();
   std::vector<std::pair<uint64_t, uint64_t>> allocations;
   allocations_.ForEach([&](uint64_t base, uint64_t size, uint8_t) {
     allocations.emplace_back(base, size);

@@ -326,6 +326,19 @@ class ClientConnection {
   // [issue 17: managed] per-client state
   // (end managed)
 
+  // Interprocess memory (handlers_ipc.cc): what allocations_ holds besides cudaMalloc memory.
+  static constexpr uint8_t kPlainAllocation = 0;
+  static constexpr uint8_t kIpcImport = 1;          // opened from another client's handle
+  static constexpr uint8_t kManagedAllocation = 2;  // cudaMallocManaged (cannot be exported)
+  static constexpr size_t kMaxIpcImports = 4096;
+  struct IpcImport {
+    Bytes handle;
+    uint64_t opens = 0;  // cudaIpcOpenMemHandle of the same handle gives the same pointer
+  };
+  std::map<uint64_t, IpcImport> ipc_imports_;  // by pointer
+  // Closes every opened handle (on disconnect and reset).
+  void CloseIpcImports();
+
 };
 
 template <typename Consume>

@@ -487,7 +487,8 @@ void DriverSession::ReleaseAll() {
   // [issue 17: managed] release first
   // (end managed)
 
-  const size_t left = events_.size() + streams_.size() + modules_.size() + allocations_.size();
+  const size_t left = events_.size() + streams_.size() + modules_.size() + allocations_.size() +
+                      ipc_imports_.size();
   if (left > 0) {
     spdlog::debug("driver backend [{}]: releasing {} object(s) the client left", label_, left);
   }
@@ -495,7 +496,9 @@ void DriverSession::ReleaseAll() {
   for (CUstream s : streams_) fn_.StreamDestroy(s);
   functions_.clear();
   for (CUmodule m : modules_) fn_.ModuleUnload(m);
+  for (CUdeviceptr p : ipc_imports_) fn_.IpcCloseMemHandle(p);
   for (CUdeviceptr p : allocations_) fn_.MemFree(p);
+  ipc_imports_.clear();
   events_.clear();
   streams_.clear();
   modules_.clear();

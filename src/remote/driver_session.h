@@ -138,6 +138,14 @@ class DriverSession final : public Session {
                                                   uint64_t registered_bytes, uint64_t) override;
   // (end managed)
 
+  // Interprocess memory and events (driver_ipc.cc): the driver's own 64-byte handles.
+  CudaResult<std::vector<std::byte>> IpcGetMemHandle(DevicePtr base) override;
+  CudaResult<std::pair<DevicePtr, uint64_t>> IpcOpenMemHandle(
+      const std::vector<std::byte>& handle) override;
+  CudaStatus IpcCloseMemHandle(DevicePtr ptr) override;
+  CudaResult<std::vector<std::byte>> IpcGetEventHandle(EventHandle event) override;
+  CudaResult<EventHandle> IpcOpenEventHandle(const std::vector<std::byte>& handle) override;
+
  private:
   struct FunctionInfo {
     CUmodule module = nullptr;
@@ -206,6 +214,7 @@ class DriverSession final : public Session {
   const std::string label_;
   std::shared_ptr<Context> ctx_;  // null only after a failed Reset
   std::unordered_set<CUdeviceptr> allocations_;
+  std::unordered_set<CUdeviceptr> ipc_imports_;  // opened with cuIpcOpenMemHandle
   std::unordered_set<CUstream> streams_;
   std::unordered_set<CUevent> events_;
   std::unordered_set<CUmodule> modules_;

@@ -38,7 +38,7 @@ CudaResult<MallocManagedReply> ClientConnection::Handle(const MallocManagedReque
     memory_.Release(r.bytes);
     return ptr.status();
   }
-  if (!allocations_.Add(*ptr, r.bytes) || globals_.Find(*ptr)) {
+  if (!allocations_.Add(*ptr, r.bytes, kManagedAllocation) || globals_.Find(*ptr)) {
     allocations_.Remove(*ptr);
     (void)session_->Free(*ptr);
     memory_.Release(r.bytes);

@@ -41,6 +41,10 @@ CudaResult<FreeReply> ClientConnection::Handle(const FreeRequest& r, Io& io) {
   if (!range || range->base != r.ptr) {
     return Error(CudaError::kInvalidValue, Hex(r.ptr) + " is not an allocation of this client");
   }
+  if (range->value == kIpcImport) {
+    return Error(CudaError::kInvalidValue, Hex(r.ptr) + " was opened from another process's " +
+                                               "handle: close it with cudaIpcCloseMemHandle");
+  }
   CudaStatus freed = session_->Free(r.ptr);
   allocations_.Remove(r.ptr);
   memory_.Release(range->size);

@@ -36,8 +36,9 @@ namespace flyt::remote {
 
 inline constexpr uint32_t kHelloMagic = 0x54594C46;  // "FLYT"
 // Version 2: the hello may carry the server's secret (HelloRequest::secret). Version 3: the
-// calls of issue 17 (graphs, pools, arrays and textures, managed memory, IPC, attributes).
-inline constexpr uint16_t kProtocolVersion = 3;
+// calls of issue 17 (graphs, pools, arrays and textures, managed memory, attributes). Version 4:
+// interprocess memory and events (cudaIpc*).
+inline constexpr uint16_t kProtocolVersion = 4;
 inline constexpr uint16_t kMinProtocolVersion = 1;
 inline constexpr uint32_t kMaxFramePayload = 4u << 20;
 inline constexpr size_t kFrameHeaderBytes = 12;
@@ -168,10 +169,13 @@ struct CallTraits;
 #include "remote/calls.def"
 #undef FLYT_CALL
 
-// The first protocol version that has the call: 3 for issue 17's families (wire ids 70 and up),
-// 1 for the rest. A client does not send a call its server's version lacks.
+// The first protocol version that has the call: 4 for interprocess memory and events (wire ids
+// 142-159), 3 for issue 17's other families (wire ids 70 and up), 1 for the rest. A client does
+// not send a call its server's version lacks.
 constexpr uint16_t MinProtocolVersionOf(CallId id) {
-  return static_cast<uint16_t>(id) >= 70 ? 3 : 1;
+  const auto n = static_cast<uint16_t>(id);
+  if (n >= 142 && n <= 159) return 4;
+  return n >= 70 ? 3 : 1;
 }
 
 // The same facts at run time; nullopt / "" for a number not in calls.def.

@@ -43,7 +43,8 @@ CudaStatus SimSession::Free(DevicePtr ptr) {
   backend_.Release(it->second->bytes());
   ranges_.Remove(ptr);
   size_t mapped = it->second->mapped();
-  if (mapped != 0 && mapped <= kSpareBlockMaxBytes && spare_bytes_ + mapped <= kSpareTotalBytes) {
+  if (mapped != 0 && mapped <= kSpareBlockMaxBytes && spare_bytes_ + mapped <= kSpareTotalBytes &&
+      it->second->shared_fd() < 0) {  // shared memory may still be open in another process
     spare_.emplace(mapped, std::move(it->second));
     spare_bytes_ += mapped;
   }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -79,7 +80,44 @@ inline constexpr AttrValue kH100Attributes[] = {
 class Block {
  public:
   explicit Block(size_t bytes) : bytes_(bytes) {
-    size_t rounded = (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+    Allocate();
+    address_ = reinterpret_cast<uint64_t>(data_) + kDeviceBase;
+  }
+  // A block over a mapping made elsewhere (an opened IPC handle, sim_ipc.cc): owns the mapping
+  // and `fd`.
+  Block(std::byte* mapping, size_t mapped, size_t bytes, int fd)
+      : data_(mapping), bytes_(bytes), mapped_(mapped), fd_(fd),
+        address_(reinterpret_cast<uint64_t>(mapping) + kDeviceBase) {}
+  ~Block() {
+    if (mapped_ != 0) {
+      ::munmap(data_, mapped_);
+    } else {
+      std::free(data_);
+    }
+    std::free(held_);
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Block(const Block&) = delete;
+  Block& operator=(const Block&) = delete;
+
+  bool ok() const { return data_ != nullptr; }
+  std::byte* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  // The mapping's size, 0 for a heap block.
+  size_t mapped() const { return mapped_; }
+  // Takes the block for a new allocation of `bytes` (no more than its mapping holds).
+  void Reuse(size_t bytes) { bytes_ = bytes; }
+  // Its device address: fixed when it is made, whatever backs it later.
+  DevicePtr address() const { return address_; }
+  // Interprocess sharing (sim_ipc.cc): the memfd its bytes live in once shared, else -1. A shared
+  // block is never reused for another allocation.
+  int shared_fd() const { return fd_; }
+  // Moves the bytes into a sealed memfd named `name` (once), keeping the device address.
+  bool Share(const std::string& name);
+
+ private:
+  void Allocate() {
+    size_t rounded = (std::max<size_t>(bytes_, 1) + kAlignment - 1) / kAlignment * kAlignment;
     if (rounded >= kMmapThreshold) {
       void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -92,29 +130,14 @@ class Block {
       if (data_) std::memset(data_, 0, rounded);
     }
   }
-  ~Block() {
-    if (mapped_ != 0) {
-      ::munmap(data_, mapped_);
-    } else {
-      std::free(data_);
-    }
-  }
-  Block(const Block&) = delete;
-  Block& operator=(const Block&) = delete;
 
-  bool ok() const { return data_ != nullptr; }
-  std::byte* data() const { return data_; }
-  size_t bytes() const { return bytes_; }
-  // The mapping's size, 0 for a heap block.
-  size_t mapped() const { return mapped_; }
-  // Takes the block for a new allocation of `bytes` (no more than its mapping holds).
-  void Reuse(size_t bytes) { bytes_ = bytes; }
-  DevicePtr address() const { return reinterpret_cast<uint64_t>(data_) + kDeviceBase; }
-
- private:
   std::byte* data_ = nullptr;
   size_t bytes_;
   size_t mapped_ = 0;
+  int fd_ = -1;
+  // A shared heap block's former memory, kept so that no other block gets its address.
+  void* held_ = nullptr;
+  DevicePtr address_ = 0;
 };
 
 inline CudaStatus Error(CudaError code, std::string message) { return {code, std::move(message)}; }
@@ -239,6 +262,14 @@ class SimSession final : public Session {
                                                   uint64_t address_hint) override;
   // (end managed)
 
+  // Interprocess memory and events (sim_ipc.cc).
+  CudaResult<std::vector<std::byte>> IpcGetMemHandle(DevicePtr base) override;
+  CudaResult<std::pair<DevicePtr, uint64_t>> IpcOpenMemHandle(
+      const std::vector<std::byte>& handle) override;
+  CudaStatus IpcCloseMemHandle(DevicePtr ptr) override;
+  CudaResult<std::vector<std::byte>> IpcGetEventHandle(EventHandle event) override;
+  CudaResult<EventHandle> IpcOpenEventHandle(const std::vector<std::byte>& handle) override;
+
  private:
   struct Event {
     uint32_t flags = 0;
@@ -296,6 +327,7 @@ class SimSession final : public Session {
   std::unordered_map<uint64_t, Event> events_;
   std::unordered_map<uint64_t, Module> modules_;
   std::unordered_map<uint64_t, Function> functions_;
+  std::unordered_map<uint64_t, std::unique_ptr<Block>> ipc_imports_;  // by device address
   uint64_t launches_ = 0;
   // The session's own fault, else the process's (SimOptions::fault_poisons_process).
   CudaStatus Sticky() const;

@@ -265,6 +265,11 @@ cudaError_t Free(void* devPtr) {
   if (CudaStatus s = rt.StickyStatus(); !s.ok()) return rt.Finish(s);
   CudaResult<remote::Connection*> conn = rt.Connection();
   if (!conn.ok()) return rt.Finish(conn.status());
+  if (Runtime::IpcIsOpen(Address(devPtr))) {
+    return rt.Finish(Error(CudaError::kInvalidValue,
+                           "memory opened with cudaIpcOpenMemHandle is closed with "
+                           "cudaIpcCloseMemHandle, not cudaFree"));
+  }
   if (!rt.RemoveDeviceAllocation(Address(devPtr))) {
     return rt.Finish(Error(CudaError::kInvalidValue, "not a device allocation of this process"));
   }

@@ -113,6 +113,11 @@ cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream) no
 cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream) noexcept;
 cudaError_t cudaMallocHost(void **ptr, size_t size) noexcept;
 cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags) noexcept;
+cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr) noexcept;
+cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handle, unsigned int flags) noexcept;
+cudaError_t cudaIpcCloseMemHandle(void *devPtr) noexcept;
+cudaError_t cudaIpcGetEventHandle(cudaIpcEventHandle_t *handle, cudaEvent_t event) noexcept;
+cudaError_t cudaIpcOpenEventHandle(cudaEvent_t *event, cudaIpcEventHandle_t handle) noexcept;
 // [issue 17: managed]
 cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMemLocation location, unsigned int flags, cudaStream_t stream) noexcept;
 cudaError_t cudaMemPrefetchAsync_ptsz(const void *devPtr, size_t count, struct cudaMemLocation location, unsigned int flags, cudaStream_t stream) noexcept;

@@ -307,6 +307,7 @@ CudaStatus Runtime::Reset() {
   events_.clear();
   device_memory_.Clear();
   ManagedForgetAll();  // [issue 17: managed]
+  IpcForgetAll();
   errors_.ClearSticky();
   return CudaStatus::Ok();
 }

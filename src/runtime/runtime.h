@@ -322,6 +322,11 @@ class Runtime {
   static char ManagedInitModule(void** handle);
   // (end managed)
 
+  // Interprocess memory (api_ipc.cc): whether `ptr` was opened with cudaIpcOpenMemHandle (not
+  // cudaFree'd, closed instead); cudaDeviceReset closes them all.
+  static bool IpcIsOpen(uint64_t ptr);
+  static void IpcForgetAll();
+
 
  private:
   Runtime();
