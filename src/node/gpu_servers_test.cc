@@ -556,16 +556,24 @@ TEST_F(GpuServersTest, ASharedSimulatedGpuTakesSeveralLeasesWithoutMps) {
   EXPECT_EQ(http::HttpStatus(second.status()), 409);
 }
 
-TEST_F(GpuServersTest, AnMpsControlSocketCountsAsARunningDaemon) {
-  // CUDA 13's control daemon listens on a Unix socket named control, not a named pipe.
-  const std::string bin = (dir_ / "bin").string();
+// A fake MPS: nvidia-cuda-mps-control (doing nothing) first on PATH, and the folder for its
+// control endpoint, returned. Sets *old_path to the PATH to restore.
+std::string FakeMpsOnPath(const std::filesystem::path& dir, std::string* old_path) {
+  const std::string bin = (dir / "bin").string();
   std::filesystem::create_directories(bin);
   std::ofstream(bin + "/nvidia-cuda-mps-control") << "#!/bin/sh\nexit 0\n";
   chmod((bin + "/nvidia-cuda-mps-control").c_str(), 0755);
-  const std::string old_path = std::getenv("PATH");
-  setenv("PATH", (bin + ":" + old_path).c_str(), 1);
-  const std::string pipes = (dir_ / "mps").string();
+  *old_path = std::getenv("PATH");
+  setenv("PATH", (bin + ":" + *old_path).c_str(), 1);
+  const std::string pipes = (dir / "mps").string();
   std::filesystem::create_directories(pipes);
+  return pipes;
+}
+
+TEST_F(GpuServersTest, AnMpsControlSocketCountsAsARunningDaemon) {
+  // CUDA 13's control daemon listens on a Unix socket named control, not a named pipe.
+  std::string old_path;
+  const std::string pipes = FakeMpsOnPath(dir_, &old_path);
   int fd = socket(AF_UNIX, SOCK_STREAM, 0);
   ASSERT_GE(fd, 0);
   sockaddr_un addr{};
@@ -585,14 +593,8 @@ TEST_F(GpuServersTest, AnMpsControlSocketCountsAsARunningDaemon) {
 
 TEST_F(GpuServersTest, SharedGpusNeedMpsAndThenTakeSeveralLeasesWithinTheirSms) {
   // A fake MPS: nvidia-cuda-mps-control on PATH and its control pipe.
-  const std::string bin = (dir_ / "bin").string();
-  std::filesystem::create_directories(bin);
-  std::ofstream(bin + "/nvidia-cuda-mps-control") << "#!/bin/sh\nexit 0\n";
-  chmod((bin + "/nvidia-cuda-mps-control").c_str(), 0755);
-  const std::string old_path = std::getenv("PATH");
-  setenv("PATH", (bin + ":" + old_path).c_str(), 1);
-  const std::string pipes = (dir_ / "mps").string();
-  std::filesystem::create_directories(pipes);
+  std::string old_path;
+  const std::string pipes = FakeMpsOnPath(dir_, &old_path);
   config_.backend = "driver";  // the sim backend has no MPS to check (below)
   config_.shared = {"GPU-a", "GPU-b"};
   config_.mps_pipe_dir = pipes;

@@ -63,16 +63,18 @@ CudaResult<std::pair<DevicePtr, uint64_t>> DriverSession::IpcOpenMemHandle(
                               : CudaStatus(CudaError::kUnknown,
                                            "the opened memory's range is not the allocation's");
   }
-  ipc_imports_.insert(ptr);
+  ipc_imports_[ptr] += 1;
   return std::make_pair(DevicePtr{ptr}, uint64_t{bytes});
 }
 
 CudaStatus DriverSession::IpcCloseMemHandle(DevicePtr ptr) {
   FLYT_CUDA_RETURN_IF_ERROR(Enter());
   if (fn_.IpcCloseMemHandle == nullptr) return IpcMissing("cuIpcCloseMemHandle");
-  if (ipc_imports_.erase(ptr) == 0) {
+  auto it = ipc_imports_.find(ptr);
+  if (it == ipc_imports_.end()) {
     return CudaStatus(CudaError::kInvalidValue, "not memory this session opened");
   }
+  if (--it->second == 0) ipc_imports_.erase(it);
   CUresult rc = fn_.IpcCloseMemHandle(ptr);
   if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuIpcCloseMemHandle", rc);
   return CudaStatus::Ok();

@@ -496,7 +496,9 @@ void DriverSession::ReleaseAll() {
   for (CUstream s : streams_) fn_.StreamDestroy(s);
   functions_.clear();
   for (CUmodule m : modules_) fn_.ModuleUnload(m);
-  for (CUdeviceptr p : ipc_imports_) fn_.IpcCloseMemHandle(p);
+  for (auto [p, references] : ipc_imports_) {
+    for (int i = 0; i < references; ++i) fn_.IpcCloseMemHandle(p);
+  }
   for (CUdeviceptr p : allocations_) fn_.MemFree(p);
   ipc_imports_.clear();
   events_.clear();

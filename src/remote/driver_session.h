@@ -214,7 +214,7 @@ class DriverSession final : public Session {
   const std::string label_;
   std::shared_ptr<Context> ctx_;  // null only after a failed Reset
   std::unordered_set<CUdeviceptr> allocations_;
-  std::unordered_set<CUdeviceptr> ipc_imports_;  // opened with cuIpcOpenMemHandle
+  std::unordered_map<CUdeviceptr, int> ipc_imports_;  // cuIpcOpenMemHandle references held
   std::unordered_set<CUstream> streams_;
   std::unordered_set<CUevent> events_;
   std::unordered_set<CUmodule> modules_;

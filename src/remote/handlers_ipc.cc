@@ -4,8 +4,9 @@
 // A client exports a whole cudaMalloc allocation of its own (not managed memory, not a pool's
 // block, not memory it opened itself) as a 64-byte handle the backend makes. Another client of
 // the same server opens it: the memory appears in its allocations_ as kIpcImport, usable by
-// copies, memsets and launches like its own, not counted against the memory limit (the exporter
-// pays), never freed by cudaFree, and closed by cudaIpcCloseMemHandle or when the client goes.
+// copies, memsets and launches like its own, counted against the memory limit as the exporter's
+// is (the exporter may free its allocation while it stays open here), never freed by cudaFree,
+// and closed by cudaIpcCloseMemHandle or when the client goes.
 // Opening a handle already open in this connection counts it once more and returns the same
 // pointer, as CUDA does; the last close unmaps it.
 #include <spdlog/spdlog.h>
@@ -60,13 +61,23 @@ CudaResult<IpcOpenMemHandleReply> ClientConnection::Handle(const IpcOpenMemHandl
   }
   FLYT_CUDA_ASSIGN_OR_RETURN(auto opened, session_->IpcOpenMemHandle(r.handle));
   auto [ptr, bytes] = opened;
-  if (!allocations_.Add(ptr, bytes, kIpcImport) || globals_.Find(ptr)) {
-    if (allocations_.Find(ptr) && allocations_.Find(ptr)->value == kIpcImport &&
-        ipc_imports_.contains(ptr)) {
-      // The driver gave the pointer of a handle already open under other bytes: one more open.
-      ipc_imports_[ptr].opens += 1;
-      return IpcOpenMemHandleReply{ptr, allocations_.Find(ptr)->size};
-    }
+  if (auto it = ipc_imports_.find(ptr); it != ipc_imports_.end()) {
+    // The driver gave the pointer of a handle already open under other bytes: it counted one
+    // more reference, dropped at once; this connection counts the open.
+    (void)session_->IpcCloseMemHandle(ptr);
+    it->second.opens += 1;
+    return IpcOpenMemHandleReply{ptr, allocations_.Find(ptr)->size};
+  }
+  // The opener is charged too: the exporter may free its allocation while it stays open here.
+  if (!memory_.TryReserve(bytes)) {
+    (void)session_->IpcCloseMemHandle(ptr);
+    return Error(CudaError::kMemoryAllocation,
+                 "the server's memory limit of " + std::to_string(memory_.limit_bytes() >> 20) +
+                     " MiB is reached (" + std::to_string(memory_.used_bytes() >> 20) +
+                     " MiB in use)");
+  }
+  if (globals_.Find(ptr) || !allocations_.Add(ptr, bytes, kIpcImport)) {
+    memory_.Release(bytes);
     (void)session_->IpcCloseMemHandle(ptr);
     return Error(CudaError::kInvalidValue,
                  "the opened memory at " + Hex(ptr) + " overlaps another range of this client");
@@ -84,6 +95,7 @@ CudaResult<IpcCloseMemHandleReply> ClientConnection::Handle(const IpcCloseMemHan
   }
   if (--it->second.opens > 0) return IpcCloseMemHandleReply{};
   ipc_imports_.erase(it);
+  if (auto range = allocations_.Find(r.ptr)) memory_.Release(range->size);
   allocations_.Remove(r.ptr);
   FLYT_CUDA_RETURN_IF_ERROR(session_->IpcCloseMemHandle(r.ptr));
   return IpcCloseMemHandleReply{};
@@ -91,6 +103,7 @@ CudaResult<IpcCloseMemHandleReply> ClientConnection::Handle(const IpcCloseMemHan
 
 void ClientConnection::CloseIpcImports() {
   for (const auto& [ptr, import] : ipc_imports_) {
+    if (auto range = allocations_.Find(ptr)) memory_.Release(range->size);
     allocations_.Remove(ptr);
     CudaStatus s = session_->IpcCloseMemHandle(ptr);
     if (!s.ok()) spdlog::warn("{}: closing IPC memory {}: {}", Tag(), Hex(ptr), s.ToString());

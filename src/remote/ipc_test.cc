@@ -117,6 +117,32 @@ TEST_P(IpcServerTest, OpenedMemoryIsClosedNotFreedAndLeavesWithItsClient) {
   }
 }
 
+TEST_P(IpcServerTest, TheExporterCannotOpenItsOwnHandleAndTheOpenerIsCharged) {
+  StartServer(uint64_t{8} << 20);  // 8 MiB for all clients together
+  auto a = Open();
+  auto b = Open();
+  auto c = Open();
+  const uint64_t three = uint64_t{3} << 20;
+  auto d = a->Malloc({three});
+  ASSERT_TRUE(d.ok());
+  auto h = a->IpcGetMemHandle({d->ptr});
+  ASSERT_TRUE(h.ok());
+  auto own = a->IpcOpenMemHandle({h->handle, 1});
+  EXPECT_EQ(own.status().code(), CudaError::kInvalidValue);
+  auto o = b->IpcOpenMemHandle({h->handle, 1});  // 6 MiB counted
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(c->IpcOpenMemHandle({h->handle, 1}).status().code(), CudaError::kMemoryAllocation);
+  // The exporter frees: the opener still holds the bytes, and they still count.
+  ASSERT_TRUE(a->Free({d->ptr}).ok());
+  ASSERT_TRUE(a->Sync({}).ok());
+  Bytes out(16);
+  ASSERT_TRUE(b->MemcpyDtoH({o->ptr, 16, 0}, out).ok());
+  EXPECT_EQ(a->Malloc({uint64_t{6} << 20}).status().code(), CudaError::kMemoryAllocation);
+  ASSERT_TRUE(b->IpcCloseMemHandle({o->ptr}).ok());
+  auto again = a->Malloc({uint64_t{6} << 20});
+  EXPECT_TRUE(again.ok()) << again.status().ToString();
+}
+
 TEST_P(IpcServerTest, WhatCannotBeExported) {
   auto a = Open();
   EXPECT_EQ(a->IpcGetMemHandle({0x1234}).status().code(), CudaError::kInvalidValue);

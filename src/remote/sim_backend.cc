@@ -127,6 +127,7 @@ CudaStatus SimSession::Reset() {
   sticky_ = CudaStatus::Ok();
   for (auto& [ptr, block] : allocations_) backend_.Release(block->bytes());
   allocations_.clear();
+  ipc_imports_.clear();
   spare_.clear();
   spare_bytes_ = 0;
   ranges_.Clear();

@@ -84,7 +84,7 @@ class Block {
     address_ = reinterpret_cast<uint64_t>(data_) + kDeviceBase;
   }
   // A block over a mapping made elsewhere (an opened IPC handle, sim_ipc.cc): owns the mapping
-  // and `fd`.
+  // and `fd` (-1: none).
   Block(std::byte* mapping, size_t mapped, size_t bytes, int fd)
       : data_(mapping), bytes_(bytes), mapped_(mapped), fd_(fd),
         address_(reinterpret_cast<uint64_t>(mapping) + kDeviceBase) {}

@@ -11,9 +11,10 @@
 // holds the secret), sealed, and large enough: both sides then see the same bytes. A handle of
 // another server or a guessed one names no such memfd and is refused; the exporter's process
 // must still be running when the handle is opened, and its memory stays mapped in the opener
-// until closed. An event handle ("FLYTIPCE", then the exporter's pid and 16 random bytes) opens
-// as a new event of the session: the simulated device finishes work as it is issued, so an event
-// anyone recorded is already complete, as is one never recorded.
+// until closed; a client cannot open its own handle (as in CUDA). An event handle ("FLYTIPCE",
+// then the exporter's pid and 16 random bytes) opens as a new event of the session: the simulated
+// device finishes work as it is issued, so an event anyone recorded is already complete, as is one
+// never recorded. Its bytes are not checked beyond the magic and pid: it grants nothing.
 #include <fcntl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -31,6 +32,7 @@ constexpr char kEventMagic[8] = {'F', 'L', 'Y', 'T', 'I', 'P', 'C', 'E'};
 constexpr size_t kSecretBytes = 16;
 constexpr size_t kPage = 4096;
 constexpr uint32_t kEventInterprocess = 0x4;
+constexpr size_t kMaxSharedAllocations = 4096;
 
 std::string MemfdName(const std::byte* secret) {
   std::string name = "flyt-ipc-";
@@ -73,24 +75,32 @@ bool Block::Share(const std::string& name) {
     ::close(fd);
     return false;
   }
+  void* at = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (at == MAP_FAILED) {
+    ::close(fd);
+    return false;
+  }
+  // Copied in chunks, all-zero chunks skipped: the memfd starts zeroed, and an untouched
+  // (MAP_NORESERVE) allocation commits no memory by being shared.
+  constexpr size_t kChunk = 64 << 10;
+  static const std::byte kZeros[kChunk] = {};
+  auto* out = static_cast<std::byte*>(at);
+  for (size_t off = 0; off < bytes_; off += kChunk) {
+    const size_t n = std::min(kChunk, bytes_ - off);
+    if (std::memcmp(data_ + off, kZeros, n) != 0) std::memcpy(out + off, data_ + off, n);
+  }
   if (mapped_ != 0) {
-    // A page-aligned mapping of its own: the memfd replaces it in place.
-    std::vector<std::byte> copy(data_, data_ + bytes_);
-    void* at = ::mmap(data_, mapped_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
-    if (at == MAP_FAILED) {
+    // A page-aligned mapping of its own: the shared one moves onto its address (the old one
+    // stays as it was if that fails).
+    void* moved = ::mremap(at, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, data_);
+    if (moved == MAP_FAILED) {
+      ::munmap(at, size);
       ::close(fd);
       return false;
     }
-    std::memcpy(data_, copy.data(), copy.size());
   } else {
-    void* at = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (at == MAP_FAILED) {
-      ::close(fd);
-      return false;
-    }
-    std::memcpy(at, data_, bytes_);
     held_ = data_;
-    data_ = static_cast<std::byte*>(at);
+    data_ = out;
     mapped_ = size;
   }
   fd_ = fd;
@@ -105,6 +115,13 @@ CudaResult<std::vector<std::byte>> SimSession::IpcGetMemHandle(DevicePtr base) {
   std::vector<std::byte> handle(kIpcHandleBytes);
   std::memcpy(handle.data(), kMemMagic, sizeof kMemMagic);
   if (block.shared_fd() < 0) {
+    // Each shared allocation holds a descriptor of the serving process: a bounded number.
+    size_t shared = 0;
+    for (const auto& [ptr, b] : allocations_) shared += b->shared_fd() >= 0 ? 1 : 0;
+    if (shared >= kMaxSharedAllocations) {
+      return Error(CudaError::kMemoryAllocation,
+                   "this client shares " + std::to_string(shared) + " allocations already");
+    }
     std::byte secret[kSecretBytes];
     if (!RandomBytes(secret, sizeof secret) || !block.Share(MemfdName(secret))) {
       return Error(CudaError::kMemoryAllocation, "cannot make the allocation shareable");
@@ -143,6 +160,14 @@ CudaResult<std::pair<DevicePtr, uint64_t>> SimSession::IpcOpenMemHandle(
   const uint32_t fd_number = Get<uint32_t>(handle, 12);
   const uint64_t bytes = Get<uint64_t>(handle, 16);
   if (pid == 0 || bytes == 0 || bytes > (uint64_t{1} << 46)) return NotAHandle("bad fields");
+  if (pid == static_cast<uint32_t>(::getpid())) {
+    for (const auto& [ptr, b] : allocations_) {
+      if (b->shared_fd() == static_cast<int>(fd_number)) {
+        return Error(CudaError::kInvalidValue,
+                     "a handle cannot be opened by the client that exported it");
+      }
+    }
+  }
   const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd_number);
   char link[128] = {};
   ssize_t n = ::readlink(path.c_str(), link, sizeof link - 1);
@@ -165,11 +190,11 @@ CudaResult<std::pair<DevicePtr, uint64_t>> SimSession::IpcOpenMemHandle(
     return NotAHandle("the shared allocation is not sealed at its size");
   }
   void* at = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);  // the mapping keeps the memory
   if (at == MAP_FAILED) {
-    ::close(fd);
     return Error(CudaError::kMemoryAllocation, "cannot map the shared allocation");
   }
-  auto block = std::make_unique<Block>(static_cast<std::byte*>(at), size, bytes, fd);
+  auto block = std::make_unique<Block>(static_cast<std::byte*>(at), size, bytes, -1);
   DevicePtr ptr = block->address();
   if (!ranges_.Add(ptr, bytes, block.get())) {
     return Error(CudaError::kUnknown, "the opened memory overlaps the simulated device's");
@@ -187,6 +212,7 @@ CudaStatus SimSession::IpcCloseMemHandle(DevicePtr ptr) {
 }
 
 CudaResult<std::vector<std::byte>> SimSession::IpcGetEventHandle(EventHandle event) {
+  if (CudaStatus sticky = Sticky(); !sticky.ok()) return sticky;
   FLYT_CUDA_ASSIGN_OR_RETURN(Event * e, FindEvent(event));
   if ((e->flags & kEventInterprocess) == 0) {
     return Error(CudaError::kInvalidResourceHandle,

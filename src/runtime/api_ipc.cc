@@ -74,9 +74,9 @@ cudaError_t cudaIpcOpenMemHandle(void** devPtr, cudaIpcMemHandle_t handle,
     Runtime& rt = Runtime::Get();
     if (devPtr == nullptr) return rt.Finish(CudaStatus(CudaError::kInvalidValue, "null devPtr"));
     *devPtr = nullptr;
-    if (flags != cudaIpcMemLazyEnablePeerAccess) {
-      return rt.Finish(
-          CudaStatus(CudaError::kInvalidValue, "flags must be cudaIpcMemLazyEnablePeerAccess"));
+    if ((flags & ~unsigned{cudaIpcMemLazyEnablePeerAccess}) != 0) {
+      return rt.Finish(CudaStatus(CudaError::kInvalidValue,
+                                  "flags must be 0 or cudaIpcMemLazyEnablePeerAccess"));
     }
     if (CudaStatus s = rt.StickyStatus(); !s.ok()) return rt.Finish(s);
     auto conn = rt.Connection();
