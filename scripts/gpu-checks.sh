@@ -174,6 +174,11 @@ case $part in
     step mps_direct 120 mps_direct
     step trace_gpu 200 bash "$src/tests/e2e/trace_gpu_test.sh" "$build" "$src"
     ;;
+  mps)  # e2e.remote_mps_gpu five times: the SM shares must hold in every run
+    for round in 1 2 3 4 5; do
+      step "remote_mps_gpu_$round" 120 bash "$src/tests/e2e/remote_mps_gpu_test.sh" "$build" "$src"
+    done
+    ;;
   bench)
     step graphs_bench 120 env BACKEND=driver bash "$src/bench/graphs_bench.sh" "$build"
     step managed_bench 120 env BACKEND=driver bash "$src/bench/managed_bench.sh" "$build"

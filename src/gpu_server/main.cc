@@ -278,14 +278,11 @@ int main(int argc, char** argv) {
   flyt::remote::BackendProbe probe = *probed;
 #if FLYT_HAVE_DRIVER_BACKEND
   if (backend_name == "driver") {
-    // Each client process is an MPS client with these limits (the MPS server enforces them, on
-    // top of the execution affinity of its contexts); without MPS they are ignored.
+    // Each client process is an MPS client with this memory limit (the MPS server enforces it);
+    // its SM share is its context's execution affinity. Without MPS the variable is ignored.
     std::optional<int> granted;
     if (sm_count > 0 || sm_percent > 0) granted = probe.identity.sm_count_granted;
-    driver.environment =
-        flyt::remote::MpsEnvironment(device, granted, sm_percent > 0 ? std::optional(sm_percent)
-                                                                     : std::nullopt,
-                                     probe.identity.sm_count_total, memory_limit_mb);
+    driver.environment = flyt::remote::MpsEnvironment(device, memory_limit_mb);
     for (const auto& [name, value] : driver.environment) {
       spdlog::info("client processes run with {}={}", name, value);
     }

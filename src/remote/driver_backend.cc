@@ -191,21 +191,8 @@ CudaError CudaErrorFromDriver(int cu_result) {
 }
 
 std::vector<std::pair<std::string, std::string>> MpsEnvironment(int ordinal,
-                                                                std::optional<int> sm_count,
-                                                                std::optional<int> sm_percent,
-                                                                int sm_total,
                                                                 uint64_t memory_limit_mb) {
   std::vector<std::pair<std::string, std::string>> env;
-  std::optional<int64_t> percent;
-  if (sm_percent) {
-    percent = *sm_percent;
-  } else if (sm_count && sm_total > 0) {
-    percent = (int64_t{*sm_count} * 100 + sm_total - 1) / sm_total;
-  }
-  if (percent) {
-    env.emplace_back("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
-                     std::to_string(std::clamp<int64_t>(*percent, 1, 100)));
-  }
   if (memory_limit_mb != 0) {
     env.emplace_back("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
                      std::to_string(ordinal) + "=" + std::to_string(memory_limit_mb) + "M");

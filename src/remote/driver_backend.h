@@ -40,9 +40,9 @@ struct DriverOptions {
   // Set in this process's environment before the driver is loaded and initialised: the MPS
   // client limits (MpsEnvironment) that the MPS server then enforces for this process.
   std::vector<std::pair<std::string, std::string>> environment;
-  // The SMs a context of `sm_count` was granted where the MPS client limits above were not yet
-  // set (the server's probe). Under CUDA_MPS_ACTIVE_THREAD_PERCENTAGE a context may report more
-  // than it can use; clients are then told this count. Absent: what the context reports.
+  // The SMs a context of `sm_count` was granted in the server's probe. Should a client process's
+  // context report more (it reported all 132 under CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, which flyt
+  // no longer sets), clients are told this count. Absent: what the context reports.
   std::optional<int> probed_granted_sm_count;
   // Measure the step in which the device grants SMs (a context with a 1-SM execution affinity),
   // where it can (under MPS); else Identity().sm_granularity is default_sm_granularity.
@@ -51,13 +51,11 @@ struct DriverOptions {
 };
 
 // The MPS client limits for a process serving a share of device `ordinal`:
-// CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (the SM share as a whole percent, rounded up: `sm_percent`
-// when given, else 100 × sm_count / sm_total) when an SM share is set, and
-// CUDA_MPS_PINNED_DEVICE_MEM_LIMIT "<ordinal>=<N>M" when memory_limit_mb is not 0.
+// CUDA_MPS_PINNED_DEVICE_MEM_LIMIT "<ordinal>=<N>M" when memory_limit_mb is not 0. The SM share
+// is the contexts' execution affinity alone: with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE set as well,
+// two clients of 32 and 96 SMs ran at the same speed on an H100 (driver 580, per-context
+// partitioning), or with their limits swapped, where affinity alone gave them 1 : 3.
 std::vector<std::pair<std::string, std::string>> MpsEnvironment(int ordinal,
-                                                                std::optional<int> sm_count,
-                                                                std::optional<int> sm_percent,
-                                                                int sm_total,
                                                                 uint64_t memory_limit_mb);
 
 // Opens the driver, initialises it and selects the device. Fails with a clear Status when the

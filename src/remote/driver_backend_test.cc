@@ -84,18 +84,11 @@ TEST(DriverLoaderTest, StubLibraryIsRefusedAsADriver) {
       << backend.status().message();
 }
 
-TEST(MpsEnvironmentTest, SharesBecomeTheMpsClientLimits) {
+TEST(MpsEnvironmentTest, AMemoryLimitBecomesTheMpsClientLimitAndSmSharesAreLeftToAffinity) {
   using Env = std::vector<std::pair<std::string, std::string>>;
-  EXPECT_EQ(MpsEnvironment(0, std::nullopt, std::nullopt, 132, 0), Env{});
-  EXPECT_EQ(MpsEnvironment(0, 40, std::nullopt, 132, 0),
-            (Env{{"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "31"}}));  // 30.3 rounded up
-  EXPECT_EQ(MpsEnvironment(0, 66, std::nullopt, 132, 0),
-            (Env{{"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "50"}}));
-  EXPECT_EQ(MpsEnvironment(2, 40, 25, 132, 20000),
-            (Env{{"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "25"},
-                 {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "2=20000M"}}));
-  EXPECT_EQ(MpsEnvironment(1, std::nullopt, std::nullopt, 132, 512),
-            (Env{{"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "1=512M"}}));
+  EXPECT_EQ(MpsEnvironment(0, 0), Env{});
+  EXPECT_EQ(MpsEnvironment(2, 20000), (Env{{"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "2=20000M"}}));
+  EXPECT_EQ(MpsEnvironment(1, 512), (Env{{"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "1=512M"}}));
 }
 
 // The limits are in the environment before the driver is even loaded (cuInit reads them).
