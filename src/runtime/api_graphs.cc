@@ -63,27 +63,6 @@ cudaError_t AddNode(const char* name, cudaGraphNode_t* out, cudaGraph_t graph,
   });
 }
 
-CudaStatus MemcpyNode(Runtime& rt, std::unique_ptr<g::Node>& node, void* dst, const void* src,
-                      size_t count, cudaMemcpyKind kind) {
-  if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) {
-    return Err(CudaError::kInvalidMemcpyDirection, "unknown copy kind");
-  }
-  const bool dst_device = rt.IsDeviceRange(dst, count);
-  const bool src_device = rt.IsDeviceRange(src, count);
-  if ((kind == cudaMemcpyDeviceToDevice && !(dst_device && src_device)) ||
-      (kind == cudaMemcpyHostToDevice && !dst_device) ||
-      (kind == cudaMemcpyDeviceToHost && !src_device)) {
-    return Err(CudaError::kInvalidValue, "copy range is not inside a device allocation");
-  }
-  node = std::make_unique<g::Node>();
-  node->type = cudaGraphNodeTypeMemcpy;
-  node->dst = dst;
-  node->src = src;
-  node->count = count;
-  node->device_to_device = dst_device && src_device;
-  return CudaStatus::Ok();
-}
-
 cudaError_t Launch(cudaGraphExec_t handle, cudaStream_t stream, bool per_thread) {
   return Guard("cudaGraphLaunch", [&] {
     Runtime& rt = Runtime::Get();
@@ -261,7 +240,7 @@ cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t* pGraphNode, cudaGraph_t gr
                                      enum cudaMemcpyKind kind) noexcept {
   return AddNode("cudaGraphAddMemcpyNode1D", pGraphNode, graph, pDependencies, numDependencies,
                  [&](Runtime& rt, std::unique_ptr<g::Node>& node) {
-                   return MemcpyNode(rt, node, dst, src, count, kind);
+                   return g::MakeMemcpyNode(rt, node, dst, src, count, kind);
                  });
 }
 
@@ -279,8 +258,8 @@ cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t* pGraphNode, cudaGraph_t grap
                                 "memcpy nodes other than a linear copy (use "
                                 "cudaGraphAddMemcpyNode1D)");
                    }
-                   return MemcpyNode(rt, node, p->dstPtr.ptr, p->srcPtr.ptr, p->extent.width,
-                                     p->kind);
+                   return g::MakeMemcpyNode(rt, node, p->dstPtr.ptr, p->srcPtr.ptr,
+                                            p->extent.width, p->kind);
                  });
 }
 
@@ -289,29 +268,7 @@ cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t* pGraphNode, cudaGraph_t grap
                                    const struct cudaMemsetParams* p) noexcept {
   return AddNode("cudaGraphAddMemsetNode", pGraphNode, graph, pDependencies, numDependencies,
                  [&](Runtime& rt, std::unique_ptr<g::Node>& node) {
-                   if (p == nullptr) return Err(CudaError::kInvalidValue, "null parameters");
-                   if (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4) {
-                     return Err(CudaError::kInvalidValue, "elementSize must be 1, 2 or 4");
-                   }
-                   const size_t height = p->height == 0 ? 1 : p->height;
-                   const size_t row = p->width * p->elementSize;
-                   if (height > 1 && p->pitch < row) {
-                     return Err(CudaError::kInvalidValue, "pitch smaller than a row");
-                   }
-                   const size_t span = (height > 1 ? p->pitch * (height - 1) : 0) + row;
-                   if (p->width == 0 || !rt.IsDeviceRange(p->dst, span)) {
-                     return Err(CudaError::kInvalidValue,
-                                "memset range is not inside a device allocation");
-                   }
-                   node = std::make_unique<g::Node>();
-                   node->type = cudaGraphNodeTypeMemset;
-                   node->dst = p->dst;
-                   node->value = p->value;
-                   node->element_size = p->elementSize;
-                   node->width = p->width;
-                   node->height = height;
-                   node->pitch = height > 1 ? p->pitch : row;
-                   return CudaStatus::Ok();
+                   return g::MakeMemsetNode(rt, p, node);
                  });
 }
 
@@ -320,15 +277,7 @@ cudaError_t cudaGraphAddHostNode(cudaGraphNode_t* pGraphNode, cudaGraph_t graph,
                                  const struct cudaHostNodeParams* p) noexcept {
   return AddNode("cudaGraphAddHostNode", pGraphNode, graph, pDependencies, numDependencies,
                  [&](Runtime&, std::unique_ptr<g::Node>& node) {
-                   if (p == nullptr || p->fn == nullptr) {
-                     return Err(CudaError::kInvalidValue, "null host function");
-                   }
-                   node = std::make_unique<g::Node>();
-                   node->type = cudaGraphNodeTypeHost;
-                   cudaHostFn_t fn = p->fn;
-                   void* data = p->userData;
-                   node->host = [fn, data](cudaError_t) { fn(data); };
-                   return CudaStatus::Ok();
+                   return g::MakeHostNode(p, node);
                  });
 }
 
@@ -652,14 +601,10 @@ cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t hGraphExec, cudaGra
     auto it = s.execs.find(reinterpret_cast<g::Exec*>(hGraphExec));
     if (it == s.execs.end()) return rt.Finish(Err(CudaError::kInvalidValue, "not a graph exec"));
     g::Exec& exec = *it->second;
-    auto pos = exec.position.find(reinterpret_cast<g::Node*>(node));
-    if (pos == exec.position.end()) {
-      return rt.Finish(Err(CudaError::kInvalidValue, "the node is not in the exec's graph"));
-    }
-    g::Step& step = exec.steps[pos->second.first];
-    auto* target = const_cast<g::Node*>(step.nodes[pos->second.second]);
-    if (target->type != cudaGraphNodeTypeKernel) {
-      return rt.Finish(Err(CudaError::kInvalidValue, "not a kernel node"));
+    g::Step* step = nullptr;
+    g::Node* target = g::ExecNodeOf(exec, node, &step);
+    if (target == nullptr || target->type != cudaGraphNodeTypeKernel) {
+      return rt.Finish(Err(CudaError::kInvalidValue, "not a kernel node of the exec's graph"));
     }
     target->function = fresh->function;
     target->func = fresh->func;
@@ -668,11 +613,7 @@ cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t hGraphExec, cudaGra
     target->shared_bytes = fresh->shared_bytes;
     target->params = std::move(fresh->params);
     target->args = std::move(fresh->args);
-    if (exec.generation != rt.generation()) return rt.Finish(CudaStatus::Ok());
-    if (CudaStatus b = g::BuildWire(rt, step); !b.ok()) return rt.Finish(b);
-    CudaResult<flyt::remote::Connection*> conn = rt.Connection();
-    if (!conn.ok()) return rt.Finish(conn.status());
-    return rt.Finish((*conn)->GraphExecUpdate({step.server_id, step.wire}));
+    return rt.Finish(g::Resend(rt, exec, *step));
   });
 }
 

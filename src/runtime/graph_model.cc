@@ -75,6 +75,9 @@ std::unique_ptr<Graph> Clone(const Graph& g, std::unordered_map<const Node*, Nod
     c.height = n->height;
     c.pitch = n->pitch;
     c.host = n->host;
+    c.host_fn = n->host_fn;
+    c.host_data = n->host_data;
+    c.cloned_from = n.get();
     c.event_id = n->event_id;
     c.event = n->event;
     if (n->child) c.child = Clone(*n->child, nullptr);
@@ -299,6 +302,76 @@ CudaResult<Node*> MakeKernelNode(Runtime& rt, const cudaKernelNodeParams* p,
     node->args[param.ordinal] = node->params.data() + param.offset;
   }
   return node.get();
+}
+
+CudaStatus MakeMemcpyNode(Runtime& rt, std::unique_ptr<Node>& node, void* dst, const void* src,
+                          size_t count, cudaMemcpyKind kind) {
+  if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) {
+    return Error(CudaError::kInvalidMemcpyDirection, "unknown copy kind");
+  }
+  const bool dst_device = rt.IsDeviceRange(dst, count);
+  const bool src_device = rt.IsDeviceRange(src, count);
+  if ((kind == cudaMemcpyDeviceToDevice && !(dst_device && src_device)) ||
+      (kind == cudaMemcpyHostToDevice && !dst_device) ||
+      (kind == cudaMemcpyDeviceToHost && !src_device)) {
+    return Error(CudaError::kInvalidValue, "copy range is not inside a device allocation");
+  }
+  node = std::make_unique<Node>();
+  node->type = cudaGraphNodeTypeMemcpy;
+  node->dst = dst;
+  node->src = src;
+  node->count = count;
+  node->device_to_device = dst_device && src_device;
+  return CudaStatus::Ok();
+}
+
+CudaStatus MakeMemsetNode(Runtime& rt, const cudaMemsetParams* p, std::unique_ptr<Node>& node) {
+  if (p == nullptr) return Error(CudaError::kInvalidValue, "null parameters");
+  if (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4) {
+    return Error(CudaError::kInvalidValue, "elementSize must be 1, 2 or 4");
+  }
+  const size_t height = p->height == 0 ? 1 : p->height;
+  const size_t row = p->width * p->elementSize;
+  if (height > 1 && p->pitch < row) return Error(CudaError::kInvalidValue, "pitch smaller than a row");
+  const size_t span = (height > 1 ? p->pitch * (height - 1) : 0) + row;
+  if (p->width == 0 || !rt.IsDeviceRange(p->dst, span)) {
+    return Error(CudaError::kInvalidValue, "memset range is not inside a device allocation");
+  }
+  node = std::make_unique<Node>();
+  node->type = cudaGraphNodeTypeMemset;
+  node->dst = p->dst;
+  node->value = p->value;
+  node->element_size = p->elementSize;
+  node->width = p->width;
+  node->height = height;
+  node->pitch = height > 1 ? p->pitch : row;
+  return CudaStatus::Ok();
+}
+
+CudaStatus MakeHostNode(const cudaHostNodeParams* p, std::unique_ptr<Node>& node) {
+  if (p == nullptr || p->fn == nullptr) return Error(CudaError::kInvalidValue, "null host function");
+  node = std::make_unique<Node>();
+  node->type = cudaGraphNodeTypeHost;
+  cudaHostFn_t fn = p->fn;
+  void* data = p->userData;
+  node->host = [fn, data](cudaError_t) { fn(data); };
+  node->host_fn = fn;
+  node->host_data = data;
+  return CudaStatus::Ok();
+}
+
+Node* ExecNodeOf(Exec& exec, cudaGraphNode_t node, Step** step) {
+  auto pos = exec.position.find(reinterpret_cast<const Node*>(node));
+  if (pos == exec.position.end()) return nullptr;
+  *step = &exec.steps[pos->second.first];
+  return const_cast<Node*>((*step)->nodes[pos->second.second]);
+}
+
+CudaStatus Resend(Runtime& rt, Exec& exec, Step& step) {
+  if (step.server_id == 0 || exec.generation != rt.generation()) return CudaStatus::Ok();
+  FLYT_CUDA_RETURN_IF_ERROR(BuildWire(rt, step));
+  FLYT_CUDA_ASSIGN_OR_RETURN(remote::Connection * conn, rt.Connection());
+  return conn->GraphExecUpdate({step.server_id, step.wire});
 }
 
 }  // namespace flyt::runtime::graphs

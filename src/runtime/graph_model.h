@@ -55,11 +55,15 @@ struct Node {
   size_t width = 0, height = 1, pitch = 0;
   // host
   std::function<void(cudaError_t)> host;
+  cudaHostFn_t host_fn = nullptr;  // what the program passed (cudaGraphHostNodeGetParams)
+  void* host_data = nullptr;
   // event
   uint64_t event_id = 0;
   cudaEvent_t event = nullptr;
   // child graph
   std::unique_ptr<Graph> child;
+  // The node this one was cloned from (cudaGraphNodeFindInClone); null for an original.
+  const Node* cloned_from = nullptr;
 };
 
 struct Graph {
@@ -162,6 +166,21 @@ CudaStatus Upload(Runtime& rt, Exec& exec);
 // An exec of `graph`: cloned, flattened, split and uploaded. Refuses a graph with a cycle.
 CudaResult<std::unique_ptr<Exec>> Instantiate(Runtime& rt, const Graph& graph,
                                               unsigned long long flags);  // NOLINT
+
+// A 1D copy node (`kind` checked against where dst and src are), into `node`.
+CudaStatus MakeMemcpyNode(Runtime& rt, std::unique_ptr<Node>& node, void* dst, const void* src,
+                          size_t count, cudaMemcpyKind kind);
+// A memset node from the program's parameters, into `node`.
+CudaStatus MakeMemsetNode(Runtime& rt, const cudaMemsetParams* p, std::unique_ptr<Node>& node);
+// A host node calling fn(data), into `node`.
+CudaStatus MakeHostNode(const cudaHostNodeParams* p, std::unique_ptr<Node>& node);
+
+// The exec's own copy of `node` (a node of the graph it was instantiated or last updated from)
+// and its step, or null when the exec has no such node.
+Node* ExecNodeOf(Exec& exec, cudaGraphNode_t node, Step** step);
+// After a node of `step` changed (cudaGraphExec*NodeSetParams): a server segment is sent again
+// (one posted message); a client step needs nothing, nor does an exec not yet re-uploaded.
+CudaStatus Resend(Runtime& rt, Exec& exec, Step& step);
 
 // A kernel node from the program's parameters (copied into the node's parameter buffer), into
 // `node`; returns it.
