@@ -207,7 +207,8 @@ int main() {
   (void)cudaGetLastError();
   cudaGraph_t graph;
   CHECK(cudaGraphCreate(&graph, 0));  // [issue 17: graphs] supported now; a stub that is not:
-  EXPECT_ERROR(cudaErrorNotSupported, cudaGraphDebugDotPrint(graph, "/dev/null", 0));
+  cudaGraphConditionalHandle conditional;
+  EXPECT_ERROR(cudaErrorNotSupported, cudaGraphConditionalHandleCreate(&conditional, graph, 0, 0));
   EXPECT_ERROR(cudaErrorNotSupported, cudaGetLastError());
   CHECK(cudaGraphDestroy(graph));
   EXPECT_TRUE(std::strcmp(cudaGetErrorName(cudaErrorMemoryAllocation),
