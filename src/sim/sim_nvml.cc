@@ -1,3 +1,7 @@
+// The simulated NVML (see sim_nvml.h): loading the scenario and its clock, init and shutdown,
+// the system and identity calls, and the device readings (memory, utilisation and its buffered
+// samples, temperatures, power, clocks, PCIe, codecs, ECC, ...). The process entry points are in
+// sim_nvml_processes.cc, the event entry points in sim_nvml_events.cc.
 #include "sim/sim_nvml.h"
 
 #include <algorithm>
@@ -6,16 +10,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/strings.h"
 #include "sim/scenario.h"
+#include "sim/sim_nvml_internal.h"
 
 namespace flyt::sim::api {
 namespace {
@@ -37,216 +39,69 @@ std::string NodeUuid(const std::string& node, const std::string& uuid) {
   return buf;
 }
 
-struct Device {
-  const GpuSpec* spec = nullptr;
-  EnergyCache energy;
-  // The last reading computed, and for which t: calls at the same instant reuse it.
-  double reading_t = -1;
-  GpuReading reading;
-};
+}  // namespace
 
-// Where scenario time comes from; read from the environment at each first nvmlInit.
-struct TimeConfig {
-  std::string clock_file;       // FLYT_SIM_CLOCK_FILE
-  std::optional<double> fixed;  // FLYT_SIM_TIME
-  double start = 0;             // FLYT_SIM_START
-  double speed = 1;             // FLYT_SIM_SPEED
-};
+double Sim::EnvDouble(const char* name, double fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return fallback;
+  auto d = ParseDouble(v);
+  return d ? *d : fallback;
+}
 
-struct EventSet {
-  unsigned long long mask = 0;
-  std::set<uint32_t> devices;  // registered GPU indexes
-  std::set<size_t> delivered;  // indexes into scenario.faults
-};
+void Sim::ReadTimeConfig() {
+  const char* file = std::getenv("FLYT_SIM_CLOCK_FILE");
+  time.clock_file = file != nullptr ? file : "";
+  time.fixed.reset();
+  if (std::getenv("FLYT_SIM_TIME") != nullptr) time.fixed = EnvDouble("FLYT_SIM_TIME", 0);
+  time.start = EnvDouble("FLYT_SIM_START", 0);
+  time.speed = std::clamp(EnvDouble("FLYT_SIM_SPEED", 1), 0.0, 1e6);
+  real_time = time.clock_file.empty() && !time.fixed;
+}
 
-class Sim {
- public:
-  std::mutex mu;
-  int init_count = 0;
-  bool loaded = false;
-  Scenario scenario;
-  std::vector<Device> devices;
-  std::vector<std::unique_ptr<EventSet>> event_sets;
-  std::chrono::steady_clock::time_point started;
-  int64_t wall_start_us = 0;
-  bool real_time = false;
-  std::string path;
-  TimeConfig time;
-
-  static double EnvDouble(const char* name, double fallback) {
-    const char* v = std::getenv(name);
-    if (v == nullptr) return fallback;
-    auto d = ParseDouble(v);
-    return d ? *d : fallback;
+nvmlReturn_t Sim::Load() {
+  const char* env = std::getenv("FLYT_SIM_SCENARIO");
+  if (loaded && env != nullptr && path == env) return NVML_SUCCESS;
+  if (env == nullptr || *env == '\0') {
+    std::fprintf(stderr,
+                 "flyt-sim-nvml: FLYT_SIM_SCENARIO is not set; point it at a scenario file "
+                 "(see sim/scenarios/)\n");
+    return NVML_ERROR_DRIVER_NOT_LOADED;
   }
-
-  // Scenario time is kept within [0, kMaxTime] (about 31,000 years): finite, and small enough
-  // for microsecond timestamps to fit in 64 bits.
-  static constexpr double kMaxTime = 1e12;
-
-  void ReadTimeConfig() {
-    const char* file = std::getenv("FLYT_SIM_CLOCK_FILE");
-    time.clock_file = file != nullptr ? file : "";
-    time.fixed.reset();
-    if (std::getenv("FLYT_SIM_TIME") != nullptr) time.fixed = EnvDouble("FLYT_SIM_TIME", 0);
-    time.start = EnvDouble("FLYT_SIM_START", 0);
-    time.speed = std::clamp(EnvDouble("FLYT_SIM_SPEED", 1), 0.0, 1e6);
-    real_time = time.clock_file.empty() && !time.fixed;
+  Result<Scenario> s = LoadScenario(env);
+  if (!s.ok()) {
+    std::fprintf(stderr, "flyt-sim-nvml: %s\n", s.status().message().c_str());
+    return NVML_ERROR_DRIVER_NOT_LOADED;
   }
-
-  // Loads the scenario on first init. Returns NVML_SUCCESS or an error code; prints why once.
-  // A re-initialisation with the same scenario keeps its state and clock (a lost GPU stays lost,
-  // as after a real nvmlShutdown/nvmlInit); a different scenario starts afresh.
-  nvmlReturn_t Load() {
-    const char* env = std::getenv("FLYT_SIM_SCENARIO");
-    if (loaded && env != nullptr && path == env) return NVML_SUCCESS;
-    if (env == nullptr || *env == '\0') {
-      std::fprintf(stderr,
-                   "flyt-sim-nvml: FLYT_SIM_SCENARIO is not set; point it at a scenario file "
-                   "(see sim/scenarios/)\n");
-      return NVML_ERROR_DRIVER_NOT_LOADED;
-    }
-    Result<Scenario> s = LoadScenario(env);
-    if (!s.ok()) {
-      std::fprintf(stderr, "flyt-sim-nvml: %s\n", s.status().message().c_str());
-      return NVML_ERROR_DRIVER_NOT_LOADED;
-    }
-    scenario = std::move(s).value();
-    if (const char* node = std::getenv("FLYT_SIM_NODE"); node != nullptr && *node != '\0') {
-      for (GpuSpec& g : scenario.gpus) g.uuid = NodeUuid(node, g.uuid);
-    }
-    path = env;
-    event_sets.clear();
-    devices.clear();
-    devices.resize(scenario.gpus.size());
-    for (size_t i = 0; i < devices.size(); ++i) devices[i].spec = &scenario.gpus[i];
-    started = std::chrono::steady_clock::now();
-    ReadTimeConfig();
-    wall_start_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                        std::chrono::system_clock::now().time_since_epoch())
-                        .count();
-    loaded = true;
-    return NVML_SUCCESS;
+  scenario = std::move(s).value();
+  if (const char* node = std::getenv("FLYT_SIM_NODE"); node != nullptr && *node != '\0') {
+    for (GpuSpec& g : scenario.gpus) g.uuid = NodeUuid(node, g.uuid);
   }
-
-  // Scenario time in seconds.
-  double Now() const {
-    if (!time.clock_file.empty()) {
-      auto text = ReadFile(time.clock_file, 4096);
-      if (text.ok()) {
-        if (auto d = ParseDouble(*text)) return std::clamp(*d, 0.0, kMaxTime);
-      }
-      return 0;
-    }
-    if (time.fixed) return std::clamp(*time.fixed, 0.0, kMaxTime);
-    double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    return std::clamp(time.start + elapsed * time.speed, 0.0, kMaxTime);
-  }
-
-  // CPU timestamp in µs for scenario time t (what NVML puts in samples).
-  unsigned long long TimestampUs(double t) const {
-    if (real_time) {
-      return static_cast<unsigned long long>(wall_start_us + (t - time.start) * 1e6);
-    }
-    return static_cast<unsigned long long>(scenario.epoch_s * 1000000LL + t * 1e6);
-  }
-
-  bool Lost(uint32_t gpu, double t) const {
-    return std::any_of(scenario.faults.begin(), scenario.faults.end(), [&](const Fault& f) {
-      return f.kind == FaultKind::kLost && f.gpu == gpu && t >= f.at_s;
-    });
-  }
-
-  // What a call reading `field` of `gpu` answers at time t before producing a value.
-  nvmlReturn_t FieldStatus(const Device& dev, Field field, double t) const {
-    const GpuSpec& g = *dev.spec;
-    if (Lost(g.index, t)) return NVML_ERROR_GPU_IS_LOST;
-    if (g.unsupported.count(field) != 0) return NVML_ERROR_NOT_SUPPORTED;
-    for (const Fault& f : scenario.faults) {
-      if (f.gpu != g.index || f.field != field || t < f.at_s || t >= f.until_s) continue;
-      if (f.kind == FaultKind::kNotSupported) return NVML_ERROR_NOT_SUPPORTED;
-      if (f.kind == FaultKind::kError) return static_cast<nvmlReturn_t>(f.error_code);
-    }
-    return NVML_SUCCESS;
-  }
-
-  Device* FromHandle(nvmlDevice_t handle) {
-    auto* d = reinterpret_cast<Device*>(handle);
-    if (devices.empty() || d < devices.data() || d >= devices.data() + devices.size())
-      return nullptr;
-    return d;
-  }
-};
+  path = env;
+  event_sets.clear();
+  devices.clear();
+  devices.resize(scenario.gpus.size());
+  for (size_t i = 0; i < devices.size(); ++i) devices[i].spec = &scenario.gpus[i];
+  started = std::chrono::steady_clock::now();
+  ReadTimeConfig();
+  wall_start_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
+  loaded = true;
+  return NVML_SUCCESS;
+}
 
 Sim& Instance() {
   static Sim* sim = new Sim();  // never destroyed: exports may run during process exit
   return *sim;
 }
 
-// Runs `body(sim, dev, t)` for a device call reading `field`, after the checks every NVML
-// device call makes: initialised, valid handle, not lost, field supported and not failing.
-template <typename Body>
-nvmlReturn_t DeviceCall(nvmlDevice_t handle, Field field, Body body) noexcept {
-  try {
-    Sim& sim = Instance();
-    std::scoped_lock lock(sim.mu);
-    if (sim.init_count == 0) return NVML_ERROR_UNINITIALIZED;
-    Device* dev = sim.FromHandle(handle);
-    if (dev == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    double t = sim.Now();
-    nvmlReturn_t rc = sim.FieldStatus(*dev, field, t);
-    if (rc != NVML_SUCCESS) return rc;
-    return body(sim, *dev, t);
-  } catch (...) {
-    return NVML_ERROR_UNKNOWN;
-  }
-}
+namespace {
 
 nvmlReturn_t CopyString(const std::string& value, char* out, unsigned int length) {
   if (out == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   if (value.size() + 1 > length) return NVML_ERROR_INSUFFICIENT_SIZE;
   std::memcpy(out, value.c_str(), value.size() + 1);
   return NVML_SUCCESS;
-}
-
-// The record some early R535 drivers wrote through the _v3 process queries.
-struct ProcessInfoStride32 {
-  unsigned int pid;
-  unsigned long long usedGpuMemory;
-  unsigned int gpuInstanceId;
-  unsigned int computeInstanceId;
-  unsigned long long usedGpuCcProtectedMemory;
-};
-static_assert(sizeof(ProcessInfoStride32) == 32);
-
-template <typename Info>
-nvmlReturn_t RunningProcesses(nvmlDevice_t device, unsigned int* count, Info* infos,
-                              ProcessKind kind) {
-  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  return DeviceCall(device, Field::kProcesses, [&](Sim& sim, Device& dev, double t) {
-    std::vector<const ProcessSpec*> running;
-    for (size_t i : sim.scenario.processes_by_gpu[dev.spec->index]) {
-      const ProcessSpec& p = sim.scenario.processes[i];
-      if (p.kind == kind && p.Active(t)) running.push_back(&p);
-    }
-    const unsigned int capacity = *count;
-    *count = static_cast<unsigned int>(running.size());
-    if (running.empty()) return NVML_SUCCESS;
-    if (capacity < running.size()) return NVML_ERROR_INSUFFICIENT_SIZE;
-    if (infos == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    for (size_t i = 0; i < running.size(); ++i) {
-      Info info{};
-      info.pid = running[i]->pid;
-      info.usedGpuMemory = running[i]->memory_bytes;
-      if constexpr (!std::is_same_v<Info, nvmlProcessInfo_v1_t>) {
-        info.gpuInstanceId = kNvmlInstanceIdNone;
-        info.computeInstanceId = kNvmlInstanceIdNone;
-      }
-      infos[i] = info;
-    }
-    return NVML_SUCCESS;
-  });
 }
 
 nvmlReturn_t ReadUint(nvmlDevice_t device, Field field, unsigned int* out,
@@ -673,80 +528,6 @@ nvmlReturn_t DeviceGetClocksEventReasons(nvmlDevice_t device,
   });
 }
 
-// The _v3 entry points. With the scenario quirk "process_info_v3_stride_32" they behave like some
-// early R535 drivers: each record written is 32 bytes (an extra 8-byte field at the end), not the
-// documented 24.
-namespace {
-nvmlReturn_t RunningProcessesV3(nvmlDevice_t device, unsigned int* count, nvmlProcessInfo_t* infos,
-                                ProcessKind kind) {
-  if (Instance().scenario.quirk_process_v3_stride_32) {
-    return RunningProcesses(device, count, reinterpret_cast<ProcessInfoStride32*>(infos), kind);
-  }
-  return RunningProcesses(device, count, infos, kind);
-}
-}  // namespace
-
-nvmlReturn_t DeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int* count,
-                                              nvmlProcessInfo_t* infos) noexcept {
-  return RunningProcessesV3(device, count, infos, ProcessKind::kCompute);
-}
-nvmlReturn_t DeviceGetComputeRunningProcessesV2(nvmlDevice_t device, unsigned int* count,
-                                                nvmlProcessInfo_t* infos) noexcept {
-  return RunningProcesses(device, count, infos, ProcessKind::kCompute);
-}
-nvmlReturn_t DeviceGetGraphicsRunningProcessesV2(nvmlDevice_t device, unsigned int* count,
-                                                 nvmlProcessInfo_t* infos) noexcept {
-  return RunningProcesses(device, count, infos, ProcessKind::kGraphics);
-}
-nvmlReturn_t DeviceGetComputeRunningProcessesV1(nvmlDevice_t device, unsigned int* count,
-                                                nvmlProcessInfo_v1_t* infos) noexcept {
-  return RunningProcesses(device, count, infos, ProcessKind::kCompute);
-}
-nvmlReturn_t DeviceGetGraphicsRunningProcesses(nvmlDevice_t device, unsigned int* count,
-                                               nvmlProcessInfo_t* infos) noexcept {
-  return RunningProcessesV3(device, count, infos, ProcessKind::kGraphics);
-}
-nvmlReturn_t DeviceGetGraphicsRunningProcessesV1(nvmlDevice_t device, unsigned int* count,
-                                                 nvmlProcessInfo_v1_t* infos) noexcept {
-  return RunningProcesses(device, count, infos, ProcessKind::kGraphics);
-}
-
-nvmlReturn_t DeviceGetProcessUtilization(nvmlDevice_t device,
-                                         nvmlProcessUtilizationSample_t* samples,
-                                         unsigned int* count,
-                                         unsigned long long last_seen_us) noexcept {
-  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  return DeviceCall(device, Field::kProcessUtilization, [&](Sim& sim, Device& dev, double t) {
-    if (dev.spec->mig_enabled) return NVML_ERROR_NOT_SUPPORTED;  // as on real MIG GPUs
-    // The driver samples once per scenario second; the newest sample is at floor(t).
-    const double sample_t = std::floor(t);
-    const unsigned long long ts = sim.TimestampUs(sample_t);
-    std::vector<nvmlProcessUtilizationSample_t> out;
-    if (ts > last_seen_us) {
-      for (size_t i : sim.scenario.processes_by_gpu[dev.spec->index]) {
-        const ProcessSpec& p = sim.scenario.processes[i];
-        if (!p.Active(sample_t)) continue;
-        ProcessReading r = ProcessReadingAt(sim.scenario, p, sample_t);
-        if (r.sm_util == 0 && r.mem_util == 0) continue;  // NVML reports busy processes only
-        nvmlProcessUtilizationSample_t s{};
-        s.pid = p.pid;
-        s.timeStamp = ts;
-        s.smUtil = r.sm_util;
-        s.memUtil = r.mem_util;
-        out.push_back(s);
-      }
-    }
-    if (out.empty()) return NVML_ERROR_NOT_FOUND;
-    if (samples == nullptr || *count < out.size()) {
-      *count = static_cast<unsigned int>(out.size());
-      return NVML_ERROR_INSUFFICIENT_SIZE;
-    }
-    std::copy(out.begin(), out.end(), samples);
-    *count = static_cast<unsigned int>(out.size());
-    return NVML_SUCCESS;
-  });
-}
-
 // The driver's buffered samples (nvmlDeviceGetSamples): utilisation is sampled at 6 Hz, at
 // scenario times k/6 s, and the newest kSampleBuffer are kept (20 s), as a driver's ring buffer
 // would. Each value is the scenario's load at that instant, so the samples are a pure function of
@@ -792,127 +573,6 @@ nvmlReturn_t DeviceGetSamples(nvmlDevice_t device, nvmlSamplingType_t type,
     *count = static_cast<unsigned int>(n);
     return NVML_SUCCESS;
   });
-}
-
-nvmlReturn_t EventSetCreate(nvmlEventSet_t* set) noexcept {
-  if (set == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  try {
-    Sim& sim = Instance();
-    std::scoped_lock lock(sim.mu);
-    if (sim.init_count == 0) return NVML_ERROR_UNINITIALIZED;
-    sim.event_sets.push_back(std::make_unique<EventSet>());
-    *set = reinterpret_cast<nvmlEventSet_t>(sim.event_sets.back().get());
-    return NVML_SUCCESS;
-  } catch (...) {
-    return NVML_ERROR_UNKNOWN;
-  }
-}
-
-namespace {
-EventSet* FindSet(Sim& sim, nvmlEventSet_t set) {
-  for (auto& s : sim.event_sets) {
-    if (reinterpret_cast<nvmlEventSet_t>(s.get()) == set) return s.get();
-  }
-  return nullptr;
-}
-constexpr unsigned long long kSimEventTypes =
-    nvmlEventTypeXidCriticalError | nvmlEventTypeDoubleBitEccError | nvmlEventTypeSingleBitEccError;
-}  // namespace
-
-nvmlReturn_t DeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long long* types) noexcept {
-  if (types == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  return DeviceCall(device, Field::kEvents, [&](Sim&, Device&, double) {
-    *types = kSimEventTypes;
-    return NVML_SUCCESS;
-  });
-}
-
-nvmlReturn_t DeviceRegisterEvents(nvmlDevice_t device, unsigned long long types,
-                                  nvmlEventSet_t set) noexcept {
-  return DeviceCall(device, Field::kEvents, [&](Sim& sim, Device& dev, double) {
-    EventSet* s = FindSet(sim, set);
-    if (s == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    if ((types & ~kSimEventTypes) != 0) return NVML_ERROR_NOT_SUPPORTED;
-    s->mask |= types;
-    s->devices.insert(dev.spec->index);
-    return NVML_SUCCESS;
-  });
-}
-
-nvmlReturn_t EventSetWait(nvmlEventSet_t set, nvmlEventData_t* data,
-                          unsigned int timeout_ms) noexcept {
-  if (data == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  try {
-    Sim& sim = Instance();
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    while (true) {
-      {
-        std::scoped_lock lock(sim.mu);
-        if (sim.init_count == 0) return NVML_ERROR_UNINITIALIZED;
-        EventSet* s = FindSet(sim, set);
-        if (s == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-        double t = sim.Now();
-        // The earliest undelivered XID fault that has happened on a registered GPU.
-        size_t best = sim.scenario.faults.size();
-        for (size_t i = 0; i < sim.scenario.faults.size(); ++i) {
-          const Fault& f = sim.scenario.faults[i];
-          if (f.kind != FaultKind::kXid || f.at_s > t || s->delivered.count(i) != 0) continue;
-          if (s->devices.count(f.gpu) == 0) continue;
-          unsigned long long type =
-              f.xid == 48 ? nvmlEventTypeDoubleBitEccError : nvmlEventTypeXidCriticalError;
-          if ((s->mask & type) == 0) continue;
-          if (best == sim.scenario.faults.size() || f.at_s < sim.scenario.faults[best].at_s)
-            best = i;
-        }
-        if (best < sim.scenario.faults.size()) {
-          const Fault& f = sim.scenario.faults[best];
-          s->delivered.insert(best);
-          *data = nvmlEventData_t{};
-          data->device = reinterpret_cast<nvmlDevice_t>(&sim.devices[f.gpu]);
-          data->eventType =
-              f.xid == 48 ? nvmlEventTypeDoubleBitEccError : nvmlEventTypeXidCriticalError;
-          data->eventData = f.xid;
-          data->gpuInstanceId = kNvmlInstanceIdNone;
-          data->computeInstanceId = kNvmlInstanceIdNone;
-          return NVML_SUCCESS;
-        }
-      }
-      auto now = std::chrono::steady_clock::now();
-      if (now >= deadline) return NVML_ERROR_TIMEOUT;
-      // Sleep until the next XID is due (real or fixed time: predictable), or poll every 20 ms
-      // when a clock file can move time at any moment. Like real NVML, an idle wait costs
-      // (almost) no CPU.
-      std::chrono::steady_clock::duration nap = deadline - now;
-      {
-        std::scoped_lock lock(sim.mu);
-        if (!sim.time.clock_file.empty()) {
-          nap = std::min<std::chrono::steady_clock::duration>(nap, std::chrono::milliseconds(20));
-        } else if (!sim.time.fixed && sim.time.speed > 0) {
-          double t = sim.Now();
-          for (const Fault& f : sim.scenario.faults) {
-            if (f.kind != FaultKind::kXid || f.at_s <= t) continue;
-            auto due = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                std::chrono::duration<double>((f.at_s - t) / sim.time.speed));
-            nap = std::min(nap, due + std::chrono::milliseconds(1));
-          }
-        }
-      }
-      std::this_thread::sleep_for(nap);
-    }
-  } catch (...) {
-    return NVML_ERROR_UNKNOWN;
-  }
-}
-
-nvmlReturn_t EventSetFree(nvmlEventSet_t set) noexcept {
-  Sim& sim = Instance();
-  std::scoped_lock lock(sim.mu);
-  auto it = std::find_if(sim.event_sets.begin(), sim.event_sets.end(), [&](const auto& s) {
-    return reinterpret_cast<nvmlEventSet_t>(s.get()) == set;
-  });
-  if (it == sim.event_sets.end()) return NVML_ERROR_INVALID_ARGUMENT;
-  sim.event_sets.erase(it);
-  return NVML_SUCCESS;
 }
 
 }  // namespace flyt::sim::api
