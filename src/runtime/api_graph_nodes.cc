@@ -379,18 +379,22 @@ cudaError_t cudaGraphRemoveDependencies(cudaGraph_t graph, const cudaGraphNode_t
 }
 
 cudaError_t cudaGraphDestroyNode(cudaGraphNode_t node) noexcept {
-  return WithNode("cudaGraphDestroyNode", node, cudaGraphNodeTypeCount, [&](Runtime&, g::Node& n) {
-    g::Graph& graph = *n.graph;
+  return Guard("cudaGraphDestroyNode", [&] {
+    Runtime& rt = Runtime::Get();
+    g::GraphState& s = g::State();
+    MutexLock lock(s.mu);
+    g::Node* n = g::FindNode(s, node);
+    if (n == nullptr) return rt.Finish(Err(CudaError::kInvalidValue, "not a graph node"));
+    g::Graph& graph = *n->graph;
     for (auto& other : graph.nodes) {
       auto& deps = other->deps;
-      deps.erase(std::remove(deps.begin(), deps.end(), &n), deps.end());
+      deps.erase(std::remove(deps.begin(), deps.end(), n), deps.end());
     }
-    g::GraphState& s = g::State();
-    if (n.child) g::ForgetNodes(s, *n.child);
-    s.nodes.erase(&n);
+    if (n->child) g::ForgetNodes(s, *n->child);
+    s.nodes.erase(n);
     graph.nodes.erase(std::find_if(graph.nodes.begin(), graph.nodes.end(),
-                                   [&](const auto& p) { return p.get() == &n; }));
-    return CudaStatus::Ok();
+                                   [&](const auto& p) { return p.get() == n; }));
+    return rt.Finish(CudaStatus::Ok());
   });
 }
 
