@@ -197,7 +197,13 @@ start_manager "127.0.0.1:$port" "$tmp/manager.log" --config "$tmp/cm.toml"
 sleep 3
 after=$(field "$(api "$admin" GET /api/v1/gpu-servers)" "sorted((s['lease_id'], s['pid']) for s in d['servers'] if s['state']=='running')")
 check "leases and servers survive a manager restart; nothing started twice" test "$before" = "$after"
-[ "$before" = "$after" ] || echo "before: $before; after: $after"
+if [ "$before" != "$after" ]; then
+  # Seen twice under load (2026-11-24), cause not yet known: what each side said around the restart.
+  echo "before: $before; after: $after"
+  echo "--- holder:"; cat "$tmp/holder.out"
+  echo "--- client manager log (tail):"; tail -n 25 "$tmp/client-manager.log"
+  echo "--- cluster manager log (tail):"; tail -n 40 "$tmp/manager.log"
+fi
 check "the lease still renews" leases_are 1
 kill "$holder_pid" 2>/dev/null
 
