@@ -122,6 +122,9 @@
   X(MemGetInfo, kRequired, (size_t* free_bytes, size_t* total_bytes), cuMemGetInfo_v2)             \
   X(MemHostAlloc, kRequired, (void** ptr, size_t bytes, unsigned int flags), cuMemHostAlloc)       \
   X(MemFreeHost, kRequired, (void* ptr), cuMemFreeHost)                                            \
+  X(MemHostRegister, kOptional, (void* ptr, size_t bytes, unsigned int flags),                    \
+    cuMemHostRegister_v2)                                                                          \
+  X(MemHostUnregister, kOptional, (void* ptr), cuMemHostUnregister)                                \
   X(MemcpyDtoH, kRequired, (void* dst, CUdeviceptr src, size_t bytes), cuMemcpyDtoH_v2)            \
   X(MemcpyHtoDAsync, kRequired,                                                                    \
     (CUdeviceptr dst, const void* src, size_t bytes, CUstream stream), cuMemcpyHtoDAsync_v2)       \

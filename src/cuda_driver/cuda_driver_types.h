@@ -82,6 +82,7 @@ inline constexpr CUresult CUDA_ERROR_UNKNOWN = 999;
 inline constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
 inline constexpr CUexecAffinityType CU_EXEC_AFFINITY_TYPE_SM_COUNT = 0;
 inline constexpr unsigned int CU_MEMHOSTALLOC_PORTABLE = 0x01;
+inline constexpr unsigned int CU_MEMHOSTREGISTER_PORTABLE = 0x01;
 
 // [issue 17: graphs] driver types and constants
 struct CUgraph_st;

@@ -137,6 +137,24 @@ int main(int argc, char** argv) {
                  "past it that peer's oldest is closed")
       ->check(CLI::Range(size_t{1}, size_t{4096}))
       ->capture_default_str();
+  bool shared_memory = defaults.shared_memory;
+  uint64_t shm_arena_mb = defaults.shm_layout.arena_bytes >> 20;
+  uint64_t shm_ring_kb = defaults.shm_layout.ring_bytes >> 10;
+  app.add_option("--shared-memory", shared_memory,
+                 "true: a client on this host that connects over a Unix socket exchanges its "
+                 "calls and pinned-memory copies through shared memory (a memfd) instead of the "
+                 "socket; false: always the socket")
+      ->capture_default_str();
+  app.add_option("--shm-arena-mb", shm_arena_mb,
+                 "MiB of shared memory per client that back its pinned host memory "
+                 "(cudaMallocHost); copies from and into it move without crossing the rings")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{65536}))
+      ->capture_default_str();
+  app.add_option("--shm-ring-kb", shm_ring_kb,
+                 "KiB of each of a shared-memory client's two message rings (a power of two, "
+                 "64 to 262144)")
+      ->check(CLI::Range(uint64_t{64}, uint64_t{262144}))
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
   std::string stats_server;
@@ -229,8 +247,15 @@ int main(int argc, char** argv) {
   options.idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(idle_timeout_s * 1000));
   options.stop_grace = std::chrono::milliseconds(static_cast<int64_t>(stop_grace_s * 1000));
   options.secret = std::move(secret);
-  // Descriptors: a socket and a pidfd per client, a socket per pending hello, and a few more.
-  if (flyt::Status s = RaiseDescriptorLimit(2 * max_clients + max_pending + 64); !s.ok()) {
+  options.shared_memory = shared_memory;
+  options.shm_layout.arena_bytes = shm_arena_mb << 20;
+  options.shm_layout.ring_bytes = shm_ring_kb << 10;
+  if ((options.shm_layout.ring_bytes & (options.shm_layout.ring_bytes - 1)) != 0) {
+    return Fail("--shm-ring-kb must be a power of two (64, 128, ... 262144)");
+  }
+  // Descriptors: a socket, a pidfd and three of shared memory per client, a socket per pending
+  // hello, and a few more.
+  if (flyt::Status s = RaiseDescriptorLimit(5 * max_clients + max_pending + 64); !s.ok()) {
     return Fail(s.message());
   }
 
@@ -317,6 +342,11 @@ int main(int argc, char** argv) {
   if (flyt::Status s = server.Start(); !s.ok()) return Fail(s.message());
   for (const flyt::remote::Endpoint& endpoint : server.endpoints()) {
     spdlog::info("listening on {}", endpoint.ToString());
+  }
+  if (options.shared_memory) {
+    spdlog::info("shared memory for clients on this host over a Unix socket: {} MiB pinned-memory "
+                 "arena and two {} KiB rings each",
+                 shm_arena_mb, shm_ring_kb);
   }
   if (options.memory_limit_bytes != 0) {
     spdlog::info("memory limit {} MiB for all clients together", memory_limit_mb);

@@ -297,7 +297,7 @@ std::string GpuServers::Path(const std::string& lease_id, const char* suffix) co
 }
 
 void GpuServers::RemoveFiles(const std::string& lease_id) const {
-  for (const char* suffix : {".json", ".json.tmp", ".secret", ".ready", ".log"}) {
+  for (const char* suffix : {".json", ".json.tmp", ".secret", ".ready", ".log", ".sock"}) {
     unlink(Path(lease_id, suffix).c_str());
   }
 }
@@ -456,6 +456,12 @@ Status GpuServers::Begin(const GpuServerSpec& spec) {
                                    // The server's own drain ends before the node's SIGKILL.
                                    "--stop-grace",
                                    std::to_string(std::max<int64_t>(0, config_.drain_grace.count() - 2))};
+  // A Unix socket beside the TCP one: a program on this host that reaches the server over TCP is
+  // told of it (LocalEndpoint) and moves there, onto shared memory. Only where the path fits in a
+  // socket address (108 bytes).
+  if (const std::string sock = Path(id, ".sock"); sock.size() < 100) {
+    argv.insert(argv.end(), {"--listen", "unix:" + sock});
+  }
   // An SM share needs MPS (or the simulated device); a GPU that is not shared serves its one
   // lease with all of its SMs, and a driver server given --sm-count without MPS would refuse
   // to start.

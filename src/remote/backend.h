@@ -100,6 +100,15 @@ class Session {
   virtual std::byte* HostView(DevicePtr /*ptr*/, uint64_t /*bytes*/) { return nullptr; }
 
   virtual std::unique_ptr<HostBuffer> NewHostBuffer(size_t bytes);
+  // Host memory that outlives every copy from or into it (a client's shared-memory arena): a
+  // backend that can copy straight from such memory registers it here once (the driver page-locks
+  // it, so that copies from and into it are DMA and stay asynchronous), and MemcpyHtoD from it
+  // then reads it when the stream gets there, not during the call. The default does nothing:
+  // MemcpyHtoD copies during the call, as ever. Unregister before the memory goes.
+  virtual CudaStatus RegisterHostMemory(std::byte* /*ptr*/, uint64_t /*bytes*/) {
+    return CudaStatus::Ok();
+  }
+  virtual void UnregisterHostMemory(std::byte* /*ptr*/) {}
 
   // ---- streams and events -------------------------------------------------------------------
   virtual CudaResult<StreamHandle> StreamCreate(uint32_t flags, int32_t priority) = 0;

@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <fstream>
 #include <vector>
+
+#include "remote/shm_channel.h"
 
 namespace flyt::remote {
 namespace {
@@ -16,6 +19,14 @@ void PutOffset(std::byte* out, uint64_t offset) {
   for (int i = 0; i < 8; ++i) out[i] = static_cast<std::byte>((offset >> (8 * i)) & 0xFF);
 }
 
+// This host's boot id: the same for every container and VM-less namespace of one running kernel.
+std::string BootId() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return id;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Connection>> Connection::Open(const Endpoint& endpoint,
@@ -23,7 +34,31 @@ Result<std::unique_ptr<Connection>> Connection::Open(const Endpoint& endpoint,
   FLYT_ASSIGN_OR_RETURN(UniqueFd fd, Connect(endpoint));
   Result<std::unique_ptr<Connection>> conn = OpenFd(std::move(fd), options);
   if (!conn.ok()) return conn.status().WithContext(endpoint.ToString());
-  return conn;
+  if (endpoint.kind != Endpoint::Kind::kTcp || !options.shared_memory ||
+      (*conn)->server_.version < MinProtocolVersionOf(CallId::kLocalEndpoint)) {
+    return conn;
+  }
+  // Over TCP: a server on this very host may be reached over its Unix socket, and so through
+  // shared memory. Anything short of a shared-memory connection there keeps this one.
+  CudaResult<LocalEndpointReply> local = (*conn)->LocalEndpoint({});
+  if (!local.ok() || local->path.empty() || local->boot_id.empty() || local->boot_id != BootId()) {
+    return conn;
+  }
+  Endpoint unix_endpoint{Endpoint::Kind::kUnix, "", 0, local->path};
+  Result<UniqueFd> unix_fd = Connect(unix_endpoint);
+  Result<std::unique_ptr<Connection>> near =
+      unix_fd.ok() ? OpenFd(std::move(unix_fd).value(), options) : unix_fd.status();
+  if (!near.ok()) {
+    (*conn)->transport_note_ = "the server is on this host, but its Unix socket " +
+                               unix_endpoint.ToString() + " is out of reach (" +
+                               near.status().message() + "): staying on TCP";
+    return conn;
+  }
+  if ((*near)->transport() != "shm") {
+    (*conn)->transport_note_ = (*near)->transport_note_;
+    return conn;
+  }
+  return near;
 }
 
 Result<std::unique_ptr<Connection>> Connection::OpenFd(UniqueFd fd, const ClientOptions& options) {
@@ -33,7 +68,7 @@ Result<std::unique_ptr<Connection>> Connection::OpenFd(UniqueFd fd, const Client
 }
 
 Connection::Connection(UniqueFd fd, const ClientOptions& options)
-    : options_(options), fd_(std::move(fd)), reader_(fd_.get()) {}
+    : options_(options), fd_(std::move(fd)), channel_(std::make_unique<SocketChannel>(fd_.get())) {}
 
 Connection::~Connection() {
   MutexLock lock(mu_);
@@ -46,22 +81,29 @@ Status Connection::Hello() {
   hello.min_version = kMinProtocolVersion;
   hello.max_version = kProtocolVersion;
   hello.capabilities = options_.capabilities;
+  // Shared memory is offered only where descriptors can be passed: a Unix socket.
+  if (!options_.shared_memory || channel_->Kind() != "unix") {
+    hello.capabilities &= ~uint64_t{kCapSharedMemory};
+  }
   hello.client_label = options_.label;
   hello.pid = options_.pid;
   hello.runtime_version = options_.runtime_version;
   hello.secret = options_.secret;
   Bytes out;
   AppendFrame(out, FrameKind::kHello, CallId::kNone, 0, hello);
-  FLYT_RETURN_IF_ERROR(WriteAll(fd_.get(), out));
+  FLYT_RETURN_IF_ERROR(channel_->Write(out));
 
+  // Read unbuffered, with any descriptors the server passes along (shared memory): nothing past
+  // the reply may be taken from the socket here.
+  std::vector<UniqueFd> fds;
   std::byte raw[kFrameHeaderBytes];
-  FLYT_RETURN_IF_ERROR(reader_.Read(raw));
+  FLYT_RETURN_IF_ERROR(ReadWithFds(fd_.get(), raw, &fds, kShmFdCount));
   Result<FrameHeader> header = DecodeFrameHeader(raw);
   if (!header.ok() || header->kind != FrameKind::kHelloReply) {
     return Unavailable("the peer does not speak the flyt protocol");
   }
   Bytes payload(header->payload_bytes);
-  FLYT_RETURN_IF_ERROR(reader_.Read(payload));
+  FLYT_RETURN_IF_ERROR(ReadWithFds(fd_.get(), payload, &fds, kShmFdCount));
   HelloReply reply;
   if (!DecodeExactly(payload, reply) || reply.magic != kHelloMagic) {
     return Unavailable("malformed hello reply");
@@ -87,13 +129,42 @@ Status Connection::Hello() {
   server_.simulated = reply.simulated;
   server_.driver_version = reply.driver_version;
   server_.device_count = reply.device_count;
+  // Only an offer this client asked for, from a server whose version has shared memory (5).
+  if ((reply.capabilities & hello.capabilities & kCapSharedMemory) != 0 && reply.version >= 5) {
+    return AcceptSharedMemory(header->seq, std::move(fds));
+  }
+  server_.capabilities &= ~uint64_t{kCapSharedMemory};
+  return Status::Ok();
+}
+
+Status Connection::AcceptSharedMemory(uint32_t hello_seq, std::vector<UniqueFd> fds) {
+  ShmAck ack;
+  Result<std::unique_ptr<ShmRegion>> region =
+      fds.size() == kShmFdCount ? ShmRegion::MapClient(fds[0].get())
+                                : Result<std::unique_ptr<ShmRegion>>(InvalidArgument(
+                                      "the hello reply offered shared memory without its " +
+                                      std::to_string(kShmFdCount) + " descriptors"));
+  ack.accepted = region.ok();
+  if (!region.ok()) {
+    ack.reason = region.status().message();
+    transport_note_ = "the server offered shared memory, which this client refused: " + ack.reason;
+  }
+  Bytes out;
+  AppendFrame(out, FrameKind::kHello, CallId::kNone, hello_seq, ack);
+  FLYT_RETURN_IF_ERROR(channel_->Write(out));
+  if (!region.ok()) return Status::Ok();
+  shm_ = std::move(region).value();
+  arena_ = SharedArena{shm_->arena(), shm_->arena_bytes()};
+  // fds: the memfd, the server's wake-up eventfd, this client's.
+  channel_ = std::make_unique<ShmChannel>(ShmChannel::Side::kClient, shm_, std::move(fds[2]),
+                                          std::move(fds[1]), fd_.get());
   return Status::Ok();
 }
 
 CudaStatus Connection::Broken(const Status& why) {
   if (!broken_) {
     broken_ = why;
-    ::shutdown(fd_.get(), SHUT_RDWR);
+    channel_->Shutdown();
   }
   return BrokenStatus();
 }
@@ -139,7 +210,7 @@ CudaStatus Connection::Flush() {
 
 CudaStatus Connection::FlushLocked() {
   if (send_.empty()) return CudaStatus::Ok();
-  Status s = WriteAll(fd_.get(), send_);
+  Status s = channel_->Write(send_);
   send_.clear();
   if (!s.ok()) return Broken(s);
   return CudaStatus::Ok();
@@ -177,7 +248,7 @@ CudaStatus Connection::SendDataLocked(CallId call, uint32_t seq, std::span<const
       iov.push_back({const_cast<std::byte*>(data.data() + off), n});
       off += n;
     }
-    Status s = WriteAll(fd_.get(), iov);
+    Status s = channel_->Write(iov);
     if (!s.ok()) return Broken(s);
   }
   return CudaStatus::Ok();
@@ -186,7 +257,7 @@ CudaStatus Connection::SendDataLocked(CallId call, uint32_t seq, std::span<const
 Status Connection::LandData(const FrameHeader& header) {
   if (header.payload_bytes < 8) return InvalidArgument("data frame without an offset");
   std::byte raw[8];
-  FLYT_RETURN_IF_ERROR(reader_.Read(raw));
+  FLYT_RETURN_IF_ERROR(channel_->Read(raw));
   Reader r(raw);
   uint64_t offset = 0;
   (void)r.Get(offset);
@@ -197,14 +268,14 @@ Status Connection::LandData(const FrameHeader& header) {
   }
   if (offset == kAbandonedOffset) {
     landings_.erase(it);
-    return reader_.Skip(n);
+    return channel_->Skip(n);
   }
   Landing& landing = it->second;
   if (offset > landing.dst.size() || n > landing.dst.size() - offset) {
     return InvalidArgument("data frame past the end of its copy");
   }
   // Straight into the caller's memory: no staging copy.
-  FLYT_RETURN_IF_ERROR(reader_.Read(landing.dst.subspan(offset, n)));
+  FLYT_RETURN_IF_ERROR(channel_->Read(landing.dst.subspan(offset, n)));
   landing.received += n;
   if (landing.received >= landing.dst.size()) landings_.erase(it);
   return Status::Ok();
@@ -214,7 +285,7 @@ CudaStatus Connection::AwaitReplyLocked(CallId call, uint32_t seq, ReplyStatus& 
                                         Bytes& fields) {
   std::byte raw[kFrameHeaderBytes];
   while (true) {
-    Status s = reader_.Read(raw);
+    Status s = channel_->Read(raw);
     if (!s.ok()) return Broken(s);
     Result<FrameHeader> header = DecodeFrameHeader(raw);
     if (!header.ok()) return Broken(header.status());
@@ -224,7 +295,7 @@ CudaStatus Connection::AwaitReplyLocked(CallId call, uint32_t seq, ReplyStatus& 
       continue;
     }
     payload_.resize(header->payload_bytes);
-    s = reader_.Read(payload_);
+    s = channel_->Read(payload_);
     if (!s.ok()) return Broken(s);
     if (header->kind != FrameKind::kReply || header->seq != seq || header->call != call) {
       return Broken(InvalidArgument("unexpected frame from the server while waiting for " +

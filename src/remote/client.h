@@ -14,6 +14,13 @@
 // synchronising calls), as CUDA requires of the host buffer of an async copy. The data of such a
 // copy is written into the span by whichever thread is then waiting for a reply.
 //
+// Transport: the bytes go over the socket (TCP or Unix), or, when the server is on this host and
+// offers it, through shared memory (shm_channel.h): over a Unix socket the hello asks for it;
+// over TCP, Open asks the server for its Unix socket (LocalEndpoint) and, when the server's boot
+// id is this host's, connects there instead. A memfd that cannot be mapped leaves the connection
+// on its socket. transport() says which; arena() is the shared pinned-memory arena (empty when
+// none), for the copies of calls.def's *Shared calls.
+//
 // Thread safety: every method may be called from any thread; calls are serialised by one
 // mutex, so the wire order is the order calls entered. Once the connection breaks (server gone,
 // protocol error) every call fails with cudaErrorDevicesUnavailable.
@@ -30,11 +37,14 @@
 #include "common/mutex.h"
 #include "common/status.h"
 #include "common/unique_fd.h"
+#include "remote/channel.h"
 #include "remote/cuda_status.h"
 #include "remote/protocol.h"
 #include "remote/socket.h"
 
 namespace flyt::remote {
+
+class ShmRegion;
 
 struct ClientOptions {
   std::string label;         // program name, host, pid: shown in the server's logs
@@ -46,6 +56,22 @@ struct ClientOptions {
   std::string secret;
   size_t batch_bytes = 256 << 10;       // flush the send buffer past this
   size_t inline_data_bytes = 64 << 10;  // copy bulk data up to this into the buffer
+  // Offer the shared-memory transport when the server is on this host (FLYT_SHM=0 in the
+  // runtime turns it off).
+  bool shared_memory = true;
+};
+
+// The part of the shared memory that backs the client's pinned host memory.
+struct SharedArena {
+  std::byte* base = nullptr;
+  uint64_t bytes = 0;
+  bool Contains(const void* p, uint64_t n) const {
+    auto a = reinterpret_cast<uintptr_t>(p), b = reinterpret_cast<uintptr_t>(base);
+    return base != nullptr && a >= b && a - b <= bytes && n <= bytes - (a - b);
+  }
+  uint64_t OffsetOf(const void* p) const {
+    return reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(base);
+  }
 };
 
 struct ServerInfo {
@@ -95,6 +121,12 @@ class Connection {
   Connection& operator=(const Connection&) = delete;
 
   const ServerInfo& server() const { return server_; }
+  // "tcp", "unix" or "shm".
+  std::string_view transport() const { return channel_->Kind(); }
+  // Why a connection is not on shared memory although it might have been ("" when it is, or
+  // when the server is remote or offers none): the runtime logs it once.
+  const std::string& transport_note() const { return transport_note_; }
+  SharedArena arena() const { return arena_; }
 
 #define FLYT_CALL(id, name, mode, data, req, rep)                                         \
   CallReturn<CallId::k##name> name(const name##Request& request,                          \
@@ -120,6 +152,9 @@ class Connection {
  private:
   explicit Connection(UniqueFd fd, const ClientOptions& options);
   Status Hello();
+  // After a hello reply that offered shared memory: maps it (or says why not) and answers with
+  // a ShmAck; on success the connection's bytes go through the rings from then on.
+  Status AcceptSharedMemory(uint32_t hello_seq, std::vector<UniqueFd> fds);
 
   template <typename Traits>
   CallReturn<Traits::kId> Invoke(const typename Traits::Request& request,
@@ -145,7 +180,10 @@ class Connection {
 
   const ClientOptions options_;
   UniqueFd fd_;
-  SocketReader reader_;
+  std::unique_ptr<Channel> channel_;
+  std::shared_ptr<ShmRegion> shm_;
+  SharedArena arena_;
+  std::string transport_note_;
   ServerInfo server_;
 
   mutable Mutex mu_;

@@ -35,6 +35,10 @@ struct ClientSlot {
   std::atomic<uint32_t> client_pid{0};
   std::atomic<uint32_t> respawn{0};  // 1: a fresh process is to answer the reset of respawn_seq
   std::atomic<uint32_t> respawn_seq{0};
+  std::atomic<uint32_t> transport{0};  // TransportKind
+  std::atomic<uint32_t> peer_pid{0};
+  std::atomic<uint32_t> peer_uid{0};
+  std::atomic<uint64_t> arena_bytes{0};
   std::atomic<uint64_t> label[kLabelWords];
   ClientCounters counters;
   std::atomic<uint64_t> reserved_bytes{0};
@@ -143,11 +147,15 @@ ClientSlot* ClientRegistry::Acquire(uint64_t id) {
   slot.id.store(id);
   slot.client_pid.store(0);
   slot.respawn.store(0);
+  slot.transport.store(0);
+  slot.peer_pid.store(0);
+  slot.peer_uid.store(0);
+  slot.arena_bytes.store(0);
   slot.departed_order.store(0);
   ClientCounters& c = slot.counters;
   for (std::atomic<uint64_t>* counter :
        {&c.allocations, &c.allocated_bytes, &c.streams, &c.events, &c.modules, &c.launches,
-        &c.bytes_to_device, &c.bytes_from_device, &slot.reserved_bytes}) {
+        &c.bytes_to_device, &c.bytes_from_device, &c.arena_copy_bytes, &slot.reserved_bytes}) {
     counter->store(0);
   }
   slot.state.store(kLive);
@@ -224,6 +232,51 @@ size_t ClientRegistry::LiveCount() const {
   size_t n = 0;
   for (size_t i = 0; i < slot_count_; ++i) n += slots_[i].state.load() == kLive ? 1 : 0;
   return n;
+}
+
+std::string_view TransportName(TransportKind kind) {
+  switch (kind) {
+    case TransportKind::kTcp: return "tcp";
+    case TransportKind::kUnix: return "unix";
+    case TransportKind::kShm: return "shm";
+    case TransportKind::kUnknown: break;
+  }
+  return "unknown";
+}
+
+void ClientRegistry::SetTransport(ClientSlot* slot, TransportKind kind, uint32_t peer_pid,
+                                  uint32_t peer_uid, uint64_t arena_bytes) {
+  slot->peer_pid.store(peer_pid);
+  slot->peer_uid.store(peer_uid);
+  slot->arena_bytes.store(arena_bytes);
+  slot->transport.store(static_cast<uint32_t>(kind));
+}
+
+TransportKind ClientRegistry::Transport(const ClientSlot* slot) {
+  return static_cast<TransportKind>(slot->transport.load());
+}
+
+std::vector<ClientTransport> ClientRegistry::Transports() const {
+  std::vector<ClientTransport> out;
+  for (size_t i = 0; i < slot_count_; ++i) {
+    const ClientSlot& slot = slots_[i];
+    uint64_t generation = slot.generation.load(std::memory_order_acquire);
+    if (slot.state.load(std::memory_order_acquire) == kFree) continue;
+    ClientTransport t;
+    t.client_id = slot.id.load();
+    t.transport = TransportName(static_cast<TransportKind>(slot.transport.load()));
+    t.peer_pid = slot.peer_pid.load();
+    t.peer_uid = slot.peer_uid.load();
+    t.arena_bytes = slot.arena_bytes.load();
+    t.arena_copy_bytes = slot.counters.arena_copy_bytes.load();
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (slot.generation.load(std::memory_order_relaxed) != generation) continue;  // reused
+    out.push_back(std::move(t));
+  }
+  std::sort(out.begin(), out.end(), [](const ClientTransport& a, const ClientTransport& b) {
+    return a.client_id < b.client_id;
+  });
+  return out;
 }
 
 DebugStatsReply ClientRegistry::Snapshot() const {

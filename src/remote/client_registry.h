@@ -48,7 +48,12 @@ struct ClientCounters {
   std::atomic<uint64_t> launches{0};
   std::atomic<uint64_t> bytes_to_device{0};
   std::atomic<uint64_t> bytes_from_device{0};
+  std::atomic<uint64_t> arena_copy_bytes{0};  // moved by copies through the shared arena
 };
+
+// How a client's bytes travel (ClientTransport::transport).
+enum class TransportKind : uint32_t { kUnknown = 0, kTcp, kUnix, kShm };
+std::string_view TransportName(TransportKind kind);
 
 struct ClientSlot;
 
@@ -96,6 +101,10 @@ class ClientRegistry {
   // The client program's pid, from its hello.
   static void SetClientPid(ClientSlot* slot, uint32_t pid);
   static uint32_t ClientPid(const ClientSlot* slot);
+  // How the client's bytes travel; the peer's credentials for a Unix socket (0 otherwise).
+  static void SetTransport(ClientSlot* slot, TransportKind kind, uint32_t peer_pid,
+                           uint32_t peer_uid, uint64_t arena_bytes);
+  static TransportKind Transport(const ClientSlot* slot);
 
   // Isolation::kProcess. A client process whose device state a fault has corrupted past
   // cudaDeviceReset asks, before it exits, for a fresh process to go on with its connection and
@@ -120,6 +129,8 @@ class ClientRegistry {
   size_t LiveCount() const;
   // Departed clients, oldest first, then connected ones in id order; the memory totals.
   DebugStatsReply Snapshot() const;
+  // The transport of each client Snapshot lists.
+  std::vector<ClientTransport> Transports() const;
 
  private:
   struct Header;

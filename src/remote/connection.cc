@@ -3,6 +3,7 @@
 // device-to-host copies, and the cleanup when the client goes away. See connection.h.
 #include "remote/connection.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -60,6 +61,7 @@ void ClientConnection::Run() {
   } else {
     spdlog::warn("{}: refused: {}", Tag(), status.message());
   }
+  channel_->Shutdown();
   ::shutdown(fd_, SHUT_RDWR);
   if (session_) {
     FreeEverything();
@@ -113,6 +115,9 @@ Status ClientConnection::Hello() {
   } else {
     reply.version = std::min(hello.max_version, kProtocolVersion);
     reply.capabilities = hello.capabilities & kAllCapabilities;
+    if (shm_offer_ == nullptr || reply.version < 5) {
+      reply.capabilities &= ~uint64_t{kCapSharedMemory};
+    }
     CudaResult<std::unique_ptr<Session>> session =
         backend_->OpenSession(label_ + " (client " + std::to_string(id_) + ")");
     if (!session.ok()) {
@@ -134,9 +139,68 @@ Status ClientConnection::Hello() {
   }
   Bytes out;
   AppendFrame(out, FrameKind::kHelloReply, CallId::kNone, hello_.seq, reply);
-  FLYT_RETURN_IF_ERROR(WriteAll(fd_, out));
-  if (!refusal.ok()) return InvalidArgument(refusal.message());
   ClientRegistry::SetLabel(slot_, label_);
+  if (!refusal.ok()) {
+    FLYT_RETURN_IF_ERROR(channel_->Write(out));
+    return InvalidArgument(refusal.message());
+  }
+  return SendHelloReply(out, (reply.capabilities & kCapSharedMemory) != 0);
+}
+
+Status ClientConnection::SendHelloReply(const Bytes& reply, bool offer_shm) {
+  const TransportKind socket_kind =
+      channel_->Kind() == "unix" ? TransportKind::kUnix : TransportKind::kTcp;
+  const uint32_t peer_pid = shm_offer_ ? shm_offer_->peer_pid : 0;
+  const uint32_t peer_uid = shm_offer_ ? shm_offer_->peer_uid : 0;
+  if (!offer_shm) {
+    ClientRegistry::SetTransport(slot_, socket_kind, peer_pid, peer_uid, 0);
+    return channel_->Write(reply);
+  }
+  const ShmFds& fds = shm_offer_->fds;
+  const int passed[kShmFdCount] = {fds.memfd.get(), fds.server_wake.get(), fds.client_wake.get()};
+  FLYT_RETURN_IF_ERROR(SendWithFds(fd_, reply, passed));
+  // The client's ShmAck, on the socket, within the hello's time.
+  FLYT_ASSIGN_OR_RETURN(bool readable, channel_->WaitReadable(server_.options_.hello_timeout));
+  if (!readable) return InvalidArgument("no answer to the shared-memory offer in time");
+  std::byte raw[kFrameHeaderBytes];
+  FLYT_RETURN_IF_ERROR(channel_->Read(raw));
+  FLYT_ASSIGN_OR_RETURN(FrameHeader header, DecodeFrameHeader(raw));
+  if (header.kind != FrameKind::kHello || header.seq != hello_.seq || header.payload_bytes > 4096) {
+    return InvalidArgument("the answer to the shared-memory offer is not a ShmAck");
+  }
+  payload_.resize(header.payload_bytes);
+  FLYT_RETURN_IF_ERROR(channel_->Read(payload_));
+  ShmAck ack;
+  if (!DecodeExactly(payload_, ack)) return InvalidArgument("malformed ShmAck");
+  if (!ack.accepted) {
+    spdlog::info("{}: stays on its socket: it refused shared memory ({})", Tag(),
+                 ack.reason.substr(0, 300));
+    ClientRegistry::SetTransport(slot_, socket_kind, peer_pid, peer_uid, 0);
+    return Status::Ok();
+  }
+  // Nothing may follow the ShmAck on the socket: every later byte goes through the rings.
+  if (channel_->buffered() != 0) {
+    return InvalidArgument("bytes on the socket after the ShmAck");
+  }
+  return SwitchToSharedMemory();
+}
+
+Status ClientConnection::SwitchToSharedMemory() {
+  const ShmFds& fds = shm_offer_->fds;
+  FLYT_ASSIGN_OR_RETURN(std::unique_ptr<ShmRegion> region,
+                        ShmRegion::MapServer(fds.memfd.get(), server_.options_.shm_layout));
+  shm_ = std::move(region);
+  // Each end's own descriptors: the supervisor keeps the offer's for a respawned process.
+  UniqueFd own(::fcntl(fds.server_wake.get(), F_DUPFD_CLOEXEC, 0));
+  UniqueFd peer(::fcntl(fds.client_wake.get(), F_DUPFD_CLOEXEC, 0));
+  if (!own.valid() || !peer.valid()) return ErrnoError("dup an eventfd", errno);
+  channel_ = std::make_unique<ShmChannel>(ShmChannel::Side::kServer, shm_, std::move(own),
+                                          std::move(peer), fd_);
+  ClientRegistry::SetTransport(slot_, TransportKind::kShm, shm_offer_->peer_pid,
+                               shm_offer_->peer_uid, shm_->arena_bytes());
+  RegisterArena();
+  spdlog::debug("{}: shared memory: {} MiB arena, peer pid {} uid {}", Tag(),
+                shm_->arena_bytes() >> 20, shm_offer_->peer_pid, shm_offer_->peer_uid);
   return Status::Ok();
 }
 
@@ -167,6 +231,10 @@ Status ClientConnection::Resume() {
     return Unavailable("cannot open a device session again: " + session.status().ToString());
   }
   session_ = std::move(session).value();
+  // The rings hold the connection's place: the reply goes where the previous process left off.
+  if (ClientRegistry::Transport(slot_) == TransportKind::kShm && shm_offer_ != nullptr) {
+    FLYT_RETURN_IF_ERROR(SwitchToSharedMemory());
+  }
   spdlog::info("{}: goes on in a fresh process {} after its device reset", Tag(), ::getpid());
   Bytes fields;
   Writer w(fields);
@@ -188,8 +256,8 @@ void ClientConnection::Respawn(uint32_t reset_seq) {
 Status ClientConnection::Serve() {
   std::byte raw[kFrameHeaderBytes];
   while (true) {
-    if (reader_.buffered() == 0) FLYT_RETURN_IF_ERROR(AwaitNextFrame());
-    FLYT_RETURN_IF_ERROR(reader_.Read(raw));
+    if (channel_->buffered() == 0) FLYT_RETURN_IF_ERROR(AwaitNextFrame());
+    FLYT_RETURN_IF_ERROR(channel_->Read(raw));
     FLYT_ASSIGN_OR_RETURN(FrameHeader header, DecodeFrameHeader(raw));
     if (header.kind != FrameKind::kCall && header.kind != FrameKind::kPost) {
       return InvalidArgument("unexpected frame kind " +
@@ -197,7 +265,7 @@ Status ClientConnection::Serve() {
                              std::string(CallName(header.call)));
     }
     payload_.resize(header.payload_bytes);
-    FLYT_RETURN_IF_ERROR(reader_.Read(payload_));
+    FLYT_RETURN_IF_ERROR(channel_->Read(payload_));
     FLYT_RETURN_IF_ERROR(Dispatch(header, payload_));
   }
 }
@@ -228,22 +296,13 @@ Status ClientConnection::AwaitNextFrame() {
   const std::chrono::milliseconds idle = server_.options_.idle_timeout;
   // Nothing held can change while no call arrives: one check decides how long to wait.
   if (idle.count() <= 0 || HoldsAnything()) return Status::Ok();
-  auto deadline = std::chrono::steady_clock::now() + idle;
-  while (true) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    pollfd p{fd_, POLLIN, 0};
-    int n = ::poll(&p, 1, static_cast<int>(std::clamp<int64_t>(left.count(), 0, 1 << 30)));
-    if (n > 0) return Status::Ok();  // data, or the end of the stream: Read says which
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoError("poll", errno);
-    if (left.count() > 0) continue;
-    idle_closed_ = true;
-    server_.registry_->Count(ServerCounter::kIdleClosed);
-    return Status(StatusCode::kTimeout,
-                  "no call for " + std::to_string(idle.count() / 1000.0).substr(0, 5) +
-                      " s while it holds nothing on the device (idle timeout)");
-  }
+  FLYT_ASSIGN_OR_RETURN(bool readable, channel_->WaitReadable(idle));
+  if (readable) return Status::Ok();  // data, or the end of the stream: Read says which
+  idle_closed_ = true;
+  server_.registry_->Count(ServerCounter::kIdleClosed);
+  return Status(StatusCode::kTimeout,
+                "no call for " + std::to_string(idle.count() / 1000.0).substr(0, 5) +
+                    " s while it holds nothing on the device (idle timeout)");
 }
 
 Status ClientConnection::Dispatch(const FrameHeader& header, std::span<const std::byte> payload) {
@@ -306,7 +365,7 @@ Status ClientConnection::SendReply(const FrameHeader& header, const CudaStatus& 
   FrameHeader full{static_cast<uint32_t>(out.size() - kFrameHeaderBytes), header.call,
                    FrameKind::kReply, header.seq};
   EncodeFrameHeader(full, out.data());
-  return WriteAll(fd_, out);
+  return channel_->Write(out);
 }
 
 Status ClientConnection::SendData(uint32_t seq, CallId call, uint64_t offset,
@@ -318,7 +377,7 @@ Status ClientConnection::SendData(uint32_t seq, CallId call, uint64_t offset,
   }
   iovec iov[2] = {{head, sizeof head}, {const_cast<std::byte*>(bytes.data()), bytes.size()}};
   counters_->bytes_from_device += bytes.size();
-  return WriteAll(fd_, std::span<const iovec>(iov, bytes.empty() ? 1 : 2));
+  return channel_->Write(std::span<const iovec>(iov, bytes.empty() ? 1 : 2));
 }
 
 void ClientConnection::NoteAsyncError(const FrameHeader& header, const CudaStatus& status) {
@@ -388,8 +447,10 @@ CudaStatus ClientConnection::CheckRange(uint64_t ptr, uint64_t bytes, const char
 }
 
 void ClientConnection::FreeEverything() {
-  // Device work still queued may write into download buffers or read memory about to be freed.
+  // Device work still queued may write into download buffers (or the arena) or read memory
+  // about to be freed.
   (void)session_->DeviceSynchronize();
+  UnregisterArena();
   for (Download& d : downloads_) {
     if (d.done) (void)session_->EventDestroy(*d.done);
   }

@@ -34,6 +34,7 @@
 #include "remote/address_ranges.h"
 #include "remote/backend.h"
 #include "remote/client_registry.h"
+#include "remote/channel.h"
 #include "remote/cuda_status.h"
 #include "remote/handle_table.h"
 #include "remote/launch_log.h"
@@ -55,11 +56,15 @@ class ClientConnection {
   // `make_backend` once the hello has been accepted. `hello`: the client's hello, which the
   // server's supervisor has read whole (a peer that never completes one costs no thread,
   // process or device initialisation); this connection answers it.
+  // `shm`: the shared memory the supervisor made for this client (null: none), offered in the
+  // hello reply.
   ClientConnection(Server& server, Backend* backend, const BackendFactory* make_backend, int fd,
                    uint64_t id, ClientSlot* slot, ReceivedHello hello,
+                   std::shared_ptr<ShmOffer> shm = nullptr,
                    std::optional<uint32_t> resume_reset = std::nullopt)
       : server_(server),
         hello_(std::move(hello)),
+        shm_offer_(std::move(shm)),
         resume_reset_(resume_reset),
         backend_(backend),
         make_backend_(make_backend),
@@ -68,7 +73,7 @@ class ClientConnection {
         slot_(slot),
         counters_(&ClientRegistry::Counters(slot)),
         memory_(*server.registry_, slot),
-        reader_(fd) {}
+        channel_(std::make_unique<SocketChannel>(fd)) {}
 
   // From the hello (or the resumed reset) to the release of everything the client held.
   void Run();
@@ -116,6 +121,11 @@ class ClientConnection {
   };
 
   Status Hello();
+  // Sends the hello reply; with a shared-memory offer, with the memfd and its eventfds, and then
+  // reads the client's ShmAck and switches to the rings if it took them.
+  Status SendHelloReply(const Bytes& reply, bool offer_shm);
+  // Maps the offered memory and moves this connection's bytes onto its rings.
+  Status SwitchToSharedMemory();
   // Makes this process's backend if there is none yet; false (backend_error_ says why) if the
   // device cannot be opened.
   bool EnsureBackend();
@@ -194,6 +204,8 @@ class ClientConnection {
 
   Server& server_;
   ReceivedHello hello_;
+  std::shared_ptr<ShmOffer> shm_offer_;
+  std::shared_ptr<ShmRegion> shm_;  // mapped once the client took the offer
   bool idle_closed_ = false;
   // Set in a process that takes a connection over after its previous process could not reset
   // the device: the seq of the cudaDeviceReset to answer instead of a hello.
@@ -207,7 +219,7 @@ class ClientConnection {
   ClientSlot* slot_;
   ClientCounters* counters_;
   Memory memory_;
-  SocketReader reader_;
+  std::unique_ptr<Channel> channel_;
   Bytes payload_;
   Bytes data_;
   std::string label_;
@@ -339,6 +351,16 @@ class ClientConnection {
   // Closes every opened handle (on disconnect and reset).
   void CloseIpcImports();
 
+  // The shared-memory transport (handlers_shm.cc). The arena range [offset, offset + bytes) as
+  // the server's pointer, or kInvalidValue when it is not inside this client's arena (or the
+  // client has none).
+  CudaResult<std::byte*> ArenaRange(uint64_t offset, uint64_t bytes) const;
+  // Registers the arena with the backend (RegisterHostMemory) once per device session; a backend
+  // that refuses leaves copies correct, only staged.
+  void RegisterArena();
+  void UnregisterArena();
+  bool arena_registered_ = false;
+
 };
 
 template <typename Consume>
@@ -348,7 +370,7 @@ CudaStatus ClientConnection::ReceiveData(Io& io, uint64_t bytes, Consume&& consu
   uint64_t offset = 0;
   while (offset < bytes) {
     std::byte raw[kFrameHeaderBytes + 8];
-    io.protocol = reader_.Read(std::span(raw, kFrameHeaderBytes));
+    io.protocol = channel_->Read(std::span(raw, kFrameHeaderBytes));
     if (!io.protocol.ok()) return Error(CudaError::kUnknown, "connection lost");
     Result<FrameHeader> header = DecodeFrameHeader(raw);
     if (!header.ok()) {
@@ -363,7 +385,7 @@ CudaStatus ClientConnection::ReceiveData(Io& io, uint64_t bytes, Consume&& consu
                                     ") does not match its request");
       return Error(CudaError::kUnknown, "protocol error");
     }
-    io.protocol = reader_.Read(std::span(raw + kFrameHeaderBytes, 8));
+    io.protocol = channel_->Read(std::span(raw + kFrameHeaderBytes, 8));
     if (!io.protocol.ok()) return Error(CudaError::kUnknown, "connection lost");
     Reader r(std::span<const std::byte>(raw + kFrameHeaderBytes, 8));
     uint64_t chunk_offset = 0;
@@ -386,7 +408,7 @@ CudaStatus ClientConnection::ReceiveData(Io& io, uint64_t bytes, Consume&& consu
       data_.resize(n);
       chunk = std::span(data_.data(), n);
     }
-    io.protocol = reader_.Read(chunk);
+    io.protocol = channel_->Read(chunk);
     if (!io.protocol.ok()) return Error(CudaError::kUnknown, "connection lost");
     if (first.ok()) first = consume(offset, std::span<const std::byte>(chunk));
     offset += n;

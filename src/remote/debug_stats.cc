@@ -26,6 +26,11 @@ Result<ServerStats> FetchStats(const Endpoint& server, const std::string& secret
     if (!counters.ok()) return Internal(counters.status().ToString());
     out.counters = std::move(counters->counters);
   }
+  if (conn->server().version >= MinProtocolVersionOf(CallId::kClientTransports)) {
+    CudaResult<ClientTransportsReply> transports = conn->ClientTransports({});
+    if (!transports.ok()) return Internal(transports.status().ToString());
+    out.transports = std::move(transports->clients);
+  }
   return out;
 }
 
@@ -48,6 +53,14 @@ std::string StatsToJson(const ServerStats& server) {
     j["launches"] = c.launches;
     j["bytes_to_device"] = c.bytes_to_device;
     j["bytes_from_device"] = c.bytes_from_device;
+    for (const ClientTransport& t : server.transports) {
+      if (t.client_id != c.client_id) continue;
+      j["transport"] = t.transport;
+      j["peer_pid"] = t.peer_pid;
+      j["peer_uid"] = t.peer_uid;
+      j["arena_bytes"] = t.arena_bytes;
+      j["arena_copy_bytes"] = t.arena_copy_bytes;
+    }
     out["clients"].push_back(std::move(j));
   }
   if (!server.counters.empty()) {

@@ -17,6 +17,8 @@ struct ServerStats {
   // Connections accepted, turned away and closed, by reason (ServerCounterName); empty from a
   // server without the ServerCounters call.
   std::vector<NamedValue> counters;
+  // How each client's bytes travel; empty from a server before protocol version 5.
+  std::vector<ClientTransport> transports;
 };
 
 // Connects as a client of its own (so it counts against --max-clients), asks, disconnects.
@@ -25,8 +27,9 @@ struct ServerStats {
                                              const std::string& secret = "");
 
 // {"allocated_bytes":N,"memory_limit_bytes":N,"clients":[{"client_id":1,"label":"...",
-//  "connected":true,"allocations":N,...}, ...],"connections":{"accepted":N,"hello_timeout":N,
-//  ...}}
+//  "connected":true,"allocations":N,...,"transport":"shm","peer_pid":N,"peer_uid":N,
+//  "arena_bytes":N,"arena_copy_bytes":N}, ...],"connections":{"accepted":N,...}}
+// (the transport fields only from a server of protocol version 5 or later).
 std::string StatsToJson(const ServerStats& stats);
 
 }  // namespace flyt::remote

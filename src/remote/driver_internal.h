@@ -25,6 +25,7 @@ using cuda_driver::CU_LAUNCH_PARAM_BUFFER_POINTER;
 using cuda_driver::CU_LAUNCH_PARAM_BUFFER_SIZE;
 using cuda_driver::CU_LAUNCH_PARAM_END;
 using cuda_driver::CU_MEMHOSTALLOC_PORTABLE;
+using cuda_driver::CU_MEMHOSTREGISTER_PORTABLE;
 using cuda_driver::CUcontext;
 using cuda_driver::CUctxCreateParams;
 using cuda_driver::CUDA_ERROR_CONTEXT_ALREADY_CURRENT;

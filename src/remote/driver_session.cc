@@ -189,6 +189,26 @@ std::unique_ptr<HostBuffer> DriverSession::NewHostBuffer(size_t bytes) {
   return Session::NewHostBuffer(bytes);
 }
 
+// Page-locks the range (a client's shared arena) for every context, once: copies from and into it
+// are then DMA straight from the shared pages, and cuMemcpyHtoDAsync from it stays asynchronous.
+CudaStatus DriverSession::RegisterHostMemory(std::byte* ptr, uint64_t bytes) {
+  FLYT_CUDA_RETURN_IF_ERROR(Enter());
+  if (fn_.MemHostRegister == nullptr) {
+    return CudaStatus(CudaError::kNotSupported, "the driver has no cuMemHostRegister");
+  }
+  CUresult rc = fn_.MemHostRegister(ptr, bytes, CU_MEMHOSTREGISTER_PORTABLE);
+  if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuMemHostRegister", rc);
+  return CudaStatus::Ok();
+}
+
+void DriverSession::UnregisterHostMemory(std::byte* ptr) {
+  if (fn_.MemHostUnregister == nullptr || !Enter().ok()) return;
+  CUresult rc = fn_.MemHostUnregister(ptr);
+  if (rc != CUDA_SUCCESS) {
+    spdlog::warn("driver backend [{}]: {}", label_, driver_->ErrorMessage("cuMemHostUnregister", rc));
+  }
+}
+
 CudaResult<StreamHandle> DriverSession::StreamCreate(uint32_t flags, int32_t priority) {
   FLYT_CUDA_RETURN_IF_ERROR(Enter());
   CUstream stream = nullptr;

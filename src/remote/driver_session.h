@@ -67,6 +67,8 @@ class DriverSession final : public Session {
   // Page-locked when the driver can give it; ordinary heap memory otherwise (the copy into it is
   // then synchronous, but still correct).
   std::unique_ptr<HostBuffer> NewHostBuffer(size_t bytes) override;
+  CudaStatus RegisterHostMemory(std::byte* ptr, uint64_t bytes) override;
+  void UnregisterHostMemory(std::byte* ptr) override;
   // ---- streams and events -------------------------------------------------------------------
   CudaResult<StreamHandle> StreamCreate(uint32_t flags, int32_t priority) override;
   CudaStatus StreamDestroy(StreamHandle stream) override;

@@ -37,8 +37,9 @@ namespace flyt::remote {
 inline constexpr uint32_t kHelloMagic = 0x54594C46;  // "FLYT"
 // Version 2: the hello may carry the server's secret (HelloRequest::secret). Version 3: the
 // calls of issue 17 (graphs, pools, arrays and textures, managed memory, attributes). Version 4:
-// interprocess memory and events (cudaIpc*).
-inline constexpr uint16_t kProtocolVersion = 4;
+// interprocess memory and events (cudaIpc*). Version 5: the shared-memory transport's copies
+// through the arena, the server's local endpoint, and the transport of each client in stats.
+inline constexpr uint16_t kProtocolVersion = 5;
 inline constexpr uint16_t kMinProtocolVersion = 1;
 inline constexpr uint32_t kMaxFramePayload = 4u << 20;
 inline constexpr size_t kFrameHeaderBytes = 12;
@@ -52,9 +53,16 @@ enum Capability : uint64_t {
   kCapAsyncDtoH = 1u << 1,     // MemcpyDtoHAsync data delivered before a later reply
   kCapDebugStats = 1u << 2,    // the DebugStats call
   kCapServerCounters = 1u << 3,  // the ServerCounters call
+  // The shared-memory transport (shm_channel.h). Offered by a client connected over a Unix
+  // socket; a server that takes it sends the memfd and its wake-up eventfds with the hello reply
+  // (SCM_RIGHTS), and the client answers with a ShmAck hello frame before either end switches.
+  kCapSharedMemory = 1u << 4,
 };
 inline constexpr uint64_t kAllCapabilities =
-    kCapPostedCalls | kCapAsyncDtoH | kCapDebugStats | kCapServerCounters;
+    kCapPostedCalls | kCapAsyncDtoH | kCapDebugStats | kCapServerCounters | kCapSharedMemory;
+// The descriptors that come with a hello reply that offers shared memory, in this order: the
+// memfd, the server's wake-up eventfd, the client's.
+inline constexpr size_t kShmFdCount = 3;
 
 // A hello reply's `error` that starts with this: the server serves as many clients as it may
 // (--max-clients); trying again later may succeed. Clients report it as kResourceExhausted.
@@ -169,11 +177,13 @@ struct CallTraits;
 #include "remote/calls.def"
 #undef FLYT_CALL
 
-// The first protocol version that has the call: 4 for interprocess memory and events (wire ids
-// 142-159), 3 for issue 17's other families (wire ids 70 and up), 1 for the rest. A client does
-// not send a call its server's version lacks.
+// The first protocol version that has the call: 5 for the shared-memory transport's calls (wire
+// ids 62 and 160-179), 4 for interprocess memory and events (142-159), 3 for issue 17's other
+// families (wire ids 70 and up), 1 for the rest. A client does not send a call its server's
+// version lacks.
 constexpr uint16_t MinProtocolVersionOf(CallId id) {
   const auto n = static_cast<uint16_t>(id);
+  if (n == 62 || (n >= 160 && n <= 179)) return 5;
   if (n >= 142 && n <= 159) return 4;
   return n >= 70 ? 3 : 1;
 }

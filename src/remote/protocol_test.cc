@@ -205,7 +205,7 @@ TEST(HelloTest, TheSecretRoundTripsAndAnEmptyOrHugeOneIsMalformed) {
   HelloRequest back;
   ASSERT_TRUE(DecodeExactly(bytes, back));
   EXPECT_EQ(back, hello);
-  EXPECT_EQ(kProtocolVersion, 4);
+  EXPECT_EQ(kProtocolVersion, 5);
 
   Bytes empty_secret = VersionOneHello();
   Writer(empty_secret).Put(std::string());

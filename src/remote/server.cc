@@ -150,6 +150,35 @@ bool SecretMatches(const std::string& expected, const std::string& given) {
   return diff == 0;
 }
 
+// Shared memory for a client that asked for it (kCapSharedMemory): only over a Unix socket whose
+// peer the kernel names (SO_PEERCRED), since the memfd travels with SCM_RIGHTS. Null, with a
+// debug line, when the client cannot have it: it is then served over its socket.
+std::shared_ptr<ShmOffer> MakeShmOffer(int fd, const ShmLayout& layout, uint64_t id) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
+      addr.ss_family != AF_UNIX) {
+    return nullptr;  // TCP: descriptors cannot be passed
+  }
+  ucred cred{};
+  socklen_t cred_len = sizeof cred;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0 || cred.pid <= 0) {
+    spdlog::warn("client {}: no shared memory: the kernel does not name the peer ({})", id,
+                 std::strerror(errno));
+    return nullptr;
+  }
+  Result<ShmFds> fds = CreateShm(layout);
+  if (!fds.ok()) {
+    spdlog::warn("client {}: no shared memory: {}", id, fds.status().message());
+    return nullptr;
+  }
+  auto offer = std::make_shared<ShmOffer>();
+  offer->fds = std::move(fds).value();
+  offer->peer_pid = static_cast<uint32_t>(cred.pid);
+  offer->peer_uid = static_cast<uint32_t>(cred.uid);
+  return offer;
+}
+
 void SetBlocking(int fd, bool blocking) {
   int flags = ::fcntl(fd, F_GETFL);
   if (flags < 0) return;
@@ -459,6 +488,9 @@ void Server::StartClient(UniqueFd fd, const std::string& peer, ReceivedHello hel
   ClientEntry& entry = clients_[id];
   entry.id = id;
   entry.slot = slot;
+  if (options_.shared_memory && (hello.request.capabilities & kCapSharedMemory) != 0) {
+    entry.shm = MakeShmOffer(fd.get(), options_.shm_layout, id);
+  }
   entry.fd = fd.Release();
   entry.hello = std::move(hello);
   if (isolation() == Isolation::kThread) {
@@ -473,9 +505,9 @@ void Server::StartClientThread(ClientEntry& entry) {
   uint64_t id = entry.id;
   int raw = entry.fd;
   ClientSlot* slot = entry.slot;
-  entry.thread = std::thread([this, raw, id, slot, hello = entry.hello] {
+  entry.thread = std::thread([this, raw, id, slot, hello = entry.hello, shm = entry.shm] {
     try {
-      ClientConnection session(*this, backend_, nullptr, raw, id, slot, hello);
+      ClientConnection session(*this, backend_, nullptr, raw, id, slot, hello, shm);
       session.Run();
     } catch (const std::exception& e) {
       // Out of host memory for this client's buffers, say: it alone loses its connection.
@@ -527,22 +559,28 @@ void Server::RunClientProcess(uint64_t id) {
   int fd = -1;
   ClientSlot* slot = nullptr;
   ReceivedHello hello;
+  std::shared_ptr<ShmOffer> shm;
   if (auto it = clients_.find(id); it != clients_.end()) {
     fd = it->second.fd;
     slot = it->second.slot;
     hello = it->second.hello;
+    shm = it->second.shm;
   }
   // Everything else this process inherited (listeners, other clients' connections, whatever
   // the program embedding the server holds) is not this client's to keep open: a peer whose
   // socket stayed open in a sibling would never see its connection end.
   std::vector<int> keep = {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO, fd};
   if (launch_log_) keep.push_back(launch_log_->fd());
+  if (shm) {
+    keep.insert(keep.end(),
+                {shm->fds.memfd.get(), shm->fds.server_wake.get(), shm->fds.client_wake.get()});
+  }
   CloseAllFdsExcept(keep);
   // The termination signals stay blocked, as in the server process: the server ends a client
   // process by shutting its connection down (the process then frees everything and exits), or
   // with SIGKILL. The session opens the device once the client's hello is accepted.
   try {
-    ClientConnection session(*this, nullptr, &factory_, fd, id, slot, std::move(hello),
+    ClientConnection session(*this, nullptr, &factory_, fd, id, slot, std::move(hello), shm,
                              ClientRegistry::TakeRespawn(slot));
     session.Run();
   } catch (const std::exception& e) {

@@ -45,6 +45,7 @@
 #include "remote/client_registry.h"
 #include "remote/launch_log.h"
 #include "remote/protocol.h"
+#include "remote/shm_channel.h"
 #include "remote/socket.h"
 
 namespace flyt::remote {
@@ -97,6 +98,22 @@ struct ServerOptions {
   // refused in its hello reply (kAuthRefusedPrefix), counted as refused_auth and logged at most
   // once per 10 s; no thread or process is started for it. Empty: any hello is accepted.
   std::string secret;
+  // Offer the shared-memory transport (shm_channel.h) to a client that asks for it over a Unix
+  // socket, with rings and an arena of `shm_layout`'s sizes.
+  bool shared_memory = true;
+  ShmLayout shm_layout;
+  // Where a client on this host may reach the server over a Unix socket (LocalEndpoint); empty:
+  // the first Unix endpoint of `listen`, if any.
+  std::string local_path;
+};
+
+// The shared memory the supervisor made for a client that asked for it over a Unix socket: kept
+// by the supervisor for the client's life, so that a process that takes the connection over after
+// a failed reset maps the same rings.
+struct ShmOffer {
+  ShmFds fds;
+  uint32_t peer_pid = 0;  // SO_PEERCRED
+  uint32_t peer_uid = 0;
 };
 
 // A client's hello as the supervisor received it, complete and decoded: handed to the thread or
@@ -170,6 +187,7 @@ class Server {
     std::thread thread;  // kThread
     pid_t pid = 0;       // kProcess: the client's process
     UniqueFd pidfd;      // kProcess: readable when that process has ended
+    std::shared_ptr<ShmOffer> shm;  // null: the client did not ask, or cannot have it
   };
 
   // A connection whose hello has not fully arrived yet (acceptor thread only).

@@ -57,6 +57,9 @@ class ServerTest : public ::testing::TestWithParam<Isolation> {
     ClientOptions options;
     options.label = "server_test";
     options.pid = static_cast<uint32_t>(::getpid());
+    // The TCP endpoint stays TCP (a client on this host would otherwise move to the Unix socket
+    // and shared memory), so that tests mixing the two keep both transports.
+    options.shared_memory = endpoint == 0;
     auto conn = Connection::Open(server_->endpoints()[endpoint], options);
     EXPECT_TRUE(conn.ok()) << conn.status().ToString();
     return conn.ok() ? std::move(conn).value() : nullptr;

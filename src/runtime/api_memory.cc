@@ -98,9 +98,25 @@ cudaError_t Copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
       std::memmove(dst, src, count);
       return cudaSuccess;
     case Direction::kHostToDevice:
+      // From pinned memory in the shared arena: the server reads the shared pages (DMA on a GPU,
+      // one memcpy on the sim); no bytes cross the rings.
+      if (std::optional<uint64_t> offset = rt.ArenaOffset(src, count)) {
+        if (async) {
+          return rt.Finish(c.MemcpyHtoDSharedAsync({Address(dst), *offset, count, *id}));
+        }
+        return rt.FinishSync(c.MemcpyHtoDShared({Address(dst), *offset, count, *id}).status());
+      }
       if (async) return rt.Finish(c.MemcpyHtoDAsync({Address(dst), count, *id}, in));
       return rt.FinishSync(c.MemcpyHtoD({Address(dst), count, *id}, in).status());
     case Direction::kDeviceToHost:
+      // Into pinned memory in the shared arena: the server writes the shared pages, an async
+      // copy in stream order (the program synchronises before it reads, as CUDA requires).
+      if (std::optional<uint64_t> offset = rt.ArenaOffset(dst, count)) {
+        if (async) {
+          return rt.Finish(c.MemcpyDtoHSharedAsync({*offset, Address(src), count, *id}));
+        }
+        return rt.FinishSync(c.MemcpyDtoHShared({*offset, Address(src), count, *id}).status());
+      }
       // Into pinned (cudaMallocHost, cudaHostRegister) memory an async copy lands later; into
       // pageable memory CUDA's copy returns only once the bytes are there (the program may read
       // or free the buffer right after), so it is a synchronous one.

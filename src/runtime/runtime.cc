@@ -193,6 +193,8 @@ CudaResult<remote::Connection*> Runtime::Connection() {
     return *connect_error_;
   }
   remote::ClientOptions options;
+  const char* shm = std::getenv("FLYT_SHM");
+  options.shared_memory = shm == nullptr || std::string_view(shm) != "0";
   options.label = ProgramLabel();
   options.pid = static_cast<uint32_t>(::getpid());
   options.runtime_version = kRuntimeVersion;
@@ -234,8 +236,15 @@ CudaResult<remote::Connection*> Runtime::Connection() {
     manager_session_ = std::move(session);
   }
   const remote::ServerInfo& info = connection_->server();
-  log_->info("connected to {} at {} (backend {}{}), client {}", info.label, endpoint->ToString(),
-             info.backend, info.simulated ? ", SIMULATED device" : "", info.client_id);
+  log_->info("connected to {} at {} (backend {}{}, over {}), client {}", info.label,
+             endpoint->ToString(), info.backend, info.simulated ? ", SIMULATED device" : "",
+             connection_->transport(), info.client_id);
+  if (!connection_->transport_note().empty()) log_->info("{}", connection_->transport_note());
+  if (remote::SharedArena arena = connection_->arena(); arena.bytes > 0) {
+    MutexLock arena_lock(arena_mu_);
+    arena_ = arena;
+    arena_blocks_.emplace(arena.bytes);
+  }
   conn_.store(connection_.get());
   return connection_.get();
 }
@@ -637,7 +646,20 @@ bool Runtime::IsDevicePointer(const void* ptr) {
 void* Runtime::AllocateHost(size_t bytes, unsigned flags) {
   constexpr size_t kPage = 4096;
   size_t rounded = (std::max<size_t>(bytes, 1) + kPage - 1) / kPage * kPage;
-  void* p = std::aligned_alloc(kPage, rounded);
+  // Pinned memory is the server's to copy from by DMA: in the shared arena when the connection
+  // has one (cudaMallocHost initialises the device, as CUDA's does; without a server it is plain
+  // page-aligned heap memory, and the first call that needs the device reports why).
+  (void)Connection();
+  void* p = nullptr;
+  {
+    MutexLock lock(arena_mu_);
+    if (arena_blocks_) {
+      if (std::optional<uint64_t> offset = arena_blocks_->Allocate(rounded)) {
+        p = arena_.base + *offset;
+      }
+    }
+  }
+  if (p == nullptr) p = std::aligned_alloc(kPage, rounded);
   if (p == nullptr) return nullptr;
   MutexLock lock(mu_);
   host_memory_.Add(reinterpret_cast<uint64_t>(p), rounded, flags);
@@ -651,8 +673,21 @@ bool Runtime::FreeHost(void* ptr) {
     if (host_allocations_.erase(ptr) == 0) return false;
     host_memory_.Remove(reinterpret_cast<uint64_t>(ptr));
   }
+  {
+    MutexLock lock(arena_mu_);
+    if (arena_blocks_ && arena_.Contains(ptr, 1)) {
+      arena_blocks_->Free(arena_.OffsetOf(ptr));
+      return true;
+    }
+  }
   std::free(ptr);
   return true;
+}
+
+std::optional<uint64_t> Runtime::ArenaOffset(const void* ptr, size_t bytes) {
+  MutexLock lock(arena_mu_);
+  if (!arena_.Contains(ptr, bytes)) return std::nullopt;
+  return arena_.OffsetOf(ptr);
 }
 
 bool Runtime::RegisterHost(void* ptr, size_t bytes, unsigned flags) {

@@ -46,6 +46,7 @@
 #include "common/mutex.h"
 #include "cuda/fatbin.h"
 #include "remote/address_ranges.h"
+#include "remote/arena_allocator.h"
 #include "remote/client.h"
 #include "runtime/error_state.h"
 #include "runtime/server_discovery.h"
@@ -204,6 +205,9 @@ class Runtime {
   bool UnregisterHost(void* ptr);
   // Flags of the pinned (cudaMallocHost/cudaHostAlloc/cudaHostRegister) range holding `ptr`.
   std::optional<unsigned> HostFlags(const void* ptr);
+  // The offset of [ptr, ptr + bytes) in the shared-memory arena that backs cudaMallocHost when
+  // the connection is over shared memory; nullopt when the range is not inside it.
+  std::optional<uint64_t> ArenaOffset(const void* ptr, size_t bytes);
 
   // Device flags and limits kept locally (cudaSetDeviceFlags, cudaDeviceSetLimit...).
   std::atomic<unsigned> device_flags{0};
@@ -366,6 +370,12 @@ class Runtime {
   // Pinned/registered host ranges and their flags.
   remote::AddressRanges<unsigned> host_memory_ FLYT_GUARDED_BY(mu_);
   std::unordered_set<void*> host_allocations_ FLYT_GUARDED_BY(mu_);  // ours to free
+  // The connection's shared arena (empty: none) and its blocks: cudaMallocHost allocates there
+  // first, and falls back to the heap when the arena is full. A lock of their own, taken after
+  // mu_ where both are held (Connection() runs under mu_) and never before it.
+  Mutex arena_mu_;
+  remote::SharedArena arena_ FLYT_GUARDED_BY(arena_mu_);
+  std::optional<remote::ArenaAllocator> arena_blocks_ FLYT_GUARDED_BY(arena_mu_);
   std::unordered_set<std::string> warned_ FLYT_GUARDED_BY(mu_);
 
   // [issue 17: graphs] private state

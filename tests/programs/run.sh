@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Runs public-suite programs (tests/programs) through flyt's libcudart.so.13.
 #   run.sh sim <build dir> <name>        one program, against flyt-gpu-server --backend sim, over
-#                                        TCP and then over a Unix socket (FLYT_SIM_DEVICE=1)
+#                                        TCP, over a Unix socket (both with FLYT_SHM=0) and over
+#                                        shared memory (FLYT_SIM_DEVICE=1)
 #   run.sh driver <build dir> <name...>  every program named, on the driver backend (a real GPU),
-#                                        results checked; skips (77) without a GPU
+#                                        results checked, over TCP and over shared memory; skips
+#                                        (77) without a GPU
 # A program passes when it exits 0 and prints "PASS". Its output is shown when it does not.
 set -uo pipefail
 mode=$1
@@ -39,17 +41,22 @@ if ! "$server_bin" stats --server "unix:$sock" >/dev/null 2>&1; then
 fi
 failures=0
 passes=0
-# run_one <name> <endpoint> <label>
+# run_one <name> <endpoint> <label>: label tcp and unix run with FLYT_SHM=0; shm checks that the
+# runtime said it connected over shared memory.
 run_one() {
-  local name=$1 endpoint=$2 label=$3 sim_env=()
+  local name=$1 endpoint=$2 label=$3 sim_env=() shm_env=(FLYT_SHM=0)
   [ "$mode" = sim ] && sim_env=(FLYT_SIM_DEVICE=1)
+  [ "$label" = shm ] && shm_env=(FLYT_SHM=1 FLYT_LOG_LEVEL=info)
   local out=$tmp/$name.$label.out
-  env "${sim_env[@]}" FLYT_SERVER="$endpoint" LD_LIBRARY_PATH="$runtime_dir" \
+  env "${sim_env[@]}" "${shm_env[@]}" FLYT_SERVER="$endpoint" LD_LIBRARY_PATH="$runtime_dir" \
     timeout -s KILL 120 "$build/tests/programs/$name" >"$out" 2>&1
   local rc=$?
-  if [ "$rc" = 0 ] && grep -q "^PASS " "$out"; then
+  local transport_ok=1
+  if [ "$label" = shm ] && ! grep -q "over shm)" "$out"; then transport_ok=0; fi
+  if [ "$rc" = 0 ] && grep -q "^PASS " "$out" && [ "$transport_ok" = 1 ]; then
     passes=$((passes + 1))
   else
+    [ "$transport_ok" = 0 ] && echo "FAIL: $name did not connect over shared memory"
     echo "FAIL: $name over $label (exit $rc):"
     sed 's/^/    /' "$out"
     failures=$((failures + 1))
@@ -61,6 +68,7 @@ for name in "$@"; do
   fi
   run_one "$name" "127.0.0.1:$port" tcp
   [ "$mode" = sim ] && run_one "$name" "unix:$sock" unix
+  run_one "$name" "unix:$sock" shm
 done
 echo "$passes passed, $failures failed"
 if [ "$failures" -ne 0 ]; then

@@ -13,7 +13,7 @@ fi
 mode=normal
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    --listen) listen="$2"; shift 2 ;;
+    --listen) [[ -z "$listen" ]] && listen="$2"; shift 2 ;;  # the first, as flyt-gpu-server reports it
     --ready-file) ready="$2"; shift 2 ;;
     --secret-file) secret="$2"; shift 2 ;;
     --sm-count) sms="$2"; shift 2 ;;
