@@ -76,19 +76,12 @@ CudaResult<MemcpyHtoDSharedAsyncReply> ClientConnection::Handle(
 }
 
 CudaResult<MemcpyDtoHSharedReply> ClientConnection::Handle(const MemcpyDtoHSharedRequest& r,
-                                                           Io&) {
+                                                           Io& io) {
   FLYT_CUDA_ASSIGN_OR_RETURN(StreamHandle stream, ResolveStream(r.stream));
   if (r.bytes == 0) return MemcpyDtoHSharedReply{};
-  FLYT_CUDA_RETURN_IF_ERROR(CheckRange(r.src, r.bytes, "source"));
-  FLYT_CUDA_ASSIGN_OR_RETURN(std::byte* dst, ArenaRange(r.offset, r.bytes));
-  counters_->bytes_from_device += r.bytes;
-  counters_->arena_copy_bytes += r.bytes;
-  if (std::byte* view = session_->HostView(r.src, r.bytes)) {
-    FLYT_CUDA_RETURN_IF_ERROR(session_->StreamSynchronize(stream));
-    std::memcpy(dst, view, r.bytes);
-    return MemcpyDtoHSharedReply{};
-  }
-  FLYT_CUDA_RETURN_IF_ERROR(session_->MemcpyDtoH(std::span<std::byte>(dst, r.bytes), r.src, stream));
+  MemcpyDtoHSharedAsyncRequest async{r.offset, r.src, r.bytes, r.stream};
+  FLYT_CUDA_RETURN_IF_ERROR(Handle(async, io).status());
+  FLYT_CUDA_RETURN_IF_ERROR(session_->StreamSynchronize(stream));
   return MemcpyDtoHSharedReply{};
 }
 
