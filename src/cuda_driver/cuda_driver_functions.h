@@ -89,6 +89,31 @@
     cuMemGetAddressRange_v2)
 // (end managed)
 
+// [issue 18: migration] virtual memory management: device memory at a chosen address
+// (Session::MallocAt). No versioned names: cuda.h maps none of these.
+#define FLYT_CUDA_DRIVER_MIGRATION_ENTRY_POINTS(X)                                                 \
+  X(MemAddressReserve, kOptional,                                                                  \
+    (CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr address,                         \
+     unsigned long long flags), /* NOLINT(runtime/int) */                                          \
+    cuMemAddressReserve)                                                                           \
+  X(MemAddressFree, kOptional, (CUdeviceptr ptr, size_t size), cuMemAddressFree)                   \
+  X(MemCreate, kOptional,                                                                          \
+    (CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,           \
+     unsigned long long flags), /* NOLINT(runtime/int) */                                          \
+    cuMemCreate)                                                                                   \
+  X(MemRelease, kOptional, (CUmemGenericAllocationHandle handle), cuMemRelease)                    \
+  X(MemMap, kOptional,                                                                             \
+    (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,             \
+     unsigned long long flags), /* NOLINT(runtime/int) */                                          \
+    cuMemMap)                                                                                      \
+  X(MemUnmap, kOptional, (CUdeviceptr ptr, size_t size), cuMemUnmap)                               \
+  X(MemSetAccess, kOptional,                                                                       \
+    (CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc, size_t count), cuMemSetAccess)     \
+  X(MemGetAllocationGranularity, kOptional,                                                        \
+    (size_t* granularity, const CUmemAllocationProp* prop,                                         \
+     CUmemAllocationGranularity_flags option), cuMemGetAllocationGranularity)
+// (end migration)
+
 #define FLYT_CUDA_DRIVER_ENTRY_POINTS(X)                                                           \
   X(Init, kRequired, (unsigned int flags), cuInit)                                                 \
   X(DriverGetVersion, kRequired, (int* version), cuDriverGetVersion)                               \
@@ -170,7 +195,8 @@
   FLYT_CUDA_DRIVER_GRAPHS_ENTRY_POINTS(X)                                                          \
   FLYT_CUDA_DRIVER_POOLS_ENTRY_POINTS(X)                                                           \
   FLYT_CUDA_DRIVER_ARRAYS_ENTRY_POINTS(X)                                                          \
-  FLYT_CUDA_DRIVER_MANAGED_ENTRY_POINTS(X)
+  FLYT_CUDA_DRIVER_MANAGED_ENTRY_POINTS(X)                                                         \
+  FLYT_CUDA_DRIVER_MIGRATION_ENTRY_POINTS(X)
 // clang-format on
 
 // Applies M(context, name) to each of up to three symbol names.

@@ -52,6 +52,16 @@ TEST(CudaDriverLayoutTest, StructsMatchTheDocumentedLayout) {
   EXPECT_EQ(offsetof(CUctxCreateParams, execAffinityParams), 0u);
   EXPECT_EQ(offsetof(CUctxCreateParams, numExecAffinityParams), 8u);
   EXPECT_EQ(offsetof(CUctxCreateParams, cigParams), 16u);
+  // [issue 18: migration] the virtual memory management structs.
+  EXPECT_EQ(sizeof(CUmemLocation), 8u);
+  EXPECT_EQ(offsetof(CUmemLocation, id), 4u);
+  EXPECT_EQ(sizeof(CUmemAllocationProp), 32u);
+  EXPECT_EQ(offsetof(CUmemAllocationProp, requestedHandleTypes), 4u);
+  EXPECT_EQ(offsetof(CUmemAllocationProp, location), 8u);
+  EXPECT_EQ(offsetof(CUmemAllocationProp, win32HandleMetaData), 16u);
+  EXPECT_EQ(offsetof(CUmemAllocationProp, allocFlags), 24u);
+  EXPECT_EQ(sizeof(CUmemAccessDesc), 12u);
+  EXPECT_EQ(offsetof(CUmemAccessDesc, flags), 8u);
 }
 
 // The values flyt declares, written here from the Driver API reference.

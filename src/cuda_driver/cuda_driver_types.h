@@ -255,6 +255,47 @@ static_assert(sizeof(CUDA_RESOURCE_VIEW_DESC) == 112);
 // [issue 17: managed] driver types and constants
 // (end managed)
 
+// [issue 18: migration] virtual memory management (cuMemAddressReserve, cuMemCreate, cuMemMap):
+// device memory placed at a chosen address.
+using CUmemGenericAllocationHandle = unsigned long long;  // NOLINT(runtime/int): cuda.h's type
+using CUmemAllocationType = int;
+using CUmemAllocationHandleType = int;
+using CUmemLocationType = int;
+using CUmemAccess_flags = int;
+using CUmemAllocationGranularity_flags = int;
+inline constexpr CUmemAllocationType CU_MEM_ALLOCATION_TYPE_PINNED = 0x1;
+inline constexpr CUmemAllocationHandleType CU_MEM_HANDLE_TYPE_NONE = 0x0;
+inline constexpr CUmemLocationType CU_MEM_LOCATION_TYPE_DEVICE = 0x1;
+inline constexpr CUmemAccess_flags CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 0x3;
+inline constexpr CUmemAllocationGranularity_flags CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0x0;
+
+struct CUmemLocation {
+  CUmemLocationType type;
+  int id;  // the device ordinal, for CU_MEM_LOCATION_TYPE_DEVICE
+};
+static_assert(sizeof(CUmemLocation) == 8);
+
+struct CUmemAllocationProp {
+  CUmemAllocationType type;
+  CUmemAllocationHandleType requestedHandleTypes;
+  CUmemLocation location;
+  void* win32HandleMetaData;
+  struct {
+    unsigned char compressionType;
+    unsigned char gpuDirectRDMACapable;
+    unsigned short usage;  // NOLINT(runtime/int): cuda.h's type
+    unsigned char reserved[4];
+  } allocFlags;
+};
+static_assert(sizeof(CUmemAllocationProp) == 32);
+
+struct CUmemAccessDesc {
+  CUmemLocation location;
+  CUmemAccess_flags flags;
+};
+static_assert(sizeof(CUmemAccessDesc) == 12);
+// (end migration)
+
 // cuLaunchKernel's `extra` keys (cuda.h defines them as the pointers 0, 1 and 2).
 inline void* const CU_LAUNCH_PARAM_END = nullptr;
 inline void* const CU_LAUNCH_PARAM_BUFFER_POINTER = reinterpret_cast<void*>(uintptr_t{1});

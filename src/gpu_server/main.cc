@@ -155,6 +155,17 @@ int main(int argc, char** argv) {
                  "64 to 262144)")
       ->check(CLI::Range(uint64_t{64}, uint64_t{262144}))
       ->capture_default_str();
+  double claim_timeout_s = 60;
+  app.add_option("--claim-timeout", claim_timeout_s,
+                 "seconds a client moved here (live migration) has to arrive before what it "
+                 "would get is released")
+      ->check(CLI::Range(1.0, 3600.0))
+      ->capture_default_str();
+  std::string migration_fault;
+  app.add_option("--test-migration-fault", migration_fault,
+                 "for tests: export:BYTES exits a client's process after sending BYTES of a "
+                 "move; import:BYTES after receiving them")
+      ->group("");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
   std::string stats_server;
@@ -164,6 +175,28 @@ int main(int argc, char** argv) {
   std::string stats_secret_file;
   stats->add_option("--secret-file", stats_secret_file,
                     "the server's secret file, when it has one (else $FLYT_SERVER_SECRET)");
+  CLI::App* migrate_cmd = app.add_subcommand(
+      "migrate", "move a client of a running server to another server while it runs (its "
+                 "device memory, modules, streams, events and graphs, at the same device "
+                 "addresses); print the outcome as JSON; exit 0 when it moved");
+  std::string migrate_server, migrate_to, migrate_secret_file, migrate_to_secret_file;
+  uint64_t migrate_client = 0;
+  double migrate_timeout_s = 30;
+  migrate_cmd->add_option("--server", migrate_server, "the client's server: HOST:PORT or unix:PATH")
+      ->required();
+  migrate_cmd->add_option("--client", migrate_client, "the client's id (as stats lists it)")
+      ->required();
+  migrate_cmd->add_option("--to", migrate_to,
+                          "the new server, as the client reaches it: HOST:PORT or unix:PATH")
+      ->required();
+  migrate_cmd->add_option("--secret-file", migrate_secret_file,
+                          "the client's server's secret file (else $FLYT_SERVER_SECRET)");
+  migrate_cmd->add_option("--to-secret-file", migrate_to_secret_file,
+                          "the new server's secret file, when it has one");
+  migrate_cmd->add_option("--timeout", migrate_timeout_s,
+                          "seconds to wait for the client's next call (it moves at a call)")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
   CLI::App* probe_cmd = app.add_subcommand(
       "probe", "print, as JSON, the device this server would serve (SMs, SM granularity, memory, "
                "name, backend, MPS), and exit; non-zero with the reason when it cannot be used");
@@ -196,6 +229,31 @@ int main(int argc, char** argv) {
     if (!reply.ok()) return Fail(reply.status().message());
     std::printf("%s\n", flyt::remote::StatsToJson(*reply).c_str());
     return 0;
+  }
+  if (migrate_cmd->parsed()) {
+    flyt::Result<flyt::remote::Endpoint> endpoint = flyt::remote::ParseEndpoint(migrate_server);
+    if (!endpoint.ok()) return Fail("--server: " + endpoint.status().message());
+    if (flyt::Result<flyt::remote::Endpoint> to = flyt::remote::ParseEndpoint(migrate_to);
+        !to.ok()) {
+      return Fail("--to: " + to.status().message());
+    }
+    std::string secret, to_secret;
+    for (auto [file, out] : {std::pair{&migrate_secret_file, &secret},
+                             std::pair{&migrate_to_secret_file, &to_secret}}) {
+      if (file->empty()) continue;
+      flyt::Result<std::string> read = flyt::gpu_server::ReadSecretFile(*file);
+      if (!read.ok()) return Fail(read.status().message());
+      *out = std::move(read).value();
+    }
+    if (migrate_secret_file.empty()) {
+      if (const char* env = std::getenv("FLYT_SERVER_SECRET")) secret = env;
+    }
+    flyt::Result<flyt::remote::MigrateClientReply> reply = flyt::remote::RequestMigration(
+        *endpoint, secret, migrate_client, migrate_to, to_secret,
+        static_cast<uint32_t>(migrate_timeout_s * 1000));
+    if (!reply.ok()) return Fail(reply.status().message());
+    std::printf("%s\n", flyt::remote::MigrationToJson(migrate_client, *reply).c_str());
+    return reply->outcome == "moved" ? 0 : (reply->outcome == "pending" ? 3 : 1);
   }
   if (probe_cmd->parsed()) {
     flyt::Result<flyt::remote::DeviceIdentity> device_identity = [&]()
@@ -250,6 +308,19 @@ int main(int argc, char** argv) {
   options.shared_memory = shared_memory;
   options.shm_layout.arena_bytes = shm_arena_mb << 20;
   options.shm_layout.ring_bytes = shm_ring_kb << 10;
+  options.claim_timeout = std::chrono::milliseconds(static_cast<int64_t>(claim_timeout_s * 1000));
+  if (!migration_fault.empty()) {
+    auto colon = migration_fault.find(':');
+    std::string side = migration_fault.substr(0, colon);
+    uint64_t bytes = colon == std::string::npos
+                         ? 0
+                         : std::strtoull(migration_fault.c_str() + colon + 1, nullptr, 10);
+    if ((side != "export" && side != "import") || bytes == 0) {
+      return Fail("--test-migration-fault: export:BYTES or import:BYTES");
+    }
+    (side == "export" ? options.test_exit_after_export_bytes
+                      : options.test_exit_after_import_bytes) = bytes;
+  }
   if ((options.shm_layout.ring_bytes & (options.shm_layout.ring_bytes - 1)) != 0) {
     return Fail("--shm-ring-kb must be a power of two (64, 128, ... 262144)");
   }

@@ -45,8 +45,10 @@
 // as the driver reports it.
 #pragma once
 
+#include <cinttypes>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <span>
 #include <string>
@@ -383,6 +385,24 @@ class Session {
   virtual CudaResult<EventHandle> IpcOpenEventHandle(const std::vector<std::byte>& /*handle*/) {
     return CudaStatus(CudaError::kNotSupported, "interprocess events are not supported here");
   }
+
+  // ---- live migration (issue 18)
+  // Device memory of `bytes` at exactly `address`: how a migrated client's allocations are made
+  // again on the new server, so that pointers stored in device memory, interior pointers and
+  // pointers inside structs stay valid. Freed with Free like Malloc's. kInvalidValue when the
+  // range (or part of it) is held already or is not a device address this backend can place;
+  // kNotSupported where the backend cannot place memory at all.
+  virtual CudaResult<DevicePtr> MallocAt(DevicePtr /*address*/, uint64_t /*bytes*/) {
+    return CudaStatus(CudaError::kNotSupported,
+                      "this backend cannot place device memory at a given address");
+  }
+  // ModuleGetGlobal, with the global's storage at `address` (where the variable lived on the old
+  // server). A backend that cannot move a global succeeds only when the global already is at
+  // `address` (the default, below).
+  virtual CudaResult<GlobalSymbol> ModuleGetGlobalAt(ModuleHandle module, const std::string& name,
+                                                     uint64_t registered_bytes, DevicePtr address);
+  // Whether this backend can MallocAt (the server checks before it starts a migration).
+  virtual bool CanPlaceMemory() const { return false; }
 };
 
 class Backend {
@@ -402,6 +422,17 @@ class Backend {
   // A fresh, empty session for one client. `client_label` names the client in the backend's logs.
   virtual CudaResult<std::unique_ptr<Session>> OpenSession(const std::string& client_label) = 0;
 };
+
+inline CudaResult<GlobalSymbol> Session::ModuleGetGlobalAt(ModuleHandle module,
+                                                          const std::string& name,
+                                                          uint64_t registered_bytes,
+                                                          DevicePtr address) {
+  CudaResult<GlobalSymbol> global = ModuleGetGlobal(module, name, registered_bytes);
+  if (!global.ok() || global->ptr == address) return global;
+  char where[64];
+  std::snprintf(where, sizeof where, "0x%" PRIx64 " to 0x%" PRIx64, global->ptr, address);
+  return CudaStatus(CudaError::kNotSupported, "global " + name + " would move from " + where);
+}
 
 inline std::unique_ptr<HostBuffer> Session::NewHostBuffer(size_t bytes) {
   class HeapBuffer final : public HostBuffer {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <vector>
@@ -82,13 +83,14 @@ Status Connection::Hello() {
   hello.max_version = kProtocolVersion;
   hello.capabilities = options_.capabilities;
   // Shared memory is offered only where descriptors can be passed: a Unix socket.
-  if (!options_.shared_memory || channel_->Kind() != "unix") {
+  if (!options_.shared_memory || channel_->Kind() != "unix" || !resume_token_.empty()) {
     hello.capabilities &= ~uint64_t{kCapSharedMemory};
   }
   hello.client_label = options_.label;
   hello.pid = options_.pid;
   hello.runtime_version = options_.runtime_version;
-  hello.secret = options_.secret;
+  hello.secret = resume_token_.empty() ? options_.secret : std::string();
+  hello.resume = resume_token_;
   Bytes out;
   AppendFrame(out, FrameKind::kHello, CallId::kNone, 0, hello);
   FLYT_RETURN_IF_ERROR(channel_->Write(out));
@@ -294,6 +296,11 @@ CudaStatus Connection::AwaitReplyLocked(CallId call, uint32_t seq, ReplyStatus& 
       if (!s.ok()) return Broken(s);
       continue;
     }
+    if (header->kind == FrameKind::kNotice && header->payload_bytes == 0 &&
+        (options_.capabilities & kCapMigration) != 0) {
+      migrate_pending_ = true;  // answered once this call has returned
+      continue;
+    }
     payload_.resize(header->payload_bytes);
     s = channel_->Read(payload_);
     if (!s.ok()) return Broken(s);
@@ -319,7 +326,91 @@ CudaStatus Connection::AwaitReplyLocked(CallId call, uint32_t seq, ReplyStatus& 
 template <typename Traits>
 CallReturn<Traits::kId> Connection::Invoke(const typename Traits::Request& request,
                                            DataArg<Traits::kId> data) {
+  constexpr CallId kId = Traits::kId;
+  if constexpr (kId == CallId::kMemcpyHtoDShared || kId == CallId::kMemcpyHtoDSharedAsync ||
+                kId == CallId::kMemcpyDtoHShared || kId == CallId::kMemcpyDtoHSharedAsync) {
+    if (arena_detached_.load(std::memory_order_relaxed)) {
+      return ArenaCopyOverSocket<Traits>(request);
+    }
+  }
   MutexLock lock(mu_);
+  CallReturn<kId> result = InvokeLocked<Traits>(request, data);
+  if constexpr (Traits::kMode == CallMode::kCall) {
+    if (migrate_pending_ && !broken_) MigrateLocked();
+  }
+  return result;
+}
+
+template <typename Traits>
+CallReturn<Traits::kId> Connection::ArenaCopyOverSocket(const typename Traits::Request& r) {
+  constexpr CallId kId = Traits::kId;
+  if (r.offset > arena_.bytes || r.bytes > arena_.bytes - r.offset) {
+    return CudaStatus(CudaError::kInvalidValue, "range not inside the shared arena");
+  }
+  std::byte* host = arena_.base + r.offset;
+  if constexpr (kId == CallId::kMemcpyHtoDShared) {
+    CudaResult<MemcpyHtoDReply> done = MemcpyHtoD({r.dst, r.bytes, r.stream}, {host, r.bytes});
+    if (!done.ok()) return done.status();
+    return MemcpyHtoDSharedReply{};
+  } else if constexpr (kId == CallId::kMemcpyHtoDSharedAsync) {
+    return MemcpyHtoDAsync({r.dst, r.bytes, r.stream}, {host, r.bytes});
+  } else if constexpr (kId == CallId::kMemcpyDtoHShared) {
+    CudaResult<MemcpyDtoHReply> done = MemcpyDtoH({r.src, r.bytes, r.stream}, {host, r.bytes});
+    if (!done.ok()) return done.status();
+    return MemcpyDtoHSharedReply{};
+  } else {
+    return MemcpyDtoHAsync({r.src, r.bytes, r.stream}, {host, r.bytes});
+  }
+}
+
+void Connection::MigrateLocked() {
+  migrate_pending_ = false;
+  const std::string from = server_.label;
+  auto note = [&](bool failed, const std::string& line) {
+    if (options_.note) options_.note(failed, line);
+  };
+  const auto start = std::chrono::steady_clock::now();
+  CudaResult<MigrateReply> reply = InvokeLocked<CallTraits<CallId::kMigrate>>({}, nullptr);
+  if (!reply.ok()) {
+    note(true, "a move of this client away from " + from + " failed: " + reply.status().message());
+    return;
+  }
+  if (!reply->error.empty()) {
+    note(true, "stays on " + from + ": " + reply->error);
+    return;
+  }
+  Result<Endpoint> endpoint = ParseEndpoint(reply->endpoint);
+  Result<UniqueFd> fd = endpoint.ok() ? Connect(*endpoint) : Result<UniqueFd>(endpoint.status());
+  if (!fd.ok()) {
+    (void)Broken(Unavailable("moved to " + reply->endpoint + ", which cannot be reached: " +
+                             fd.status().message()));
+    note(true, broken_->message());
+    return;
+  }
+  const uint64_t old_id = server_.client_id;
+  channel_ = std::make_unique<SocketChannel>(fd->get());
+  fd_ = std::move(fd).value();
+  resume_token_ = reply->token;
+  Status hello = Hello();
+  resume_token_.clear();
+  if (!hello.ok()) {
+    (void)Broken(Unavailable("moved to " + reply->endpoint + ", which did not take it: " +
+                             hello.message()));
+    note(true, broken_->message());
+    return;
+  }
+  if (arena_.bytes > 0) arena_detached_.store(true);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
+  note(false, "moved from " + from + " (client " + std::to_string(old_id) + ") to " +
+                  server_.label + " at " + reply->endpoint + " (client " +
+                  std::to_string(server_.client_id) + "), paused " + std::to_string(ms) + " ms");
+}
+
+template <typename Traits>
+CallReturn<Traits::kId> Connection::InvokeLocked(const typename Traits::Request& request,
+                                                 DataArg<Traits::kId> data) {
   if (broken_) return BrokenStatus();
   // A call the server's protocol version does not have would close the connection there.
   if (server_.version < MinProtocolVersionOf(Traits::kId)) {

@@ -21,12 +21,21 @@
 // on its socket. transport() says which; arena() is the shared pinned-memory arena (empty when
 // none), for the copies of calls.def's *Shared calls.
 //
+// Live migration: a server told by an operator to move this client sends a kNotice before a
+// reply; once that call has returned (nothing else in flight, the lock still held) the client
+// calls Migrate and, when the server moved its state, says hello to the new server with the
+// token it got and goes on there with the same handles and device addresses (over a socket:
+// the pinned memory of a shared-memory arena stays mapped, and its copies become ordinary ones).
+// A move that fails leaves the connection where it was. ClientOptions::note hears about both.
+//
 // Thread safety: every method may be called from any thread; calls are serialised by one
 // mutex, so the wire order is the order calls entered. Once the connection breaks (server gone,
 // protocol error) every call fails with cudaErrorDevicesUnavailable.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -59,6 +68,9 @@ struct ClientOptions {
   // Offer the shared-memory transport when the server is on this host (FLYT_SHM=0 in the
   // runtime turns it off).
   bool shared_memory = true;
+  // Told one line whenever the connection moves to another server (live migration), or a move
+  // asked for failed and it stays; may be called from any thread that makes a call.
+  std::function<void(bool failed, const std::string& line)> note;
 };
 
 // The part of the shared memory that backs the client's pinned host memory.
@@ -159,6 +171,15 @@ class Connection {
   template <typename Traits>
   CallReturn<Traits::kId> Invoke(const typename Traits::Request& request,
                                  DataArg<Traits::kId> data);
+  template <typename Traits>
+  CallReturn<Traits::kId> InvokeLocked(const typename Traits::Request& request,
+                                       DataArg<Traits::kId> data) FLYT_REQUIRES(mu_);
+  // A copy through the arena after the connection moved off shared memory: the same copy as an
+  // ordinary one, from or into the arena's pages.
+  template <typename Traits>
+  CallReturn<Traits::kId> ArenaCopyOverSocket(const typename Traits::Request& request);
+  // After a kNotice: asks the server to move this client and follows it (see the file comment).
+  void MigrateLocked() FLYT_REQUIRES(mu_);
 
   uint32_t NextSeq() FLYT_REQUIRES(mu_) { return ++seq_ == 0 ? ++seq_ : seq_; }
   CudaStatus SendDataLocked(CallId call, uint32_t seq, std::span<const std::byte> data)
@@ -194,6 +215,10 @@ class Connection {
   std::optional<AsyncError> async_error_ FLYT_GUARDED_BY(mu_);
   std::map<uint32_t, Landing> landings_ FLYT_GUARDED_BY(mu_);
   Bytes payload_ FLYT_GUARDED_BY(mu_);
+  bool migrate_pending_ FLYT_GUARDED_BY(mu_) = false;
+  std::string resume_token_;  // for the hello to the server a move goes to
+  // The connection left the server whose arena arena_ is (the pages stay mapped).
+  std::atomic<bool> arena_detached_{false};
 };
 
 }  // namespace flyt::remote

@@ -19,6 +19,31 @@ enum SlotState : uint32_t { kFree = 0, kLive = 1, kDeparted = 2 };
 constexpr size_t kLabelWords = 26;
 constexpr size_t kLabelBytes = kLabelWords * sizeof(uint64_t);
 
+// A string in relaxed atomic words (published by a release store of something else).
+template <size_t kWords>
+void StoreWords(std::atomic<uint64_t> (&words)[kWords], std::string_view text) {
+  size_t n = std::min(text.size(), kWords * sizeof(uint64_t));
+  for (size_t w = 0; w < kWords; ++w) {
+    uint64_t word = 0;
+    size_t at = w * sizeof word;
+    if (at < n) std::memcpy(&word, text.data() + at, std::min(sizeof word, n - at));
+    words[w].store(word, std::memory_order_relaxed);
+  }
+}
+template <size_t kWords>
+std::string LoadWords(const std::atomic<uint64_t> (&words)[kWords], size_t n) {
+  char text[kWords * sizeof(uint64_t)];
+  for (size_t w = 0; w < kWords; ++w) {
+    uint64_t word = words[w].load(std::memory_order_relaxed);
+    std::memcpy(text + w * sizeof word, &word, sizeof word);
+  }
+  return std::string(text, std::min(n, sizeof text));
+}
+
+constexpr size_t kEndpointWords = 32;   // 256 bytes
+constexpr size_t kSecretWords = 128;    // 1024 bytes (kMaxSecretBytes)
+constexpr size_t kMessageWords = 64;    // 512 bytes
+
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 static_assert(std::atomic<int32_t>::is_always_lock_free);
@@ -42,6 +67,18 @@ struct ClientSlot {
   std::atomic<uint64_t> label[kLabelWords];
   ClientCounters counters;
   std::atomic<uint64_t> reserved_bytes{0};
+  // Live migration: an order and then its outcome (MigrationState; the fields below are written
+  // before a release store of `migration` and read after an acquire load of it).
+  std::atomic<uint32_t> migration{0};
+  std::atomic<uint32_t> endpoint_bytes{0};
+  std::atomic<uint32_t> secret_bytes{0};
+  std::atomic<uint32_t> message_bytes{0};
+  std::atomic<uint64_t> endpoint[kEndpointWords];
+  std::atomic<uint64_t> secret[kSecretWords];
+  std::atomic<uint64_t> message[kMessageWords];
+  std::atomic<uint64_t> new_client_id{0};
+  std::atomic<uint64_t> moved_bytes{0};
+  std::atomic<uint64_t> pause_us{0};
 };
 
 struct ClientRegistry::Header {
@@ -151,6 +188,7 @@ ClientSlot* ClientRegistry::Acquire(uint64_t id) {
   slot.peer_pid.store(0);
   slot.peer_uid.store(0);
   slot.arena_bytes.store(0);
+  slot.migration.store(0);
   slot.departed_order.store(0);
   ClientCounters& c = slot.counters;
   for (std::atomic<uint64_t>* counter :
@@ -174,24 +212,98 @@ uint64_t ClientRegistry::Depart(ClientSlot* slot) {
 ClientCounters& ClientRegistry::Counters(ClientSlot* slot) { return slot->counters; }
 
 void ClientRegistry::SetLabel(ClientSlot* slot, const std::string& label) {
-  size_t n = std::min(label.size(), kLabelBytes);
-  for (size_t w = 0; w < kLabelWords; ++w) {
-    uint64_t word = 0;
-    size_t at = w * sizeof word;
-    if (at < n) std::memcpy(&word, label.data() + at, std::min(sizeof word, n - at));
-    slot->label[w].store(word, std::memory_order_relaxed);
-  }
-  slot->label_bytes.store(static_cast<uint32_t>(n), std::memory_order_release);
+  StoreWords(slot->label, label);
+  slot->label_bytes.store(static_cast<uint32_t>(std::min(label.size(), kLabelBytes)),
+                          std::memory_order_release);
 }
 
 std::string ClientRegistry::Label(const ClientSlot* slot) {
   uint32_t n = slot->label_bytes.load(std::memory_order_acquire);
-  char label[kLabelBytes];
-  for (size_t w = 0; w < kLabelWords; ++w) {
-    uint64_t word = slot->label[w].load(std::memory_order_relaxed);
-    std::memcpy(label + w * sizeof word, &word, sizeof word);
+  return LoadWords(slot->label, n);
+}
+
+ClientSlot* ClientRegistry::FindLive(uint64_t id) {
+  for (size_t i = 0; i < slot_count_; ++i) {
+    if (slots_[i].state.load() == kLive && slots_[i].id.load() == id) return &slots_[i];
   }
-  return std::string(label, std::min<size_t>(n, kLabelBytes));
+  return nullptr;
+}
+
+bool ClientRegistry::PostMigration(ClientSlot* slot, const MigrationOrder& order) {
+  uint32_t state = slot->migration.load(std::memory_order_acquire);
+  while (true) {
+    auto s = static_cast<MigrationState>(state);
+    if (s == MigrationState::kPosting || s == MigrationState::kRequested ||
+        s == MigrationState::kRunning) {
+      return false;
+    }
+    if (slot->migration.compare_exchange_weak(state,
+                                              static_cast<uint32_t>(MigrationState::kPosting))) {
+      break;
+    }
+  }
+  StoreWords(slot->endpoint, order.endpoint);
+  slot->endpoint_bytes.store(static_cast<uint32_t>(order.endpoint.size()));
+  StoreWords(slot->secret, order.secret);
+  slot->secret_bytes.store(static_cast<uint32_t>(order.secret.size()));
+  slot->message_bytes.store(0);
+  slot->new_client_id.store(0);
+  slot->moved_bytes.store(0);
+  slot->pause_us.store(0);
+  slot->migration.store(static_cast<uint32_t>(MigrationState::kRequested),
+                        std::memory_order_release);
+  return true;
+}
+
+bool ClientRegistry::MigrationRequested(const ClientSlot* slot) {
+  return slot->migration.load(std::memory_order_relaxed) ==
+         static_cast<uint32_t>(MigrationState::kRequested);
+}
+
+std::optional<MigrationOrder> ClientRegistry::TakeMigration(ClientSlot* slot) {
+  uint32_t expected = static_cast<uint32_t>(MigrationState::kRequested);
+  if (!slot->migration.compare_exchange_strong(expected,
+                                               static_cast<uint32_t>(MigrationState::kRunning),
+                                               std::memory_order_acq_rel)) {
+    return std::nullopt;
+  }
+  MigrationOrder order;
+  order.endpoint = LoadWords(slot->endpoint, slot->endpoint_bytes.load());
+  order.secret = LoadWords(slot->secret, slot->secret_bytes.load());
+  StoreWords(slot->secret, "");  // read once, by the process that moves the client
+  return order;
+}
+
+void ClientRegistry::FinishMigration(ClientSlot* slot, const MigrationOutcome& outcome) {
+  StoreWords(slot->message, outcome.message);
+  slot->message_bytes.store(static_cast<uint32_t>(std::min<size_t>(outcome.message.size(),
+                                                                    kMessageWords * 8)));
+  slot->new_client_id.store(outcome.new_client_id);
+  slot->moved_bytes.store(outcome.bytes);
+  slot->pause_us.store(outcome.pause_us);
+  slot->migration.store(static_cast<uint32_t>(outcome.state), std::memory_order_release);
+}
+
+MigrationOutcome ClientRegistry::Migration(const ClientSlot* slot) {
+  MigrationOutcome out;
+  out.state = static_cast<MigrationState>(slot->migration.load(std::memory_order_acquire));
+  if (out.state == MigrationState::kMoved || out.state == MigrationState::kFailed) {
+    out.message = LoadWords(slot->message, slot->message_bytes.load());
+    out.new_client_id = slot->new_client_id.load();
+    out.bytes = slot->moved_bytes.load();
+    out.pause_us = slot->pause_us.load();
+  }
+  return out;
+}
+
+bool ClientRegistry::WithdrawMigration(ClientSlot* slot) {
+  uint32_t expected = static_cast<uint32_t>(MigrationState::kRequested);
+  if (slot->migration.compare_exchange_strong(expected,
+                                              static_cast<uint32_t>(MigrationState::kWithdrawn))) {
+    StoreWords(slot->secret, "");
+    return true;
+  }
+  return false;
 }
 
 void ClientRegistry::SetClientPid(ClientSlot* slot, uint32_t pid) { slot->client_pid.store(pid); }

@@ -57,6 +57,30 @@ std::string_view TransportName(TransportKind kind);
 
 struct ClientSlot;
 
+// Live migration of a client (migrate.cc): an operator's order, posted into the client's slot by
+// the process that serves the MigrateClient call, taken by the client's own process at its next
+// clean point, and its outcome, written back there.
+enum class MigrationState : uint32_t {
+  kNone = 0,
+  kPosting,    // an order is being written
+  kRequested,  // waiting for the client's next call
+  kRunning,    // the client's process is moving it
+  kMoved,
+  kFailed,     // the client stays where it was
+  kWithdrawn,  // the requester gave up before the client made a call
+};
+struct MigrationOrder {
+  std::string endpoint;  // the new server, as the client reaches it
+  std::string secret;    // its secret (empty: none)
+};
+struct MigrationOutcome {
+  MigrationState state = MigrationState::kNone;
+  std::string message;
+  uint64_t new_client_id = 0;
+  uint64_t bytes = 0;     // device memory moved
+  uint64_t pause_us = 0;  // from the client's Migrate call to the answer
+};
+
 // What the server turned away or closed, by reason (hostile, broken or overloaded peers), and
 // what it accepted: kept in the shared table, so whichever process answers stats sees them.
 enum class ServerCounter : uint32_t {
@@ -112,6 +136,18 @@ class ClientRegistry {
   static void RequestRespawn(ClientSlot* slot, uint32_t reset_seq);
   static bool RespawnRequested(const ClientSlot* slot);
   static std::optional<uint32_t> TakeRespawn(ClientSlot* slot);
+
+  // A connected client's slot by id; null when none is live. Any process.
+  ClientSlot* FindLive(uint64_t id);
+  // Live migration (see MigrationState). Post: false when an order is already pending or
+  // running. Take: the order, once, by the client's process (requested → running; the secret is
+  // wiped from the table). Withdraw: requested → withdrawn; false when it runs already.
+  static bool PostMigration(ClientSlot* slot, const MigrationOrder& order);
+  static bool MigrationRequested(const ClientSlot* slot);
+  static std::optional<MigrationOrder> TakeMigration(ClientSlot* slot);
+  static void FinishMigration(ClientSlot* slot, const MigrationOutcome& outcome);
+  static MigrationOutcome Migration(const ClientSlot* slot);
+  static bool WithdrawMigration(ClientSlot* slot);
 
   // Device memory, all clients together. TryReserve fails (false) past the limit.
   bool TryReserve(ClientSlot* slot, uint64_t bytes);

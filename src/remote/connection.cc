@@ -49,7 +49,9 @@ void ClientConnection::Run() {
       spdlog::info("{}: connected ({}, pid {})", Tag(), label_, pid_);
     }
     status = Serve();
-    if (idle_closed_) {
+    if (!moved_to_.empty()) {
+      spdlog::info("{}: moved to {}", Tag(), moved_to_);
+    } else if (idle_closed_) {
       spdlog::info("{}: closing the connection: {}", Tag(), status.message());
     } else if (status.code() == StatusCode::kUnavailable) {
       spdlog::info("{}: disconnected ({})", Tag(), status.message());
@@ -93,6 +95,22 @@ Bytes ClientConnection::RefusalFrame(uint32_t seq, const std::string& server_lab
   return out;
 }
 
+HelloReply ClientConnection::BaseHelloReply() const {
+  HelloReply reply;
+  reply.magic = kHelloMagic;
+  reply.max_frame_payload = kMaxFramePayload;
+  reply.client_id = id_;
+  reply.server_label = server_.options_.label;
+  reply.device_count = 1;
+  if (backend_ != nullptr) {
+    reply.backend = backend_->Name();
+    DeviceIdentity identity = backend_->Identity();
+    reply.simulated = identity.simulated;
+    reply.driver_version = identity.driver_version;
+  }
+  return reply;
+}
+
 Status ClientConnection::Hello() {
   // The server's supervisor read the hello whole, within its deadline, and checked its framing,
   // its magic, the protocol version and the client count.
@@ -101,12 +119,7 @@ Status ClientConnection::Hello() {
   pid_ = hello.pid;
   ClientRegistry::SetClientPid(slot_, pid_);
 
-  HelloReply reply;
-  reply.magic = kHelloMagic;
-  reply.max_frame_payload = kMaxFramePayload;
-  reply.client_id = id_;
-  reply.server_label = server_.options_.label;
-  reply.device_count = 1;
+  HelloReply reply = BaseHelloReply();
   Status refusal;
   if (std::string version = VersionError(hello); !version.empty()) {
     reply.error = version;
@@ -115,6 +128,13 @@ Status ClientConnection::Hello() {
   } else {
     reply.version = std::min(hello.max_version, kProtocolVersion);
     reply.capabilities = hello.capabilities & kAllCapabilities;
+    // An import link: another server's process moving a client here (the supervisor made the
+    // hand-over pair for the client's own hello that comes after).
+    importing_ = (hello.capabilities & kCapMigrationImport) != 0 && reply.version >= 6 &&
+                 handoff_.valid();
+    if (importing_) reply.capabilities |= kCapMigrationImport;
+    client_version_ = reply.version;
+    client_caps_ = reply.capabilities;
     if (shm_offer_ == nullptr || reply.version < 5) {
       reply.capabilities &= ~uint64_t{kCapSharedMemory};
     }
@@ -128,10 +148,10 @@ Status ClientConnection::Hello() {
     }
   }
   if (backend_ != nullptr) {
-    reply.backend = backend_->Name();
-    DeviceIdentity identity = backend_->Identity();
-    reply.simulated = identity.simulated;
-    reply.driver_version = identity.driver_version;
+    HelloReply device = BaseHelloReply();
+    reply.backend = device.backend;
+    reply.simulated = device.simulated;
+    reply.driver_version = device.driver_version;
   }
   if (!reply.error.empty()) {
     reply.version = 0;
@@ -267,6 +287,8 @@ Status ClientConnection::Serve() {
     payload_.resize(header.payload_bytes);
     FLYT_RETURN_IF_ERROR(channel_->Read(payload_));
     FLYT_RETURN_IF_ERROR(Dispatch(header, payload_));
+    if (!moved_to_.empty()) return Status::Ok();
+    if (await_claim_) FLYT_RETURN_IF_ERROR(AwaitClaim());
   }
 }
 
@@ -365,6 +387,7 @@ Status ClientConnection::SendReply(const FrameHeader& header, const CudaStatus& 
   FrameHeader full{static_cast<uint32_t>(out.size() - kFrameHeaderBytes), header.call,
                    FrameKind::kReply, header.seq};
   EncodeFrameHeader(full, out.data());
+  FLYT_RETURN_IF_ERROR(MaybeNotice());
   return channel_->Write(out);
 }
 
@@ -474,6 +497,8 @@ void ClientConnection::FreeEverything() {
 
   for (auto& [id, event] : events_.TakeAll()) (void)session_->EventDestroy(event);
   for (auto& [id, stream] : streams_.TakeAll()) (void)session_->StreamDestroy(stream);
+  event_flags_.clear();
+  stream_params_.clear();
   functions_.TakeAll();
   for (auto& [id, module] : modules_.TakeAll()) (void)session_->ModuleUnload(module.handle);
   globals_.Clear();

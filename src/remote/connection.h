@@ -61,7 +61,8 @@ class ClientConnection {
   ClientConnection(Server& server, Backend* backend, const BackendFactory* make_backend, int fd,
                    uint64_t id, ClientSlot* slot, ReceivedHello hello,
                    std::shared_ptr<ShmOffer> shm = nullptr,
-                   std::optional<uint32_t> resume_reset = std::nullopt)
+                   std::optional<uint32_t> resume_reset = std::nullopt,
+                   UniqueFd handoff = UniqueFd())
       : server_(server),
         hello_(std::move(hello)),
         shm_offer_(std::move(shm)),
@@ -73,7 +74,8 @@ class ClientConnection {
         slot_(slot),
         counters_(&ClientRegistry::Counters(slot)),
         memory_(*server.registry_, slot),
-        channel_(std::make_unique<SocketChannel>(fd)) {}
+        channel_(std::make_unique<SocketChannel>(fd)),
+        handoff_(std::move(handoff)) {}
 
   // From the hello (or the resumed reset) to the release of everything the client held.
   void Run();
@@ -101,10 +103,12 @@ class ClientConnection {
     FunctionHandle handle{};
     uint64_t module = 0;
     std::string name;
+    std::map<uint32_t, int32_t> attributes;  // set by the client (replayed by a migration)
   };
   struct Module {
     ModuleHandle handle{};
     std::string label;
+    Bytes image;  // as loaded (a migration loads it again on the new server)
     // Parameter layout per kernel, read from the image when a launch log is kept.
     std::map<std::string, std::vector<LaunchRecord::Arg>> layouts;
   };
@@ -120,6 +124,8 @@ class ClientConnection {
     std::optional<EventHandle> done;
   };
 
+  // A hello reply naming this server, the client's id and the device (no version: a refusal).
+  HelloReply BaseHelloReply() const;
   Status Hello();
   // Sends the hello reply; with a shared-memory offer, with the memfd and its eventfds, and then
   // reads the client's ShmAck and switches to the rings if it took them.
@@ -350,6 +356,40 @@ class ClientConnection {
   std::map<uint64_t, IpcImport> ipc_imports_;  // by pointer
   // Closes every opened handle (on disconnect and reset).
   void CloseIpcImports();
+
+  // Live migration (migrate.cc). Moving this client away: the state, replayed over an import
+  // link to the other server as a client would make it (MallocAt and ModuleGetGlobalAt keep the
+  // device addresses), then the memory; what is sent is only read here, so a failure leaves the
+  // client as it was. Taking a client in (an import link): the creates, then ImportFinish, then
+  // the client's own hello handed over by the supervisor (AwaitClaim).
+  struct MoveResult {
+    std::string token;
+    uint64_t new_client_id = 0;
+    uint64_t bytes = 0;
+  };
+  CudaResult<MoveResult> MoveTo(const MigrationOrder& order);
+  // Why this client cannot be moved now ("" when it can).
+  std::string Unmovable() const;
+  // Writes a kNotice before a reply when an operator asked for this client to move.
+  Status MaybeNotice();
+  Status AwaitClaim();
+  // Answers a migrated client's hello on its new connection (this connection's state is its).
+  Status Claim(UniqueFd fd, uint32_t seq, const HelloRequest& hello);
+  // Counts device memory copied in over an import link (the test fault of the target).
+  void NoteImported(uint64_t bytes);
+  bool importing_ = false;     // an import link, not yet claimed
+  bool await_claim_ = false;   // ImportFinish answered: the link is done
+  bool notice_sent_ = false;
+  std::string import_token_;
+  std::string moved_to_;  // set once the client moved: the serve loop ends
+  uint64_t import_bytes_ = 0;
+  UniqueFd handoff_;
+  UniqueFd claimed_fd_;
+  uint16_t client_version_ = 0;
+  uint64_t client_caps_ = 0;
+  bool ipc_exported_ = false;  // the client exported memory or an event (cannot move)
+  std::map<uint64_t, std::pair<uint32_t, int32_t>> stream_params_;  // flags, priority
+  std::map<uint64_t, uint32_t> event_flags_;
 
   // The shared-memory transport (handlers_shm.cc). The arena range [offset, offset + bytes) as
   // the server's pointer, or kInvalidValue when it is not inside this client's arena (or the

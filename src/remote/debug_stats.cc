@@ -70,4 +70,33 @@ std::string StatsToJson(const ServerStats& server) {
   return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+Result<MigrateClientReply> RequestMigration(const Endpoint& server, const std::string& secret,
+                                            uint64_t client_id, const std::string& to,
+                                            const std::string& to_secret, uint32_t timeout_ms) {
+  ClientOptions options;
+  options.secret = secret;
+  options.label = "flyt-gpu-server migrate";
+  options.pid = static_cast<uint32_t>(::getpid());
+  options.shared_memory = false;
+  FLYT_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn, Connection::Open(server, options));
+  if (conn->server().version < MinProtocolVersionOf(CallId::kMigrateClient)) {
+    return NotSupported("the server speaks protocol version " +
+                        std::to_string(conn->server().version) + ", without live migration");
+  }
+  CudaResult<MigrateClientReply> reply = conn->MigrateClient({client_id, to, to_secret, timeout_ms});
+  if (!reply.ok()) return InvalidArgument(reply.status().message());
+  return std::move(reply).value();
+}
+
+std::string MigrationToJson(uint64_t client_id, const MigrateClientReply& reply) {
+  nlohmann::ordered_json out;
+  out["outcome"] = reply.outcome;
+  out["message"] = reply.message;
+  out["client_id"] = client_id;
+  out["new_client_id"] = reply.new_client_id;
+  out["bytes"] = reply.bytes;
+  out["pause_ms"] = static_cast<double>(reply.pause_us) / 1000.0;
+  return out.dump();
+}
+
 }  // namespace flyt::remote

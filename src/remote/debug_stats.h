@@ -1,5 +1,6 @@
 // Asking a running flyt-gpu-server what its clients hold (the protocol's DebugStats call), for
-// operators and tests: `flyt-gpu-server stats --server ENDPOINT` prints it as JSON.
+// operators and tests: `flyt-gpu-server stats --server ENDPOINT` prints it as JSON; and asking
+// it to move a client elsewhere (MigrateClient): `flyt-gpu-server migrate`.
 // Thread-safe (each call opens its own connection).
 #pragma once
 
@@ -31,5 +32,16 @@ struct ServerStats {
 //  "arena_bytes":N,"arena_copy_bytes":N}, ...],"connections":{"accepted":N,...}}
 // (the transport fields only from a server of protocol version 5 or later).
 std::string StatsToJson(const ServerStats& stats);
+
+// Asks the server to move client `client_id` to the server at `to` (its secret `to_secret`),
+// waiting up to `timeout` for the outcome (MigrateClient; `flyt-gpu-server migrate`).
+[[nodiscard]] Result<MigrateClientReply> RequestMigration(const Endpoint& server,
+                                                          const std::string& secret,
+                                                          uint64_t client_id,
+                                                          const std::string& to,
+                                                          const std::string& to_secret,
+                                                          uint32_t timeout_ms);
+// {"outcome":"moved","message":"...","client_id":N,"new_client_id":N,"bytes":N,"pause_ms":F}
+std::string MigrationToJson(uint64_t client_id, const MigrateClientReply& reply);
 
 }  // namespace flyt::remote

@@ -18,6 +18,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -419,6 +420,59 @@ TEST_F(DriverBackendGpuTest, ReportsTheRuntimesErrorCodes) {
     EXPECT_EQ(refused.code(), CudaError::kInvalidValue) << refused.ToString();
   }
   EXPECT_TRUE(session_->DeviceSynchronize().ok());
+}
+
+// Live migration (issue 18): memory placed at a given address through the driver's virtual memory
+// management, in a session of a second backend of the process (standing for the new server), at
+// an address the first one held and freed. The driver may keep a freed cuMemAlloc range reserved
+// for its own pool, so addresses further up are tried too; one of them must be placed exactly.
+TEST_F(DriverBackendGpuTest, MallocAtPlacesMemoryAtAFreedAddress) {
+  if (!session_->CanPlaceMemory()) GTEST_SKIP() << "no virtual memory management here";
+  constexpr uint64_t kBytes = 4 << 20;
+  constexpr uint64_t kGranule = 2 << 20;
+  auto first = session_->Malloc(kBytes);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  const uint64_t freed = *first / kGranule * kGranule;
+  ASSERT_TRUE(session_->Free(*first).ok());
+
+  auto other_backend = MakeDriverBackend({});
+  ASSERT_TRUE(other_backend.ok()) << other_backend.status().ToString();
+  auto other = (*other_backend)->OpenSession("driver_backend_test (new server)");
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  std::optional<DevicePtr> placed;
+  for (uint64_t candidate : {freed, freed + (uint64_t{1} << 36), freed + (uint64_t{1} << 40)}) {
+    auto at = (*other)->MallocAt(candidate, kBytes);
+    if (at.ok()) {
+      EXPECT_EQ(*at, candidate);
+      placed = *at;
+      break;
+    }
+    EXPECT_EQ(at.status().code(), CudaError::kInvalidValue) << at.status().ToString();
+  }
+  ASSERT_TRUE(placed.has_value()) << "no candidate address could be placed";
+
+  std::vector<uint32_t> pattern(kBytes / 4);
+  for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = static_cast<uint32_t>(i * 2654435761u);
+  ASSERT_TRUE((*other)->MemcpyHtoD(*placed, Bytes(pattern), kDefaultStream).ok());
+  std::vector<uint32_t> back(pattern.size());
+  ASSERT_TRUE((*other)->MemcpyDtoH(WritableBytes(back), *placed, kDefaultStream).ok());
+  EXPECT_EQ(back, pattern);
+
+  // Held: the process's address space is one, so no session of either backend can take it.
+  auto taken = session_->MallocAt(*placed, kGranule);
+  ASSERT_FALSE(taken.ok());
+  EXPECT_EQ(taken.status().code(), CudaError::kInvalidValue) << taken.status().ToString();
+  auto misaligned = session_->MallocAt(*placed + 256, kGranule);
+  EXPECT_EQ(misaligned.status().code(), CudaError::kInvalidValue);
+
+  // Freed, the range can be placed again.
+  ASSERT_TRUE((*other)->Free(*placed).ok());
+  auto again = session_->MallocAt(*placed, kBytes);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(*again, *placed);
+  EXPECT_TRUE(session_->Memset(*again, 0x5a, kBytes, kDefaultStream).ok());
+  EXPECT_TRUE(session_->DeviceSynchronize().ok());
+  EXPECT_TRUE(session_->Free(*again).ok());
 }
 
 // A kernel fault is sticky: the session that ran it reports it at the next synchronising call

@@ -103,6 +103,11 @@ CudaResult<DevicePtr> DriverSession::Malloc(uint64_t bytes) {
 
 CudaStatus DriverSession::Free(DevicePtr ptr) {
   FLYT_CUDA_RETURN_IF_ERROR(Enter());
+  if (auto placed = placed_.find(ptr); placed != placed_.end()) {  // MallocAt's
+    FLYT_CUDA_RETURN_IF_ERROR(ReleasePlaced(ptr, placed->second));
+    placed_.erase(placed);
+    return CudaStatus::Ok();
+  }
   auto it = allocations_.find(ptr);
   if (it == allocations_.end()) {
     return {ErrorCode::kInvalidValue, "cuMemFree: not an allocation of this session"};
@@ -508,7 +513,7 @@ void DriverSession::ReleaseAll() {
   // (end managed)
 
   const size_t left = events_.size() + streams_.size() + modules_.size() + allocations_.size() +
-                      ipc_imports_.size();
+                      ipc_imports_.size() + placed_.size();
   if (left > 0) {
     spdlog::debug("driver backend [{}]: releasing {} object(s) the client left", label_, left);
   }
@@ -520,6 +525,8 @@ void DriverSession::ReleaseAll() {
     for (int i = 0; i < references; ++i) fn_.IpcCloseMemHandle(p);
   }
   for (CUdeviceptr p : allocations_) fn_.MemFree(p);
+  for (const auto& [p, placed] : placed_) (void)ReleasePlaced(p, placed);
+  placed_.clear();
   ipc_imports_.clear();
   events_.clear();
   streams_.clear();

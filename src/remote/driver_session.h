@@ -148,6 +148,12 @@ class DriverSession final : public Session {
   CudaResult<std::vector<std::byte>> IpcGetEventHandle(EventHandle event) override;
   CudaResult<EventHandle> IpcOpenEventHandle(const std::vector<std::byte>& handle) override;
 
+  // Live migration (driver_migration.cc): memory at a chosen address through the driver's virtual
+  // memory management (NOT YET RUN ON A GPU). A module's globals stay where the driver loads
+  // them (ModuleGetGlobalAt is Session's default).
+  CudaResult<DevicePtr> MallocAt(DevicePtr address, uint64_t bytes) override;
+  bool CanPlaceMemory() const override;
+
  private:
   struct FunctionInfo {
     CUmodule module = nullptr;
@@ -245,6 +251,17 @@ class DriverSession final : public Session {
 
   // [issue 17: managed] session state
   // (end managed)
+
+  // Live migration: the allocations MallocAt made (driver_migration.cc), each a reserved range
+  // with one physical allocation mapped over all of it, by address. Free and ReleaseAll undo
+  // them (unmap, release, free the range) instead of cuMemFree.
+  struct PlacedAllocation {
+    size_t bytes = 0;  // the reserved and mapped size (rounded to the granularity)
+    cuda_driver::CUmemGenericAllocationHandle handle = 0;
+  };
+  // Unmaps and releases a placed allocation and frees its range; the first failing call's error.
+  CudaStatus ReleasePlaced(CUdeviceptr ptr, const PlacedAllocation& placed);
+  std::unordered_map<CUdeviceptr, PlacedAllocation> placed_;
 };
 
 }  // namespace flyt::remote::driver_impl

@@ -70,6 +70,12 @@ class HandleTable {
 
   size_t size() const { return entries_.size(); }
 
+  // Calls f(id, value) for every entry, in no particular order.
+  template <typename F>
+  void ForEach(F&& f) const {
+    for (const auto& [id, value] : entries_) f(id, value);
+  }
+
  private:
   size_t capacity_;
   std::unordered_map<uint64_t, T> entries_;

@@ -16,6 +16,7 @@
 namespace flyt::remote {
 
 CudaResult<IpcGetMemHandleReply> ClientConnection::Handle(const IpcGetMemHandleRequest& r, Io&) {
+  ipc_exported_ = true;
   std::optional<AddressRanges<uint8_t>::Range> range = allocations_.Find(r.ptr);
   if (!range) {
     return Error(CudaError::kInvalidValue,
@@ -113,6 +114,7 @@ void ClientConnection::CloseIpcImports() {
 
 CudaResult<IpcGetEventHandleReply> ClientConnection::Handle(const IpcGetEventHandleRequest& r,
                                                             Io&) {
+  ipc_exported_ = true;
   const EventHandle* event = events_.Find(r.event);
   if (event == nullptr) {
     return Error(CudaError::kInvalidResourceHandle, "no event " + std::to_string(r.event));

@@ -28,7 +28,7 @@ CudaResult<ModuleLoadReply> ClientConnection::Handle(const ModuleLoadRequest& r,
     return CudaStatus::Ok();
   }));
   FLYT_CUDA_ASSIGN_OR_RETURN(ModuleHandle handle, session_->ModuleLoad(image));
-  Module module{handle, r.label.substr(0, 200), {}};
+  Module module{handle, r.label.substr(0, 200), {}, {}};
   if (server_.launch_log_) {
     // Argument layouts for the launch log; a module flyt cannot parse still loads.
     Result<cuda::Fatbin> fatbin = cuda::ParseFatbin(image);
@@ -42,6 +42,7 @@ CudaResult<ModuleLoadReply> ClientConnection::Handle(const ModuleLoadRequest& r,
       }
     }
   }
+  module.image = std::move(image);
   if (CudaStatus s = InsertError(modules_.Insert(r.module, std::move(module)), "module", r.module);
       !s.ok()) {
     (void)session_->ModuleUnload(handle);
@@ -81,7 +82,7 @@ CudaResult<ModuleGetFunctionReply> ClientConnection::Handle(const ModuleGetFunct
   FLYT_CUDA_ASSIGN_OR_RETURN(FunctionHandle handle,
                              session_->ModuleGetFunction(module->handle, r.name));
   FLYT_CUDA_RETURN_IF_ERROR(InsertError(
-      functions_.Insert(r.function, Function{handle, r.module, r.name}), "function", r.function));
+      functions_.Insert(r.function, Function{handle, r.module, r.name, {}}), "function", r.function));
   return ModuleGetFunctionReply{};
 }
 
@@ -136,6 +137,7 @@ CudaResult<FuncSetAttributeReply> ClientConnection::Handle(const FuncSetAttribut
   }
   FLYT_CUDA_RETURN_IF_ERROR(session_->FuncSetAttribute(
       function->handle, static_cast<FunctionAttribute>(r.attr), r.value));
+  functions_.Find(r.function)->attributes[r.attr] = r.value;
   return FuncSetAttributeReply{};
 }
 

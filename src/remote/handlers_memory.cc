@@ -90,6 +90,7 @@ CudaResult<MemcpyHtoDReply> ClientConnection::Handle(const MemcpyHtoDRequest& r,
 }
 
 CudaResult<MemcpyHtoDAsyncReply> ClientConnection::Handle(const MemcpyHtoDAsyncRequest& r, Io& io) {
+  NoteImported(r.bytes);  // live migration: what an import link has received so far
   FLYT_CUDA_RETURN_IF_ERROR(ReceiveCopy(r, io));
   return MemcpyHtoDAsyncReply{};
 }

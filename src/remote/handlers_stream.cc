@@ -20,6 +20,7 @@ CudaResult<StreamCreateReply> ClientConnection::Handle(const StreamCreateRequest
     (void)session_->StreamDestroy(handle);
     return s;
   }
+  stream_params_[r.stream] = {r.flags, r.priority};
   counters_->streams += 1;
   return StreamCreateReply{};
 }
@@ -29,6 +30,7 @@ CudaResult<StreamDestroyReply> ClientConnection::Handle(const StreamDestroyReque
   if (!handle) {
     return Error(CudaError::kInvalidResourceHandle, "no stream " + std::to_string(r.stream));
   }
+  stream_params_.erase(r.stream);
   counters_->streams -= 1;
   FLYT_CUDA_RETURN_IF_ERROR(session_->StreamDestroy(*handle));
   return StreamDestroyReply{};
@@ -67,6 +69,7 @@ CudaResult<EventCreateReply> ClientConnection::Handle(const EventCreateRequest& 
     (void)session_->EventDestroy(handle);
     return s;
   }
+  event_flags_[r.event] = r.flags;
   counters_->events += 1;
   return EventCreateReply{};
 }
@@ -76,6 +79,7 @@ CudaResult<EventDestroyReply> ClientConnection::Handle(const EventDestroyRequest
   if (!handle) {
     return Error(CudaError::kInvalidResourceHandle, "no event " + std::to_string(r.event));
   }
+  event_flags_.erase(r.event);
   counters_->events -= 1;
   FLYT_CUDA_RETURN_IF_ERROR(session_->EventDestroy(*handle));
   return EventDestroyReply{};

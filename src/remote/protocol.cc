@@ -33,12 +33,13 @@ Result<FrameHeader> DecodeFrameHeader(std::span<const std::byte> in) {
                            " bytes exceeds the limit of " + std::to_string(kMaxFramePayload));
   }
   if (kind < static_cast<uint8_t>(FrameKind::kHello) ||
-      kind > static_cast<uint8_t>(FrameKind::kData)) {
+      kind > static_cast<uint8_t>(FrameKind::kNotice)) {
     return InvalidArgument("unknown frame kind " + std::to_string(kind));
   }
   header.kind = static_cast<FrameKind>(kind);
   header.call = static_cast<CallId>(call);
-  bool hello = header.kind == FrameKind::kHello || header.kind == FrameKind::kHelloReply;
+  bool hello = header.kind == FrameKind::kHello || header.kind == FrameKind::kHelloReply ||
+               header.kind == FrameKind::kNotice;
   if (hello ? call != 0 : !IsKnownCall(call)) {
     return InvalidArgument("unknown call " + std::to_string(call));
   }
@@ -90,7 +91,8 @@ void Encode(Writer& w, const HelloRequest& m) {
   Encode(w, m.client_label);
   Encode(w, m.pid);
   Encode(w, m.runtime_version);
-  if (!m.secret.empty()) Encode(w, m.secret);
+  if (!m.secret.empty() || !m.resume.empty()) Encode(w, m.secret);
+  if (!m.resume.empty()) Encode(w, m.resume);
 }
 
 bool Decode(Reader& r, HelloRequest& m) {
@@ -100,8 +102,12 @@ bool Decode(Reader& r, HelloRequest& m) {
     return false;
   }
   m.secret.clear();
+  m.resume.clear();
   if (r.done()) return true;  // a version 1 hello, or a client without a secret
-  return Decode(r, m.secret) && !m.secret.empty() && m.secret.size() <= kMaxSecretBytes;
+  if (!Decode(r, m.secret) || m.secret.size() > kMaxSecretBytes) return false;
+  // An empty secret is present only before a resume token (the encoding stays canonical).
+  if (r.done()) return !m.secret.empty();
+  return Decode(r, m.resume) && !m.resume.empty() && m.resume.size() <= kMaxResumeTokenBytes;
 }
 
 namespace {

@@ -8,7 +8,10 @@
 //   kCall                  a request the client waits on; answered by one kReply with its seq;
 //   kPost                  a request with no reply (pipelined; errors deferred to the next reply);
 //   kReply                 ReplyStatus, then the reply's fields when the code is 0;
-//   kData                  u64 offset, then raw bytes: a chunk of the bulk data of request `seq`.
+//   kData                  u64 offset, then raw bytes: a chunk of the bulk data of request `seq`;
+//   kNotice                (version 6, server to client, call kNone, seq 0, empty payload) the
+//                          server asks the client to call Migrate once the call it waits on has
+//                          returned: an operator moves it to another server (live migration).
 // The client numbers its requests (seq, from 1, wrapping); the server echoes seq in replies and
 // in the data frames it sends for a device-to-host copy. No CUDA struct travels raw: device
 // properties go field by field by name, attributes and error codes by their stable numbers.
@@ -39,7 +42,8 @@ inline constexpr uint32_t kHelloMagic = 0x54594C46;  // "FLYT"
 // calls of issue 17 (graphs, pools, arrays and textures, managed memory, attributes). Version 4:
 // interprocess memory and events (cudaIpc*). Version 5: the shared-memory transport's copies
 // through the arena, the server's local endpoint, and the transport of each client in stats.
-inline constexpr uint16_t kProtocolVersion = 5;
+// Version 6: live migration (the kNotice frame, the hello's resume token, calls 180-189).
+inline constexpr uint16_t kProtocolVersion = 6;
 inline constexpr uint16_t kMinProtocolVersion = 1;
 inline constexpr uint32_t kMaxFramePayload = 4u << 20;
 inline constexpr size_t kFrameHeaderBytes = 12;
@@ -57,9 +61,17 @@ enum Capability : uint64_t {
   // socket; a server that takes it sends the memfd and its wake-up eventfds with the hello reply
   // (SCM_RIGHTS), and the client answers with a ShmAck hello frame before either end switches.
   kCapSharedMemory = 1u << 4,
+  // Live migration (version 6): the client understands kNotice and calls Migrate when told to,
+  // then says hello to the new server with the token it got (HelloRequest::resume).
+  kCapMigration = 1u << 5,
+  // This hello opens an import link: another server's process moves a client's state here
+  // (MallocAt, ModuleGetGlobalAt, the ordinary create calls and copies, then ImportFinish).
+  // Never offered by a runtime; not in kAllCapabilities.
+  kCapMigrationImport = 1u << 6,
 };
-inline constexpr uint64_t kAllCapabilities =
-    kCapPostedCalls | kCapAsyncDtoH | kCapDebugStats | kCapServerCounters | kCapSharedMemory;
+inline constexpr uint64_t kAllCapabilities = kCapPostedCalls | kCapAsyncDtoH | kCapDebugStats |
+                                             kCapServerCounters | kCapSharedMemory |
+                                             kCapMigration;
 // The descriptors that come with a hello reply that offers shared memory, in this order: the
 // memfd, the server's wake-up eventfd, the client's.
 inline constexpr size_t kShmFdCount = 3;
@@ -73,6 +85,8 @@ inline constexpr std::string_view kServerBusyPrefix = "server busy";
 inline constexpr std::string_view kAuthRefusedPrefix = "unauthenticated";
 // Secrets are at most this long on the wire (a longer one is a malformed hello).
 inline constexpr size_t kMaxSecretBytes = 1024;
+// Resume tokens (HelloRequest::resume) are at most this long.
+inline constexpr size_t kMaxResumeTokenBytes = 256;
 
 enum class FrameKind : uint8_t {
   kHello = 1,
@@ -81,6 +95,7 @@ enum class FrameKind : uint8_t {
   kPost = 4,
   kReply = 5,
   kData = 6,
+  kNotice = 7,
 };
 
 enum class CallId : uint16_t {
@@ -143,6 +158,9 @@ struct HelloRequest {
   uint32_t pid{};
   int32_t runtime_version{};
   std::string secret{};
+  // Version 6: the token a migrated client got from its old server (MigrateReply::token), which
+  // makes this hello the client's arrival at the server it moved to; empty for any other hello.
+  std::string resume{};
   bool operator==(const HelloRequest&) const = default;
 };
 void Encode(Writer& w, const HelloRequest& m);
@@ -183,6 +201,7 @@ struct CallTraits;
 // version lacks.
 constexpr uint16_t MinProtocolVersionOf(CallId id) {
   const auto n = static_cast<uint16_t>(id);
+  if (n >= 180 && n <= 189) return 6;
   if (n == 62 || (n >= 160 && n <= 179)) return 5;
   if (n >= 142 && n <= 159) return 4;
   return n >= 70 ? 3 : 1;

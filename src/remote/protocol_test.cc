@@ -34,7 +34,7 @@ TEST(ProtocolTest, HeaderRejectsUnknownKindsCallsAndFlags) {
   EncodeFrameHeader({0, CallId::kMalloc, FrameKind::kCall, 1}, raw);
   raw[6] = std::byte{0};  // kind 0
   EXPECT_FALSE(DecodeFrameHeader(raw).ok());
-  raw[6] = std::byte{7};
+  raw[6] = std::byte{8};  // past kNotice
   EXPECT_FALSE(DecodeFrameHeader(raw).ok());
   EncodeFrameHeader({0, CallId::kMalloc, FrameKind::kCall, 1}, raw);
   raw[7] = std::byte{1};  // flags
@@ -205,7 +205,7 @@ TEST(HelloTest, TheSecretRoundTripsAndAnEmptyOrHugeOneIsMalformed) {
   HelloRequest back;
   ASSERT_TRUE(DecodeExactly(bytes, back));
   EXPECT_EQ(back, hello);
-  EXPECT_EQ(kProtocolVersion, 5);
+  EXPECT_EQ(kProtocolVersion, 6);
 
   Bytes empty_secret = VersionOneHello();
   Writer(empty_secret).Put(std::string());
@@ -216,6 +216,44 @@ TEST(HelloTest, TheSecretRoundTripsAndAnEmptyOrHugeOneIsMalformed) {
   Bytes trailing = bytes;
   trailing.push_back(std::byte{0});
   EXPECT_FALSE(DecodeExactly(trailing, back));
+}
+
+TEST(HelloTest, AResumeTokenRoundTripsWithOrWithoutASecret) {
+  for (std::string secret : {std::string(), std::string(16, 's')}) {
+    HelloRequest hello{kHelloMagic, 1, kProtocolVersion, kAllCapabilities, "moved", 7, 13000,
+                       secret, "12-00112233445566778899aabbccddeeff"};
+    Bytes bytes;
+    Writer w(bytes);
+    Encode(w, hello);
+    HelloRequest back;
+    ASSERT_TRUE(DecodeExactly(bytes, back));
+    EXPECT_EQ(back, hello);
+  }
+  // An empty secret with nothing after it, an empty token and a huge one are malformed.
+  Bytes bare_empty_secret = VersionOneHello();
+  Writer(bare_empty_secret).Put(std::string());
+  HelloRequest back;
+  EXPECT_FALSE(DecodeExactly(bare_empty_secret, back));
+  Bytes empty_token = VersionOneHello();
+  Writer(empty_token).Put(std::string());
+  Writer(empty_token).Put(std::string());
+  EXPECT_FALSE(DecodeExactly(empty_token, back));
+  Bytes huge_token = VersionOneHello();
+  Writer(huge_token).Put(std::string());
+  Writer(huge_token).Put(std::string(kMaxResumeTokenBytes + 1, 't'));
+  EXPECT_FALSE(DecodeExactly(huge_token, back));
+}
+
+TEST(ProtocolTest, TheNoticeFrameDecodesOnlyWithoutACall) {
+  std::byte raw[kFrameHeaderBytes];
+  EncodeFrameHeader({0, CallId::kNone, FrameKind::kNotice, 0}, raw);
+  auto header = DecodeFrameHeader(raw);
+  ASSERT_TRUE(header.ok());
+  EXPECT_EQ(header->kind, FrameKind::kNotice);
+  EncodeFrameHeader({0, CallId::kMigrate, FrameKind::kNotice, 0}, raw);
+  EXPECT_FALSE(DecodeFrameHeader(raw).ok());
+  EXPECT_EQ(MinProtocolVersionOf(CallId::kMigrate), 6);
+  EXPECT_EQ(MinProtocolVersionOf(CallId::kMallocAt), 6);
 }
 
 }  // namespace

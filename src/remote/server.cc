@@ -450,7 +450,15 @@ void Server::StartClient(UniqueFd fd, const std::string& peer, ReceivedHello hel
   // Refusals are answered here, without a thread or a process.
   std::string refusal;
   ServerCounter reason = ServerCounter::kRefusedVersion;
-  if (!options_.secret.empty() && !SecretMatches(options_.secret, hello.request.secret)) {
+  if (!hello.request.resume.empty()) {
+    // A migrated client: the token, not the secret, is what lets it in (checked by the side
+    // that holds its state).
+    SetBlocking(fd.get(), true);
+    refusal = HandOver(fd, hello);
+    if (refusal.empty()) return;
+    reason = ServerCounter::kRefusedAuth;
+  } else if (!options_.secret.empty() &&
+             !SecretMatches(options_.secret, hello.request.secret)) {
     refusal = std::string(kAuthRefusedPrefix) + ": wrong or missing secret (" +
               (hello.request.secret.empty() ? "the hello carried none" : "the hello's differs") +
               "; this server serves only the holder of its lease's secret)";
@@ -491,6 +499,17 @@ void Server::StartClient(UniqueFd fd, const std::string& peer, ReceivedHello hel
   if (options_.shared_memory && (hello.request.capabilities & kCapSharedMemory) != 0) {
     entry.shm = MakeShmOffer(fd.get(), options_.shm_layout, id);
   }
+  if ((hello.request.capabilities & kCapMigrationImport) != 0) {
+    int pair[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+      spdlog::error("client {}: cannot make its hand-over pair: {}", id, std::strerror(errno));
+      Depart(entry);  // closes nothing yet: entry.fd is -1
+      clients_.erase(id);
+      return;
+    }
+    entry.handoff.Reset(pair[0]);
+    entry.handoff_peer.Reset(pair[1]);
+  }
   entry.fd = fd.Release();
   entry.hello = std::move(hello);
   if (isolation() == Isolation::kThread) {
@@ -501,13 +520,43 @@ void Server::StartClient(UniqueFd fd, const std::string& peer, ReceivedHello hel
   }
 }
 
+std::string Server::HandOver(UniqueFd& fd, const ReceivedHello& hello) {
+  const std::string& token = hello.request.resume;
+  uint64_t id = 0;
+  auto dash = token.find('-');
+  if (dash == std::string::npos || dash == 0 || dash > 20) return "malformed resume token";
+  for (char c : token.substr(0, dash)) {
+    if (c < '0' || c > '9') return "malformed resume token";
+    id = id * 10 + static_cast<uint64_t>(c - '0');
+  }
+  auto it = clients_.find(id);
+  if (it == clients_.end() || !it->second.handoff.valid() || it->second.claimed) {
+    return std::string(kAuthRefusedPrefix) + ": no migrated client waits here for this token";
+  }
+  ClientEntry& entry = it->second;
+  Bytes message;
+  AppendFrame(message, FrameKind::kHello, CallId::kNone, hello.seq, hello.request);
+  const int passed[1] = {fd.get()};
+  if (Status sent = SendWithFds(entry.handoff.get(), message, passed); !sent.ok()) {
+    return "the migrated client's state is gone (" + sent.message() + ")";
+  }
+  entry.claimed = true;
+  // From now on the entry's connection is the client's: it is what Stop shuts down.
+  entry.more_fds.push_back(entry.fd);
+  entry.fd = fd.Release();
+  return "";
+}
+
 void Server::StartClientThread(ClientEntry& entry) {
   uint64_t id = entry.id;
   int raw = entry.fd;
   ClientSlot* slot = entry.slot;
-  entry.thread = std::thread([this, raw, id, slot, hello = entry.hello, shm = entry.shm] {
+  auto handoff = std::make_shared<UniqueFd>(std::move(entry.handoff_peer));
+  entry.thread = std::thread([this, raw, id, slot, hello = entry.hello, shm = entry.shm,
+                              handoff] {
     try {
-      ClientConnection session(*this, backend_, nullptr, raw, id, slot, hello, shm);
+      ClientConnection session(*this, backend_, nullptr, raw, id, slot, hello, shm,
+                               std::nullopt, std::move(*handoff));
       session.Run();
     } catch (const std::exception& e) {
       // Out of host memory for this client's buffers, say: it alone loses its connection.
@@ -530,6 +579,7 @@ bool Server::StartClientProcess(ClientEntry& entry) {
   }
   if (pid == 0) RunClientProcess(entry.id);
   entry.pid = pid;
+  entry.handoff_peer.Reset();  // the child's end
   int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   if (pidfd >= 0) {
     ::fcntl(pidfd, F_SETFD, FD_CLOEXEC);
@@ -560,17 +610,20 @@ void Server::RunClientProcess(uint64_t id) {
   ClientSlot* slot = nullptr;
   ReceivedHello hello;
   std::shared_ptr<ShmOffer> shm;
+  UniqueFd handoff;
   if (auto it = clients_.find(id); it != clients_.end()) {
     fd = it->second.fd;
     slot = it->second.slot;
     hello = it->second.hello;
     shm = it->second.shm;
+    handoff = std::move(it->second.handoff_peer);
   }
   // Everything else this process inherited (listeners, other clients' connections, whatever
   // the program embedding the server holds) is not this client's to keep open: a peer whose
   // socket stayed open in a sibling would never see its connection end.
   std::vector<int> keep = {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO, fd};
   if (launch_log_) keep.push_back(launch_log_->fd());
+  if (handoff.valid()) keep.push_back(handoff.get());
   if (shm) {
     keep.insert(keep.end(),
                 {shm->fds.memfd.get(), shm->fds.server_wake.get(), shm->fds.client_wake.get()});
@@ -581,7 +634,7 @@ void Server::RunClientProcess(uint64_t id) {
   // with SIGKILL. The session opens the device once the client's hello is accepted.
   try {
     ClientConnection session(*this, nullptr, &factory_, fd, id, slot, std::move(hello), shm,
-                             ClientRegistry::TakeRespawn(slot));
+                             ClientRegistry::TakeRespawn(slot), std::move(handoff));
     session.Run();
   } catch (const std::exception& e) {
     spdlog::error("client {}: closing the connection: {}", id, e.what());
@@ -599,6 +652,8 @@ void Server::Depart(ClientEntry& entry) {
                  (held + (1 << 20) - 1) >> 20);
   }
   ::close(entry.fd);
+  for (int fd : entry.more_fds) ::close(fd);
+  entry.more_fds.clear();
 }
 
 void Server::ReapFinished() {

@@ -105,6 +105,14 @@ struct ServerOptions {
   // Where a client on this host may reach the server over a Unix socket (LocalEndpoint); empty:
   // the first Unix endpoint of `listen`, if any.
   std::string local_path;
+  // Live migration: how long a client moved here (its state imported, ImportFinish answered)
+  // has to say hello with its token before what it would get is released.
+  std::chrono::milliseconds claim_timeout{60'000};
+  // Fault injection for tests (flyt-gpu-server --test-migration-fault): the process moving a
+  // client away exits after sending this many bytes of its memory (the source dies mid-transfer);
+  // the process taking one in exits after receiving this many (the target dies). 0: never.
+  uint64_t test_exit_after_export_bytes = 0;
+  uint64_t test_exit_after_import_bytes = 0;
 };
 
 // The shared memory the supervisor made for a client that asked for it over a Unix socket: kept
@@ -188,6 +196,13 @@ class Server {
     pid_t pid = 0;       // kProcess: the client's process
     UniqueFd pidfd;      // kProcess: readable when that process has ended
     std::shared_ptr<ShmOffer> shm;  // null: the client did not ask, or cannot have it
+    // Live migration, an import link (kCapMigrationImport): the supervisor's end of the pair
+    // over which it hands the moved client's connection (its hello, then the socket) to the
+    // process or thread holding the imported state, and that side's end until it is started.
+    UniqueFd handoff;
+    UniqueFd handoff_peer;
+    bool claimed = false;
+    std::vector<int> more_fds;  // closed at Depart (an import link's socket, once claimed)
   };
 
   // A connection whose hello has not fully arrived yet (acceptor thread only).
@@ -217,6 +232,9 @@ class Server {
   // Serves a client whose hello is complete (acceptor thread only: every fork happens there),
   // or refuses it in a hello reply (no common version; max_clients served).
   void StartClient(UniqueFd fd, const std::string& peer, ReceivedHello hello);
+  // A hello with a resume token (a migrated client arriving): hands it and its socket to the
+  // import link that waits for it; the refusal when none does.
+  std::string HandOver(UniqueFd& fd, const ReceivedHello& hello) FLYT_REQUIRES(mu_);
   void StartClientThread(ClientEntry& entry) FLYT_REQUIRES(mu_);
   // Forks the process that serves `entry` (again, after a respawn request); false if it cannot.
   bool StartClientProcess(ClientEntry& entry) FLYT_REQUIRES(mu_);

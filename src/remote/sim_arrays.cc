@@ -50,7 +50,7 @@ CudaResult<std::unique_ptr<SimSession::SimArray>> SimSession::NewArray(const Arr
   }
   array->bytes = bytes;
   array->reserved = true;
-  array->block = std::make_unique<Block>(bytes);
+  array->block = std::make_unique<Block>(bytes, nullptr);  // no pointer names an array
   if (!array->block->ok()) {
     return Error(CudaError::kMemoryAllocation, "host memory for the simulated device exhausted");
   }

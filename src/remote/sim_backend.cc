@@ -25,7 +25,7 @@ CudaResult<DevicePtr> SimSession::Malloc(uint64_t bytes) {
     spare_bytes_ -= rounded;
     block->Reuse(bytes);
   } else {
-    block = std::make_unique<Block>(bytes);
+    block = std::make_unique<Block>(bytes, &backend_.address_space());
   }
   if (!block->ok()) {
     backend_.Release(bytes);
@@ -210,7 +210,7 @@ CudaResult<GlobalSymbol> SimSession::ModuleGetGlobal(ModuleHandle module, const 
   auto& globals = it->second.globals;
   auto g = globals.find(name);
   if (g == globals.end()) {
-    auto block = std::make_unique<Block>(registered_bytes);
+    auto block = std::make_unique<Block>(registered_bytes, &backend_.address_space());
     if (!block->ok()) return Error(CudaError::kMemoryAllocation, "no memory for a global");
     ranges_.Add(block->address(), registered_bytes, block.get());
     g = globals.emplace(name, std::move(block)).first;

@@ -1,8 +1,9 @@
 // The simulated device's insides (sim_backend.h is its public face): the memory blocks, the
 // session and the backend classes. Internal to src/remote: included only by the sim backend's own
 // files — sim_backend.cc (memory, streams, events, modules, launches) and one file per later CUDA
-// family (sim_graph.cc, sim_pool.cc, sim_array.cc, sim_managed.cc), so that each family's state and
-// methods sit beside the others' without one file growing past its seams.
+// family (sim_graph.cc, sim_pool.cc, sim_array.cc, sim_managed.cc, sim_ipc.cc, sim_migration.cc), so
+// that each family's state and methods sit beside the others' without one file growing past its
+// seams. Device addresses are the backend's own (sim_address_space.h).
 //
 // Thread safety: as sim_backend.h says (a Session is used by one thread at a time; the backend's
 // shared state is atomic or guarded).
@@ -19,20 +20,22 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <unordered_map>
 
 #include "common/mutex.h"
 #include "cuda/fatbin.h"
 #include "remote/address_ranges.h"
+#include "remote/sim_address_space.h"
 #include "remote/sim_backend.h"
 
 namespace flyt::remote::sim_internal {
 
 
-// Device addresses are host addresses moved up by 2^47: never a valid user-space host address
-// on x86-64 (so a client cannot confuse them with its own pointers), still 48 bits wide.
-inline constexpr uint64_t kDeviceBase = 1ull << 47;
+// Device addresses come from the backend's address space (sim_address_space.h), which starts at
+// 2^47: anything below is a host address (managed memory's aliases live there).
+inline constexpr uint64_t kDeviceBase = SimAddressSpace::kBase;
 inline constexpr size_t kAlignment = 256;  // cudaMalloc's guarantee
 inline constexpr size_t kMmapThreshold = 256 << 10;
 // Freed mappings a session keeps for its next allocations of the same rounded size, so that a
@@ -76,39 +79,64 @@ inline constexpr AttrValue kH100Attributes[] = {
     {140, 0x16c110de}, {143, 0},
 };
 
-// One block of simulated device memory.
+// One block of simulated device memory: host memory (heap or a mapping) and a device address from
+// the backend's address space, given back when the block goes.
 class Block {
  public:
-  explicit Block(size_t bytes) : bytes_(bytes) {
+  // `bytes` of fresh memory. `space` null: no device address (an array's memory, which no pointer
+  // names). `address` 0: an address from `space`; else one the caller has reserved in `space`
+  // already (Session::MallocAt), which the block now owns.
+  Block(size_t bytes, SimAddressSpace* space, DevicePtr address = 0)
+      : bytes_(bytes), space_(space), space_bytes_(bytes), address_(address) {
+    if (space_ != nullptr && address_ == 0) {
+      std::optional<uint64_t> at = space_->Allocate(space_bytes_);
+      if (!at) {
+        space_ = nullptr;  // nothing to give back
+        no_address_ = true;
+        return;
+      }
+      address_ = *at;
+    }
     Allocate();
-    address_ = reinterpret_cast<uint64_t>(data_) + kDeviceBase;
   }
   // A block over a mapping made elsewhere (an opened IPC handle, sim_ipc.cc): owns the mapping
-  // and `fd` (-1: none).
-  Block(std::byte* mapping, size_t mapped, size_t bytes, int fd)
-      : data_(mapping), bytes_(bytes), mapped_(mapped), fd_(fd),
-        address_(reinterpret_cast<uint64_t>(mapping) + kDeviceBase) {}
+  // and `fd` (-1: none); its device address is a fresh one from `space`.
+  Block(std::byte* mapping, size_t mapped, size_t bytes, int fd, SimAddressSpace* space)
+      : data_(mapping), bytes_(bytes), mapped_(mapped), fd_(fd), space_(space),
+        space_bytes_(bytes) {
+    std::optional<uint64_t> at = space_->Allocate(space_bytes_);
+    if (at) {
+      address_ = *at;
+    } else {
+      space_ = nullptr;
+      no_address_ = true;
+    }
+  }
   ~Block() {
     if (mapped_ != 0) {
       ::munmap(data_, mapped_);
     } else {
       std::free(data_);
     }
-    std::free(held_);
     if (fd_ >= 0) ::close(fd_);
+    if (space_ != nullptr) space_->Release(address_, space_bytes_);
   }
   Block(const Block&) = delete;
   Block& operator=(const Block&) = delete;
 
-  bool ok() const { return data_ != nullptr; }
+  // Whether it has its memory, and the device address it was to have.
+  bool ok() const { return data_ != nullptr && !no_address_; }
   std::byte* data() const { return data_; }
   size_t bytes() const { return bytes_; }
   // The mapping's size, 0 for a heap block.
   size_t mapped() const { return mapped_; }
-  // Takes the block for a new allocation of `bytes` (no more than its mapping holds).
+  // Takes the block for a new allocation of `bytes` (no more than its mapping holds). The device
+  // range it holds stays as it was made.
   void Reuse(size_t bytes) { bytes_ = bytes; }
   // Its device address: fixed when it is made, whatever backs it later.
   DevicePtr address() const { return address_; }
+  // The device range it holds in the address space: [address(), address() + space_bytes()).
+  uint64_t space_bytes() const { return SimAddressSpace::Extent(space_bytes_); }
   // Interprocess sharing (sim_ipc.cc): the memfd its bytes live in once shared, else -1. A shared
   // block is never reused for another allocation.
   int shared_fd() const { return fd_; }
@@ -135,9 +163,12 @@ class Block {
   size_t bytes_;
   size_t mapped_ = 0;
   int fd_ = -1;
-  // A shared heap block's former memory, kept so that no other block gets its address.
-  void* held_ = nullptr;
+  // The address space the device range is given back to (null: none held), and the size it was
+  // taken with.
+  SimAddressSpace* space_ = nullptr;
+  size_t space_bytes_ = 0;
   DevicePtr address_ = 0;
+  bool no_address_ = false;  // the space had no room for it
 };
 
 inline CudaStatus Error(CudaError code, std::string message) { return {code, std::move(message)}; }
@@ -270,6 +301,13 @@ class SimSession final : public Session {
   CudaResult<std::vector<std::byte>> IpcGetEventHandle(EventHandle event) override;
   CudaResult<EventHandle> IpcOpenEventHandle(const std::vector<std::byte>& handle) override;
 
+  // Live migration (sim_migration.cc): memory and globals at the addresses they had on another
+  // server, taken from this backend's address space.
+  CudaResult<DevicePtr> MallocAt(DevicePtr address, uint64_t bytes) override;
+  CudaResult<GlobalSymbol> ModuleGetGlobalAt(ModuleHandle module, const std::string& name,
+                                             uint64_t registered_bytes, DevicePtr address) override;
+  bool CanPlaceMemory() const override { return true; }
+
  private:
   struct Event {
     uint32_t flags = 0;
@@ -329,6 +367,9 @@ class SimSession final : public Session {
   std::unordered_map<uint64_t, Function> functions_;
   std::unordered_map<uint64_t, std::unique_ptr<Block>> ipc_imports_;  // by device address
   uint64_t launches_ = 0;
+  // Drops the spare blocks whose device range overlaps [address, address + bytes), giving their
+  // addresses back; whether there was any (sim_migration.cc).
+  bool DropSpares(uint64_t address, uint64_t bytes);
   // The session's own fault, else the process's (SimOptions::fault_poisons_process).
   CudaStatus Sticky() const;
 
@@ -405,7 +446,9 @@ class SimSession final : public Session {
 
 class SimBackend final : public Backend {
  public:
-  explicit SimBackend(SimOptions options) : options_(std::move(options)) {
+  explicit SimBackend(SimOptions options)
+      : options_(std::move(options)),
+        address_space_(SimAddressSpace::kBase, SimAddressSpace::kSize, RandomOrigin()) {
     for (const AttrValue& a : kH100Attributes) attributes_[a.attr] = a.value;
     granted_sm_count_ = options_.sm_share ? GrantedSmCount(*options_.sm_share, options_.sm_count,
                                                            options_.sm_granularity)
@@ -452,6 +495,17 @@ class SimBackend final : public Backend {
     return std::unique_ptr<Session>(std::make_unique<SimSession>(*this, label));
   }
 
+  // The device addresses of this backend's blocks (sim_address_space.h). Allocation starts at a
+  // random 2 MiB boundary in the space's lower half: each backend (with a process per client, each
+  // client's) hands out addresses of its own, as each process's host addresses differ.
+  static uint64_t RandomOrigin() {
+    std::random_device random;
+    const uint64_t r = (uint64_t{random()} << 32) | random();
+    const uint64_t slots = SimAddressSpace::kSize / 2 / SimAddressSpace::kLargeAlignment;
+    return SimAddressSpace::kBase + r % slots * SimAddressSpace::kLargeAlignment;
+  }
+  SimAddressSpace& address_space() { return address_space_; }
+
   bool Reserve(uint64_t bytes) {
     uint64_t used = used_.load();
     while (true) {
@@ -485,6 +539,7 @@ class SimBackend final : public Backend {
   std::map<uint32_t, int32_t> attributes_;
   int granted_sm_count_ = 0;
   std::atomic<uint64_t> used_{0};
+  SimAddressSpace address_space_;
 };
 
 }  // namespace flyt::remote::sim_internal

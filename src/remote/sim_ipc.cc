@@ -89,20 +89,15 @@ bool Block::Share(const std::string& name) {
     const size_t n = std::min(kChunk, bytes_ - off);
     if (std::memcmp(data_ + off, kZeros, n) != 0) std::memcpy(out + off, data_ + off, n);
   }
+  // The device address is the block's own (the backend's address space), so the shared mapping
+  // simply replaces the old memory.
   if (mapped_ != 0) {
-    // A page-aligned mapping of its own: the shared one moves onto its address (the old one
-    // stays as it was if that fails).
-    void* moved = ::mremap(at, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, data_);
-    if (moved == MAP_FAILED) {
-      ::munmap(at, size);
-      ::close(fd);
-      return false;
-    }
+    ::munmap(data_, mapped_);
   } else {
-    held_ = data_;
-    data_ = out;
-    mapped_ = size;
+    std::free(data_);
   }
+  data_ = out;
+  mapped_ = size;
   fd_ = fd;
   return true;
 }
@@ -194,7 +189,12 @@ CudaResult<std::pair<DevicePtr, uint64_t>> SimSession::IpcOpenMemHandle(
   if (at == MAP_FAILED) {
     return Error(CudaError::kMemoryAllocation, "cannot map the shared allocation");
   }
-  auto block = std::make_unique<Block>(static_cast<std::byte*>(at), size, bytes, -1);
+  // A device address of this backend's own: the exporter's may be taken here.
+  auto block = std::make_unique<Block>(static_cast<std::byte*>(at), size, bytes, -1,
+                                       &backend_.address_space());
+  if (!block->ok()) {
+    return Error(CudaError::kMemoryAllocation, "no device address left for the shared allocation");
+  }
   DevicePtr ptr = block->address();
   if (!ranges_.Add(ptr, bytes, block.get())) {
     return Error(CudaError::kUnknown, "the opened memory overlaps the simulated device's");

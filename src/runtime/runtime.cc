@@ -198,6 +198,14 @@ CudaResult<remote::Connection*> Runtime::Connection() {
   options.label = ProgramLabel();
   options.pid = static_cast<uint32_t>(::getpid());
   options.runtime_version = kRuntimeVersion;
+  // Live migration: one line each time an operator moves this program to another server.
+  options.note = [log = log_](bool failed, const std::string& line) {
+    if (failed) {
+      log->warn("{}", line);
+    } else {
+      log->info("{}", line);
+    }
+  };
   if (session) {
     options.secret = session->server().secret;
   } else if (const char* secret = std::getenv("FLYT_SERVER_SECRET")) {
