@@ -7,6 +7,9 @@
 #   service  e2e.remote_mps_gpu, e2e.trace_gpu, a usage profile of a known cyclic load
 #   recheck  programs.gpu, e2e.remote_mps_gpu (and one server under MPS, logs shown), e2e.trace_gpu
 #   bench    bench/graphs_bench.sh, bench/managed_bench.sh and bench/remote_bench.sh on the driver
+#   migrate  live migration on the GPU: MallocAt (driver_backend_gpu_test), e2e.remote_migrate on
+#            the driver backend (two server processes on one device, the workload's kernels
+#            walking the moved list)
 # Each step's output goes to <out>/<part>/<step>.log (default out: $OUT or /tmp/flyt-gpu-checks);
 # the logs are packed into <out>/<part>-logs.tar.gz, and the summary (one line per step: exit
 # status and seconds) is printed last and kept in <out>/<part>-summary.txt. Every step is bounded
@@ -185,8 +188,13 @@ case $part in
     step remote_bench 300 bash "$src/bench/remote_bench.sh" "$build" --backend driver \
       --iterations 20000 --repeats 3
     ;;
+  migrate)
+    step driver_malloc_at 120 gtest driver_backend_gpu_test 'DriverBackendGpuTest.MallocAt*'
+    step remote_migrate_gpu 300 env FLYT_TEST_BACKEND=driver \
+      bash "$src/tests/e2e/remote_migrate_test.sh" "$build" "$src"
+    ;;
   *)
-    echo "unknown part: $part (core, service or bench)" >&2
+    echo "unknown part: $part (core, service, recheck, mps, bench or migrate)" >&2
     exit 2
     ;;
 esac

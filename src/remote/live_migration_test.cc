@@ -53,6 +53,7 @@ class LiveMigrationTest : public ::testing::TestWithParam<Isolation> {
     ServerOptions options;
     options.label = "server-" + name;
     options.listen.push_back(*ParseEndpoint("unix:" + (dir_ / (name + ".sock")).string()));
+    options.listen.push_back(*ParseEndpoint("127.0.0.1:0"));
     options.memory_limit_bytes = memory_limit;
     options.claim_timeout = claim_timeout;
     out.log = dir_ / (name + ".jsonl");
@@ -311,6 +312,20 @@ TEST_P(LiveMigrationTest, AClientWithoutMigrationIsNotMoved) {
   EXPECT_EQ(reply->outcome, "failed");
   EXPECT_NE(reply->message.find("cannot move"), std::string::npos) << reply->message;
   EXPECT_TRUE(conn->MemGetInfo({}).ok());
+}
+
+TEST_P(LiveMigrationTest, OnlyTheServersOwnUserMayMoveClientsOverItsUnixSocket) {
+  auto conn = Open(a_);
+  ASSERT_TRUE(conn);
+  // Over TCP, whoever holds the server's secret: refused (a move sends the client's memory
+  // wherever the request says).
+  auto reply = RequestMigration(a_.server->endpoints()[1], "", conn->server().client_id,
+                                EndpointOf(b_), "", 1000);
+  ASSERT_FALSE(reply.ok());
+  EXPECT_NE(reply.status().message().find("only the server's own user"), std::string::npos)
+      << reply.status().ToString();
+  EXPECT_TRUE(conn->MemGetInfo({}).ok());
+  EXPECT_EQ(conn->server().label, "server-a");
 }
 
 TEST_P(LiveMigrationTest, ImportCallsAreRefusedOutsideAnImportLinkAndTokensAreChecked) {

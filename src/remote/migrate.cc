@@ -73,6 +73,16 @@ std::string RandomHex(size_t bytes) {
 // ---- the operator's request ------------------------------------------------------------------
 
 CudaResult<MigrateClientReply> ClientConnection::Handle(const MigrateClientRequest& r, Io&) {
+  // Moving a client sends its device memory wherever the request says: only the server's own
+  // user (or root) may ask, over the Unix socket, not any holder of the server's secret.
+  ucred peer{};
+  socklen_t len = sizeof peer;
+  if (channel_->Kind() == "tcp" ||
+      ::getsockopt(fd_, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 ||
+      (peer.uid != 0 && peer.uid != ::getuid())) {
+    return Error(CudaError::kNotPermitted,
+                 "only the server's own user or root may move clients, over its Unix socket");
+  }
   if (r.client_id == id_) {
     return Error(CudaError::kInvalidValue, "a connection cannot move itself");
   }
@@ -441,6 +451,7 @@ Status ClientConnection::Claim(UniqueFd fd, uint32_t seq, const HelloRequest& he
   ClientRegistry::SetTransport(slot_,
                                channel_->Kind() == "unix" ? TransportKind::kUnix : TransportKind::kTcp,
                                0, 0, 0);
+  handoff_.Reset();  // no other hello gets through to this connection
   Bytes out;
   AppendFrame(out, FrameKind::kHelloReply, CallId::kNone, seq, reply);
   FLYT_RETURN_IF_ERROR(channel_->Write(out));

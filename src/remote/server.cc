@@ -299,7 +299,10 @@ void Server::AcceptLoop() {
     {
       MutexLock lock(mu_);
       handed_over_.clear();
-      for (auto& [id, entry] : clients_) ::shutdown(entry.fd, SHUT_RDWR);
+      for (auto& [id, entry] : clients_) {
+        ::shutdown(entry.fd, SHUT_RDWR);
+        if (entry.claim_fd.valid()) ::shutdown(entry.claim_fd.get(), SHUT_RDWR);
+      }
     }
     StopProcesses();
   }
@@ -530,20 +533,20 @@ std::string Server::HandOver(UniqueFd& fd, const ReceivedHello& hello) {
     id = id * 10 + static_cast<uint64_t>(c - '0');
   }
   auto it = clients_.find(id);
-  if (it == clients_.end() || !it->second.handoff.valid() || it->second.claimed) {
+  if (it == clients_.end() || !it->second.handoff.valid()) {
     return std::string(kAuthRefusedPrefix) + ": no migrated client waits here for this token";
   }
   ClientEntry& entry = it->second;
   Bytes message;
   AppendFrame(message, FrameKind::kHello, CallId::kNone, hello.seq, hello.request);
   const int passed[1] = {fd.get()};
+  // The token is checked by the state's holder, which refuses a wrong one itself and closes its
+  // end of the pair once it has taken the right one (a later hand-over then fails here).
   if (Status sent = SendWithFds(entry.handoff.get(), message, passed); !sent.ok()) {
-    return "the migrated client's state is gone (" + sent.message() + ")";
+    entry.handoff.Reset();
+    return std::string(kAuthRefusedPrefix) + ": no migrated client waits here for this token";
   }
-  entry.claimed = true;
-  // From now on the entry's connection is the client's: it is what Stop shuts down.
-  entry.more_fds.push_back(entry.fd);
-  entry.fd = fd.Release();
+  entry.claim_fd = std::move(fd);
   return "";
 }
 
@@ -652,8 +655,7 @@ void Server::Depart(ClientEntry& entry) {
                  (held + (1 << 20) - 1) >> 20);
   }
   ::close(entry.fd);
-  for (int fd : entry.more_fds) ::close(fd);
-  entry.more_fds.clear();
+  entry.claim_fd.Reset();
 }
 
 void Server::ReapFinished() {
@@ -764,7 +766,10 @@ void Server::Stop() {
   if (isolation() == Isolation::kProcess) return;  // the acceptor ended every client process
   {
     MutexLock lock(mu_);
-    for (auto& [id, entry] : clients_) ::shutdown(entry.fd, SHUT_RDWR);
+    for (auto& [id, entry] : clients_) {
+      ::shutdown(entry.fd, SHUT_RDWR);
+      if (entry.claim_fd.valid()) ::shutdown(entry.claim_fd.get(), SHUT_RDWR);
+    }
   }
   // Join without holding the lock: finishing threads take it.
   while (true) {

@@ -201,8 +201,10 @@ class Server {
     // process or thread holding the imported state, and that side's end until it is started.
     UniqueFd handoff;
     UniqueFd handoff_peer;
-    bool claimed = false;
-    std::vector<int> more_fds;  // closed at Depart (an import link's socket, once claimed)
+    // The last connection handed over (the supervisor's copy, shut down at Stop): once the
+    // state's holder has taken the right one it closes its end of the pair, and no later one
+    // gets through.
+    UniqueFd claim_fd;
   };
 
   // A connection whose hello has not fully arrived yet (acceptor thread only).

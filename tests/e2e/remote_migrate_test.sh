@@ -9,6 +9,8 @@
 # was and passes), the old server's process dies mid-transfer (the program gets a clear error);
 # a client that makes no call is not moved ("pending").
 # Skips (77) when the CUDA toolkit was not there to build the runtime and the programs.
+# FLYT_TEST_BACKEND=driver runs the servers on the real GPU (two server processes on one device;
+# scripts/gpu-checks.sh's `migrate` part), where the workload's kernels run and check the list.
 # Usage: remote_migrate_test.sh <build dir> <source dir>
 set -uo pipefail
 build=$1
@@ -19,6 +21,9 @@ tmp=$(mktemp -d -t flyt-migrate-e2e.XXXXXX)
 trap 'stop_children; rm -rf "$tmp"' EXIT
 program=$build/tests/programs/migration_workload
 remote_setup "$build" "$program"
+backend=${FLYT_TEST_BACKEND:-sim}
+sim_env=(FLYT_SIM_DEVICE=1)
+[ "$backend" = sim ] || sim_env=()
 
 # start <name> [flags...]: a sim server on a TCP port and a Unix socket, with a launch log.
 start() {
@@ -26,7 +31,7 @@ start() {
   shift
   local port
   port=$(free_port)
-  "$server_bin" --backend sim --listen "127.0.0.1:$port" --listen "unix:$tmp/$name.sock" \
+  "$server_bin" --backend "$backend" --listen "127.0.0.1:$port" --listen "unix:$tmp/$name.sock" \
     --launch-log "$tmp/$name.jsonl" "$@" >>"$tmp/$name.log" 2>&1 &
   pids+=($!)
   eval "${name}_pid=$!"
@@ -47,7 +52,7 @@ launches() { grep -c '"kernel":"' "$tmp/$1.jsonl" 2>/dev/null || echo 0; }
 workload() {
   local name=$1 server=$2
   mkdir -p "$tmp/$name"
-  run_bounded 120 "$name" env FLYT_SIM_DEVICE=1 FLYT_LOG_LEVEL=info FLYT_SERVER="$server" \
+  run_bounded 120 "$name" env "${sim_env[@]}" FLYT_LOG_LEVEL=info FLYT_SERVER="$server" \
     FLYT_TEST_MIGRATE_DIR="$tmp/$name" LD_LIBRARY_PATH="$runtime_dir" "$program" &
   workload_pid=$!
   wait_for 60 test -f "$tmp/$name/ready"
