@@ -60,6 +60,8 @@ void DecodePayload(const FrameHeader& header, std::span<const std::byte> payload
       (void)r.Get(offset);
       return;
     }
+    case FrameKind::kNotice:  // no payload to decode (a peer ignores one)
+      return;
     case FrameKind::kCall:
     case FrameKind::kPost:
     case FrameKind::kReply:
