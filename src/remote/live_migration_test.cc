@@ -368,8 +368,8 @@ TEST_P(LiveMigrationTest, ImportCallsAreRefusedOutsideAnImportLinkAndTokensAreCh
 
 INSTANTIATE_TEST_SUITE_P(Isolation, LiveMigrationTest,
                          ::testing::Values(Isolation::kThread, Isolation::kProcess),
-                         [](const auto& info) {
-                           return info.param == Isolation::kThread ? "Thread" : "Process";
+                         [](const auto& param_info) {
+                           return param_info.param == Isolation::kThread ? "Thread" : "Process";
                          });
 
 }  // namespace
