@@ -400,6 +400,7 @@ class Cluster : private NodeWorkerHost {
   ClusterCounters counters_ FLYT_GUARDED_BY(mu_);
   uint64_t random_state_ FLYT_GUARDED_BY(mu_) = 0;
   uint64_t state_version_ FLYT_GUARDED_BY(mu_) = 0;  // bumped by every committed change
+  uint64_t leases_version_ FLYT_GUARDED_BY(mu_) = 0;  // bumped by those that touched leases
   uint32_t touched_ FLYT_GUARDED_BY(mu_) = 0;        // topics caught up in this write
   ChangeMark changes_ FLYT_GUARDED_BY(mu_);
   bool streams_closed_ FLYT_GUARDED_BY(mu_) = false;
@@ -408,6 +409,7 @@ class Cluster : private NodeWorkerHost {
   Mutex gpus_mu_;
   std::shared_ptr<const std::string> gpus_body_ FLYT_GUARDED_BY(gpus_mu_);
   uint64_t gpus_version_ FLYT_GUARDED_BY(gpus_mu_) = 0;
+  uint64_t gpus_leases_version_ FLYT_GUARDED_BY(gpus_mu_) = 0;
   std::chrono::steady_clock::time_point gpus_built_ FLYT_GUARDED_BY(gpus_mu_);
 
   CondVar wake_cv_;                               // waits on mu_ for the flags below

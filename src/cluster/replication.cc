@@ -344,6 +344,7 @@ Status Cluster::WriteLocked(Durability durability, const std::function<Status(st
     for (const std::string& id : deleted_leases) RememberEndedLeaseLocked(id);
     revision_ = committed;
     ++state_version_;
+    if ((txn_topics & TopicBit(Topic::kLeases)) != 0) ++leases_version_;
     PublishLocked(txn_topics);
     return s;
   }

@@ -298,16 +298,20 @@ Result<std::string> Cluster::NodeApiUrl(const std::string& node) const {
 
 std::shared_ptr<const std::string> Cluster::GpusBody() {
   // Serialising every GPU of a large cluster costs milliseconds (8.8 MB for 8,000 GPUs): build
-  // it at most once per state change, and at most once a second while heartbeats stream in.
+  // it at most once per state change, and at most once a second while heartbeats stream in —
+  // but at once after a change of leases, so that a GPU just granted never shows as free.
   const auto now = std::chrono::steady_clock::now();
-  uint64_t version;
+  uint64_t version, leases_version;
   {
     MutexLock lock(mu_);
     version = state_version_;
+    leases_version = leases_version_;
   }
   {
     MutexLock lock(gpus_mu_);
-    if (gpus_body_ && (gpus_version_ == version || now - gpus_built_ < std::chrono::seconds(1))) {
+    if (gpus_body_ && (gpus_version_ == version ||
+                       (gpus_leases_version_ == leases_version &&
+                        now - gpus_built_ < std::chrono::seconds(1)))) {
       return gpus_body_;
     }
   }
@@ -315,6 +319,7 @@ std::shared_ptr<const std::string> Cluster::GpusBody() {
   MutexLock lock(gpus_mu_);
   gpus_body_ = body;
   gpus_version_ = version;
+  gpus_leases_version_ = leases_version;
   gpus_built_ = now;
   return body;
 }

@@ -159,7 +159,14 @@ check "the server is unaffected: the right secret is served" api_ok right-secret
 run streaming "$build/tests/remote/crash_mid_stream" &
 streaming_pid=$!
 check "a streaming program runs on the lease" wait_for 30 grep -q READY "$tmp/streaming.out"
-server_pid=$(field "$(api "$admin" GET /api/v1/gpu-servers)" "[s['pid'] for s in d['servers'] if s['lease_id']=='$lease_id'][0]")
+# The list of GPU servers comes with the node's heartbeats, so it can lag the servers by a
+# heartbeat or so: wait until the lease's live server is in it.
+lease_server_pid() {
+  field "$(api "$admin" GET /api/v1/gpu-servers)" \
+    "[s['pid'] for s in d['servers'] if s['lease_id']=='$lease_id' and s['state']!='stopped'][0]"
+}
+check "the lease's server is listed" wait_for 20 lease_server_pid
+server_pid=$(lease_server_pid)
 kill -9 "$server_pid"
 check "the streaming program ends with a CUDA error, not a hang" wait_for 20 test -s "$tmp/streaming.rc"
 wait "$streaming_pid"
