@@ -197,7 +197,14 @@ check "the lease is released" wait_for 20 leases_are 0
 # ---- the cluster manager is killed and restarted ---------------------------------------------
 hold_program
 check "a holder keeps a lease" wait_for 20 leases_are 1
-check "its server runs" wait_for 10 servers_are 1
+hold_id=$(field "$(leases)" "[l['id'] for l in d['remote_leases'] if l['state']=='ready'][0]")
+# The server list comes with heartbeats: wait until it shows the holder's server running and the
+# previous lease's stopped, so that "before" is what the restart must keep.
+only_holder_server_runs() {
+  body_of "$(api "$admin" GET /api/v1/gpu-servers)" | jq_py \
+    "sys.exit(0 if [s['lease_id'] for s in d['servers'] if s['state']=='running'] == ['$hold_id'] else 1)"
+}
+check "its server runs" wait_for 10 only_holder_server_runs
 before=$(field "$(api "$admin" GET /api/v1/gpu-servers)" "sorted((s['lease_id'], s['pid']) for s in d['servers'] if s['state']=='running')")
 kill -9 "$manager_pid"
 start_manager "127.0.0.1:$port" "$tmp/manager.log" --config "$tmp/cm.toml"
