@@ -464,6 +464,23 @@ TEST_F(ClusterTest, AGpuLostBeforeItsUuidWasReadIsStillListed) {
   EXPECT_EQ(cluster_->Gpu("nope", 0).status().code(), StatusCode::kNotFound);
 }
 
+TEST_F(ClusterTest, TheCachedGpuListShowsALeaseAtOnce) {
+  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 2)).ok());
+  auto leased = [&] {
+    int n = 0;
+    const json body = json::parse(*cluster_->GpusBody());
+    for (const json& g : body["gpus"]) n += g["allocation_state"] == "leased";
+    return n;
+  };
+  EXPECT_EQ(leased(), 0);
+  // Within the second the body may be kept for heartbeats, a lease still shows at once.
+  auto lease = cluster_->Allocate(alice_, {{"gpus", 1}});
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  EXPECT_EQ(leased(), 1);
+  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 2)).ok());
+  EXPECT_EQ(leased(), 1);
+}
+
 TEST_F(ClusterTest, TheLiveStreamLearnsWhichTopicsChanged) {
   auto topic = [](const ChangeMark& m, Topic t) { return m.topics[static_cast<size_t>(t)]; };
   const ChangeMark start = cluster_->Changes();
