@@ -58,6 +58,8 @@ sm_percent = 25
 memory_mb = 8192
 EOF
 start_client_manager() {
+  # A killed client manager leaves its socket file: waiting for "a socket" must not take that one.
+  rm -f "$cmsock"
   "$build/bin/flyt-client-manager" --config "$tmp/client-manager.toml" >>"$tmp/client-manager.log" 2>&1 &
   cm_pid=$!
   pids+=($cm_pid)
