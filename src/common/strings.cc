@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "common/status.h"
@@ -185,6 +186,21 @@ Result<std::chrono::milliseconds> ParseDuration(std::string_view text) {
     return InvalidArgument("'" + original + "' is not a duration (e.g. 500ms, 30s, 5m, 1h)");
   }
   return std::chrono::milliseconds(static_cast<int64_t>(number * scale));
+}
+
+std::string HexAddress(uint64_t value) {
+  char text[24];
+  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+bool SecretMatches(std::string_view expected, std::string_view given) {
+  volatile unsigned char diff = expected.size() != given.size() ? 1 : 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    unsigned char other = i < given.size() ? static_cast<unsigned char>(given[i]) : 0;
+    diff = diff | (static_cast<unsigned char>(expected[i]) ^ other);
+  }
+  return diff == 0;
 }
 
 }  // namespace flyt

@@ -44,6 +44,13 @@ bool ValidLogLevel(std::string_view level);
 // A label name as Prometheus allows it: [a-zA-Z_][a-zA-Z0-9_]*, not starting with "__".
 bool ValidLabelName(std::string_view s);
 
+// "0x1f00": a device address or a handle in a message.
+std::string HexAddress(uint64_t value);
+
+// Whether `given` is `expected`, in time that depends on the length of `expected` only (not on
+// where the two differ), so that a peer cannot find a secret or token byte by byte by timing.
+bool SecretMatches(std::string_view expected, std::string_view given);
+
 Result<std::string> ReadFile(const std::string& path, size_t max_bytes = 64u << 20);
 
 // A duration as flyt's config files write it: a whole number and ms, s, m or h ("500ms", "30s",

@@ -45,16 +45,15 @@
 // as the driver reports it.
 #pragma once
 
-#include <cinttypes>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <memory>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "common/strings.h"
 #include "remote/cuda_status.h"
 #include "remote/types.h"
 
@@ -429,9 +428,9 @@ inline CudaResult<GlobalSymbol> Session::ModuleGetGlobalAt(ModuleHandle module,
                                                           DevicePtr address) {
   CudaResult<GlobalSymbol> global = ModuleGetGlobal(module, name, registered_bytes);
   if (!global.ok() || global->ptr == address) return global;
-  char where[64];
-  std::snprintf(where, sizeof where, "0x%" PRIx64 " to 0x%" PRIx64, global->ptr, address);
-  return CudaStatus(CudaError::kNotSupported, "global " + name + " would move from " + where);
+  return CudaStatus(CudaError::kNotSupported, "global " + name + " would move from " +
+                                                  HexAddress(global->ptr) + " to " +
+                                                  HexAddress(address));
 }
 
 inline std::unique_ptr<HostBuffer> Session::NewHostBuffer(size_t bytes) {

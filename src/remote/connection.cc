@@ -11,16 +11,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <spdlog/spdlog.h>
+
+#include "common/strings.h"
 
 namespace flyt::remote {
 
-std::string ClientConnection::Hex(uint64_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
+std::string ClientConnection::Hex(uint64_t v) { return HexAddress(v); }
 
 CudaStatus ClientConnection::InsertError(HandleInsert result, const char* what, uint64_t id) {
   switch (result) {

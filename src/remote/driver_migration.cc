@@ -8,12 +8,11 @@
 //
 // A module's globals stay where the driver loads them: ModuleGetGlobalAt is Session's default.
 // NOT YET RUN ON A GPU (DriverBackendGpuTest.MallocAtPlacesMemoryAtAFreedAddress checks it there).
-#include <cinttypes>
 #include <cstdint>
-#include <cstdio>
 #include <string>
 
 #include "cuda_driver/cuda_driver_types.h"
+#include "common/strings.h"
 #include "remote/driver_internal.h"
 #include "remote/driver_session.h"
 
@@ -31,12 +30,6 @@ using cuda_driver::CUmemGenericAllocationHandle;
 
 // CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED.
 constexpr CUdevice_attribute kVirtualMemoryManagementSupported = 102;
-
-std::string Hex(uint64_t value) {
-  char text[24];
-  std::snprintf(text, sizeof text, "0x%" PRIx64, value);
-  return text;
-}
 
 }  // namespace
 
@@ -73,7 +66,7 @@ CudaResult<DevicePtr> DriverSession::MallocAt(DevicePtr address, uint64_t bytes)
   if (granularity == 0) granularity = size_t{2} << 20;
   if (address == 0 || address % granularity != 0) {
     return CudaStatus(ErrorCode::kInvalidValue,
-                      "address " + Hex(address) + " is not on this device's allocation granularity (" +
+                      "address " + HexAddress(address) + " is not on this device's allocation granularity (" +
                           std::to_string(granularity) + " bytes)");
   }
   if (bytes > UINT64_MAX - granularity) {
@@ -89,7 +82,7 @@ CudaResult<DevicePtr> DriverSession::MallocAt(DevicePtr address, uint64_t bytes)
   if (va != address) {  // the address is a hint: the driver chose another range
     fn_.MemAddressFree(va, size);
     return CudaStatus(ErrorCode::kInvalidValue,
-                      "address " + Hex(address) + " is taken on this device");
+                      "address " + HexAddress(address) + " is taken on this device");
   }
   CUmemGenericAllocationHandle handle = 0;
   rc = fn_.MemCreate(&handle, size, &prop, 0);

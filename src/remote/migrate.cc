@@ -29,6 +29,7 @@
 #include <spdlog/spdlog.h>
 #include <thread>
 
+#include "common/strings.h"
 #include "remote/client.h"
 #include "remote/connection.h"
 
@@ -41,13 +42,6 @@ using Clock = std::chrono::steady_clock;
 // The device memory moved in one copy call (a host buffer of this size when the backend has no
 // host view of it).
 constexpr uint64_t kMoveChunkBytes = 64ull << 20;
-
-bool SameToken(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
 
 std::string RandomHex(size_t bytes) {
   std::string out;
@@ -420,7 +414,7 @@ Status ClientConnection::AwaitClaim() {
     if (fds.size() != 1 || header.kind != FrameKind::kHello || !DecodeExactly(payload, hello)) {
       return InvalidArgument("a malformed hand-over");
     }
-    if (!SameToken(hello.resume, import_token_)) {
+    if (!SecretMatches(import_token_, hello.resume)) {
       spdlog::warn("{}: refused a hello with a wrong resume token", Tag());
       Bytes refusal = RefusalFrame(header.seq, server_.options_.label,
                                    std::string(kAuthRefusedPrefix) + ": wrong resume token");

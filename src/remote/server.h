@@ -144,6 +144,11 @@ struct BackendProbe {
 // itself (a process that has initialised the CUDA driver cannot fork children that use it).
 [[nodiscard]] Result<BackendProbe> ProbeBackend(const BackendFactory& factory);
 
+// Holds spdlog's process-wide console lock across every fork of this process (pthread_atfork),
+// so that a forked child never inherits it taken by another thread. Idempotent; the server and
+// ProbeBackend call it before they fork.
+void GuardLoggerAcrossFork();
+
 class Server {
  public:
   // Isolation::kThread: every client on `backend`, which must outlive the server.

@@ -238,6 +238,22 @@ ShmRegion::~ShmRegion() {
   if (base_ != nullptr) ::munmap(base_, static_cast<size_t>(size_));
 }
 
+template <typename Header>
+Result<std::unique_ptr<ShmRegion>> ShmRegion::MapWith(int memfd, uint64_t size,
+                                                      const Header& h) {
+  std::unique_ptr<ShmRegion> region(new ShmRegion());
+  FLYT_ASSIGN_OR_RETURN(region->base_, MapWhole(memfd, size));
+  region->size_ = size;
+  region->ring_bytes_ = h.ring_bytes;
+  region->arena_bytes_ = h.arena_bytes;
+  region->arena_offset_ = h.arena_offset;
+  for (int ring = 0; ring < 2; ++ring) {
+    region->control_offset_[ring] = h.control_offset[ring];
+    region->data_offset_[ring] = h.data_offset[ring];
+  }
+  return region;
+}
+
 Result<std::unique_ptr<ShmRegion>> ShmRegion::MapServer(int memfd, const ShmLayout& layout) {
   FLYT_RETURN_IF_ERROR(CheckLayout(layout.ring_bytes, layout.arena_bytes));
   const Header h = MakeHeader(layout.ring_bytes, layout.arena_bytes);
@@ -247,17 +263,7 @@ Result<std::unique_ptr<ShmRegion>> ShmRegion::MapServer(int memfd, const ShmLayo
     return InvalidArgument("the shared memory has " + std::to_string(st.st_size) +
                            " bytes, its layout needs " + std::to_string(h.total_bytes));
   }
-  std::unique_ptr<ShmRegion> region(new ShmRegion());
-  FLYT_ASSIGN_OR_RETURN(region->base_, MapWhole(memfd, h.total_bytes));
-  region->size_ = h.total_bytes;
-  region->ring_bytes_ = h.ring_bytes;
-  region->arena_bytes_ = h.arena_bytes;
-  region->arena_offset_ = h.arena_offset;
-  for (int ring = 0; ring < 2; ++ring) {
-    region->control_offset_[ring] = h.control_offset[ring];
-    region->data_offset_[ring] = h.data_offset[ring];
-  }
-  return region;
+  return MapWith(memfd, h.total_bytes, h);
 }
 
 Result<std::unique_ptr<ShmRegion>> ShmRegion::MapClient(int memfd) {
@@ -292,17 +298,7 @@ Result<std::unique_ptr<ShmRegion>> ShmRegion::MapClient(int memfd) {
     return InvalidArgument("short read of the server's shared-memory header");
   }
   FLYT_RETURN_IF_ERROR(CheckHeader(h, file_size));
-  std::unique_ptr<ShmRegion> region(new ShmRegion());
-  FLYT_ASSIGN_OR_RETURN(region->base_, MapWhole(memfd, file_size));
-  region->size_ = file_size;
-  region->ring_bytes_ = h.ring_bytes;
-  region->arena_bytes_ = h.arena_bytes;
-  region->arena_offset_ = h.arena_offset;
-  for (int ring = 0; ring < 2; ++ring) {
-    region->control_offset_[ring] = h.control_offset[ring];
-    region->data_offset_[ring] = h.data_offset[ring];
-  }
-  return region;
+  return MapWith(memfd, file_size, h);
 }
 
 RingControl* ShmRegion::control(int ring) {

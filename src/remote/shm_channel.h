@@ -126,6 +126,10 @@ class ShmRegion {
 
  private:
   ShmRegion() = default;
+  // Maps `size` bytes of `memfd` and takes the parts' offsets from `header` (a checked Header
+  // of shm_channel.cc, where this is defined and used).
+  template <typename Header>
+  static Result<std::unique_ptr<ShmRegion>> MapWith(int memfd, uint64_t size, const Header& header);
 
   std::byte* base_ = nullptr;
   uint64_t size_ = 0;

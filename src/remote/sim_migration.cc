@@ -3,30 +3,23 @@
 // the backend's own address space (sim_address_space.h), not a host address, so any backend can
 // take any free range of it: MallocAt reserves exactly the range asked, and the block made there
 // gives it back when freed, like Malloc's.
-#include <cinttypes>
-#include <cstdio>
 
+#include "common/strings.h"
 #include "remote/sim_internal.h"
 
 namespace flyt::remote::sim_internal {
 namespace {
 
-std::string Hex(uint64_t value) {
-  char text[24];
-  std::snprintf(text, sizeof text, "0x%" PRIx64, value);
-  return text;
-}
-
 // Why [address, address + bytes) cannot be placed: outside the space, misaligned, or taken.
 CudaStatus NotPlaceable(const SimAddressSpace& space, uint64_t address, uint64_t bytes) {
-  std::string range = Hex(address) + " (" + std::to_string(bytes) + " bytes)";
+  std::string range = HexAddress(address) + " (" + std::to_string(bytes) + " bytes)";
   if (address < space.base() || address >= space.end() || bytes > space.end() - address) {
     return Error(CudaError::kInvalidValue, "device range " + range +
                                                " is not a simulated device address (" +
-                                               Hex(space.base()) + ".." + Hex(space.end()) + ")");
+                                               HexAddress(space.base()) + ".." + HexAddress(space.end()) + ")");
   }
   if (address % SimAddressSpace::kSmallAlignment != 0) {
-    return Error(CudaError::kInvalidValue, "device address " + Hex(address) +
+    return Error(CudaError::kInvalidValue, "device address " + HexAddress(address) +
                                                " is not 256-byte aligned");
   }
   return Error(CudaError::kInvalidValue, "device range " + range + " is taken on this server");
@@ -89,8 +82,8 @@ CudaResult<GlobalSymbol> SimSession::ModuleGetGlobalAt(ModuleHandle module,
   if (auto g = globals.find(name); g != globals.end()) {
     if (g->second->address() != address) {
       return Error(CudaError::kInvalidValue, "global " + name + " is at " +
-                                                 Hex(g->second->address()) + " already, not " +
-                                                 Hex(address));
+                                                 HexAddress(g->second->address()) + " already, not " +
+                                                 HexAddress(address));
     }
     return GlobalSymbol{g->second->address(), g->second->bytes()};
   }
