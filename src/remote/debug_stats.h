@@ -4,6 +4,8 @@
 // Thread-safe (each call opens its own connection).
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,5 +45,34 @@ std::string StatsToJson(const ServerStats& stats);
                                                           uint32_t timeout_ms);
 // {"outcome":"moved","message":"...","client_id":N,"new_client_id":N,"bytes":N,"pause_ms":F}
 std::string MigrationToJson(uint64_t client_id, const MigrateClientReply& reply);
+
+// What a resize of a running server did (ResizeServer; `flyt-gpu-server resize`).
+struct ResizeOutcome {
+  uint32_t sm_count_total = 0;      // the device's SMs
+  uint32_t sm_count_asked = 0;      // 0: the SM share was not changed
+  uint32_t sm_count_granted = 0;    // what each client now runs with (or will at its next call)
+  uint64_t memory_limit_bytes = 0;  // the server's memory limit after the resize (0: none)
+  uint64_t allocated_bytes = 0;     // held by the clients now
+  uint32_t clients = 0;             // connected clients when asked
+  uint32_t clients_applied = 0;     // of those, the ones that applied it at a clean point in time
+  uint32_t clients_pending = 0;     // the ones that made no call in time: they apply it at their next
+  double pause_ms_max = 0;          // the longest pause a client saw while applying it
+  std::string message;
+};
+
+// Asks the server (over its Unix socket, as its own user or root) to give its clients a new SM
+// share (`sm_count`) and/or memory limit (`memory_limit_mb`; 0: no limit), applied by each
+// client at its next clean point, waiting up to `timeout_ms` for the connected clients to apply
+// it. Errors: InvalidArgument with the server's reason (a limit below what is allocated now, an
+// SM count outside 1..the device's, TCP, another user), NotSupported from an older server.
+[[nodiscard]] Result<ResizeOutcome> RequestResize(const Endpoint& server,
+                                                  const std::string& secret,
+                                                  std::optional<uint32_t> sm_count,
+                                                  std::optional<uint64_t> memory_limit_mb,
+                                                  uint32_t timeout_ms);
+// {"sm_count_total":N,"sm_count_asked":N,"sm_count_granted":N,"memory_limit_mb":N,
+//  "allocated_mb":N,"clients":N,"clients_applied":N,"clients_pending":N,"pause_ms_max":F,
+//  "message":"..."}
+std::string ResizeToJson(const ResizeOutcome& outcome);
 
 }  // namespace flyt::remote
