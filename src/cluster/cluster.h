@@ -112,6 +112,10 @@ struct ClusterCounters {
   uint64_t remote_grants = 0;        // remote leases answered 201 (server up)
   uint64_t remote_refusals = 0;      // remote lease requests refused: no GPU with room
   uint64_t remote_start_failures = 0;  // granted, but the node did not start the server (503)
+  uint64_t remote_migrations = 0;        // remote leases moved to another GPU server
+  uint64_t remote_migration_failures = 0;  // moves that ended with the lease where it was
+  uint64_t remote_resizes = 0;           // remote leases given a new share
+  uint64_t remote_resize_failures = 0;   // resizes the lease's server did not take
   uint64_t gpu_state_changes = 0;      // gpu.state_changed events raised
   uint64_t gpu_state_changes_held = 0;  // profile state changes held back by the rate limit
   double last_pass_seconds = 0;
@@ -187,6 +191,29 @@ class Cluster : private NodeWorkerHost {
   // One remote lease: its owner or an admin only (403 otherwise), with the secret.
   Result<nlohmann::json> RemoteLease(const Caller& caller, const std::string& id) const
       FLYT_EXCLUDES(mu_);
+  // Moving and resizing remote leases, draining nodes (remote_moves.cc; docs/api.md "Remote
+  // leases"). MigrateRemoteLease ({"node", "gpu"?, "timeout_s"?}) reserves the share on the
+  // target first (AllocateRemote there, refused 409 insufficient_gpus without room), asks the
+  // target's node to start the lease's next server (same secret), then the source's node to move
+  // every client of the current server to it (live migration, server to server); once they
+  // moved, one transaction moves the lease onto the target share (Ledger::MoveRemote), and the
+  // old server is drained. If no client moved the lease stays where it was, the target share is
+  // released and its server drained, and the caller gets the reasons. No lock is held while a
+  // node works. ResizeRemoteLease ({"sm_count"|"sm_percent", "memory_mb"}) reserves the larger
+  // of the old and new share first, has the node apply the new one to the running server, then
+  // keeps the new share (or the old one, when the node refused). Owner or admin.
+  Result<nlohmann::json> MigrateRemoteLease(const Caller& caller, const std::string& id,
+                                            const nlohmann::json& body) FLYT_EXCLUDES(mu_);
+  Result<nlohmann::json> ResizeRemoteLease(const Caller& caller, const std::string& id,
+                                           const nlohmann::json& body) FLYT_EXCLUDES(mu_);
+  // Admin: cordons the node (no new lease of any kind lands there; kept across restarts) and
+  // moves each of its remote leases to another node, one after the other; the answer lists
+  // each move's outcome. UncordonNode lifts the cordon.
+  Result<nlohmann::json> DrainNode(const Caller& caller, const std::string& node,
+                                   const nlohmann::json& body) FLYT_EXCLUDES(mu_);
+  Result<nlohmann::json> UncordonNode(const Caller& caller, const std::string& node)
+      FLYT_EXCLUDES(mu_);
+
   // The GPU servers the nodes reported in their latest heartbeats, each with its "node".
   nlohmann::json GpuServers(const std::string& node) const FLYT_EXCLUDES(mu_);
 
@@ -318,8 +345,21 @@ class Cluster : private NodeWorkerHost {
   // The heartbeat reply's gpu_servers.desired for a node: every live (starting or ready) remote
   // lease on it, with its secret.
   nlohmann::json DesiredGpuServersLocked(const std::string& node) const FLYT_REQUIRES(mu_);
-  // Queues the drain of a remote lease's server on its node (no-op without an API address).
-  void DrainGpuServerLocked(const sched::Lease& lease) FLYT_REQUIRES(mu_);
+  // Queues the drain of a remote lease's server (its `generation`'s) on its node (no-op without
+  // an API address).
+  void DrainGpuServerLocked(const sched::Lease& lease, uint32_t generation) FLYT_REQUIRES(mu_);
+  // ---- remote_moves.cc ----
+  // A move of a remote lease (MigrateRemoteLease, DrainNode): to `node` (empty: any but
+  // `exclude_nodes`), on GPU `gpu` when given.
+  Result<nlohmann::json> MoveRemoteLease(const Caller& caller, const std::string& id,
+                                         const std::string& node, std::optional<uint32_t> gpu,
+                                         const std::vector<std::string>& exclude_nodes,
+                                         std::chrono::seconds timeout) FLYT_EXCLUDES(mu_);
+  // `id` is the share a moving lease reserved on its target (not a lease of anyone's).
+  bool IsMoveTargetLocked(const std::string& id) const FLYT_REQUIRES(mu_);
+  // Sets or lifts a node's cordon, stored, with an event.
+  Status SetCordonLocked(const std::string& node, bool cordoned, const std::string& reason,
+                         const std::string& by) FLYT_REQUIRES(mu_);
   // The remote part of a lease (a default one when none is known).
   RemoteLeaseInfo RemoteInfoLocked(const std::string& id) const FLYT_REQUIRES(mu_);
 
@@ -392,6 +432,13 @@ class Cluster : private NodeWorkerHost {
   std::map<std::string, std::string> job_of_lease_ FLYT_GUARDED_BY(mu_);
   // The remote part of each remote lease the ledger holds (from the lease rows).
   std::map<std::string, RemoteLeaseInfo> remote_ FLYT_GUARDED_BY(mu_);
+  // Remote leases moving now (remote_moves.cc), by lease id: the share reserved on the target
+  // (a ledger lease of its own, never stored) and the generation its server will have.
+  struct Move {
+    std::string target;
+    uint32_t generation = 0;
+  };
+  std::map<std::string, Move> moves_ FLYT_GUARDED_BY(mu_);
   // Leases known to have ended (from this manager's deletions and the store's tombstones), the
   // newest kMaxEndedLeases of them: a second release is "already ended", not "never existed".
   std::set<std::string> ended_leases_ FLYT_GUARDED_BY(mu_);

@@ -75,4 +75,9 @@ struct Idempotency {
 Status LookUpKey(store::Txn& txn, const Idempotency& idem, int64_t now_ms,
                  std::optional<nlohmann::json>& replay);
 
+// remote.cc: a remote lease that is starting or ready; what its node is asked to run for it
+// (the PUT body of /api/v1/gpu-servers/{key}, an entry of gpu_servers.desired).
+bool Live(const RemoteLeaseInfo& info);
+nlohmann::json GpuServerSpecOf(const sched::Lease& lease, const RemoteLeaseInfo& info);
+
 }  // namespace flyt::cluster::internal

@@ -100,6 +100,15 @@ Result<json> NodeWorker::StartGpuServer(const std::string& url, const std::strin
   return (*client)->Put("/api/v1/gpu-servers/" + lease_id, body);
 }
 
+Result<json> NodeWorker::GpuServerAction(const std::string& url, const std::string& key,
+                                         const std::string& action, const json& body,
+                                         std::chrono::seconds timeout) const {
+  auto client = NodeClient(url, node_api_token_);
+  if (!client.ok()) return client.status();
+  (*client)->SetTimeouts(std::chrono::seconds(5), timeout);
+  return (*client)->Post("/api/v1/gpu-servers/" + key + "/" + action, body);
+}
+
 void NodeWorker::DrainGpuServer(const std::string& url, const std::string& lease_id) {
   Post([this, url, lease_id] {
     auto client = NodeClient(url, node_api_token_);

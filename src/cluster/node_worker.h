@@ -82,6 +82,12 @@ class NodeWorker {
   Result<nlohmann::json> StartGpuServer(const std::string& url, const std::string& lease_id,
                                         const nlohmann::json& body,
                                         std::chrono::seconds timeout) const;
+  // POST /api/v1/gpu-servers/{key}/{action} ("migrate": move the server's clients to another
+  // server; "resize": a new SM share and memory limit) on the node at `url`, waiting at most
+  // `timeout` for the answer, on the caller's thread. The caller holds no lock.
+  Result<nlohmann::json> GpuServerAction(const std::string& url, const std::string& key,
+                                         const std::string& action, const nlohmann::json& body,
+                                         std::chrono::seconds timeout) const;
   // Queues DELETE /api/v1/gpu-servers/{lease} on the node at `url` (drain); a 404 is fine. A call
   // that fails is logged; the node's next heartbeat reconciliation drains it anyway.
   void DrainGpuServer(const std::string& url, const std::string& lease_id) FLYT_EXCLUDES(mu_);

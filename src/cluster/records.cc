@@ -108,6 +108,8 @@ json ToJson(const NodeRecord& n) {
           {"heartbeats", n.heartbeats},
           {"reachable", n.reachable},
           {"registered_by", n.registered_by},
+          {"cordoned", n.cordoned},
+          {"cordon_reason", n.cordon_reason},
           {"gpu_servers", n.gpu_servers.enabled ? ToJson(n.gpu_servers) : json(nullptr)}};
 }
 
@@ -136,6 +138,8 @@ Result<NodeRecord> NodeFromJson(const json& j) {
   n.heartbeats = Optional<uint64_t>(j, "heartbeats", 0);
   n.reachable = Optional<bool>(j, "reachable", true);
   n.registered_by = Optional<std::string>(j, "registered_by", "");
+  n.cordoned = Optional<bool>(j, "cordoned", false);
+  n.cordon_reason = Optional<std::string>(j, "cordon_reason", "");
   if (j.contains("gpu_servers") && j["gpu_servers"].is_object()) {
     auto report = GpuServersFromJson(j["gpu_servers"]);
     if (report.ok()) n.gpu_servers = std::move(*report);  // else: as if the node had none yet
@@ -235,7 +239,8 @@ json ToJson(const sched::Lease& lease, const RemoteLeaseInfo& r) {
                  {"secret", r.secret},
                  {"server_address", r.server_address},
                  {"server_state", r.server_state},
-                 {"server_pid", r.server_pid ? json(*r.server_pid) : json(nullptr)}};
+                 {"server_pid", r.server_pid ? json(*r.server_pid) : json(nullptr)},
+                 {"generation", r.generation}};
   j["remote"] = std::move(remote);
   return j;
 }
@@ -262,6 +267,7 @@ Result<std::optional<RemoteLeaseInfo>> RemoteInfoFromJson(const json& j) {
   if (r.contains("server_pid") && r["server_pid"].is_number_integer()) {
     info.server_pid = r["server_pid"].get<int64_t>();
   }
+  info.generation = Optional<uint32_t>(r, "generation", 0);
   return std::optional<RemoteLeaseInfo>(std::move(info));
 }
 
@@ -291,6 +297,7 @@ json RemoteLeaseView(const sched::Lease& l, const RemoteLeaseInfo& r, WallTime n
             {"labels", Labels(l.labels)}};
   if (r.sm_percent) j["sm_percent"] = *r.sm_percent;
   if (!r.reason.empty()) j["reason"] = r.reason;
+  j["migrations"] = r.generation;
   if (with_secret) j["secret"] = r.secret;
   return j;
 }
@@ -556,9 +563,30 @@ const profile::GpuProfile* ProfileOf(const NodeRecord& node, const std::string& 
   return nullptr;
 }
 
+std::string ServerKey(const std::string& lease_id, uint32_t generation) {
+  return generation == 0 ? lease_id : lease_id + ".m" + std::to_string(generation);
+}
+
+std::optional<std::pair<std::string, uint32_t>> ParseServerKey(const std::string& key) {
+  const size_t dot = key.rfind(".m");
+  if (dot != std::string::npos && dot > 0 && dot + 2 < key.size() && dot + 2 + 9 >= key.size() &&
+      key[dot + 2] != '0') {
+    uint32_t n = 0;
+    bool digits = true;
+    for (size_t i = dot + 2; i < key.size(); ++i) {
+      if (key[i] < '0' || key[i] > '9') digits = false;
+      else n = n * 10 + static_cast<uint32_t>(key[i] - '0');
+    }
+    if (digits) return std::make_pair(key.substr(0, dot), n);
+  }
+  if (key.empty()) return std::nullopt;
+  return std::make_pair(key, 0u);
+}
+
 std::vector<sched::GpuState> LedgerGpus(const NodeRecord& node) {
   std::vector<sched::GpuState> out = LedgerGpus(node.snapshot);
   for (sched::GpuState& g : out) {
+    g.cordoned = node.cordoned;
     if (const profile::GpuProfile* p = ProfileOf(node, g.uuid)) {
       g.profile_state = profile::StateName(p->state);
     }

@@ -81,6 +81,10 @@ struct NodeRecord {
   // The node's GPU servers as its latest heartbeat reported them (stored: the capacity places
   // remote leases after a restart before the node's next heartbeat).
   GpuServersReport gpu_servers;
+  // Cordoned (`flytctl nodes drain`): no new lease is placed here until it is uncordoned. Kept
+  // across heartbeats and restarts.
+  bool cordoned = false;
+  std::string cordon_reason;
 };
 
 // What the cluster keeps of a remote lease beside the ledger's sched::Lease (which holds its
@@ -95,7 +99,16 @@ struct RemoteLeaseInfo {
   std::string server_address;      // "HOST:PORT" once ready
   std::string server_state;        // as the node last said (running, failed, ...)
   std::optional<int64_t> server_pid;
+  // How many times the lease moved to another GPU server (migration). The node knows the
+  // lease's server by ServerKey: the lease id, then "<id>.m<N>" after the N-th move, so that
+  // the old and the new server (even on one node) are two records there.
+  uint32_t generation = 0;
 };
+
+// The name the lease's current server has on its node (RemoteLeaseInfo::generation).
+std::string ServerKey(const std::string& lease_id, uint32_t generation);
+// The lease id and generation of a server key; nullopt for a key ServerKey cannot make.
+std::optional<std::pair<std::string, uint32_t>> ParseServerKey(const std::string& key);
 
 struct ClientRecord {
   std::string name;

@@ -70,7 +70,7 @@ bool PlainName(const std::string& s) {
 // entry of a heartbeat reply's gpu_servers.desired.
 json GpuServerSpec(const sched::Lease& lease, const RemoteLeaseInfo& info) {
   const sched::LeasedGpu& g = lease.gpus.front();
-  return {{"lease_id", lease.id},
+  return {{"lease_id", ServerKey(lease.id, info.generation)},
           {"gpu_uuid", g.uuid},
           {"memory_mb", g.reserved_bytes >> 20},
           {"sm_count", g.sm_count},
@@ -79,20 +79,27 @@ json GpuServerSpec(const sched::Lease& lease, const RemoteLeaseInfo& info) {
           {"expires_at", gpu::FormatTime(lease.expires_at)}};
 }
 
-bool Live(const RemoteLeaseInfo& info) { return info.state == "starting" || info.state == "ready"; }
-
 }  // namespace
+
+namespace internal {
+bool Live(const RemoteLeaseInfo& info) { return info.state == "starting" || info.state == "ready"; }
+json GpuServerSpecOf(const sched::Lease& lease, const RemoteLeaseInfo& info) {
+  return GpuServerSpec(lease, info);
+}
+}  // namespace internal
+
+using internal::Live;
 
 RemoteLeaseInfo Cluster::RemoteInfoLocked(const std::string& id) const {
   auto it = remote_.find(id);
   return it == remote_.end() ? RemoteLeaseInfo{} : it->second;
 }
 
-void Cluster::DrainGpuServerLocked(const sched::Lease& lease) {
+void Cluster::DrainGpuServerLocked(const sched::Lease& lease, uint32_t generation) {
   if (!lease.remote || lease.gpus.empty()) return;
   auto n = nodes_.find(lease.gpus.front().node);
   if (n == nodes_.end() || n->second.api_url.empty()) return;
-  worker_.DrainGpuServer(n->second.api_url, lease.id);
+  worker_.DrainGpuServer(n->second.api_url, ServerKey(lease.id, generation));
 }
 
 Result<json> Cluster::CreateRemoteLease(const Caller& caller, const json& body,
@@ -335,6 +342,7 @@ Result<json> Cluster::RenewRemoteLease(const Caller& caller, const std::string& 
 Result<json> Cluster::ReleaseRemoteLease(const Caller& caller, const std::string& id) {
   MutexLock lock(mu_);
   std::optional<sched::Lease> released;
+  uint32_t generation = 0;
   FLYT_RETURN_IF_ERROR(
       WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
         auto existing = ledger_->Find(id);
@@ -344,6 +352,13 @@ Result<json> Cluster::ReleaseRemoteLease(const Caller& caller, const std::string
         }
         FLYT_RETURN_IF_ERROR(CheckOwner(caller, existing->owner, "remote lease " + id));
         const RemoteLeaseInfo info = RemoteInfoLocked(id);
+        if (moves_.count(id)) {
+          return Status(StatusCode::kFailedPrecondition,
+                        "remote lease " + id + " is moving to another GPU server; release it "
+                        "once the move has ended")
+              .WithReason("conflict");
+        }
+        generation = info.generation;
         FLYT_RETURN_IF_ERROR(ledger_->Release(id));
         FLYT_RETURN_IF_ERROR(txn.Delete(Table::kLeases, id));
         FLYT_RETURN_IF_ERROR(txn.ReleaseGpus(id));
@@ -356,7 +371,7 @@ Result<json> Cluster::ReleaseRemoteLease(const Caller& caller, const std::string
                       {"reason", "released"},
                       {"message", "remote lease " + id + " released by " + caller.name}});
       }));
-  if (released) DrainGpuServerLocked(*released);
+  if (released) DrainGpuServerLocked(*released, generation);
   Wake(/*strong=*/true);
   return json{{"released", id}};
 }
@@ -411,6 +426,21 @@ json Cluster::DesiredGpuServersLocked(const std::string& node) const {
     if (info == remote_.end() || !Live(info->second)) continue;
     desired.push_back(GpuServerSpec(l, info->second));
   }
+  // The server a lease is moving to (remote_moves.cc): desired on its node while the move runs.
+  for (const auto& [id, move] : moves_) {
+    auto target = ledger_->Find(move.target);
+    auto lease = ledger_->Find(id);
+    auto info = remote_.find(id);
+    if (!target || !lease || target->gpus.empty() || target->gpus.front().node != node ||
+        info == remote_.end()) {
+      continue;
+    }
+    RemoteLeaseInfo next = info->second;
+    next.generation = move.generation;
+    sched::Lease at = *lease;
+    at.gpus = target->gpus;
+    desired.push_back(GpuServerSpec(at, next));
+  }
   return desired;
 }
 
@@ -420,27 +450,32 @@ Status Cluster::ReconcileGpuServersLocked(store::Txn& txn, const std::string& no
   std::map<std::string, std::string> was;
   for (const json& s : before.servers) was[s.value("lease_id", "")] = s.value("state", "");
   for (const json& s : now.servers) {
-    const std::string id = s.value("lease_id", "");
+    const std::string key = s.value("lease_id", "");
     const std::string state = s.value("state", "");
     const std::string reason = s.value("reason", "");
     const std::string address = s.value("address", "");
-    auto prev = was.find(id);
+    auto prev = was.find(key);
     const bool changed = prev == was.end() || prev->second != state;
     if (changed && (state == "running" || state == "failed" || state == "stopped")) {
       const std::string kind = state == "running" ? "started" : state;
       json event = s;
       event["node"] = node;
-      event["message"] = "GPU server of lease " + id + " on " + node + " " + kind +
+      event["message"] = "GPU server " + key + " on " + node + " " + kind +
                          (state == "running" && !address.empty() ? " at " + address : "") +
                          (reason.empty() ? "" : ": " + reason);
       FLYT_RETURN_IF_ERROR(Event(txn, "gpu_server." + kind, event));
     }
-    // The lease of this server, if it is a live remote lease on this node.
+    // The lease of this server, if it is a live remote lease on this node and this is its
+    // current server (not the one it moved from, nor the one it is moving to).
+    const auto parsed = ParseServerKey(key);
+    if (!parsed) continue;
+    const std::string& id = parsed->first;
     auto lease = ledger_->Find(id);
     auto info_it = remote_.find(id);
     if (!lease || !lease->remote || lease->gpus.empty() || lease->gpus.front().node != node ||
-        info_it == remote_.end() || !Live(info_it->second)) {
-      continue;  // unknown or ended: absent from desired, so the node drains it
+        info_it == remote_.end() || !Live(info_it->second) ||
+        info_it->second.generation != parsed->second) {
+      continue;  // unknown, ended or not its current server: the node drains it when undesired
     }
     RemoteLeaseInfo info = info_it->second;
     if (state == "failed" || (state == "stopped" && info.state == "ready")) {

@@ -95,6 +95,9 @@ Status Cluster::ExpireLocked(store::Txn& txn, bool& expired_any) {
     Status del = txn.Delete(Table::kLeases, gone.id);
     if (!del.ok() && del.code() != StatusCode::kNotFound) return del;
     FLYT_RETURN_IF_ERROR(txn.ReleaseGpus(gone.id));
+    if (gone.remote && IsMoveTargetLocked(gone.id)) {
+      continue;  // the share a moving lease was to take: the move ends, refused, without it
+    }
     if (gone.remote) {
       // Its share is free; the node drains the server (now when reachable, and in any case
       // when its next heartbeat's desired no longer lists it).
@@ -109,7 +112,7 @@ Status Cluster::ExpireLocked(store::Txn& txn, bool& expired_any) {
            {"message", "remote lease " + gone.id + " of " + gone.owner + " expired: " + why}}));
       // A node that cannot be reached is not called (each call would hold the node worker for
       // its timeouts): it drains the server when it comes back, by its heartbeat's desired list.
-      if (ttl) DrainGpuServerLocked(gone);
+      if (ttl) DrainGpuServerLocked(gone, info.generation);
       expired_any = true;
       continue;
     }

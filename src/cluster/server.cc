@@ -164,6 +164,11 @@ void ClusterServer::AddRoutes() {
         }
         Reply(res, cluster_.RemoveNode(who, m[1], force));
       });
+  // Draining: cordon the node and move its remote leases elsewhere; uncordon lifts the cordon.
+  with_body("/api/v1/nodes/([A-Za-z0-9._-]+)/drain", Access::kAdmin, 200,
+            [this](Who who, const json& body, Match m) { return cluster_.DrainNode(who, m[1], body); });
+  with_body("/api/v1/nodes/([A-Za-z0-9._-]+)/uncordon", Access::kAdmin, 200,
+            [this](Who who, const json&, Match m) { return cluster_.UncordonNode(who, m[1]); });
   add("/api/v1/nodes/([A-Za-z0-9._-]+)/gpus/([0-9]{1,4})", "GET", Access::kRead,
       [this](Req, Res res, Who, Match m) {
         Reply(res, cluster_.Gpu(m[1], static_cast<unsigned>(std::stoul(m[2]))));
@@ -235,6 +240,14 @@ void ClusterServer::AddRoutes() {
   with_body("/api/v1/remote-leases/([A-Za-z0-9._-]+)/renew", Access::kClient, 200,
             [this](Who who, const json& body, Match m) {
               return cluster_.RenewRemoteLease(who, m[1], body);
+            });
+  with_body("/api/v1/remote-leases/([A-Za-z0-9._-]+)/migrate", Access::kClient, 200,
+            [this](Who who, const json& body, Match m) {
+              return cluster_.MigrateRemoteLease(who, m[1], body);
+            });
+  with_body("/api/v1/remote-leases/([A-Za-z0-9._-]+)/resize", Access::kClient, 200,
+            [this](Who who, const json& body, Match m) {
+              return cluster_.ResizeRemoteLease(who, m[1], body);
             });
   add("/api/v1/remote-leases/([A-Za-z0-9._-]+)", "DELETE", Access::kClient,
       [this](Req, Res res, Who who, Match m) { Reply(res, cluster_.ReleaseRemoteLease(who, m[1])); });

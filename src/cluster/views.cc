@@ -215,6 +215,8 @@ json Cluster::Nodes() const {
     list.push_back(
         {{"name", name},
          {"state", ledger_->Reachable(name) ? "reachable" : "unreachable"},
+         {"cordoned", n.cordoned},
+         {"cordon_reason", n.cordon_reason.empty() ? json(nullptr) : json(n.cordon_reason)},
          {"labels", ToJson(n)["labels"]},
          {"api_url", n.api_url},
          {"advertised_api_url", n.advertised_api_url},
@@ -641,6 +643,21 @@ std::string Cluster::Metrics() const {
   family("flyt_cluster_remote_lease_grants_total", "counter",
          "Remote leases granted (answered once their GPU server was up).");
   sample("flyt_cluster_remote_lease_grants_total", static_cast<double>(counters_.remote_grants));
+  family("flyt_cluster_remote_lease_migrations_total", "counter",
+         "Remote leases moved to another GPU server (flytctl remote migrate, nodes drain).");
+  sample("flyt_cluster_remote_lease_migrations_total",
+         static_cast<double>(counters_.remote_migrations));
+  family("flyt_cluster_remote_lease_migration_failures_total", "counter",
+         "Moves of remote leases that ended with the lease where it was.");
+  sample("flyt_cluster_remote_lease_migration_failures_total",
+         static_cast<double>(counters_.remote_migration_failures));
+  family("flyt_cluster_remote_lease_resizes_total", "counter",
+         "Remote leases given a new SM share or memory limit while running.");
+  sample("flyt_cluster_remote_lease_resizes_total", static_cast<double>(counters_.remote_resizes));
+  family("flyt_cluster_remote_lease_resize_failures_total", "counter",
+         "Resizes of remote leases that their GPU server did not take.");
+  sample("flyt_cluster_remote_lease_resize_failures_total",
+         static_cast<double>(counters_.remote_resize_failures));
   family("flyt_cluster_remote_lease_refusals_total", "counter",
          "Remote lease requests refused: no GPU with room (insufficient_gpus, never_fits).");
   sample("flyt_cluster_remote_lease_refusals_total",

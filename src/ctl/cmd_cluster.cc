@@ -1,4 +1,5 @@
 // `flytctl nodes` (and `nodes remove`), `events` and `whoami`: the cluster manager's inventory and log.
+#include <chrono>
 #include <string>
 
 #include <cstdio>
@@ -36,6 +37,29 @@ int RunNodesRemove(const GlobalFlags& g, const std::string& name, bool force) {
                        }
                      }
                      return out + "\n";
+                   });
+  });
+}
+
+int RunNodesDrain(const GlobalFlags& g, const std::string& name, int64_t timeout_s) {
+  if (BadId(name, "node")) return kExitUsage;
+  return WithManager(g, [&](Manager& m) {
+    // Each of the node's remote leases moves in turn.
+    m.client().SetTimeouts(std::chrono::seconds(10), std::chrono::hours(1));
+    auto answer = m.client().Post("/api/v1/nodes/" + name + "/drain", {{"timeout_s", timeout_s}});
+    const int code = m.Print(answer, "cannot drain node " + name, nullptr, RenderDrain);
+    // Some lease could not move: the drain is not complete, and the exit status says so.
+    if (code == kExitOk && answer.ok() && answer->value("failed", 0) > 0) return kExitError;
+    return code;
+  });
+}
+
+int RunNodesUncordon(const GlobalFlags& g, const std::string& name) {
+  if (BadId(name, "node")) return kExitUsage;
+  return WithManager(g, [&](Manager& m) {
+    return m.Print(m.client().Post("/api/v1/nodes/" + name + "/uncordon", nlohmann::json::object()),
+                   "cannot uncordon node " + name, nullptr, [&](const nlohmann::json&) {
+                     return "node " + name + " uncordoned: new leases may land on it again\n";
                    });
   });
 }

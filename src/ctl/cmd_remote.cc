@@ -83,6 +83,49 @@ int RunRemoteShow(const GlobalFlags& g, const std::string& id, bool secret) {
   });
 }
 
+int RunRemoteMigrate(const GlobalFlags& g, const std::string& id, const std::string& to,
+                     int64_t timeout_s) {
+  if (BadId(id, "remote lease")) return kExitUsage;
+  // NODE or NODE:GPU.
+  nlohmann::json body = {{"timeout_s", timeout_s}};
+  std::string node = to;
+  if (const size_t colon = to.rfind(':'); colon != std::string::npos) {
+    node = to.substr(0, colon);
+    const std::string gpu = to.substr(colon + 1);
+    if (gpu.empty() || gpu.size() > 4 || gpu.find_first_not_of("0123456789") != std::string::npos) {
+      return Fail("--to " + to + ": give NODE or NODE:GPU (GPU: its index on the node)",
+                  kExitUsage);
+    }
+    body["gpu"] = std::stoi(gpu);
+  }
+  if (BadId(node, "node")) return kExitUsage;
+  body["node"] = node;
+  return WithManager(g, [&](Manager& m) {
+    // A move waits for the target's server and for the clients' transfer.
+    m.client().SetTimeouts(std::chrono::seconds(10), std::chrono::seconds(timeout_s * 2 + 90));
+    return PrintRemote(m, m.client().Post("/api/v1/remote-leases/" + id + "/migrate", body),
+                       "cannot move " + id + " to " + to, nullptr, RenderRemoteMigration);
+  });
+}
+
+int RunRemoteResize(const GlobalFlags& g, const std::string& id, std::optional<uint32_t> sm_count,
+                    std::optional<double> sm_percent, std::optional<int64_t> memory_mb,
+                    int64_t timeout_s) {
+  if (BadId(id, "remote lease")) return kExitUsage;
+  if (!sm_count && !sm_percent && !memory_mb) {
+    return Fail("give --sm, --sm-percent and/or --memory (MiB)", kExitUsage);
+  }
+  nlohmann::json body = {{"timeout_s", timeout_s}};
+  if (sm_count) body["sm_count"] = *sm_count;
+  if (sm_percent) body["sm_percent"] = *sm_percent;
+  if (memory_mb) body["memory_mb"] = *memory_mb;
+  return WithManager(g, [&](Manager& m) {
+    m.client().SetTimeouts(std::chrono::seconds(10), std::chrono::seconds(timeout_s + 60));
+    return PrintRemote(m, m.client().Post("/api/v1/remote-leases/" + id + "/resize", body),
+                       "cannot resize " + id, nullptr, RenderRemoteResize);
+  });
+}
+
 int RunRemoteList(const GlobalFlags& g, const std::string& node, const std::string& client) {
   const std::string path = WithQuery("/api/v1/remote-leases", {{"node", node}, {"client", client}});
   return WithManager(g, [&](Manager& m) {

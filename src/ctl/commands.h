@@ -102,6 +102,15 @@ int RunRemoteAlloc(const GlobalFlags& g, const RemoteLeaseFlags& flags);
 int RunRemoteRenew(const GlobalFlags& g, const std::string& id, std::optional<int64_t> ttl_s);
 int RunRemoteRelease(const GlobalFlags& g, const std::string& id);
 int RunRemoteShow(const GlobalFlags& g, const std::string& id, bool secret);
+// `remote migrate ID --to NODE[:GPU]`, `remote resize ID --sm N --memory MB`.
+int RunRemoteMigrate(const GlobalFlags& g, const std::string& id, const std::string& to,
+                     int64_t timeout_s);
+int RunRemoteResize(const GlobalFlags& g, const std::string& id, std::optional<uint32_t> sm_count,
+                    std::optional<double> sm_percent, std::optional<int64_t> memory_mb,
+                    int64_t timeout_s);
+// `nodes drain NAME`, `nodes uncordon NAME` (admin).
+int RunNodesDrain(const GlobalFlags& g, const std::string& name, int64_t timeout_s);
+int RunNodesUncordon(const GlobalFlags& g, const std::string& name);
 int RunRemoteList(const GlobalFlags& g, const std::string& node, const std::string& client);
 int RunClients(const GlobalFlags& g);
 int RunServers(const GlobalFlags& g, const std::string& node);

@@ -169,7 +169,9 @@ int main(int argc, char** argv) {
 
   std::string node_name;
   auto* nodes = add_cluster(
-      "nodes", "The nodes of the cluster; `nodes remove NAME [--force]` removes one (admin)");
+      "nodes",
+      "The nodes of the cluster; `nodes remove|drain|uncordon NAME` (admin) remove one, move its "
+      "remote leases off it, or let leases land on it again");
   nodes->add_option("name", node_name, "One node: its GPUs as of its last heartbeat");
   bool remove_force = false;
   auto* nodes_remove = nodes->add_subcommand(
@@ -177,6 +179,17 @@ int main(int argc, char** argv) {
   nodes_remove->add_option("name", node_name, "The node")->required();
   nodes_remove->add_flag("--force", remove_force,
                          "Also when it holds leases: they are released and their jobs fail");
+
+  int64_t drain_timeout = 60;
+  auto* nodes_drain = nodes->add_subcommand(
+      "drain", "Cordon a node and move its remote leases to other nodes (admin token)");
+  nodes_drain->add_option("name", node_name, "The node")->required();
+  nodes_drain
+      ->add_option("--timeout", drain_timeout, "Seconds each lease's clients may take to move")
+      ->check(CLI::Range(int64_t{1}, int64_t{600}));
+  auto* nodes_uncordon = nodes->add_subcommand(
+      "uncordon", "Let new leases land on a drained node again (admin token)");
+  nodes_uncordon->add_option("name", node_name, "The node")->required();
 
   ctl::AllocationFlags alloc_flags;
   bool alloc_quiet = false;
@@ -323,6 +336,34 @@ int main(int argc, char** argv) {
   auto* remote_list = remote->add_subcommand("list", "The remote leases (never their secrets)");
   remote_list->add_option("--node", remote_node, "Only those on this node (its name)");
   remote_list->add_option("--client", remote_client, "Only those of this client node");
+  std::string migrate_to;
+  int64_t move_timeout = 60;
+  auto* remote_migrate = remote->add_subcommand(
+      "migrate", "Move a remote lease to another GPU (its programs keep running; a pause)");
+  remote_migrate->add_option("id", remote_id, "Remote lease id")->required();
+  remote_migrate->add_option("--to", migrate_to, "NODE or NODE:GPU (the GPU's index there)")
+      ->required();
+  remote_migrate
+      ->add_option("--timeout", move_timeout,
+                   "Seconds each client may take to reach a clean point (default 60)")
+      ->check(CLI::Range(int64_t{1}, int64_t{600}));
+  std::optional<uint32_t> resize_sm;
+  std::optional<double> resize_percent;
+  std::optional<int64_t> resize_memory;
+  auto* remote_resize = remote->add_subcommand(
+      "resize", "Give a remote lease a new SM share and/or memory limit while its programs run");
+  remote_resize->add_option("id", remote_id, "Remote lease id")->required();
+  auto* resize_sm_option = remote_resize->add_option("--sm", resize_sm, "SMs")
+                               ->check(CLI::Range(1u, 1u << 20));
+  remote_resize->add_option("--sm-percent", resize_percent, "Percent of the GPU's SMs, 1-100")
+      ->check(CLI::Range(0.001, 100.0))
+      ->excludes(resize_sm_option);
+  remote_resize->add_option("--memory", resize_memory, "MiB of GPU memory")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  remote_resize
+      ->add_option("--timeout", move_timeout,
+                   "Seconds the clients may take to apply it (default 60)")
+      ->check(CLI::Range(int64_t{1}, int64_t{600}));
   for (CLI::App* sub : remote->get_subcommands([](CLI::App*) { return true; })) {
     sub->group("Commands");  // not the "Cluster manager" group they inherit from `remote`
   }
@@ -388,6 +429,8 @@ int main(int argc, char** argv) {
       }
     }
     if (nodes_remove->parsed()) return ctl::RunNodesRemove(global, node_name, remove_force);
+    if (nodes_drain->parsed()) return ctl::RunNodesDrain(global, node_name, drain_timeout);
+    if (nodes_uncordon->parsed()) return ctl::RunNodesUncordon(global, node_name);
     if (nodes->parsed()) return ctl::RunNodes(global, node_name);
     if (alloc->parsed()) return ctl::RunAlloc(global, alloc_flags, alloc_quiet);
     if (release->parsed()) return ctl::RunRelease(global, lease_id);
@@ -408,6 +451,13 @@ int main(int argc, char** argv) {
     if (remote_release->parsed()) return ctl::RunRemoteRelease(global, remote_id);
     if (remote_show->parsed()) return ctl::RunRemoteShow(global, remote_id, remote_secret);
     if (remote_list->parsed()) return ctl::RunRemoteList(global, remote_node, remote_client);
+    if (remote_migrate->parsed()) {
+      return ctl::RunRemoteMigrate(global, remote_id, migrate_to, move_timeout);
+    }
+    if (remote_resize->parsed()) {
+      return ctl::RunRemoteResize(global, remote_id, resize_sm, resize_percent, resize_memory,
+                                  move_timeout);
+    }
     if (clients->parsed()) return ctl::RunClients(global);
     if (servers->parsed()) return ctl::RunServers(global, servers_node);
     if (check->parsed()) return ctl::RunSimCheck(files);

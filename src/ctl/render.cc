@@ -426,7 +426,11 @@ std::string RenderNodes(const json& answer) {
     auto ago = Number(n, "seconds_since_heartbeat");
     const json* labels = Find(n, "labels");
     out += fmt::format("{:<20} {:<11} {:>4} {:>6} {:>4}  {:<26} {:>9}  {}\n",
-                       Clip(TextOr(n, "name"), 20), TextOr(n, "state"), count("gpu_count"),
+                       Clip(TextOr(n, "name"), 20),
+                       n.value("cordoned", false) && TextOr(n, "state") == "reachable"
+                           ? std::string("cordoned")
+                           : TextOr(n, "state"),
+                       count("gpu_count"),
                        count("gpus_leased"), count("gpus_lost"), Clip(TextOr(n, "gpu_model"), 26),
                        ago ? HumanDuration(*ago) + " ago" : "-",
                        labels != nullptr && !labels->empty() ? KeyValues(*labels) : "-");

@@ -124,6 +124,11 @@ std::string RenderProfile(const nlohmann::json& profile);
 // address, its expiry. With `show_secret` (`remote alloc` only) also its secret and the
 // environment a program needs to use the server; never otherwise, whatever the answer holds.
 std::string RenderRemoteLease(const nlohmann::json& lease, bool show_secret);
+// The answers of `remote migrate` (the lease, with "migration"), `remote resize` (with
+// "resize") and `nodes drain`.
+std::string RenderRemoteMigration(const nlohmann::json& lease);
+std::string RenderRemoteResize(const nlohmann::json& lease);
+std::string RenderDrain(const nlohmann::json& answer);
 // GET /api/v1/remote-leases: ID CLIENT NODE GPU SMS MEMORY STATE SERVER EXPIRES, then why each
 // failed or ended lease did, and a count by state.
 std::string RenderRemoteLeases(const nlohmann::json& answer);

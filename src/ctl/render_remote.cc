@@ -208,4 +208,76 @@ std::string RenderGpuServers(const json& answer) {
   return out;
 }
 
+namespace {
+
+std::string PlaceText(const json* place) {
+  if (place == nullptr) return "-";
+  return TextOr(*place, "node") + ":" + IntOr(Integer(*place, "gpu"));
+}
+
+}  // namespace
+
+std::string RenderRemoteMigration(const json& lease) {
+  const json* m = Find(lease, "migration");
+  if (m == nullptr) return RenderRemoteLease(lease, false);
+  const auto moved = Integer(*m, "moved").value_or(0);
+  const auto left = Integer(*m, "left_behind").value_or(0);
+  std::string out = fmt::format(
+      "moved {} from {} to {}: {} client{}, {} MiB, longest pause {} ms; server {}\n",
+      TextOr(lease, "id"), PlaceText(Find(*m, "from")), PlaceText(Find(*m, "to")), moved,
+      moved == 1 ? "" : "s", Integer(*m, "bytes").value_or(0) >> 20,
+      fmt::format("{:.1f}", Number(*m, "pause_ms_max").value_or(0)), TextOr(*m, "server"));
+  if (left > 0) {
+    out += fmt::format("{} client{} did not move and lost their GPU state:\n", left,
+                       left == 1 ? "" : "s");
+    if (const json* clients = Find(*m, "clients"); clients != nullptr && clients->is_array()) {
+      for (const json& c : *clients) {
+        if (TextOr(c, "outcome") == "moved") continue;
+        out += "  client " + IntOr(Integer(c, "client_id")) + ": " + TextOr(c, "outcome") + " — " +
+               Printable(TextOr(c, "message")) + "\n";
+      }
+    }
+  }
+  return out + RenderRemoteLease(lease, false);
+}
+
+std::string RenderRemoteResize(const json& lease) {
+  const json* r = Find(lease, "resize");
+  if (r == nullptr) return RenderRemoteLease(lease, false);
+  std::string out = fmt::format("resized {}: {} → {} SMs, {} → {}", TextOr(lease, "id"),
+                                IntOr(Integer(*r, "sm_count_before")), IntOr(Integer(*r, "sm_count")),
+                                MibOr(Integer(*r, "memory_mb_before")), MibOr(Integer(*r, "memory_mb")));
+  if (const json* server = Find(*r, "server"); server != nullptr) {
+    const auto pending = Integer(*server, "clients_pending").value_or(0);
+    out += fmt::format("; granted {} SMs; {} of {} clients applied it", 
+                       IntOr(Integer(*server, "sm_count_granted")),
+                       IntOr(Integer(*server, "clients_applied")), IntOr(Integer(*server, "clients")));
+    if (pending > 0) out += fmt::format(" ({} at their next CUDA call)", pending);
+    if (auto pause = Number(*server, "pause_ms_max")) out += fmt::format(", longest pause {:.1f} ms", *pause);
+  }
+  return out + "\n" + RenderRemoteLease(lease, false);
+}
+
+std::string RenderDrain(const json& answer) {
+  const std::string node = TextOr(answer, "node");
+  std::string out = "node " + node + " cordoned: no new lease lands on it (undo: flytctl nodes uncordon " +
+                    node + ")\n";
+  const json& moves = Array(answer, "remote_leases");
+  if (moves.empty()) out += "no remote lease to move\n";
+  for (const json& m : moves) {
+    if (TextOr(m, "outcome") == "moved") {
+      out += "  " + TextOr(m, "lease_id") + ": moved to " + PlaceText(Find(m, "to")) + "\n";
+    } else {
+      out += "  " + TextOr(m, "lease_id") + ": NOT moved — " + Printable(TextOr(m, "message")) + "\n";
+    }
+  }
+  out += fmt::format("{} moved, {} failed", IntOr(Integer(answer, "moved")),
+                     IntOr(Integer(answer, "failed")));
+  if (auto other = Integer(answer, "other_leases"); other && *other > 0) {
+    out += fmt::format("; {} job lease{} stay until {} end", *other, *other == 1 ? "" : "s",
+                       *other == 1 ? "it" : "they");
+  }
+  return out + "\n";
+}
+
 }  // namespace flyt::ctl

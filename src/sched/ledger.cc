@@ -77,7 +77,8 @@ std::vector<Candidate> PickBalanced(const std::vector<Candidate>& sorted, size_t
 }
 
 struct NodeReasons {
-  int leased = 0, low_memory = 0, unbalanced = 0, busy = 0, lost = 0, other_model = 0, unknown = 0;
+  int leased = 0, low_memory = 0, unbalanced = 0, busy = 0, lost = 0, other_model = 0, unknown = 0,
+      cordoned = 0;
   std::map<std::string, int> avoided;  // by profile state
   std::string Describe() const {
     std::string out;
@@ -88,6 +89,7 @@ struct NodeReasons {
     add(low_memory, "below min_free_memory_mb");
     add(busy, "above max_utilization");
     add(lost, "lost");
+    add(cordoned, "on a cordoned (draining) node");
     add(other_model, "of another model");
     add(unknown, "without memory/utilisation readings");
     if (!avoided.empty()) out += (out.empty() ? "" : ", ") + DescribeAvoided(avoided);
@@ -99,7 +101,7 @@ struct NodeReasons {
 // Why the GPUs of one node cannot take a remote request, counted.
 struct RemoteReasons {
   int lost = 0, other_model = 0, not_remote = 0, unknown = 0, leased = 0, in_use = 0, no_sms = 0,
-      no_memory = 0;
+      no_memory = 0, cordoned = 0, other_gpu = 0;
   std::map<std::string, int> avoided;  // by profile state
   std::string Describe(const std::string& sms, uint64_t memory_mib) const {
     std::string out;
@@ -111,6 +113,8 @@ struct RemoteReasons {
     add(in_use, "not shared and in use");
     add(leased, "leased exclusively");
     add(lost, "lost");
+    add(cordoned, "on a cordoned (draining) node");
+    add(other_gpu, "not the GPU asked for");
     add(other_model, "of another model");
     add(not_remote, "not serving remote GPUs");
     add(unknown, "without SM count or memory readings");
@@ -294,6 +298,10 @@ Result<Lease> Ledger::Allocate(const AllocationRequest& req) {
     for (const GpuState& g : node.gpus) {
       if (g.lost) {
         ++why.lost;
+        continue;
+      }
+      if (g.cordoned) {
+        ++why.cordoned;
         continue;
       }
       if (!req.gpu_model.empty() && g.name.find(req.gpu_model) == std::string::npos) {
@@ -522,6 +530,14 @@ Result<Lease> Ledger::AllocateRemote(const RemoteRequest& req) {
         ++why.lost;
         continue;
       }
+      if (req.gpu_index && g.index != *req.gpu_index) {
+        ++why.other_gpu;
+        continue;
+      }
+      if (g.cordoned) {
+        ++why.cordoned;
+        continue;
+      }
       if (!req.gpu_model.empty() && g.name.find(req.gpu_model) == std::string::npos) {
         ++why.other_model;
         continue;
@@ -578,8 +594,16 @@ Result<Lease> Ledger::AllocateRemote(const RemoteRequest& req) {
     }
     if (!any) refused.push_back(r);
   };
+  auto excluded = [&](const std::string& name) {
+    return std::find(req.exclude_nodes.begin(), req.exclude_nodes.end(), name) !=
+           req.exclude_nodes.end();
+  };
   if (req.node.empty()) {
-    for (const auto& [name, node] : nodes_) consider(name, node);
+    for (const auto& [name, node] : nodes_) {
+      if (!excluded(name)) consider(name, node);
+    }
+  } else if (excluded(req.node)) {
+    // asked for the one node it may not use: nothing to consider
   } else if (auto it = nodes_.find(req.node); it != nodes_.end()) {
     consider(it->first, it->second);
   }
@@ -625,6 +649,81 @@ Result<Lease> Ledger::AllocateRemote(const RemoteRequest& req) {
                         Score(*best.gpu, 0), req.memory_bytes, best.sms});
   leases_[lease.id] = lease;
   return lease;
+}
+
+Result<Lease> Ledger::MoveRemote(const std::string& id, const std::string& target) {
+  MutexLock lock(mu_);
+  auto from = leases_.find(id);
+  auto to = leases_.find(target);
+  if (from == leases_.end()) return NotFound("no lease " + id);
+  if (to == leases_.end()) return NotFound("no lease " + target + " (the move's target)");
+  if (!from->second.remote || !to->second.remote || to->second.gpus.size() != 1) {
+    return InvalidArgument("only a remote lease moves, onto a remote share");
+  }
+  from->second.gpus = to->second.gpus;
+  leases_.erase(to);
+  return from->second;
+}
+
+Result<Lease> Ledger::ResizeRemote(const std::string& id, const RemoteRequest& share) {
+  if ((share.sm_count > 0) == (share.sm_percent > 0) || !(share.sm_percent <= 100)) {
+    return InvalidArgument("give one of sm_count and sm_percent (0-100)");
+  }
+  if (share.memory_bytes == 0) return InvalidArgument("memory_mb must be at least 1");
+  const uint64_t memory_bytes = share.memory_bytes;
+  MutexLock lock(mu_);
+  auto it = leases_.find(id);
+  const auto now = clock_.WallNow();
+  if (it == leases_.end() || it->second.expires_at <= now) {
+    return NotFound("no lease " + id + " (released, or expired)");
+  }
+  if (!it->second.remote || it->second.gpus.size() != 1) {
+    return InvalidArgument("lease " + id + " is not a remote lease");
+  }
+  LeasedGpu& mine = it->second.gpus.front();
+  auto node = nodes_.find(mine.node);
+  const GpuState* gpu = nullptr;
+  if (node != nodes_.end()) {
+    for (const GpuState& g : node->second.gpus) {
+      if (g.uuid == mine.uuid) gpu = &g;
+    }
+  }
+  if (gpu == nullptr || !gpu->sm_count || !gpu->memory_total_bytes) {
+    return Unavailable("the GPU of lease " + id + " (" + mine.uuid + " on " + mine.node +
+                       ") has no SM count or memory reading now");
+  }
+  uint32_t sms = GrantedSms(share, *gpu->sm_count, gpu->sm_granularity.value_or(1));
+  if (sms == 0) {
+    return InvalidArgument("GPU " + std::to_string(mine.index) + " on " + mine.node + " has " +
+                           std::to_string(*gpu->sm_count) + " SMs; " +
+                           std::to_string(share.sm_count) + " cannot be granted");
+  }
+  if (!gpu->shared) sms = *gpu->sm_count;  // not shared: the one lease holds every SM
+  uint64_t others_sms = 0, others_bytes = 0;
+  for (const auto& [other_id, l] : leases_) {
+    if (other_id == id || l.expires_at <= now) continue;
+    for (const LeasedGpu& g : l.gpus) {
+      if (g.uuid != mine.uuid) continue;
+      if (l.exclusive) return Status(StatusCode::kResourceExhausted, "GPU " + mine.uuid + " is leased exclusively");
+      others_bytes += g.reserved_bytes;
+      if (l.remote) others_sms += g.sm_count;
+    }
+  }
+  if (others_sms + sms > *gpu->sm_count) {
+    return Status(StatusCode::kResourceExhausted, "GPU " + std::to_string(mine.index) + " on " + mine.node +
+                             " has " + std::to_string(*gpu->sm_count - others_sms) +
+                             " SMs beside its other remote leases; " + std::to_string(sms) +
+                             " asked");
+  }
+  if (others_bytes + memory_bytes > *gpu->memory_total_bytes) {
+    return Status(StatusCode::kResourceExhausted, "GPU " + std::to_string(mine.index) + " on " + mine.node + " has " +
+                             std::to_string((*gpu->memory_total_bytes - others_bytes) >> 20) +
+                             " MiB beside its other leases; " +
+                             std::to_string(memory_bytes >> 20) + " MiB asked");
+  }
+  mine.sm_count = sms;
+  mine.reserved_bytes = memory_bytes;
+  return it->second;
 }
 
 std::string Ledger::RemoteNeverFits(const RemoteRequest& req) const {

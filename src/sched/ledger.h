@@ -45,6 +45,9 @@ struct GpuState {
   // still holds a process (memory held for less than the node's allocated_idle_after) is not
   // preferred by prefer_idle.
   bool holds_processes = false;
+  // The node is cordoned (being drained, `flytctl nodes drain`): no new lease of any kind is
+  // placed on it; the leases it holds stay until they end or move.
+  bool cordoned = false;
 };
 
 // The usage-profile state that placement prefers when asked to (prefer_idle).
@@ -93,6 +96,9 @@ struct RemoteRequest {
   std::vector<std::string> avoid_states;  // as AllocationRequest's
   bool prefer_idle = true;  // an idle GPU before the binpack order
   std::string id;  // empty: the ledger numbers it ("rlease-N")
+  // Placement limits for moving a lease: only this GPU (its index on `node`), never these nodes.
+  std::optional<uint32_t> gpu_index;
+  std::vector<std::string> exclude_nodes;
 };
 
 // The SMs a remote request gets on a GPU of `total` SMs granted in steps of `granularity`.
@@ -152,6 +158,15 @@ class Ledger {
   // Why no GPU the ledger knows could ever hold the request, whatever is leased ("" when one
   // could, or no node has reported).
   std::string RemoteNeverFits(const RemoteRequest& request) const;
+  // Moving a remote lease: `id` takes over the GPU share of `target` (a remote lease placed
+  // for the move with AllocateRemote), which ends; `id` keeps its owner, labels and expiry.
+  // One step under the ledger's lock, so no one sees the lease on both GPUs or on neither.
+  Result<Lease> MoveRemote(const std::string& id, const std::string& target);
+  // A new share for a remote lease on the GPU it holds: `share`'s sm_count or sm_percent
+  // (granted in the GPU's steps; all of them on a GPU that is not shared) and memory_bytes; its
+  // other fields are not read. ResourceExhausted when the GPU has no room beside the other
+  // leases on it (the lease's own share counts as free).
+  Result<Lease> ResizeRemote(const std::string& id, const RemoteRequest& share);
   Result<Lease> Renew(const std::string& id, std::optional<std::chrono::seconds> ttl = {});
   Status Release(const std::string& id);
   // Removes leases past their expiry, and leases on nodes unreachable for longer than the grace.

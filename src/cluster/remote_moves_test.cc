@@ -1,0 +1,309 @@
+// Moving and resizing remote leases and draining a node, in the cluster manager, against two
+// fake node managers on loopback (the node side of a move is tested in src/node, the clients'
+// live migration in src/remote; e2e.remote_moves runs them all together): the target share is
+// reserved before anything moves, the lease moves in one step once its clients moved, nothing
+// changes when none moved, a resize holds the larger share until the server took the new one,
+// and a drained node is cordoned and emptied of remote leases.
+#include <gtest/gtest.h>
+
+#include "cluster/cluster_testing.h"
+#include "cluster/fake_node_testing.h"
+#include "common/json.h"
+
+namespace flyt::cluster {
+namespace {
+
+using nlohmann::json;
+using test::FakeNode;
+using test::GpuServers;
+using test::Heartbeat;
+using test::kNodeToken;
+
+json Moved(int clients, const std::string& outcome = "moved", const std::string& message = "") {
+  json list = json::array();
+  for (int i = 0; i < clients; ++i) {
+    list.push_back({{"outcome", outcome},
+                    {"message", message},
+                    {"client_id", i + 1},
+                    {"new_client_id", i + 7},
+                    {"bytes", 64 << 20},
+                    {"pause_ms", 12.5}});
+  }
+  return {{"clients", list},
+          {"moved", outcome == "moved" ? clients : 0},
+          {"pending", outcome == "pending" ? clients : 0},
+          {"failed", outcome == "failed" ? clients : 0}};
+}
+
+class RemoteMovesTest : public test::ClusterFixture {
+ protected:
+  void SetUp() override {
+    ClusterFixture::SetUp();
+    config_.node_api_token = kNodeToken;
+    config_.remote_server_start_timeout = std::chrono::seconds(5);
+    Open();
+    cluster_->Start();
+    node_b_.SetAddress("127.0.0.1:12600");
+    ASSERT_TRUE(Beat("a").ok());
+    ASSERT_TRUE(Beat("b").ok());
+  }
+  FakeNode& Api(const std::string& node) { return node == "a" ? node_a_ : node_b_; }
+  Result<json> Beat(const std::string& node, json servers = json::array()) {
+    json hb = Heartbeat(node, 2, Api(node).url());
+    hb["gpu_servers"] = GpuServers(node, 2, /*shared=*/true, std::move(servers));
+    return cluster_->Heartbeat(node_, hb);
+  }
+  std::string Lease(const std::string& node = "a", int sm = 60, int memory_mb = 20000) {
+    auto l = cluster_->CreateRemoteLease(
+        alice_, {{"sm_count", sm}, {"memory_mb", memory_mb}, {"node", node}, {"client", "c1"}});
+    EXPECT_TRUE(l.ok()) << l.status().ToString();
+    return l.ok() ? (*l)["id"].get<std::string>() : "";
+  }
+  json Show(const std::string& id) {
+    auto l = cluster_->RemoteLease(alice_, id);
+    EXPECT_TRUE(l.ok()) << l.status().ToString();
+    return l.ok() ? *l : json();
+  }
+  std::string AllEvents() {
+    auto events = cluster_->Events(0, 1000);
+    return events.ok() ? DumpJson(*events) : "";
+  }
+  json Desired(const std::string& node) {
+    auto r = Beat(node);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? (*r)["gpu_servers"]["desired"] : json();
+  }
+
+  FakeNode node_a_, node_b_;
+};
+
+TEST_F(RemoteMovesTest, AMoveStartsTheNextServerThereMovesTheClientsAndThenTheLease) {
+  const std::string id = Lease("a");
+  const json before = Show(id);
+  node_a_.Answer("migrate", 200, Moved(1));
+  auto moved = cluster_->MigrateRemoteLease(alice_, id, {{"node", "b"}, {"gpu", 1}});
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  // The target was started under the lease's next server name, with the lease's secret and share.
+  ASSERT_EQ(node_b_.puts().size(), 1u);
+  const json put = node_b_.puts()[0];
+  EXPECT_EQ(put["lease_id"], id + ".m1");
+  EXPECT_EQ(put["gpu_uuid"], "GPU-b-1");
+  EXPECT_EQ(put["secret"], before["secret"]);
+  EXPECT_EQ(put["sm_count"], 64);
+  EXPECT_EQ(put["memory_mb"], 20000);
+  // The source node was asked to move its server's clients there.
+  ASSERT_EQ(node_a_.actions().size(), 1u);
+  EXPECT_EQ(node_a_.actions()[0].first, id + "/migrate");
+  EXPECT_EQ(node_a_.actions()[0].second["to"], "127.0.0.1:12600");
+  // The answer and the lease: on b's GPU 1 now, same id, secret and share.
+  EXPECT_EQ((*moved)["node"], "b");
+  EXPECT_EQ((*moved)["gpu"]["index"], 1);
+  EXPECT_EQ((*moved)["migration"]["moved"], 1);
+  EXPECT_EQ((*moved)["migration"]["from"]["node"], "a");
+  EXPECT_EQ((*moved)["migration"]["to"]["gpu"], 1);
+  EXPECT_EQ((*moved)["migrations"], 1);
+  const json after = Show(id);
+  EXPECT_EQ(after["node"], "b");
+  EXPECT_EQ(after["server"]["address"], "127.0.0.1:12600");
+  EXPECT_EQ(after["secret"], before["secret"]);
+  EXPECT_EQ(after["sm_count"], 64);
+  // The old server drains; the desired lists follow the lease.
+  EXPECT_TRUE(node_a_.WaitForDelete(id));
+  EXPECT_TRUE(Desired("a").empty());
+  json desired_b = Desired("b");
+  ASSERT_EQ(desired_b.size(), 1u);
+  EXPECT_EQ(desired_b[0]["lease_id"], id + ".m1");
+  // The share left a: a lease of 132 SMs fits on a's GPU 0 again; b's GPU 1 holds 64.
+  bool checked = false;
+  const json gpus = cluster_->Gpus();
+  for (const json& g : gpus["gpus"]) {
+    if (g["uuid"] == "GPU-b-1") {
+      EXPECT_EQ(g["sm_free"], 68);
+      checked = true;
+    }
+    if (g["uuid"] == "GPU-a-0" || g["uuid"] == "GPU-a-1") EXPECT_EQ(g["sm_free"], 132);
+  }
+  EXPECT_TRUE(checked);
+  EXPECT_NE(AllEvents().find("remote_lease.migrated"), std::string::npos);
+  EXPECT_EQ(AllEvents().find(before["secret"].get<std::string>()), std::string::npos);
+  EXPECT_EQ(Metric("flyt_cluster_remote_lease_migrations_total"), "1");
+  // It survives a restart: the stored lease is on b, under its moved server's name.
+  Open();
+  cluster_->Start();
+  EXPECT_EQ(Show(id)["node"], "b");
+  ASSERT_TRUE(Beat("b").ok());
+  desired_b = Desired("b");
+  ASSERT_EQ(desired_b.size(), 1u);
+  EXPECT_EQ(desired_b[0]["lease_id"], id + ".m1");
+  // A heartbeat reporting that server running keeps the lease ready; its old one, stopped, does
+  // not fail it.
+  json servers = json::array({{{"lease_id", id + ".m1"}, {"state", "running"}, {"address", "127.0.0.1:12600"}}});
+  ASSERT_TRUE(Beat("b", servers).ok());
+  json old = json::array({{{"lease_id", id}, {"state", "stopped"}}});
+  ASSERT_TRUE(Beat("a", old).ok());
+  EXPECT_EQ(Show(id)["state"], "ready");
+}
+
+TEST_F(RemoteMovesTest, WhenNoClientMovesTheLeaseStaysAndTheTargetIsGivenBack) {
+  const std::string id = Lease("a");
+  node_a_.Answer("migrate", 200, Moved(1, "pending", "the client made no call in 5 s"));
+  auto moved = cluster_->MigrateRemoteLease(alice_, id, {{"node", "b"}});
+  ASSERT_FALSE(moved.ok());
+  EXPECT_EQ(moved.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(moved.status().reason(), "migration_failed");
+  EXPECT_NE(moved.status().message().find("made no call"), std::string::npos)
+      << moved.status().message();
+  EXPECT_EQ(Show(id)["node"], "a");
+  EXPECT_EQ(Show(id)["server"]["address"], "127.0.0.1:12500");
+  // The target's server drains and its share is free again.
+  ASSERT_EQ(node_b_.puts().size(), 1u);
+  EXPECT_TRUE(node_b_.WaitForDelete(id + ".m1"));
+  EXPECT_TRUE(Desired("b").empty());
+  const json gpus = cluster_->Gpus();
+  for (const json& g : gpus["gpus"]) {
+    if (g["node"] == "b") EXPECT_EQ(g["sm_free"], 132) << g.dump();
+  }
+  EXPECT_NE(AllEvents().find("remote_lease.migration_failed"), std::string::npos);
+  // The source node could not be asked at all: the same.
+  node_a_.Answer("migrate", 503, {{"error", "the server is not running"}, {"code", "unavailable"}});
+  moved = cluster_->MigrateRemoteLease(alice_, id, {{"node", "b"}});
+  ASSERT_FALSE(moved.ok());
+  EXPECT_EQ(moved.status().reason(), "migration_failed");
+  EXPECT_EQ(Show(id)["node"], "a");
+  // A target that does not start the server: nothing is asked of the source.
+  const size_t asked = node_a_.actions().size();
+  node_b_.Refuse("no free port");
+  moved = cluster_->MigrateRemoteLease(alice_, id, {{"node", "b"}});
+  ASSERT_FALSE(moved.ok());
+  EXPECT_NE(moved.status().message().find("no free port"), std::string::npos);
+  EXPECT_EQ(node_a_.actions().size(), asked);
+  EXPECT_EQ(Show(id)["node"], "a");
+  EXPECT_EQ(Metric("flyt_cluster_remote_lease_migration_failures_total"), "3");
+}
+
+TEST_F(RemoteMovesTest, AMoveIsRefusedWithTheReasonBeforeAnythingStarts) {
+  const std::string id = Lease("a", 128);
+  node_a_.Answer("migrate", 200, Moved(1));
+  // b's GPUs are taken by two other leases of 128 SMs.
+  Lease("b", 128);
+  Lease("b", 128);
+  auto moved = cluster_->MigrateRemoteLease(alice_, id, {{"node", "b"}});
+  ASSERT_FALSE(moved.ok());
+  EXPECT_EQ(moved.status().reason(), "insufficient_gpus");
+  EXPECT_TRUE(node_a_.actions().empty());
+  // Where it already is; a node that does not exist; another owner; bad bodies.
+  EXPECT_EQ(cluster_->MigrateRemoteLease(alice_, id, {{"node", "a"}}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(cluster_->MigrateRemoteLease(alice_, id, {{"node", "zz"}}).status().code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(cluster_->MigrateRemoteLease(bob_, id, {{"node", "b"}}).status().code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_EQ(cluster_->MigrateRemoteLease(alice_, id, {{"node", "b"}, {"nope", 1}}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(cluster_->MigrateRemoteLease(alice_, id, {{"gpu", 1}}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(cluster_->MigrateRemoteLease(alice_, "rlease-none", {{"node", "b"}}).status().code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(Show(id)["node"], "a");
+}
+
+TEST_F(RemoteMovesTest, AResizeHoldsTheLargerShareUntilTheServerTookTheNewOne) {
+  const std::string id = Lease("a", 60, 20000);
+  const std::string gpu = Show(id)["gpu"]["uuid"];
+  json seen_during;
+  node_a_.Answer("resize", 200,
+                 {{"sm_count_granted", 32}, {"clients", 1}, {"clients_applied", 1},
+                  {"clients_pending", 0}, {"pause_ms_max", 0.4}});
+  auto resized = cluster_->ResizeRemoteLease(alice_, id, {{"sm_count", 30}, {"memory_mb", 30000}});
+  ASSERT_TRUE(resized.ok()) << resized.status().ToString();
+  ASSERT_EQ(node_a_.actions().size(), 1u);
+  EXPECT_EQ(node_a_.actions()[0].first, id + "/resize");
+  EXPECT_EQ(node_a_.actions()[0].second["sm_count"], 32);  // 30 in the GPU's steps of 8
+  EXPECT_EQ(node_a_.actions()[0].second["memory_mb"], 30000);
+  EXPECT_EQ((*resized)["sm_count"], 32);
+  EXPECT_EQ((*resized)["memory_mb"], 30000);
+  EXPECT_EQ((*resized)["resize"]["sm_count_before"], 64);
+  EXPECT_EQ((*resized)["resize"]["server"]["clients_applied"], 1);
+  EXPECT_EQ(Show(id)["sm_count_asked"], 30);
+  const json gpus = cluster_->Gpus();
+  for (const json& g : gpus["gpus"]) {
+    if (g["uuid"] == gpu) EXPECT_EQ(g["sm_free"], 100);
+  }
+  // The desired spec carries the new share (the node's record already does).
+  json desired = Desired("a");
+  ASSERT_EQ(desired.size(), 1u);
+  EXPECT_EQ(desired[0]["sm_count"], 32);
+  EXPECT_EQ(desired[0]["memory_mb"], 30000);
+  EXPECT_NE(AllEvents().find("remote_lease.resized"), std::string::npos);
+
+  // Refused by the server: the old share stays, in the ledger too.
+  node_a_.Answer("resize", 409,
+                 {{"error", "30000 MiB are allocated now; the limit cannot go below that"},
+                  {"code", "conflict"}});
+  auto refused = cluster_->ResizeRemoteLease(alice_, id, {{"memory_mb", 100}});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().reason(), "resize_refused");
+  EXPECT_NE(refused.status().message().find("allocated now"), std::string::npos);
+  EXPECT_EQ(Show(id)["memory_mb"], 30000);
+  EXPECT_EQ(Show(id)["sm_count"], 32);
+
+  // More than the GPU has room for beside another lease: refused before the node is asked.
+  Lease("a", 96);  // lands on the other GPU (binpack takes the fuller one only if it fits)
+  const size_t asked = node_a_.actions().size();
+  auto too_big = cluster_->ResizeRemoteLease(alice_, id, {{"sm_count", 200}});
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_EQ(node_a_.actions().size(), asked);
+  EXPECT_EQ(cluster_->ResizeRemoteLease(alice_, id, json::object()).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(cluster_->ResizeRemoteLease(bob_, id, {{"sm_count", 8}}).status().code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_EQ(Metric("flyt_cluster_remote_lease_resizes_total"), "1");
+  EXPECT_EQ(Metric("flyt_cluster_remote_lease_resize_failures_total"), "1");
+}
+
+TEST_F(RemoteMovesTest, ADrainedNodeIsCordonedAndItsRemoteLeasesMoveElsewhere) {
+  const std::string one = Lease("a", 60);
+  const std::string two = Lease("a", 60);
+  node_a_.Answer("migrate", 200, Moved(1));
+  EXPECT_EQ(cluster_->DrainNode(alice_, "a", json::object()).status().code(),
+            StatusCode::kPermissionDenied);
+  auto drained = cluster_->DrainNode(admin_, "a", json::object());
+  ASSERT_TRUE(drained.ok()) << drained.status().ToString();
+  EXPECT_EQ((*drained)["moved"], 2);
+  EXPECT_EQ((*drained)["failed"], 0);
+  EXPECT_EQ(Show(one)["node"], "b");
+  EXPECT_EQ(Show(two)["node"], "b");
+  // Cordoned: nothing new lands on a, remote or not; the refusal says why.
+  const json nodes = cluster_->Nodes();
+  for (const json& n : nodes["nodes"]) {
+    if (n["name"] == "a") EXPECT_TRUE(n["cordoned"].get<bool>());
+  }
+  auto refused = cluster_->CreateRemoteLease(alice_, {{"sm_count", 8}, {"memory_mb", 10}, {"node", "a"}});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("cordoned"), std::string::npos)
+      << refused.status().message();
+  auto job_lease = cluster_->Allocate(alice_, {{"gpus", 2}});
+  EXPECT_FALSE(job_lease.ok());  // b's GPUs hold remote shares; a is cordoned
+  // The cordon survives a heartbeat and a restart, and is lifted by uncordon.
+  ASSERT_TRUE(Beat("a").ok());
+  Open();
+  cluster_->Start();
+  ASSERT_TRUE(Beat("a").ok());
+  EXPECT_FALSE(cluster_->CreateRemoteLease(alice_, {{"sm_count", 8}, {"memory_mb", 10}, {"node", "a"}}).ok());
+  ASSERT_TRUE(cluster_->UncordonNode(admin_, "a").ok());
+  EXPECT_TRUE(cluster_->CreateRemoteLease(alice_, {{"sm_count", 8}, {"memory_mb", 10}, {"node", "a"}}).ok());
+  EXPECT_NE(AllEvents().find("node.cordoned"), std::string::npos);
+  EXPECT_NE(AllEvents().find("node.uncordoned"), std::string::npos);
+  // A drain whose moves fail says which and why; the node stays cordoned.
+  const std::string three = Lease("a", 8);
+  node_a_.Answer("migrate", 200, Moved(1, "failed", "the client holds CUDA arrays"));
+  drained = cluster_->DrainNode(admin_, "a", json::object());
+  ASSERT_TRUE(drained.ok());
+  EXPECT_GE((*drained)["failed"].get<int>(), 1);
+  EXPECT_NE(DumpJson(*drained).find("CUDA arrays"), std::string::npos);
+  EXPECT_EQ(cluster_->DrainNode(admin_, "nope", json::object()).status().code(),
+            StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace flyt::cluster
