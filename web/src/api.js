@@ -59,6 +59,29 @@ export async function get(path, {signal} = {}) {
   return body;
 }
 
+// POST an API path with a JSON body (an action: move, resize, drain); resolves to the JSON
+// answer, rejects with HttpError carrying the manager's message.
+export async function post(path, body = {}) {
+  let res;
+  try {
+    res = await fetch(`/api/v1${path}`, {
+      method: 'POST', cache: 'no-store',
+      headers: {...headers(), 'Content-Type': 'application/json'},
+      body: JSON.stringify(body),
+    });
+  } catch (e) {
+    throw new HttpError(0, 'the cluster manager did not answer');
+  }
+  let answer = null;
+  try {
+    answer = await res.json();
+  } catch (e) {
+    answer = null;
+  }
+  if (!res.ok) throw new HttpError(res.status, (answer && answer.error) || `HTTP ${res.status}`);
+  return answer;
+}
+
 // The live stream: calls onChange({changed, seq}) per change and onState(state) as the
 // connection comes and goes ('live', 'connecting', 'polling', 'down'). Reconnects with backoff;
 // after a reconnect everything is fetched again (changes may have been missed). A manager that

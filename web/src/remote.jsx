@@ -9,7 +9,7 @@
 
 import {useEffect, useState} from 'preact/hooks';
 
-import {get} from './api.js';
+import {get, post} from './api.js';
 import {fmtDuration, fmtMiB, fmtTime, NA, shortGpuName} from './format.js';
 import {
   gpuShares, isLiveRemote, remoteClients, remoteSecondsLeft, remoteSummary, serverTime, shareText,
@@ -49,6 +49,78 @@ export function GpuShares({gpu}) {
         <span data-testid="shares-head">{head}</span>
       </div>
       {s.shares.map((x) => <div class="share-line" data-testid="share-line">{shareText(x)}</div>)}
+    </div>
+  );
+}
+
+// Move and Resize for one live lease: a small form each, posted to
+// /remote-leases/{id}/migrate ({node, gpu?}) or /resize ({sm_count?, memory_mb?}); the outcome
+// (or the manager's refusal) is shown under the buttons. The lists refresh through the stream.
+export function LeaseActions({lease}) {
+  const [open, setOpen] = useState(null);  // 'move' | 'resize' | null
+  const [busy, setBusy] = useState(false);
+  const [result, setResult] = useState(null);  // {ok, text}
+  const [to, setTo] = useState('');
+  const [sms, setSms] = useState('');
+  const [mib, setMib] = useState('');
+  const run = async (path, body, say) => {
+    setBusy(true);
+    setResult(null);
+    try {
+      const answer = await post(`/remote-leases/${enc(lease.id)}/${path}`, body);
+      setResult({ok: true, text: say(answer)});
+      setOpen(null);
+    } catch (e) {
+      setResult({ok: false, text: e.message});
+    }
+    setBusy(false);
+  };
+  const move = (e) => {
+    e.preventDefault();
+    const m = to.trim().match(/^([A-Za-z0-9._-]+)(?::(\d{1,4}))?$/);
+    if (!m) return setResult({ok: false, text: 'give NODE or NODE:GPU'});
+    const body = {node: m[1]};
+    if (m[2] !== undefined) body.gpu = Number(m[2]);
+    return run('migrate', body, (a) => {
+      const mig = a.migration || {};
+      const where = mig.to ? `${mig.to.node}:${mig.to.gpu}` : `${a.node}`;
+      return `moved to ${where} (${mig.moved ?? 0} client${mig.moved === 1 ? '' : 's'}, ` +
+             `longest pause ${Number(mig.pause_ms_max ?? 0).toFixed(1)} ms)`;
+    });
+  };
+  const resize = (e) => {
+    e.preventDefault();
+    const body = {};
+    if (sms.trim()) body.sm_count = Number(sms);
+    if (mib.trim()) body.memory_mb = Number(mib);
+    if (!Object.keys(body).length) return setResult({ok: false, text: 'give SMs and/or MiB'});
+    return run('resize', body, (a) => {
+      const srv = (a.resize && a.resize.server) || {};
+      return `now ${a.sm_count} SMs and ${fmtMiB(a.memory_mb)}; granted ${srv.sm_count_granted ?? NA} SMs, ` +
+             `${srv.clients_applied ?? 0} of ${srv.clients ?? 0} clients applied it`;
+    });
+  };
+  return (
+    <div class="lease-actions" data-testid="lease-actions">
+      <button type="button" disabled={busy} data-testid="lease-move"
+              onClick={() => setOpen(open === 'move' ? null : 'move')}>Move</button>
+      <button type="button" disabled={busy} data-testid="lease-resize"
+              onClick={() => setOpen(open === 'resize' ? null : 'resize')}>Resize</button>
+      {open === 'move' && (
+        <form onSubmit={move} data-testid="move-form">
+          <input placeholder="NODE or NODE:GPU" value={to} data-testid="move-to"
+                 onInput={(e) => setTo(e.target.value)} />
+          <button type="submit" disabled={busy} data-testid="move-go">{busy ? 'moving…' : 'move'}</button>
+        </form>)}
+      {open === 'resize' && (
+        <form onSubmit={resize} data-testid="resize-form">
+          <input placeholder={`SMs (${lease.sm_count ?? NA})`} value={sms} size={6} data-testid="resize-sms"
+                 onInput={(e) => setSms(e.target.value)} />
+          <input placeholder={`MiB (${lease.memory_mb ?? NA})`} value={mib} size={8} data-testid="resize-mib"
+                 onInput={(e) => setMib(e.target.value)} />
+          <button type="submit" disabled={busy} data-testid="resize-go">{busy ? 'resizing…' : 'resize'}</button>
+        </form>)}
+      {result && <div class={result.ok ? 'muted' : 'reason'} data-testid="lease-action-result">{result.text}</div>}
     </div>
   );
 }
@@ -128,9 +200,9 @@ export function RemoteGpus({data, versions}) {
         <div class="scroll">
           <table data-testid="remote-leases">
             <thead><tr><th>lease</th><th>client</th><th>node</th><th>GPU</th><th>SMs</th><th>memory</th>
-              <th>state</th><th>server</th><th>expires in</th><th>granted</th></tr></thead>
+              <th>state</th><th>server</th><th>expires in</th><th>granted</th><th /></tr></thead>
             <tbody>
-              {leases.length === 0 && <tr><td colSpan={10} class="muted">no remote leases</td></tr>}
+              {leases.length === 0 && <tr><td colSpan={11} class="muted">no remote leases</td></tr>}
               {leases.map((l) => {
                 const gpu = l.gpu && typeof l.gpu === 'object' ? l.gpu : {};
                 const card = byUuid.get(gpu.uuid);
@@ -153,6 +225,7 @@ export function RemoteGpus({data, versions}) {
                     <td class={live && left < 20 ? 'soon' : ''} data-testid="remote-expires">
                       {live ? fmtDuration(left) : NA}</td>
                     <td>{fmtTime(l.granted_at)}</td>
+                    <td>{l.state === 'ready' && <LeaseActions lease={l} />}</td>
                   </tr>);
               })}
             </tbody>

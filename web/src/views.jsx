@@ -3,7 +3,7 @@
 
 import {useEffect, useMemo, useState} from 'preact/hooks';
 
-import {get} from './api.js';
+import {get, post} from './api.js';
 import {TimeChart} from './chart.jsx';
 import {
   alignToFirst, chartInputs, cudaCells, fmtBytes, fmtDuration, fmtMiB, fmtNum, fmtPct, fmtTime, fmtWatts,
@@ -110,6 +110,36 @@ function Totals({gpus, nodes}) {
   );
 }
 
+// Drain (cordon, and move the node's remote leases elsewhere) or uncordon a node; admins only
+// (the manager refuses others, and the refusal is shown).
+function NodeDrain({node}) {
+  const [busy, setBusy] = useState(false);
+  const [result, setResult] = useState(null);
+  const act = async () => {
+    const drain = !node.cordoned;
+    if (drain && !window.confirm(`Drain ${node.name}? No new lease will land on it, and its ` +
+                                 'remote leases move to other nodes.')) return;
+    setBusy(true);
+    setResult(null);
+    try {
+      const a = await post(`/nodes/${enc(node.name)}/${drain ? 'drain' : 'uncordon'}`, {});
+      setResult({ok: true, text: drain ? `cordoned; ${a.moved} remote lease${a.moved === 1 ? '' : 's'} moved` +
+                                         (a.failed ? `, ${a.failed} could not move` : '')
+                                       : 'uncordoned'});
+    } catch (e) {
+      setResult({ok: false, text: e.message});
+    }
+    setBusy(false);
+  };
+  return (
+    <span class="node-drain">
+      <button type="button" disabled={busy} onClick={act} data-testid="node-drain">
+        {busy ? 'working…' : node.cordoned ? 'Uncordon' : 'Drain'}</button>
+      {result && <span class={result.ok ? 'muted' : 'reason'} data-testid="node-drain-result"> {result.text}</span>}
+    </span>
+  );
+}
+
 export function Overview({data, errors}) {
   if (!data.gpus || !data.nodes) return <Loading error={errors.gpus || errors.nodes} what="the cluster" />;
   const gpus = data.gpus.gpus;
@@ -131,6 +161,8 @@ export function Overview({data, errors}) {
                 {n.state !== 'reachable' ? ` · silent for ${fmtDuration(n.seconds_since_heartbeat)}` : ''}
               </span>
               <Labels labels={n.labels} />
+              {n.cordoned && <span class="badge cordoned" data-testid="node-cordoned">cordoned</span>}
+              <NodeDrain node={n} />
             </h3>
             <div class="gpu-grid">{mine.map((g) => <GpuCard gpu={g} />)}</div>
           </section>

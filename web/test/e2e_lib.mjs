@@ -79,9 +79,24 @@ export async function serveDashboard(answer) {
       req.on('close', () => streams.delete(res));
       return;
     }
-    const [status, body] = answer(path);
-    res.writeHead(status, {'Content-Type': 'application/json'});
-    res.end(JSON.stringify(body));
+    // answer(path, method, body): a POST's JSON body is read first.
+    const reply = (body) => {
+      const [status, out] = answer(path, req.method, body);
+      res.writeHead(status, {'Content-Type': 'application/json'});
+      res.end(JSON.stringify(out));
+    };
+    if (req.method === 'GET') return reply(null);
+    let text = '';
+    req.on('data', (chunk) => { text += chunk; });
+    req.on('end', () => {
+      let body = null;
+      try {
+        body = JSON.parse(text || 'null');
+      } catch (e) {
+        body = null;
+      }
+      reply(body);
+    });
   });
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {

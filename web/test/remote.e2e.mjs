@@ -64,7 +64,28 @@ function gpus() {
   return [g0, g1];
 }
 
-function answer(path) {
+// The actions the page posted: [path, body].
+const posted = [];
+
+function answer(path, method = 'GET', body = null) {
+  if (method === 'POST') {
+    posted.push([path, body]);
+    if (path === '/api/v1/remote-leases/rlease-000000000001/migrate') {
+      if (body && body.node === 'node-z') {
+        return [409, {error: 'remote lease rlease-000000000001 stays on node-b:0: no GPU can hold it', code: 'migration_failed'}];
+      }
+      const l = state.leases[0];
+      return [200, {...l, node: body.node, migration: {from: {node: 'node-b', gpu: 0}, to: {node: body.node, gpu: body.gpu ?? 0},
+                                                        moved: 1, pause_ms_max: 41.25}}];
+    }
+    if (path === '/api/v1/remote-leases/rlease-000000000001/resize') {
+      const l = state.leases[0];
+      return [200, {...l, sm_count: body.sm_count ?? l.sm_count, memory_mb: body.memory_mb ?? l.memory_mb,
+                    resize: {server: {sm_count_granted: body.sm_count, clients: 1, clients_applied: 1}}}];
+    }
+    if (path === '/api/v1/nodes/node-b/drain') return [200, {node: 'node-b', cordoned: true, moved: 1, failed: 0}];
+    return [404, {error: `no such endpoint: ${path}`, code: 'not_found'}];
+  }
   const remote = ['/api/v1/remote-leases', '/api/v1/gpu-servers', '/api/v1/clients'];
   if (state.mode === 'old' && remote.includes(path)) {
     return [404, {error: `no such endpoint: ${path} (see docs/api.md)`, code: 'not_found'}];
@@ -115,7 +136,8 @@ try {
   const page = await context.newPage();
   const problems = [];
   page.on('console', (m) => {
-    if (m.type() === 'error') problems.push(m.text());
+    // The refused move (409) is the browser's own line about the answer, not the page's error.
+    if (m.type() === 'error' && !m.text().includes('status of 409')) problems.push(m.text());
   });
   page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
   await page.goto(`${url}/?token=viewer-token#/remote`);
@@ -180,6 +202,41 @@ try {
   const arrived = await waitFor(async () => page.$(row('rlease-000000000004')));
   check('the new lease appears without a reload', arrived !== null);
 
+  step('4b. a ready lease moves and resizes from its row; a refusal is shown');
+  const actions = `${row('rlease-000000000001')} [data-testid=lease-actions]`;
+  check('a ready lease has Move and Resize', await page.$(`${actions} [data-testid=lease-move]`) !== null &&
+        await page.$(`${actions} [data-testid=lease-resize]`) !== null);
+  check('a failed lease has none', await page.$(`${row('rlease-000000000002')} [data-testid=lease-actions]`) === null);
+  await page.click(`${actions} [data-testid=lease-move]`);
+  await page.fill(`${actions} [data-testid=move-to]`, 'node-a:1');
+  await page.click(`${actions} [data-testid=move-go]`);
+  const moved = await waitFor(async () => {
+    const t = await page.textContent(`${actions} [data-testid=lease-action-result]`).catch(() => '');
+    return t.includes('moved to node-a:1') ? t : null;
+  });
+  check('Move posts the target and says where the lease went', moved !== null &&
+        JSON.stringify(posted.at(-1)) === JSON.stringify(['/api/v1/remote-leases/rlease-000000000001/migrate', {node: 'node-a', gpu: 1}]),
+        `${moved} ${JSON.stringify(posted)}`);
+  await page.click(`${actions} [data-testid=lease-move]`);
+  await page.fill(`${actions} [data-testid=move-to]`, 'node-z');
+  await page.click(`${actions} [data-testid=move-go]`);
+  const refusedMove = await waitFor(async () => {
+    const t = await page.textContent(`${actions} [data-testid=lease-action-result]`).catch(() => '');
+    return t.includes('stays on node-b:0') ? t : null;
+  });
+  check("a refused move shows the manager's reason", refusedMove !== null);
+  await page.click(`${actions} [data-testid=lease-resize]`);
+  await page.fill(`${actions} [data-testid=resize-sms]`, '40');
+  await page.fill(`${actions} [data-testid=resize-mib]`, '6144');
+  await page.click(`${actions} [data-testid=resize-go]`);
+  const resized = await waitFor(async () => {
+    const t = await page.textContent(`${actions} [data-testid=lease-action-result]`).catch(() => '');
+    return t.includes('granted 40 SMs') ? t : null;
+  });
+  check('Resize posts the share and reports the granted SMs', resized !== null &&
+        JSON.stringify(posted.at(-1)) === JSON.stringify(['/api/v1/remote-leases/rlease-000000000001/resize', {sm_count: 40, memory_mb: 6144}]),
+        `${resized} ${JSON.stringify(posted.at(-1))}`);
+
   step('5. each GPU card of the overview shows the shares carved out of it');
   await page.click('header nav a[href="#/remote"]');
   check('the nav has the Remote GPUs view', (await page.getAttribute('header nav a[href="#/remote"]', 'class')) === 'active');
@@ -194,6 +251,14 @@ try {
   check('a GPU without shares shows none',
         await page.$('[data-testid=gpu-card][data-index="1"] [data-testid=gpu-shares]') === null);
   if (shots) await page.screenshot({path: join(shots, 'overview-shares.png'), fullPage: true});
+  page.once('dialog', (d) => d.accept());
+  await page.click('[data-testid=node][data-node="node-b"] [data-testid=node-drain]');
+  const drained = await waitFor(async () => {
+    const t = await page.textContent('[data-testid=node][data-node="node-b"] [data-testid=node-drain-result]').catch(() => '');
+    return t.includes('cordoned; 1 remote lease moved') ? t : null;
+  });
+  check('Drain (confirmed) posts to the node and says what moved', drained !== null &&
+        posted.at(-1)[0] === '/api/v1/nodes/node-b/drain', JSON.stringify(posted.at(-1)));
   check('no console errors', problems.length === 0, problems.join(' | '));
   await context.close();
 
