@@ -27,6 +27,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -388,6 +389,20 @@ class ClientConnection {
   uint16_t client_version_ = 0;
   uint64_t client_caps_ = 0;
   bool ipc_exported_ = false;  // the client exported memory or an event (cannot move)
+
+  // Operator calls (MigrateClient, ResizeServer): only the server's own user or root, over its
+  // Unix socket (SO_PEERCRED), may ask for `what`; kNotPermitted otherwise.
+  CudaStatus CheckOperator(std::string_view what) const;
+  // Resizing (resize.cc). After the session opened: the SMs it runs with, then the current share
+  // when an operator resized the server before this client came. Before each call (a clean
+  // point): applies an SM share whose generation this client has not seen yet and records the
+  // outcome in its slot.
+  void StartSmShare();
+  // The backend's device attribute as this client sees it (its own SM share).
+  CudaResult<int32_t> DeviceAttribute(uint32_t attr) const;
+  void MaybeApplySmShare();
+  uint32_t sm_share_generation_ = 0;  // the last share generation applied or refused
+  int32_t sm_count_granted_ = 0;      // the SMs this client's session runs with (0: no session)
   std::map<uint64_t, std::pair<uint32_t, int32_t>> stream_params_;  // flags, priority
   std::map<uint64_t, uint32_t> event_flags_;
 

@@ -69,14 +69,7 @@ std::string RandomHex(size_t bytes) {
 CudaResult<MigrateClientReply> ClientConnection::Handle(const MigrateClientRequest& r, Io&) {
   // Moving a client sends its device memory wherever the request says: only the server's own
   // user (or root) may ask, over the Unix socket, not any holder of the server's secret.
-  ucred peer{};
-  socklen_t len = sizeof peer;
-  if (channel_->Kind() == "tcp" ||
-      ::getsockopt(fd_, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 ||
-      (peer.uid != 0 && peer.uid != ::getuid())) {
-    return Error(CudaError::kNotPermitted,
-                 "only the server's own user or root may move clients, over its Unix socket");
-  }
+  FLYT_CUDA_RETURN_IF_ERROR(CheckOperator("move clients"));
   if (r.client_id == id_) {
     return Error(CudaError::kInvalidValue, "a connection cannot move itself");
   }

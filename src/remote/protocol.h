@@ -42,8 +42,9 @@ inline constexpr uint32_t kHelloMagic = 0x54594C46;  // "FLYT"
 // calls of issue 17 (graphs, pools, arrays and textures, managed memory, attributes). Version 4:
 // interprocess memory and events (cudaIpc*). Version 5: the shared-memory transport's copies
 // through the arena, the server's local endpoint, and the transport of each client in stats.
-// Version 6: live migration (the kNotice frame, the hello's resume token, calls 180-189).
-inline constexpr uint16_t kProtocolVersion = 6;
+// Version 6: live migration (the kNotice frame, the hello's resume token, calls 180-184).
+// Version 7: resizing a running server (ResizeServer, ClientShares: calls 185-189).
+inline constexpr uint16_t kProtocolVersion = 7;
 inline constexpr uint16_t kMinProtocolVersion = 1;
 inline constexpr uint32_t kMaxFramePayload = 4u << 20;
 inline constexpr size_t kFrameHeaderBytes = 12;
@@ -195,13 +196,15 @@ struct CallTraits;
 #include "remote/calls.def"
 #undef FLYT_CALL
 
-// The first protocol version that has the call: 5 for the shared-memory transport's calls (wire
+// The first protocol version that has the call: 7 for resizing (185-189), 6 for live migration
+// (180-184), 5 for the shared-memory transport's calls (wire
 // ids 62 and 160-179), 4 for interprocess memory and events (142-159), 3 for issue 17's other
 // families (wire ids 70 and up), 1 for the rest. A client does not send a call its server's
 // version lacks.
 constexpr uint16_t MinProtocolVersionOf(CallId id) {
   const auto n = static_cast<uint16_t>(id);
-  if (n >= 180 && n <= 189) return 6;
+  if (n >= 185 && n <= 189) return 7;
+  if (n >= 180 && n <= 184) return 6;
   if (n == 62 || (n >= 160 && n <= 179)) return 5;
   if (n >= 142 && n <= 159) return 4;
   return n >= 70 ? 3 : 1;
