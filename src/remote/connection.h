@@ -371,7 +371,8 @@ class ClientConnection {
   CudaResult<MoveResult> MoveTo(const MigrationOrder& order);
   // Why this client cannot be moved now ("" when it can).
   std::string Unmovable() const;
-  // Writes a kNotice before a reply when an operator asked for this client to move.
+  // Writes a kNotice before a reply when an operator asked for this client to move, and one with
+  // call ResizeServer when it runs on a new SM share (resize.cc).
   Status MaybeNotice();
   Status AwaitClaim();
   // Answers a migrated client's hello on its new connection (this connection's state is its).
@@ -403,6 +404,7 @@ class ClientConnection {
   void MaybeApplySmShare();
   uint32_t sm_share_generation_ = 0;  // the last share generation applied or refused
   int32_t sm_count_granted_ = 0;      // the SMs this client's session runs with (0: no session)
+  bool share_notice_ = false;  // a kNotice (ResizeServer) goes before the next reply
   std::map<uint64_t, std::pair<uint32_t, int32_t>> stream_params_;  // flags, priority
   std::map<uint64_t, uint32_t> event_flags_;
 

@@ -125,6 +125,12 @@ CudaResult<MigrateClientReply> ClientConnection::Handle(const MigrateClientReque
 }
 
 Status ClientConnection::MaybeNotice() {
+  if (share_notice_) {  // resize.cc: the client runs on a new SM share
+    share_notice_ = false;
+    std::byte head[kFrameHeaderBytes];
+    EncodeFrameHeader({0, CallId::kResizeServer, FrameKind::kNotice, 0}, head);
+    FLYT_RETURN_IF_ERROR(channel_->Write(std::span<const std::byte>(head, sizeof head)));
+  }
   if (notice_sent_ || !ClientRegistry::MigrationRequested(slot_)) return Status::Ok();
   if (importing_ || client_version_ < 6 || (client_caps_ & kCapMigration) == 0) {
     if (ClientRegistry::TakeMigration(slot_)) {

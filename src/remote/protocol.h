@@ -12,6 +12,8 @@
 //   kNotice                (version 6, server to client, call kNone, seq 0, empty payload) the
 //                          server asks the client to call Migrate once the call it waits on has
 //                          returned: an operator moves it to another server (live migration).
+//                          (version 7) With call ResizeServer: the client runs on a new SM share
+//                          from this reply on; its cached device facts are stale.
 // The client numbers its requests (seq, from 1, wrapping); the server echoes seq in replies and
 // in the data frames it sends for a device-to-host copy. No CUDA struct travels raw: device
 // properties go field by field by name, attributes and error codes by their stable numbers.

@@ -252,6 +252,8 @@ TEST(ProtocolTest, TheNoticeFrameDecodesOnlyWithoutACall) {
   EXPECT_EQ(header->kind, FrameKind::kNotice);
   EncodeFrameHeader({0, CallId::kMigrate, FrameKind::kNotice, 0}, raw);
   EXPECT_FALSE(DecodeFrameHeader(raw).ok());
+  EncodeFrameHeader({0, CallId::kResizeServer, FrameKind::kNotice, 0}, raw);
+  EXPECT_TRUE(DecodeFrameHeader(raw).ok());  // version 7: a new SM share
   EXPECT_EQ(MinProtocolVersionOf(CallId::kMigrate), 6);
   EXPECT_EQ(MinProtocolVersionOf(CallId::kMallocAt), 6);
   EXPECT_EQ(MinProtocolVersionOf(CallId::kImportFinish), 6);

@@ -76,6 +76,9 @@ void ClientConnection::MaybeApplySmShare() {
     }
     spdlog::info("{}: runs on {} SMs now (asked {}; {} us)", Tag(), granted, order.sm_count,
                  state.pause_us);
+    // A runtime of version 7 caches device facts: told before the next reply, it fetches them
+    // again.
+    if (granted != sm_count_granted_ && client_version_ >= 7 && !importing_) share_notice_ = true;
     sm_count_granted_ = granted;
   } else {
     state.refused = true;
