@@ -12,7 +12,11 @@
 //    return on the new server (Migrate, the state and bytes moved, the new hello);
 //  - server: the old server's own part of it (Migrate's answer time);
 //  - total: from the operator's request to its answer;
-//  - memcpy: one memcpy of the same bytes between two touched buffers.
+//  - memcpy: one memcpy of the same bytes between two touched buffers;
+//  - resize: before the moves, R resizes of the same client's server (ResizeServer: SM share 64,
+//    132, 64, ...): the longest call the program saw while one was answered (resize ms), and the
+//    client's own pause to apply it at its clean point as the server measured it (apply us;
+//    whole microseconds).
 // Wall-clock on a shared machine: compare within one run and read the spread.
 #include <unistd.h>
 
@@ -24,6 +28,7 @@
 #include <filesystem>
 #include <future>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <string>
@@ -85,8 +90,9 @@ int main(int argc, char** argv) {
                                         StartServer(dir / "b.sock", "b")};
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   if (!json) {
-    std::printf("%-10s %12s %12s %12s %12s %10s\n", "device", "pause ms", "server ms", "total ms",
-                "memcpy ms", "pause/memcpy");
+    std::printf("%-10s %12s %12s %12s %12s %10s %10s %10s\n", "device", "pause ms", "server ms",
+                "total ms", "memcpy ms", "pause/memcpy", "resize ms", "apply us");
+    std::fflush(stdout);  // not again from the client processes the servers fork
   }
   for (uint64_t mib : sizes) {
     const uint64_t bytes = mib << 20;
@@ -102,6 +108,29 @@ int main(int argc, char** argv) {
       auto p = conn.Malloc({chunk.size()});
       if (!p.ok()) Die(p.status().ToString());
       if (!conn.MemcpyHtoD({p->ptr, chunk.size(), 0}, chunk).ok()) Die("fill");
+    }
+    // Resizes of the client's server while the client makes calls.
+    std::vector<double> resize_pause, resize_apply;
+    for (int r = 0; r < repeats; ++r) {
+      const uint32_t sms = r % 2 == 0 ? 64 : 132;
+      Endpoint at_server = servers[0]->endpoints()[0];
+      auto answer = std::async(std::launch::async, [=] {
+        return RequestResize(at_server, "", sms, std::nullopt, 600'000);
+      });
+      double longest = 0;
+      while (answer.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) {
+        const Clock::time_point t0 = Clock::now();
+        if (!conn.MemGetInfo({}).ok()) Die("a call failed during the resize");
+        longest = std::max(longest, Ms(Clock::now() - t0));
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      auto reply = answer.get();
+      // (The previous size's client may still be counted while its connection ends.)
+      if (!reply.ok() || reply->clients_applied == 0 || reply->clients_pending != 0) {
+        Die(reply.ok() ? reply->message : reply.status().ToString());
+      }
+      resize_pause.push_back(longest);
+      resize_apply.push_back(reply->pause_ms_max);
     }
     std::vector<double> pause, server, total;
     int at = 0;
@@ -141,12 +170,14 @@ int main(int argc, char** argv) {
       }
     }
     const double p = Median(pause), s = Median(server), t = Median(total), c = Median(copies);
+    const double rp = Median(resize_pause), ra = Median(resize_apply);
     if (json) {
       out.push_back({{"device_mib", mib}, {"pause_ms", p}, {"server_ms", s}, {"total_ms", t},
-                     {"memcpy_ms", c}});
+                     {"memcpy_ms", c}, {"resize_pause_ms", rp}, {"resize_apply_ms", ra}});
     } else {
-      std::printf("%-10s %12.1f %12.1f %12.1f %12.1f %10.2f\n", (std::to_string(mib) + " MiB").c_str(),
-                  p, s, t, c, c > 0 ? p / c : 0);
+      std::printf("%-10s %12.1f %12.1f %12.1f %12.1f %10.2f %10.3f %10.0f\n",
+                  (std::to_string(mib) + " MiB").c_str(), p, s, t, c, c > 0 ? p / c : 0, rp, ra * 1000);
+      std::fflush(stdout);
     }
   }
   if (json) std::printf("%s\n", out.dump().c_str());

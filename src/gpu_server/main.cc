@@ -197,6 +197,28 @@ int main(int argc, char** argv) {
                           "seconds to wait for the client's next call (it moves at a call)")
       ->check(CLI::Range(0.1, 3600.0))
       ->capture_default_str();
+  CLI::App* resize_cmd = app.add_subcommand(
+      "resize", "give the clients of a running server a new SM share and/or memory limit without "
+                "restarting them (each applies the share at its next call); print the outcome as "
+                "JSON; exit 0 when every connected client applied it, 3 when some did not (yet)");
+  std::string resize_server, resize_secret_file;
+  std::optional<uint32_t> resize_sm_count;
+  std::optional<uint64_t> resize_memory_limit_mb;
+  double resize_timeout_s = 30;
+  resize_cmd->add_option("--server", resize_server, "the server: unix:PATH (its own user or root)")
+      ->required();
+  resize_cmd->add_option("--secret-file", resize_secret_file,
+                         "the server's secret file, when it has one (else $FLYT_SERVER_SECRET)");
+  resize_cmd->add_option("--sm-count", resize_sm_count,
+                         "the SMs each client runs on (1..the device's; rounded up to the SM "
+                         "granularity)");
+  resize_cmd->add_option("--memory-limit-mb", resize_memory_limit_mb,
+                         "the server's memory limit for all clients together (0: none); refused "
+                         "when below what they hold now");
+  resize_cmd->add_option("--timeout", resize_timeout_s,
+                         "seconds to wait for the connected clients to apply the SM share")
+      ->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str();
   CLI::App* probe_cmd = app.add_subcommand(
       "probe", "print, as JSON, the device this server would serve (SMs, SM granularity, memory, "
                "name, backend, MPS), and exit; non-zero with the reason when it cannot be used");
@@ -254,6 +276,27 @@ int main(int argc, char** argv) {
     if (!reply.ok()) return Fail(reply.status().message());
     std::printf("%s\n", flyt::remote::MigrationToJson(migrate_client, *reply).c_str());
     return reply->outcome == "moved" ? 0 : (reply->outcome == "pending" ? 3 : 1);
+  }
+  if (resize_cmd->parsed()) {
+    flyt::Result<flyt::remote::Endpoint> endpoint = flyt::remote::ParseEndpoint(resize_server);
+    if (!endpoint.ok()) return Fail("--server: " + endpoint.status().message());
+    if (!resize_sm_count && !resize_memory_limit_mb) {
+      return Fail("resize: give --sm-count, --memory-limit-mb or both");
+    }
+    std::string secret;
+    if (!resize_secret_file.empty()) {
+      flyt::Result<std::string> read = flyt::gpu_server::ReadSecretFile(resize_secret_file);
+      if (!read.ok()) return Fail(read.status().message());
+      secret = std::move(read).value();
+    } else if (const char* env = std::getenv("FLYT_SERVER_SECRET")) {
+      secret = env;
+    }
+    flyt::Result<flyt::remote::ResizeOutcome> outcome = flyt::remote::RequestResize(
+        *endpoint, secret, resize_sm_count, resize_memory_limit_mb,
+        static_cast<uint32_t>(resize_timeout_s * 1000));
+    if (!outcome.ok()) return Fail(outcome.status().message());
+    std::printf("%s\n", flyt::remote::ResizeToJson(*outcome).c_str());
+    return outcome->clients_applied == outcome->clients ? 0 : 3;
   }
   if (probe_cmd->parsed()) {
     flyt::Result<flyt::remote::DeviceIdentity> device_identity = [&]()

@@ -402,6 +402,14 @@ class Session {
                                                      uint64_t registered_bytes, DevicePtr address);
   // Whether this backend can MallocAt (the server checks before it starts a migration).
   virtual bool CanPlaceMemory() const { return false; }
+
+  // ---- resizing (ResizeServer) ----------------------------------------------------------------
+  // Runs this session's later work on `sm_count` SMs of the device (1..the device's), called at a
+  // clean point: between the client's calls, nothing of it in flight on the server's side. The
+  // session waits for its posted device work first. On success `*granted` is the SMs it runs with
+  // now (the backend rounds up to its granularity); on failure nothing changed and the error says
+  // why (the default: this backend cannot change a session's share).
+  virtual CudaStatus ApplySmShare(int sm_count, int* granted);
 };
 
 class Backend {
@@ -431,6 +439,10 @@ inline CudaResult<GlobalSymbol> Session::ModuleGetGlobalAt(ModuleHandle module,
   return CudaStatus(CudaError::kNotSupported, "global " + name + " would move from " +
                                                   HexAddress(global->ptr) + " to " +
                                                   HexAddress(address));
+}
+
+inline CudaStatus Session::ApplySmShare(int /*sm_count*/, int* /*granted*/) {
+  return CudaStatus(CudaError::kNotSupported, "this backend cannot change a client's SM share");
 }
 
 inline std::unique_ptr<HostBuffer> Session::NewHostBuffer(size_t bytes) {

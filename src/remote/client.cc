@@ -297,7 +297,12 @@ CudaStatus Connection::AwaitReplyLocked(CallId call, uint32_t seq, ReplyStatus& 
       continue;
     }
     if (header->kind == FrameKind::kNotice && header->payload_bytes == 0 &&
-        (options_.capabilities & kCapMigration) != 0) {
+        header->call == CallId::kResizeServer) {
+      device_generation_.fetch_add(1);  // a new SM share: device facts to fetch again
+      continue;
+    }
+    if (header->kind == FrameKind::kNotice && header->payload_bytes == 0 &&
+        header->call == CallId::kNone && (options_.capabilities & kCapMigration) != 0) {
       migrate_pending_ = true;  // answered once this call has returned
       continue;
     }

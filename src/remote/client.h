@@ -28,6 +28,10 @@
 // the pinned memory of a shared-memory arena stays mapped, and its copies become ordinary ones).
 // A move that fails leaves the connection where it was. ClientOptions::note hears about both.
 //
+// Resizing (protocol version 7): a server that applied a new SM share for this client sends a
+// kNotice with call ResizeServer before a reply; device_generation() counts them, so that what
+// caches device facts (the runtime's properties) fetches them again.
+//
 // Thread safety: every method may be called from any thread; calls are serialised by one
 // mutex, so the wire order is the order calls entered. Once the connection breaks (server gone,
 // protocol error) every call fails with cudaErrorDevicesUnavailable.
@@ -154,6 +158,8 @@ class Connection {
   // Posted requests not yet answered by any reply (0 right after a kCall).
   bool HasUnacknowledgedPosts() const;
   bool broken() const;
+  // How many times the server said this client's device facts changed (a resize).
+  uint64_t device_generation() const { return device_generation_.load(); }
   // Pending device-to-host copies whose data has not arrived.
   size_t pending_downloads() const;
   // [issue 17: pools] Bytes of those copies not yet arrived: the server holds them in its host
@@ -219,6 +225,7 @@ class Connection {
   std::string resume_token_;  // for the hello to the server a move goes to
   // The connection left the server whose arena arena_ is (the pages stay mapped).
   std::atomic<bool> arena_detached_{false};
+  std::atomic<uint64_t> device_generation_{0};
 };
 
 }  // namespace flyt::remote

@@ -79,10 +79,19 @@ struct ClientSlot {
   std::atomic<uint64_t> new_client_id{0};
   std::atomic<uint64_t> moved_bytes{0};
   std::atomic<uint64_t> pause_us{0};
+  // The SM share (SmShareState): `share` packs generation << 32 | granted SMs and is stored last
+  // (release), the rest before it.
+  std::atomic<uint64_t> share{0};
+  std::atomic<uint32_t> share_refused{0};
+  std::atomic<uint64_t> share_pause_us{0};
+  std::atomic<uint32_t> share_message_bytes{0};
+  std::atomic<uint64_t> share_message[kMessageWords];
 };
 
 struct ClientRegistry::Header {
   std::atomic<uint64_t> used_bytes{0};
+  std::atomic<uint64_t> limit_bytes{0};  // 0: no limit
+  std::atomic<uint64_t> sm_share{0};     // generation << 32 | sm_count (SmShareOrder)
   std::atomic<uint64_t> departures{0};
   std::atomic<uint64_t> counters[static_cast<size_t>(ServerCounter::kCount)] = {};
 };
@@ -146,8 +155,8 @@ ClientRegistry::ClientRegistry(void* mapping, size_t mapping_bytes, size_t slot_
       header_(new (mapping) Header()),
       slots_(reinterpret_cast<ClientSlot*>(static_cast<std::byte*>(mapping) + sizeof(Header))),
       slot_count_(slot_count),
-      departed_kept_(departed_kept),
-      limit_bytes_(limit_bytes) {
+      departed_kept_(departed_kept) {
+  header_->limit_bytes.store(limit_bytes);
   for (size_t i = 0; i < slot_count_; ++i) new (&slots_[i]) ClientSlot();
 }
 
@@ -189,6 +198,10 @@ ClientSlot* ClientRegistry::Acquire(uint64_t id) {
   slot.peer_uid.store(0);
   slot.arena_bytes.store(0);
   slot.migration.store(0);
+  slot.share.store(0);
+  slot.share_refused.store(0);
+  slot.share_pause_us.store(0);
+  slot.share_message_bytes.store(0);
   slot.departed_order.store(0);
   ClientCounters& c = slot.counters;
   for (std::atomic<uint64_t>* counter :
@@ -322,15 +335,100 @@ std::optional<uint32_t> ClientRegistry::TakeRespawn(ClientSlot* slot) {
   return slot->respawn_seq.load();
 }
 
+namespace {
+bool Exceeds(uint64_t limit, uint64_t used, uint64_t bytes) {
+  return limit != 0 && (bytes > limit || used > limit - bytes);
+}
+}  // namespace
+
 bool ClientRegistry::TryReserve(ClientSlot* slot, uint64_t bytes) {
   std::atomic<uint64_t>& used = header_->used_bytes;
   uint64_t now = used.load();
   while (true) {
-    if (limit_bytes_ != 0 && (bytes > limit_bytes_ || now > limit_bytes_ - bytes)) return false;
+    if (Exceeds(header_->limit_bytes.load(), now, bytes)) return false;
     if (used.compare_exchange_weak(now, now + bytes)) break;
+  }
+  // A limit lowered meanwhile (SetLimitBytes) either saw these bytes or is seen here.
+  if (Exceeds(header_->limit_bytes.load(), now, bytes)) {
+    used.fetch_sub(bytes);
+    return false;
   }
   slot->reserved_bytes.fetch_add(bytes);
   return true;
+}
+
+uint64_t ClientRegistry::limit_bytes() const { return header_->limit_bytes.load(); }
+
+std::optional<uint64_t> ClientRegistry::SetLimitBytes(uint64_t limit) {
+  const uint64_t before = header_->limit_bytes.exchange(limit);
+  const uint64_t used = header_->used_bytes.load();
+  if (limit != 0 && used > limit) {
+    header_->limit_bytes.store(before);
+    return used;
+  }
+  return std::nullopt;
+}
+
+uint32_t ClientRegistry::PostSmShare(uint32_t sm_count) {
+  uint64_t now = header_->sm_share.load();
+  while (true) {
+    const uint32_t generation = static_cast<uint32_t>(now >> 32) + 1;
+    if (header_->sm_share.compare_exchange_weak(now, (uint64_t{generation} << 32) | sm_count)) {
+      return generation;
+    }
+  }
+}
+
+SmShareOrder ClientRegistry::CurrentSmShare() const {
+  const uint64_t now = header_->sm_share.load(std::memory_order_acquire);
+  return {static_cast<uint32_t>(now >> 32), static_cast<uint32_t>(now)};
+}
+
+void ClientRegistry::NoteSmShare(ClientSlot* slot, const SmShareState& state) {
+  StoreWords(slot->share_message, state.message);
+  slot->share_message_bytes.store(
+      static_cast<uint32_t>(std::min<size_t>(state.message.size(), kMessageWords * 8)));
+  slot->share_refused.store(state.refused ? 1 : 0);
+  slot->share_pause_us.store(state.pause_us);
+  slot->share.store((uint64_t{state.generation} << 32) | state.sm_count_granted,
+                    std::memory_order_release);
+}
+
+SmShareState ClientRegistry::SmShareOf(const ClientSlot* slot) {
+  SmShareState out;
+  const uint64_t share = slot->share.load(std::memory_order_acquire);
+  out.generation = static_cast<uint32_t>(share >> 32);
+  out.sm_count_granted = static_cast<uint32_t>(share);
+  out.refused = slot->share_refused.load() != 0;
+  out.pause_us = slot->share_pause_us.load();
+  out.message = LoadWords(slot->share_message, slot->share_message_bytes.load());
+  return out;
+}
+
+std::vector<uint64_t> ClientRegistry::LiveIds() const {
+  std::vector<uint64_t> out;
+  for (size_t i = 0; i < slot_count_; ++i) {
+    if (slots_[i].state.load() == kLive) out.push_back(slots_[i].id.load());
+  }
+  return out;
+}
+
+std::vector<ClientShare> ClientRegistry::Shares() const {
+  std::vector<ClientShare> out;
+  for (size_t i = 0; i < slot_count_; ++i) {
+    const ClientSlot& slot = slots_[i];
+    uint64_t generation = slot.generation.load(std::memory_order_acquire);
+    if (slot.state.load(std::memory_order_acquire) != kLive) continue;
+    const uint64_t share = slot.share.load(std::memory_order_acquire);
+    ClientShare s{slot.id.load(), static_cast<uint32_t>(share),
+                  static_cast<uint32_t>(share >> 32)};
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (slot.generation.load(std::memory_order_relaxed) != generation) continue;  // reused
+    out.push_back(s);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const ClientShare& a, const ClientShare& b) { return a.client_id < b.client_id; });
+  return out;
 }
 
 void ClientRegistry::Release(ClientSlot* slot, uint64_t bytes) {
@@ -431,7 +529,7 @@ DebugStatsReply ClientRegistry::Snapshot() const {
   DebugStatsReply reply;
   for (Row& row : rows) reply.clients.push_back(std::move(row.stats));
   reply.allocated_bytes = used_bytes();
-  reply.memory_limit_bytes = limit_bytes_;
+  reply.memory_limit_bytes = limit_bytes();
   return reply;
 }
 

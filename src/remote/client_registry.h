@@ -18,6 +18,12 @@
 // back exactly what it held (Depart). The two updates are adjacent atomic operations, not one:
 // a process killed between them (a few instructions) leaves its last reservation counted.
 //
+// Resizing (ResizeServer): the memory limit lives in the table (SetLimitBytes; TryReserve honours
+// a new one at once), and the clients' SM share is a generation-stamped value in its header
+// (PostSmShare). Each client's thread or process compares the generation at its next clean point,
+// applies the share through its Session and records the outcome in its slot (NoteSmShare), which
+// the operator's process reads (SmShareOf) while it waits.
+//
 // Thread and process safety: every shared field is a lock-free atomic (address-free, so valid
 // across processes); the label is published with a release store and read only after an acquire
 // load of the same generation, and a reader that sees the generation change retries or skips the
@@ -79,6 +85,21 @@ struct MigrationOutcome {
   uint64_t new_client_id = 0;
   uint64_t bytes = 0;     // device memory moved
   uint64_t pause_us = 0;  // from the client's Migrate call to the answer
+};
+
+// The SM share an operator asked of every client (generation 0: none since the server started).
+struct SmShareOrder {
+  uint32_t generation = 0;
+  uint32_t sm_count = 0;
+};
+// What one client did with the SM share orders: the last generation it applied or refused, the
+// SMs it runs with now, the pause the last application took and, when refused, why.
+struct SmShareState {
+  uint32_t generation = 0;
+  bool refused = false;
+  uint32_t sm_count_granted = 0;
+  uint64_t pause_us = 0;
+  std::string message;
 };
 
 // What the server turned away or closed, by reason (hostile, broken or overloaded peers), and
@@ -153,7 +174,21 @@ class ClientRegistry {
   bool TryReserve(ClientSlot* slot, uint64_t bytes);
   void Release(ClientSlot* slot, uint64_t bytes);
   uint64_t used_bytes() const;
-  uint64_t limit_bytes() const { return limit_bytes_; }
+  uint64_t limit_bytes() const;
+  // A new limit (0: none), unless it is below the bytes reserved now: then the limit stays as it
+  // was and the result is those bytes. A reservation racing with it either counts in that check
+  // or sees the new limit (TryReserve checks again after reserving). Any process.
+  std::optional<uint64_t> SetLimitBytes(uint64_t limit);
+
+  // The SM share (any process). Post: a new generation asking `sm_count` SMs of every client;
+  // returns it. Current: what the clients are to run with.
+  uint32_t PostSmShare(uint32_t sm_count);
+  SmShareOrder CurrentSmShare() const;
+  // The slot's owner: it applied (or, `refused`, could not apply) generation `generation`.
+  static void NoteSmShare(ClientSlot* slot, const SmShareState& state);
+  static SmShareState SmShareOf(const ClientSlot* slot);
+  // The ids of the connected clients, in slot order.
+  std::vector<uint64_t> LiveIds() const;
 
   // Any process.
   void Count(ServerCounter counter, uint64_t n = 1);
@@ -167,6 +202,8 @@ class ClientRegistry {
   DebugStatsReply Snapshot() const;
   // The transport of each client Snapshot lists.
   std::vector<ClientTransport> Transports() const;
+  // The SM share of each connected client, by id.
+  std::vector<ClientShare> Shares() const;
 
  private:
   struct Header;
@@ -179,7 +216,6 @@ class ClientRegistry {
   ClientSlot* const slots_;
   const size_t slot_count_;
   const size_t departed_kept_;
-  const uint64_t limit_bytes_;
 };
 
 }  // namespace flyt::remote

@@ -142,6 +142,7 @@ Status ClientConnection::Hello() {
       reply.error = "cannot open a device session: " + session.status().ToString();
     } else {
       session_ = std::move(session).value();
+      StartSmShare();
     }
   }
   if (backend_ != nullptr) {
@@ -248,6 +249,7 @@ Status ClientConnection::Resume() {
     return Unavailable("cannot open a device session again: " + session.status().ToString());
   }
   session_ = std::move(session).value();
+  StartSmShare();
   // The rings hold the connection's place: the reply goes where the previous process left off.
   if (ClientRegistry::Transport(slot_) == TransportKind::kShm && shm_offer_ != nullptr) {
     FLYT_RETURN_IF_ERROR(SwitchToSharedMemory());
@@ -283,6 +285,7 @@ Status ClientConnection::Serve() {
     }
     payload_.resize(header.payload_bytes);
     FLYT_RETURN_IF_ERROR(channel_->Read(payload_));
+    MaybeApplySmShare();  // a clean point: the previous call is done, this one not begun
     FLYT_RETURN_IF_ERROR(Dispatch(header, payload_));
     if (!moved_to_.empty()) return Status::Ok();
     if (await_claim_) FLYT_RETURN_IF_ERROR(AwaitClaim());

@@ -27,6 +27,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -370,7 +371,8 @@ class ClientConnection {
   CudaResult<MoveResult> MoveTo(const MigrationOrder& order);
   // Why this client cannot be moved now ("" when it can).
   std::string Unmovable() const;
-  // Writes a kNotice before a reply when an operator asked for this client to move.
+  // Writes a kNotice before a reply when an operator asked for this client to move, and one with
+  // call ResizeServer when it runs on a new SM share (resize.cc).
   Status MaybeNotice();
   Status AwaitClaim();
   // Answers a migrated client's hello on its new connection (this connection's state is its).
@@ -388,6 +390,21 @@ class ClientConnection {
   uint16_t client_version_ = 0;
   uint64_t client_caps_ = 0;
   bool ipc_exported_ = false;  // the client exported memory or an event (cannot move)
+
+  // Operator calls (MigrateClient, ResizeServer): only the server's own user or root, over its
+  // Unix socket (SO_PEERCRED), may ask for `what`; kNotPermitted otherwise.
+  CudaStatus CheckOperator(std::string_view what) const;
+  // Resizing (resize.cc). After the session opened: the SMs it runs with, then the current share
+  // when an operator resized the server before this client came. Before each call (a clean
+  // point): applies an SM share whose generation this client has not seen yet and records the
+  // outcome in its slot.
+  void StartSmShare();
+  // The backend's device attribute as this client sees it (its own SM share).
+  CudaResult<int32_t> DeviceAttribute(uint32_t attr) const;
+  void MaybeApplySmShare();
+  uint32_t sm_share_generation_ = 0;  // the last share generation applied or refused
+  int32_t sm_count_granted_ = 0;      // the SMs this client's session runs with (0: no session)
+  bool share_notice_ = false;  // a kNotice (ResizeServer) goes before the next reply
   std::map<uint64_t, std::pair<uint32_t, int32_t>> stream_params_;  // flags, priority
   std::map<uint64_t, uint32_t> event_flags_;
 

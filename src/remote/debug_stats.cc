@@ -31,6 +31,11 @@ Result<ServerStats> FetchStats(const Endpoint& server, const std::string& secret
     if (!transports.ok()) return Internal(transports.status().ToString());
     out.transports = std::move(transports->clients);
   }
+  if (conn->server().version >= MinProtocolVersionOf(CallId::kClientShares)) {
+    CudaResult<ClientSharesReply> shares = conn->ClientShares({});
+    if (!shares.ok()) return Internal(shares.status().ToString());
+    out.shares = std::move(shares->clients);
+  }
   return out;
 }
 
@@ -60,6 +65,11 @@ std::string StatsToJson(const ServerStats& server) {
       j["peer_uid"] = t.peer_uid;
       j["arena_bytes"] = t.arena_bytes;
       j["arena_copy_bytes"] = t.arena_copy_bytes;
+    }
+    for (const ClientShare& share : server.shares) {
+      if (share.client_id == c.client_id && c.connected) {
+        j["sm_count_granted"] = share.sm_count_granted;
+      }
     }
     out["clients"].push_back(std::move(j));
   }
@@ -97,6 +107,65 @@ std::string MigrationToJson(uint64_t client_id, const MigrateClientReply& reply)
   out["bytes"] = reply.bytes;
   out["pause_ms"] = static_cast<double>(reply.pause_us) / 1000.0;
   return out.dump();
+}
+
+Result<ResizeOutcome> RequestResize(const Endpoint& server, const std::string& secret,
+                                    std::optional<uint32_t> sm_count,
+                                    std::optional<uint64_t> memory_limit_mb, uint32_t timeout_ms) {
+  if (!sm_count && !memory_limit_mb) {
+    return InvalidArgument("a resize needs an SM count or a memory limit");
+  }
+  if (sm_count && *sm_count == 0) {
+    return InvalidArgument("an SM count of 0: a client needs at least 1 SM");
+  }
+  if (memory_limit_mb && *memory_limit_mb > (UINT64_MAX >> 20)) {
+    return InvalidArgument("a memory limit of " + std::to_string(*memory_limit_mb) +
+                           " MiB does not fit in 64 bits of bytes");
+  }
+  ClientOptions options;
+  options.secret = secret;
+  options.label = "flyt-gpu-server resize";
+  options.pid = static_cast<uint32_t>(::getpid());
+  options.shared_memory = false;
+  FLYT_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn, Connection::Open(server, options));
+  if (conn->server().version < MinProtocolVersionOf(CallId::kResizeServer)) {
+    return NotSupported("the server speaks protocol version " +
+                        std::to_string(conn->server().version) + ", without resizing");
+  }
+  ResizeServerRequest request;
+  request.sm_count = sm_count.value_or(0);
+  request.set_memory_limit = memory_limit_mb.has_value();
+  request.memory_limit_bytes = memory_limit_mb.value_or(0) << 20;
+  request.timeout_ms = timeout_ms;
+  CudaResult<ResizeServerReply> reply = conn->ResizeServer(request);
+  if (!reply.ok()) return InvalidArgument(reply.status().message());
+  ResizeOutcome out;
+  out.sm_count_total = reply->sm_count_total;
+  out.sm_count_asked = reply->sm_count_asked;
+  out.sm_count_granted = reply->sm_count_granted;
+  out.memory_limit_bytes = reply->memory_limit_bytes;
+  out.allocated_bytes = reply->allocated_bytes;
+  out.clients = reply->clients;
+  out.clients_applied = reply->clients_applied;
+  out.clients_pending = reply->clients_pending;
+  out.pause_ms_max = static_cast<double>(reply->pause_us_max) / 1000.0;
+  out.message = reply->message;
+  return out;
+}
+
+std::string ResizeToJson(const ResizeOutcome& outcome) {
+  nlohmann::ordered_json out;
+  out["sm_count_total"] = outcome.sm_count_total;
+  out["sm_count_asked"] = outcome.sm_count_asked;
+  out["sm_count_granted"] = outcome.sm_count_granted;
+  out["memory_limit_mb"] = outcome.memory_limit_bytes >> 20;
+  out["allocated_mb"] = outcome.allocated_bytes >> 20;
+  out["clients"] = outcome.clients;
+  out["clients_applied"] = outcome.clients_applied;
+  out["clients_pending"] = outcome.clients_pending;
+  out["pause_ms_max"] = outcome.pause_ms_max;
+  out["message"] = outcome.message;
+  return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace flyt::remote

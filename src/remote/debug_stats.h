@@ -22,6 +22,8 @@ struct ServerStats {
   std::vector<NamedValue> counters;
   // How each client's bytes travel; empty from a server before protocol version 5.
   std::vector<ClientTransport> transports;
+  // The SM share each connected client runs with; empty from a server before protocol version 7.
+  std::vector<ClientShare> shares;
 };
 
 // Connects as a client of its own (so it counts against --max-clients), asks, disconnects.
@@ -31,8 +33,9 @@ struct ServerStats {
 
 // {"allocated_bytes":N,"memory_limit_bytes":N,"clients":[{"client_id":1,"label":"...",
 //  "connected":true,"allocations":N,...,"transport":"shm","peer_pid":N,"peer_uid":N,
-//  "arena_bytes":N,"arena_copy_bytes":N}, ...],"connections":{"accepted":N,...}}
-// (the transport fields only from a server of protocol version 5 or later).
+//  "arena_bytes":N,"arena_copy_bytes":N,"sm_count_granted":N}, ...],"connections":{...}}
+// (the transport fields only from a server of protocol version 5 or later, sm_count_granted,
+// for connected clients, from version 7; memory_limit_bytes is the limit now, after a resize).
 std::string StatsToJson(const ServerStats& stats);
 
 // Asks the server to move client `client_id` to the server at `to` (its secret `to_secret`),

@@ -328,6 +328,30 @@ CudaStatus DriverSession::Reset() {
   return CudaStatus::Ok();
 }
 
+CudaStatus DriverSession::ApplySmShare(int sm_count, int* granted) {
+  FLYT_CUDA_RETURN_IF_ERROR(Enter());
+  // The clean point: what the client posted has run.
+  CUresult rc = fn_.CtxSynchronize();
+  if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuCtxSynchronize", rc);
+  const bool holds = !allocations_.empty() || !ipc_imports_.empty() || !streams_.empty() ||
+                     !events_.empty() || !modules_.empty() || !graphs_.empty() ||
+                     !arr_arrays_.empty() || !arr_mipmaps_.empty() || !arr_textures_.empty() ||
+                     !arr_surfaces_.empty() || !placed_.empty();
+  if (holds) {
+    return {ErrorCode::kNotSupported,
+            "its memory, modules, streams and events belong to its CUDA context, whose SM limit "
+            "is fixed when it is made; the new share applies to clients that connect after the "
+            "resize"};
+  }
+  FLYT_CUDA_ASSIGN_OR_RETURN(std::shared_ptr<Context> fresh,
+                             Context::Create(driver_, device_, sm_count));
+  const std::optional<int> got = fresh->GrantedSmCount();
+  ctx_ = std::move(fresh);  // the old context goes with the last pinned buffer made in it
+  sm_count_ = sm_count;     // a later cudaDeviceReset keeps the share
+  *granted = got.value_or(sm_count);
+  return CudaStatus::Ok();
+}
+
 CudaResult<ModuleHandle> DriverSession::ModuleLoad(std::span<const std::byte> image) {
   FLYT_CUDA_RETURN_IF_ERROR(Enter());
   FLYT_CUDA_RETURN_IF_ERROR(CheckImage(image));

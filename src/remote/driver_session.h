@@ -140,6 +140,13 @@ class DriverSession final : public Session {
                                                   uint64_t registered_bytes, uint64_t) override;
   // (end managed)
 
+  // Resizing: a context's SM limit (execution affinity) is fixed when the context is made, and
+  // memory from cuMemAlloc, modules, streams and events belong to the context that made them. So
+  // a session that holds any of them refuses (kNotSupported: the share applies to clients that
+  // connect after the resize); an empty one (a client that just connected) waits for its context
+  // and moves to a new one made with the share.
+  CudaStatus ApplySmShare(int sm_count, int* granted) override;
+
   // Interprocess memory and events (driver_ipc.cc): the driver's own 64-byte handles.
   CudaResult<std::vector<std::byte>> IpcGetMemHandle(DevicePtr base) override;
   CudaResult<std::pair<DevicePtr, uint64_t>> IpcOpenMemHandle(
@@ -218,7 +225,7 @@ class DriverSession final : public Session {
   const DriverPtr driver_;
   const FunctionTable& fn_;  // driver_'s table
   const CUdevice device_;
-  const std::optional<int> sm_count_;
+  std::optional<int> sm_count_;  // the share its contexts are made with (ApplySmShare changes it)
   const std::string label_;
   std::shared_ptr<Context> ctx_;  // null only after a failed Reset
   std::unordered_set<CUdeviceptr> allocations_;

@@ -9,6 +9,13 @@
 
 namespace flyt::remote {
 
+CudaResult<int32_t> ClientConnection::DeviceAttribute(uint32_t attr) const {
+  // multiProcessorCount: the SMs this client's session runs with (a resize changes it at the
+  // client's next call, whatever the backend's other clients run with).
+  if (attr == 16 && sm_count_granted_ > 0) return sm_count_granted_;
+  return backend_->DeviceAttribute(attr);
+}
+
 CudaResult<GetDevicePropertiesReply> ClientConnection::Handle(const GetDevicePropertiesRequest& r,
                                                                Io&) {
   if (r.device != 0) {
@@ -23,7 +30,7 @@ CudaResult<GetDevicePropertiesReply> ClientConnection::Handle(const GetDevicePro
   if (memory_.limit_bytes() != 0) total = std::min(total, memory_.limit_bytes());
   reply.values.push_back({"totalGlobalMem", static_cast<int64_t>(total)});
 #define FLYT_DEVICE_PROP(field, attr, name)                                \
-  if (CudaResult<int32_t> v = backend_->DeviceAttribute(attr); v.ok()) { \
+  if (CudaResult<int32_t> v = DeviceAttribute(attr); v.ok()) {        \
     reply.values.push_back({#field, ClientAttribute(attr, *v)});      \
     /* [issue 17: pools] ClientAttribute */                            \
   }
@@ -35,7 +42,7 @@ CudaResult<GetDevicePropertiesReply> ClientConnection::Handle(const GetDevicePro
 CudaResult<DeviceGetAttributeReply> ClientConnection::Handle(const DeviceGetAttributeRequest& r,
                                                               Io&) {
   if (r.device != 0) return Error(CudaError::kInvalidDevice, "this server has one device, 0");
-  FLYT_CUDA_ASSIGN_OR_RETURN(int32_t value, backend_->DeviceAttribute(r.attr));
+  FLYT_CUDA_ASSIGN_OR_RETURN(int32_t value, DeviceAttribute(r.attr));
   return DeviceGetAttributeReply{ClientAttribute(r.attr, value)};  // [issue 17: pools]
 }
 

@@ -184,6 +184,7 @@ void ClientConnection::LogLaunch(uint32_t seq, const Function& function, const D
   record.block = block;
   record.shared_bytes = shared_bytes;
   record.stream = stream;
+  record.sm_count = static_cast<uint32_t>(std::max(sm_count_granted_, 0));
   record.params = params;
   if (const Module* module = modules_.Find(function.module)) {
     if (auto it = module->layouts.find(function.name); it != module->layouts.end()) {

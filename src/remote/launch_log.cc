@@ -41,6 +41,7 @@ std::string LaunchLog::Format(const LaunchRecord& record) {
   line["block"] = {record.block.x, record.block.y, record.block.z};
   line["shared_bytes"] = record.shared_bytes;
   line["stream"] = record.stream;
+  line["sm_count"] = record.sm_count;
   line["param_bytes"] = record.params.size();
   line["params"] = Hex(record.params);
   if (record.layout) {

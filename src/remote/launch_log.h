@@ -4,7 +4,7 @@
 // memory, stream and every argument's bytes.
 //
 //   {"client":3,"pid":4242,"seq":17,"kernel":"_Z6vecAddPKfS0_Pfi","grid":[4,1,1],
-//    "block":[256,1,1],"shared_bytes":0,"stream":0,"param_bytes":28,"params":"<hex>",
+//    "block":[256,1,1],"shared_bytes":0,"stream":0,"sm_count":132,"param_bytes":28,"params":"<hex>",
 //    "args":[{"offset":0,"size":8,"hex":"..."}, ...]}
 //
 // "args" is present when the kernel's parameter layout is known (read from the module's fatbin).
@@ -35,6 +35,7 @@ struct LaunchRecord {
   Dim3 block;
   uint32_t shared_bytes = 0;
   uint64_t stream = 0;  // the client's stream number (0: legacy default stream)
+  uint32_t sm_count = 0;  // the SMs the client's session ran it with (its share; 0: unknown)
   std::span<const std::byte> params;
   struct Arg {
     uint32_t offset = 0;

@@ -69,14 +69,7 @@ std::string RandomHex(size_t bytes) {
 CudaResult<MigrateClientReply> ClientConnection::Handle(const MigrateClientRequest& r, Io&) {
   // Moving a client sends its device memory wherever the request says: only the server's own
   // user (or root) may ask, over the Unix socket, not any holder of the server's secret.
-  ucred peer{};
-  socklen_t len = sizeof peer;
-  if (channel_->Kind() == "tcp" ||
-      ::getsockopt(fd_, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 ||
-      (peer.uid != 0 && peer.uid != ::getuid())) {
-    return Error(CudaError::kNotPermitted,
-                 "only the server's own user or root may move clients, over its Unix socket");
-  }
+  FLYT_CUDA_RETURN_IF_ERROR(CheckOperator("move clients"));
   if (r.client_id == id_) {
     return Error(CudaError::kInvalidValue, "a connection cannot move itself");
   }
@@ -132,6 +125,12 @@ CudaResult<MigrateClientReply> ClientConnection::Handle(const MigrateClientReque
 }
 
 Status ClientConnection::MaybeNotice() {
+  if (share_notice_) {  // resize.cc: the client runs on a new SM share
+    share_notice_ = false;
+    std::byte head[kFrameHeaderBytes];
+    EncodeFrameHeader({0, CallId::kResizeServer, FrameKind::kNotice, 0}, head);
+    FLYT_RETURN_IF_ERROR(channel_->Write(std::span<const std::byte>(head, sizeof head)));
+  }
   if (notice_sent_ || !ClientRegistry::MigrationRequested(slot_)) return Status::Ok();
   if (importing_ || client_version_ < 6 || (client_caps_ & kCapMigration) == 0) {
     if (ClientRegistry::TakeMigration(slot_)) {

@@ -40,7 +40,10 @@ Result<FrameHeader> DecodeFrameHeader(std::span<const std::byte> in) {
   header.call = static_cast<CallId>(call);
   bool hello = header.kind == FrameKind::kHello || header.kind == FrameKind::kHelloReply ||
                header.kind == FrameKind::kNotice;
-  if (hello ? call != 0 : !IsKnownCall(call)) {
+  // A notice names no call (move: version 6) or ResizeServer (device facts changed: version 7).
+  const bool resize_notice = header.kind == FrameKind::kNotice &&
+                             header.call == CallId::kResizeServer;
+  if (hello ? call != 0 && !resize_notice : !IsKnownCall(call)) {
     return InvalidArgument("unknown call " + std::to_string(call));
   }
   return header;

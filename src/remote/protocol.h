@@ -12,6 +12,8 @@
 //   kNotice                (version 6, server to client, call kNone, seq 0, empty payload) the
 //                          server asks the client to call Migrate once the call it waits on has
 //                          returned: an operator moves it to another server (live migration).
+//                          (version 7) With call ResizeServer: the client runs on a new SM share
+//                          from this reply on; its cached device facts are stale.
 // The client numbers its requests (seq, from 1, wrapping); the server echoes seq in replies and
 // in the data frames it sends for a device-to-host copy. No CUDA struct travels raw: device
 // properties go field by field by name, attributes and error codes by their stable numbers.
@@ -42,8 +44,9 @@ inline constexpr uint32_t kHelloMagic = 0x54594C46;  // "FLYT"
 // calls of issue 17 (graphs, pools, arrays and textures, managed memory, attributes). Version 4:
 // interprocess memory and events (cudaIpc*). Version 5: the shared-memory transport's copies
 // through the arena, the server's local endpoint, and the transport of each client in stats.
-// Version 6: live migration (the kNotice frame, the hello's resume token, calls 180-189).
-inline constexpr uint16_t kProtocolVersion = 6;
+// Version 6: live migration (the kNotice frame, the hello's resume token, calls 180-184).
+// Version 7: resizing a running server (ResizeServer, ClientShares: calls 185-189).
+inline constexpr uint16_t kProtocolVersion = 7;
 inline constexpr uint16_t kMinProtocolVersion = 1;
 inline constexpr uint32_t kMaxFramePayload = 4u << 20;
 inline constexpr size_t kFrameHeaderBytes = 12;
@@ -195,13 +198,15 @@ struct CallTraits;
 #include "remote/calls.def"
 #undef FLYT_CALL
 
-// The first protocol version that has the call: 5 for the shared-memory transport's calls (wire
+// The first protocol version that has the call: 7 for resizing (185-189), 6 for live migration
+// (180-184), 5 for the shared-memory transport's calls (wire
 // ids 62 and 160-179), 4 for interprocess memory and events (142-159), 3 for issue 17's other
 // families (wire ids 70 and up), 1 for the rest. A client does not send a call its server's
 // version lacks.
 constexpr uint16_t MinProtocolVersionOf(CallId id) {
   const auto n = static_cast<uint16_t>(id);
-  if (n >= 180 && n <= 189) return 6;
+  if (n >= 185 && n <= 189) return 7;
+  if (n >= 180 && n <= 184) return 6;
   if (n == 62 || (n >= 160 && n <= 179)) return 5;
   if (n >= 142 && n <= 159) return 4;
   return n >= 70 ? 3 : 1;

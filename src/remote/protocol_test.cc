@@ -205,7 +205,7 @@ TEST(HelloTest, TheSecretRoundTripsAndAnEmptyOrHugeOneIsMalformed) {
   HelloRequest back;
   ASSERT_TRUE(DecodeExactly(bytes, back));
   EXPECT_EQ(back, hello);
-  EXPECT_EQ(kProtocolVersion, 6);
+  EXPECT_EQ(kProtocolVersion, 7);
 
   Bytes empty_secret = VersionOneHello();
   Writer(empty_secret).Put(std::string());
@@ -252,8 +252,13 @@ TEST(ProtocolTest, TheNoticeFrameDecodesOnlyWithoutACall) {
   EXPECT_EQ(header->kind, FrameKind::kNotice);
   EncodeFrameHeader({0, CallId::kMigrate, FrameKind::kNotice, 0}, raw);
   EXPECT_FALSE(DecodeFrameHeader(raw).ok());
+  EncodeFrameHeader({0, CallId::kResizeServer, FrameKind::kNotice, 0}, raw);
+  EXPECT_TRUE(DecodeFrameHeader(raw).ok());  // version 7: a new SM share
   EXPECT_EQ(MinProtocolVersionOf(CallId::kMigrate), 6);
   EXPECT_EQ(MinProtocolVersionOf(CallId::kMallocAt), 6);
+  EXPECT_EQ(MinProtocolVersionOf(CallId::kImportFinish), 6);
+  EXPECT_EQ(MinProtocolVersionOf(CallId::kResizeServer), 7);
+  EXPECT_EQ(MinProtocolVersionOf(CallId::kClientShares), 7);
 }
 
 }  // namespace

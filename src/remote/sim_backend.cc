@@ -342,3 +342,20 @@ int GrantedSmCount(int asked, int total, int granularity) {
 }
 
 }  // namespace flyt::remote
+
+namespace flyt::remote::sim_internal {
+
+CudaStatus SimSession::ApplySmShare(int sm_count, int* granted) {
+  const SimOptions& options = backend_.options();
+  if (sm_count < 1 || sm_count > options.sm_count) {
+    return Error(CudaError::kInvalidValue, "an SM share of " + std::to_string(sm_count) +
+                                               " is outside 1.." +
+                                               std::to_string(options.sm_count));
+  }
+  if (CudaStatus sticky = Sticky(); !sticky.ok()) return sticky;
+  *granted = GrantedSmCount(sm_count, options.sm_count, options.sm_granularity);
+  backend_.NoteSmShare(sm_count, *granted);
+  return CudaStatus::Ok();
+}
+
+}  // namespace flyt::remote::sim_internal

@@ -308,6 +308,10 @@ class SimSession final : public Session {
                                              uint64_t registered_bytes, DevicePtr address) override;
   bool CanPlaceMemory() const override { return true; }
 
+  // Resizing: every call boundary is a clean point (nothing runs on a simulated device), so the
+  // new share holds at once: GrantedSmCount's rounding in steps of the sim's granularity.
+  CudaStatus ApplySmShare(int sm_count, int* granted) override;
+
  private:
   struct Event {
     uint32_t flags = 0;
@@ -454,14 +458,15 @@ class SimBackend final : public Backend {
                                                            options_.sm_granularity)
                                           : options_.sm_count;
     attributes_[16] = granted_sm_count_;
+    share_asked_ = options_.sm_share.value_or(0);
   }
 
   std::string Name() const override { return "sim"; }
   std::string Describe() const override {
     std::string share;
-    if (options_.sm_share) {
-      share = " (each client gets " + std::to_string(granted_sm_count_) + ": asked " +
-              std::to_string(*options_.sm_share) + ", granted in steps of " +
+    if (share_asked_.load() != 0) {
+      share = " (each client gets " + std::to_string(granted_sm_count_.load()) + ": asked " +
+              std::to_string(share_asked_.load()) + ", granted in steps of " +
               std::to_string(options_.sm_granularity) + ")";
     }
     return "SIMULATED device (no GPU): " + options_.name + ", " +
@@ -480,11 +485,12 @@ class SimBackend final : public Backend {
     id.driver_version = 13000;
     id.simulated = true;
     id.sm_count_total = options_.sm_count;
-    id.sm_count_granted = granted_sm_count_;
+    id.sm_count_granted = granted_sm_count_.load();
     id.sm_granularity = options_.sm_granularity;
     return id;
   }
   CudaResult<int32_t> DeviceAttribute(uint32_t attr) const override {
+    if (attr == 16) return int32_t{granted_sm_count_.load()};  // multiProcessorCount: the share
     auto it = attributes_.find(attr);
     if (it == attributes_.end()) {
       return Error(CudaError::kInvalidValue, "unknown device attribute " + std::to_string(attr));
@@ -516,6 +522,13 @@ class SimBackend final : public Backend {
   void Release(uint64_t bytes) { used_.fetch_sub(bytes); }
   uint64_t used() const { return used_.load(); }
   const SimOptions& options() const { return options_; }
+  // The share a session of this backend was resized to last: what Identity and the backend's own
+  // multiProcessorCount report from now on (with a thread per client, sessions that have not
+  // applied it yet still run with their own, which the server reports to their clients).
+  void NoteSmShare(int asked, int granted) {
+    share_asked_.store(asked);
+    granted_sm_count_.store(granted);
+  }
   int32_t Attr(uint32_t attr) const { return attributes_.at(attr); }
 
   // A fault that corrupts the whole process's device state (fault_poisons_process).
@@ -537,7 +550,8 @@ class SimBackend final : public Backend {
   CudaStatus poison_ FLYT_GUARDED_BY(poison_mu_);
   const SimOptions options_;
   std::map<uint32_t, int32_t> attributes_;
-  int granted_sm_count_ = 0;
+  std::atomic<int> granted_sm_count_{0};
+  std::atomic<int> share_asked_{0};  // 0: no share (every SM)
   std::atomic<uint64_t> used_{0};
   SimAddressSpace address_space_;
 };

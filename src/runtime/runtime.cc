@@ -262,21 +262,33 @@ int Runtime::driver_version() {
   return conn.ok() ? (*conn)->server().driver_version : 0;
 }
 
+bool Runtime::DeviceFactsCurrent() const {
+  const remote::Connection* conn = conn_.load();
+  return conn == nullptr || device_generation_ == std::make_pair(conn, conn->device_generation());
+}
+
 CudaResult<const remote::GetDevicePropertiesReply*> Runtime::Properties() {
   MutexLock lock(device_mu_);
-  if (properties_) return &*properties_;
+  if (properties_ != nullptr && DeviceFactsCurrent()) return properties_;
   FLYT_CUDA_ASSIGN_OR_RETURN(remote::Connection * conn, Connection());
+  // Read before the call: a resize noticed during it makes the next query fetch again.
+  const uint64_t generation = conn->device_generation();
   FLYT_CUDA_ASSIGN_OR_RETURN(remote::GetDevicePropertiesReply reply,
                              conn->GetDeviceProperties({0}));
-  properties_ = std::move(reply);
-  ManagedAdjustProperties(*properties_);  // [issue 17: managed]
-  return &*properties_;
+  fetched_properties_.push_back(std::move(reply));
+  ManagedAdjustProperties(fetched_properties_.back());  // [issue 17: managed]
+  properties_ = &fetched_properties_.back();
+  attributes_.clear();  // answered from the properties before; now perhaps stale
+  device_generation_ = {conn, generation};
+  return properties_;
 }
 
 CudaResult<int32_t> Runtime::Attribute(uint32_t attr) {
   {
     MutexLock lock(device_mu_);
-    if (auto it = attributes_.find(attr); it != attributes_.end()) return it->second;
+    if (DeviceFactsCurrent()) {
+      if (auto it = attributes_.find(attr); it != attributes_.end()) return it->second;
+    }
   }
   FLYT_CUDA_ASSIGN_OR_RETURN(const remote::GetDevicePropertiesReply* props, Properties());
   std::optional<int32_t> value;

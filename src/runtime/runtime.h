@@ -33,6 +33,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -352,7 +353,14 @@ class Runtime {
   std::atomic<bool> forked_child_{false};  // this is a fork of the process that connected
 
   Mutex device_mu_;
-  std::optional<remote::GetDevicePropertiesReply> properties_ FLYT_GUARDED_BY(device_mu_);
+  // The device properties, fetched again when the server says they changed (a resize: the
+  // connection's device_generation). Every fetched reply is kept for the process's life (one per
+  // resize), since a caller may still read the one it was handed.
+  const remote::GetDevicePropertiesReply* properties_ FLYT_GUARDED_BY(device_mu_) = nullptr;
+  std::list<remote::GetDevicePropertiesReply> fetched_properties_ FLYT_GUARDED_BY(device_mu_);
+  std::pair<const remote::Connection*, uint64_t> device_generation_ FLYT_GUARDED_BY(device_mu_);
+  // Whether the cached device facts are still the server's (the lock held).
+  bool DeviceFactsCurrent() const FLYT_REQUIRES(device_mu_);
   std::optional<LaunchLimits> limits_ FLYT_GUARDED_BY(device_mu_);
   std::map<uint32_t, int32_t> attributes_ FLYT_GUARDED_BY(device_mu_);
 
