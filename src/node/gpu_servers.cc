@@ -369,13 +369,19 @@ const char* GpuServers::StateName(State state) {
 
 void GpuServers::AddEvent(const Server& s, const std::string& type,
                           const std::string& description) {
+  AddEvent(s.gpu_index, s.spec.gpu_uuid, s.spec.lease_id, type, description);
+}
+
+void GpuServers::AddEvent(uint32_t gpu_index, const std::string& gpu_uuid,
+                          const std::string& lease_id, const std::string& type,
+                          const std::string& description) {
   events_.push_back({{"at", gpu::FormatTime(std::chrono::system_clock::now())},
-                     {"gpu", s.gpu_index},
-                     {"uuid", s.spec.gpu_uuid},
+                     {"gpu", gpu_index},
+                     {"uuid", gpu_uuid},
                      {"type", type},
                      {"xid", nullptr},
                      {"description", description},
-                     {"lease_id", s.spec.lease_id}});
+                     {"lease_id", lease_id}});
   if (events_.size() > kMaxEvents) events_.erase(events_.begin());
 }
 

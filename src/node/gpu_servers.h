@@ -13,6 +13,13 @@
 // SIGKILL to its process group after drain_grace_s. Reconcile applies the cluster manager's
 // desired set (heartbeat reply): starts the missing ones without waiting, drains the others.
 //
+// Migrate moves the connected clients of a lease's running server, one after the other, to
+// another server (the cluster manager's target, usually another lease's server on another node)
+// while they run: it lists them (FetchStats) and asks the server for each (RequestMigration), over
+// the server's Unix socket `state_dir/<lease>.sock` with the lease's secret, without holding the
+// lock while it waits. A client moves at its next call; one that makes none within the timeout
+// stays ("pending").
+//
 // The GPUs' capacity (SM count, granularity, memory) comes from `binary probe` run once per GPU
 // at Create; MPS is checked for the GPUs in `shared`. A GPU not shared (or without MPS running)
 // takes one server at a time.
@@ -61,6 +68,16 @@ struct GpuServerSpec {
   bool SameServer(const GpuServerSpec& other) const;
 };
 
+// The body of POST /api/v1/gpu-servers/{lease}/migrate.
+struct MigrateRequest {
+  std::string to;                             // HOST:PORT of the target server
+  std::optional<std::string> to_secret;       // absent: the lease's own secret
+  std::chrono::milliseconds timeout{30'000};  // for each client
+};
+// {"to" (required), "to_secret", "timeout_s" (1-600)}; only those. Errors are InvalidArgument
+// naming the field (never the secret's value).
+Result<MigrateRequest> MigrateRequestFromJson(const nlohmann::json& body);
+
 // Parses and checks a spec: only the known fields, lease_id [A-Za-z0-9_.-]{1,128} (not starting
 // with '.'), secret 32-128 printable ASCII without blanks, memory_mb >= 1, sm_count >= 1.
 // Errors are InvalidArgument naming the field.
@@ -102,13 +119,24 @@ class GpuServers {
                  std::chrono::system_clock::time_point decided_before =
                      std::chrono::system_clock::time_point::max()) FLYT_EXCLUDES(mu_);
 
+  // Moves every connected client of the lease's server to `request.to` (see the top): {lease_id,
+  // to, clients: [MigrationToJson per client, or {client_id, outcome: "failed", message} when the
+  // server refused to try], moved, pending, failed}; no connected client is a success with zeros.
+  // Records a gpu_server_migrated event with the counts. Errors: NotFound (no record of the
+  // lease), FailedPrecondition reason "conflict" (its server is not running: starting, draining,
+  // stopped, failed), Unavailable (the server cannot be reached over its Unix socket), NotSupported
+  // (the server cannot move clients). Blocks up to the timeout for each client, without mu_.
+  Result<nlohmann::json> Migrate(const std::string& lease_id, const MigrateRequest& request)
+      FLYT_EXCLUDES(mu_);
+
   Result<nlohmann::json> Get(const std::string& lease_id) const FLYT_EXCLUDES(mu_);
   // {"servers": [record...], "gpus": [capacity...]}
   nlohmann::json List() const FLYT_EXCLUDES(mu_);
   // {"enabled": true, "servers", "gpus"}: the heartbeat's "gpu_servers".
   nlohmann::json HeartbeatJson() const FLYT_EXCLUDES(mu_);
-  // The node's events about servers (started, failed, stopped, adopted), oldest first, in the
-  // shape of the node's GPU events ({at, gpu, uuid, type, xid: null, description}) plus lease_id.
+  // The node's events about servers (started, failed, stopped, adopted, migrated), oldest first,
+  // in the shape of the node's GPU events ({at, gpu, uuid, type, xid: null, description}) plus
+  // lease_id.
   nlohmann::json Events() const FLYT_EXCLUDES(mu_);
   // Prometheus text: flyt_node_gpu_servers{state}, counters, flyt_node_gpu_mps{gpu,uuid,state}.
   std::string MetricsText() const FLYT_EXCLUDES(mu_);
@@ -175,6 +203,19 @@ class GpuServers {
   std::string LogTail(const std::string& lease_id, size_t max_bytes) const;
   void AddEvent(const Server& s, const std::string& type, const std::string& description)
       FLYT_REQUIRES(mu_);
+  void AddEvent(uint32_t gpu_index, const std::string& gpu_uuid, const std::string& lease_id,
+                const std::string& type, const std::string& description) FLYT_REQUIRES(mu_);
+  // What a call to a lease's running server needs, copied out under mu_ for use without it.
+  struct Target {
+    std::string lease_id;
+    std::string gpu_uuid;
+    uint32_t gpu_index = 0;
+    pid_t pid = 0;
+    std::string socket;  // "unix:<state_dir>/<lease>.sock"
+    std::string secret;
+  };
+  // NotFound, or FailedPrecondition "conflict" for a server that is not running.
+  Result<Target> RunningTarget(const std::string& lease_id) const FLYT_REQUIRES(mu_);
   nlohmann::json RecordJson(const Server& s) const FLYT_REQUIRES(mu_);
   nlohmann::json GpusJson() const FLYT_REQUIRES(mu_);
   const Capacity* FindGpu(const std::string& uuid) const;
