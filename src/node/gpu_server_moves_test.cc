@@ -1,7 +1,8 @@
 // The node manager's calls into running GPU servers, against real flyt-gpu-server processes on
 // the simulated device: POST /api/v1/gpu-servers/{lease}/migrate moves a client with its memory to
-// another lease's server, and the refusals (unknown lease, bad body, a server not running). A
-// client is the remote client library's Connection, as a program's runtime would hold it.
+// another lease's server, and the refusals (unknown lease, bad body, a server not running); a
+// desired set that differs from a running server only in its share neither restarts nor drains
+// it. A client is the remote client library's Connection, as a program's runtime would hold it.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
@@ -268,6 +269,25 @@ TEST_F(GpuServerMovesTest, MigrateRefusesAnUnknownLeaseABadBodyAndAServerNotRunn
   ASSERT_TRUE(WaitState("lease-c", "stopped"));
   EXPECT_EQ(Post("/api/v1/gpu-servers/lease-c/migrate", to).first, 409);
   EXPECT_EQ(Call("GET", "/api/v1/gpu-servers/lease-a").second["state"], "running");
+}
+
+TEST_F(GpuServerMovesTest, ADesiredShareThatDiffersNeitherRestartsNorDrainsTheServer) {
+  const json a = Lease("lease-a", "GPU-a", kSecretA, 32, 1024);
+  GpuServerSpec desired;
+  desired.lease_id = "lease-a";
+  desired.gpu_uuid = "GPU-a";
+  desired.sm_count = 64;
+  desired.memory_mb = 2048;
+  desired.secret = kSecretA;
+  desired.owner = "alice";
+  for (int i = 0; i < 3; ++i) servers_->Reconcile({desired}, {});
+  const json now = Call("GET", "/api/v1/gpu-servers/lease-a").second;
+  EXPECT_EQ(now["state"], "running");
+  EXPECT_EQ(now["pid"], a["pid"]);
+  EXPECT_EQ(now["started_at"], a["started_at"]);
+  // It reports the share it runs with, so the cluster manager sees the difference.
+  EXPECT_EQ(now["sm_count"], 32);
+  EXPECT_EQ(now["memory_mb"], 1024);
 }
 
 }  // namespace

@@ -11,7 +11,8 @@
 // thread follows every server through a pidfd: a server that exits on its own becomes `failed`
 // with the reason (exit code or signal, its last line of output); Drain sends SIGTERM, then
 // SIGKILL to its process group after drain_grace_s. Reconcile applies the cluster manager's
-// desired set (heartbeat reply): starts the missing ones without waiting, drains the others.
+// desired set (heartbeat reply): starts the missing ones without waiting, drains the others, and
+// leaves a running one alone even when its desired share differs (never a restart).
 //
 // Migrate moves the connected clients of a lease's running server, one after the other, to
 // another server (the cluster manager's target, usually another lease's server on another node)
@@ -114,7 +115,11 @@ class GpuServers {
   // that has no record, drains every live server whose lease is neither in `desired` nor in
   // `keep` (ids of entries the caller could not parse: left alone) and that was started before
   // `decided_before` (the set may predate a PUT that overtook it). A failed or stopped lease is
-  // never restarted here.
+  // never restarted here. A lease that has a record is left as it is whatever its entry says: one
+  // whose desired sm_count/memory_mb differ from its running server's (a resize this node missed)
+  // is neither restarted nor drained, every time; its record keeps the share the server runs
+  // with, so the heartbeat shows the cluster manager the difference (a PUT with the other share
+  // is a 409 conflict).
   void Reconcile(const std::vector<GpuServerSpec>& desired, const std::vector<std::string>& keep,
                  std::chrono::system_clock::time_point decided_before =
                      std::chrono::system_clock::time_point::max()) FLYT_EXCLUDES(mu_);
