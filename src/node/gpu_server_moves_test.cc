@@ -2,7 +2,9 @@
 // the simulated device: POST /api/v1/gpu-servers/{lease}/migrate moves a client with its memory to
 // another lease's server, and the refusals (unknown lease, bad body, a server not running); a
 // desired set that differs from a running server only in its share neither restarts nor drains
-// it. A client is the remote client library's Connection, as a program's runtime would hold it.
+// it; POST .../resize gives a server a new SM share and memory limit that GET, the heartbeat and a
+// later PUT agree with, and refuses one without room or below what the clients hold. A client is
+// the remote client library's Connection, as a program's runtime would hold it.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
@@ -12,6 +14,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <sstream>
 #include <thread>
@@ -288,6 +291,81 @@ TEST_F(GpuServerMovesTest, ADesiredShareThatDiffersNeitherRestartsNorDrainsTheSe
   // It reports the share it runs with, so the cluster manager sees the difference.
   EXPECT_EQ(now["sm_count"], 32);
   EXPECT_EQ(now["memory_mb"], 1024);
+}
+
+TEST_F(GpuServerMovesTest, ResizeGivesTheServerANewShareThatTheRecordAndAPutAgreeWith) {
+  const json a = Lease("lease-a", "GPU-a", kSecretA, 32, 1024);
+  auto conn = Open(a["address"], kSecretA);
+  ASSERT_TRUE(conn);
+  ASSERT_TRUE(conn->Malloc({1 << 20}).ok());
+  auto [status, reply] =
+      Post("/api/v1/gpu-servers/lease-a/resize", {{"sm_count", 20}, {"memory_mb", 2048}});
+  ASSERT_EQ(status, 200) << reply;
+  EXPECT_EQ(reply["sm_count_asked"], 20);
+  EXPECT_GE(reply["sm_count_granted"].get<uint32_t>(), 20u);
+  EXPECT_EQ(reply["memory_limit_mb"], 2048);
+  EXPECT_EQ(reply["record"]["sm_count"], 20);
+  EXPECT_EQ(reply["record"]["memory_mb"], 2048);
+  EXPECT_EQ(reply["record"]["sm_count_granted"], reply["sm_count_granted"]);
+  EXPECT_EQ(reply["record"]["pid"], a["pid"]);
+  // GET and the heartbeat say the same.
+  const json record = Call("GET", "/api/v1/gpu-servers/lease-a").second;
+  EXPECT_EQ(record, reply["record"]);
+  EXPECT_EQ(servers_->HeartbeatJson()["servers"][0], record);
+  // The cluster manager's spec with the new share is the same server: 200, not a conflict.
+  json same = {{"lease_id", "lease-a"}, {"gpu_uuid", "GPU-a"}, {"memory_mb", 2048},
+               {"sm_count", 20},        {"secret", kSecretA},  {"owner", "alice"}};
+  auto [put, again] = Call("PUT", "/api/v1/gpu-servers/lease-a", same.dump());
+  EXPECT_EQ(put, 200) << again;
+  EXPECT_EQ(again["pid"], a["pid"]);
+  // A resize of the memory limit alone keeps the SM share.
+  auto [memory_only, reply2] = Post("/api/v1/gpu-servers/lease-a/resize", {{"memory_mb", 512}});
+  ASSERT_EQ(memory_only, 200) << reply2;
+  EXPECT_EQ(reply2["record"]["sm_count"], 20);
+  EXPECT_EQ(reply2["record"]["memory_mb"], 512);
+  // The state file too, which a restarted node manager re-adopts the server from.
+  std::ifstream in(dir_ / "state" / "lease-a.json");
+  const json state = json::parse(in, nullptr, false);
+  EXPECT_EQ(state["sm_count"], 20);
+  EXPECT_EQ(state["memory_mb"], 512);
+  EXPECT_EQ(state["sm_count_granted"], reply["sm_count_granted"]);
+  bool resized = false;
+  const json events = Call("GET", "/api/v1/events").second;
+  for (const json& e : events["events"]) resized = resized || e["type"] == "gpu_server_resized";
+  EXPECT_TRUE(resized) << events;
+}
+
+TEST_F(GpuServerMovesTest, ResizeBelowWhatTheClientsHoldIsAConflictThatChangesNothing) {
+  const json a = Lease("lease-a", "GPU-a", kSecretA, 32, 1024);
+  auto conn = Open(a["address"], kSecretA);
+  ASSERT_TRUE(conn);
+  ASSERT_TRUE(conn->Malloc({64 << 20}).ok());
+  auto [status, err] =
+      Post("/api/v1/gpu-servers/lease-a/resize", {{"sm_count", 16}, {"memory_mb", 16}});
+  EXPECT_EQ(status, 409) << err;
+  EXPECT_EQ(err["code"], "conflict");
+  const json record = Call("GET", "/api/v1/gpu-servers/lease-a").second;
+  EXPECT_EQ(record, a);
+  // The server still has its old limit: the client may allocate up to it.
+  EXPECT_TRUE(conn->Malloc({128 << 20}).ok());
+}
+
+TEST_F(GpuServerMovesTest, ResizeRefusesAShareWithoutRoomABadBodyAndAnUnknownLease) {
+  const json a = Lease("lease-a", "GPU-a", kSecretA, 32, 1024);
+  Lease("lease-b", "GPU-a", kSecretB, 96, 1024);  // the shared GPU's other 96 of 132 SMs
+  const std::string path = "/api/v1/gpu-servers/lease-a/resize";
+  auto [no_room, err] = Post(path, {{"sm_count", 40}});
+  EXPECT_EQ(no_room, 409) << err;
+  EXPECT_EQ(err["code"], "conflict");
+  EXPECT_EQ(Post(path, {{"sm_count", 200}}).first, 400);  // more than the GPU has
+  EXPECT_EQ(Post(path, json::object()).first, 400);
+  EXPECT_EQ(Post(path, {{"sm_count", 0}}).first, 400);
+  EXPECT_EQ(Post(path, {{"sm_count", 8}, {"gpu", 1}}).first, 400);
+  EXPECT_EQ(Call("POST", path, "[").first, 400);
+  EXPECT_EQ(Post("/api/v1/gpu-servers/lease-x/resize", {{"sm_count", 8}}).first, 404);
+  EXPECT_EQ(Call("GET", "/api/v1/gpu-servers/lease-a").second, a);
+  // Within the room left: fine.
+  EXPECT_EQ(Post(path, {{"sm_count", 36}}).first, 200);
 }
 
 }  // namespace

@@ -183,7 +183,8 @@ Status GpuServers::CheckRoom(const GpuServerSpec& spec, const Capacity& cap) con
   }
   uint64_t sms = spec.sm_count, memory = spec.memory_mb;
   for (const auto& [id, s] : servers_) {
-    if (s.spec.gpu_uuid != cap.device.uuid ||
+    // The lease's own server (a resize) gives way to the new share.
+    if (id == spec.lease_id || s.spec.gpu_uuid != cap.device.uuid ||
         (s.state != State::kStarting && s.state != State::kRunning &&
          s.state != State::kDraining)) {
       continue;
@@ -193,8 +194,8 @@ Status GpuServers::CheckRoom(const GpuServerSpec& spec, const Capacity& cap) con
                       (cap.shared_configured ? " (MPS is " + cap.mps + ")" : std::string()) +
                       " and already serves lease " + id);
     }
-    sms += s.spec.sm_count;
-    memory += s.spec.memory_mb;
+    sms += std::max(s.spec.sm_count, s.resizing ? s.resizing->sm_count : 0u);
+    memory += std::max(s.spec.memory_mb, s.resizing ? s.resizing->memory_mb : uint64_t{0});
   }
   if (sms > cap.sm_count) {
     return Conflict(gpu + " has no room for " + std::to_string(spec.sm_count) + " more SMs (" +

@@ -19,7 +19,8 @@
 // while they run: it lists them (FetchStats) and asks the server for each (RequestMigration), over
 // the server's Unix socket `state_dir/<lease>.sock` with the lease's secret, without holding the
 // lock while it waits. A client moves at its next call; one that makes none within the timeout
-// stays ("pending").
+// stays ("pending"). Resize gives a running server a new SM share / memory limit the same way
+// (RequestResize) and records it as the lease's spec.
 //
 // The GPUs' capacity (SM count, granularity, memory) comes from `binary probe` run once per GPU
 // at Create; MPS is checked for the GPUs in `shared`. A GPU not shared (or without MPS running)
@@ -79,6 +80,16 @@ struct MigrateRequest {
 // naming the field (never the secret's value).
 Result<MigrateRequest> MigrateRequestFromJson(const nlohmann::json& body);
 
+// The body of POST /api/v1/gpu-servers/{lease}/resize: a new share for a running server.
+struct ResizeRequest {
+  std::optional<uint32_t> sm_count;           // absent: unchanged
+  std::optional<uint64_t> memory_mb;          // absent: unchanged
+  std::chrono::milliseconds timeout{30'000};  // for the connected clients to apply it
+};
+// {"sm_count" (>= 1), "memory_mb" (>= 1), "timeout_s" (1-600)}, at least one of the first two;
+// only those. Errors are InvalidArgument naming the field.
+Result<ResizeRequest> ResizeRequestFromJson(const nlohmann::json& body);
+
 // Parses and checks a spec: only the known fields, lease_id [A-Za-z0-9_.-]{1,128} (not starting
 // with '.'), secret 32-128 printable ASCII without blanks, memory_mb >= 1, sm_count >= 1.
 // Errors are InvalidArgument naming the field.
@@ -134,12 +145,26 @@ class GpuServers {
   Result<nlohmann::json> Migrate(const std::string& lease_id, const MigrateRequest& request)
       FLYT_EXCLUDES(mu_);
 
+  // Gives the lease's running server a new SM share and/or memory limit (RequestResize over its
+  // Unix socket), after checking that the new share fits its GPU beside the other servers there
+  // (CheckRoom's rules; the share is held for it while the server is asked). On success the
+  // record's sm_count, memory_mb and sm_count_granted and its state file take the new values (so
+  // GET, the heartbeat and a later desired spec with them agree), and a gpu_server_resized event
+  // is recorded. On a GPU that is not shared the server already has all SMs: a new sm_count is
+  // only recorded. Returns ResizeToJson's fields plus "record". Errors: NotFound; InvalidArgument
+  // (a share larger than the GPU); FailedPrecondition "conflict" (not running, another resize
+  // under way, no room on the GPU, or the server refused: a memory limit below what its clients
+  // hold; nothing changes then); Unavailable; NotSupported (a server without resize).
+  Result<nlohmann::json> Resize(const std::string& lease_id, const ResizeRequest& request)
+      FLYT_EXCLUDES(mu_);
+
   Result<nlohmann::json> Get(const std::string& lease_id) const FLYT_EXCLUDES(mu_);
   // {"servers": [record...], "gpus": [capacity...]}
   nlohmann::json List() const FLYT_EXCLUDES(mu_);
   // {"enabled": true, "servers", "gpus"}: the heartbeat's "gpu_servers".
   nlohmann::json HeartbeatJson() const FLYT_EXCLUDES(mu_);
-  // The node's events about servers (started, failed, stopped, adopted, migrated), oldest first,
+  // The node's events about servers (started, failed, stopped, adopted, migrated, resized), oldest
+  // first,
   // in the shape of the node's GPU events ({at, gpu, uuid, type, xid: null, description}) plus
   // lease_id.
   nlohmann::json Events() const FLYT_EXCLUDES(mu_);
@@ -181,6 +206,9 @@ class GpuServers {
     std::chrono::steady_clock::time_point ended_steady;
     bool killed = false;  // SIGKILL sent after the drain grace
     std::string reason;
+    // While Resize asks the server: the share it asks for, counted by CheckRoom (the larger of
+    // this and spec) so that no other server takes it meanwhile.
+    std::optional<GpuServerSpec> resizing;
   };
 
   GpuServers(GpuServersConfig config, std::string binary);
@@ -194,6 +222,7 @@ class GpuServers {
 
   // Spawns the lease's server and records it as starting; does not wait.
   Status Begin(const GpuServerSpec& spec) FLYT_REQUIRES(mu_);
+  // Whether `spec` fits `cap` beside the live servers of other leases.
   Status CheckRoom(const GpuServerSpec& spec, const Capacity& cap) const FLYT_REQUIRES(mu_);
   // A server of this GPU is draining.
   bool DrainingOn(const std::string& gpu_uuid) const FLYT_REQUIRES(mu_);

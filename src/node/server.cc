@@ -602,6 +602,21 @@ void NodeServer::SetUpGpuServerRoutes() {
                 if (!moved.ok()) return SendServerCallError(res, moved.status());
                 SendJson(res, 200, *moved);
               });
+  router_.Add("POST", R"(/api/v1/gpu-servers/([^/]+)/resize)", Access::kToken,
+              [this, enabled](Req req, Res res, const Caller&, Params path) {
+                if (!enabled(res)) return;
+                json body;
+                try {
+                  body = json::parse(req.body);
+                } catch (const json::exception& e) {
+                  return SendError(res, 400, std::string("malformed JSON body: ") + e.what());
+                }
+                auto request = ResizeRequestFromJson(body);
+                if (!request.ok()) return SendStatus(res, request.status());
+                auto resized = gpu_servers_->Resize(path[1], *request);
+                if (!resized.ok()) return SendServerCallError(res, resized.status());
+                SendJson(res, 200, *resized);
+              });
   router_.Add("DELETE", R"(/api/v1/gpu-servers/([^/]+))", Access::kToken,
               [this, enabled](Req, Res res, const Caller&, Params path) {
                 if (!enabled(res)) return;
