@@ -299,7 +299,9 @@ TEST_F(GpuServerMovesTest, ResizeGivesTheServerANewShareThatTheRecordAndAPutAgre
   ASSERT_TRUE(conn);
   ASSERT_TRUE(conn->Malloc({1 << 20}).ok());
   auto [status, reply] =
-      Post("/api/v1/gpu-servers/lease-a/resize", {{"sm_count", 20}, {"memory_mb", 2048}});
+      // The client makes no call: it applies the share at its next (pending after 1 s).
+      Post("/api/v1/gpu-servers/lease-a/resize",
+           {{"sm_count", 20}, {"memory_mb", 2048}, {"timeout_s", 1}});
   ASSERT_EQ(status, 200) << reply;
   EXPECT_EQ(reply["sm_count_asked"], 20);
   EXPECT_GE(reply["sm_count_granted"].get<uint32_t>(), 20u);
@@ -319,7 +321,8 @@ TEST_F(GpuServerMovesTest, ResizeGivesTheServerANewShareThatTheRecordAndAPutAgre
   EXPECT_EQ(put, 200) << again;
   EXPECT_EQ(again["pid"], a["pid"]);
   // A resize of the memory limit alone keeps the SM share.
-  auto [memory_only, reply2] = Post("/api/v1/gpu-servers/lease-a/resize", {{"memory_mb", 512}});
+  auto [memory_only, reply2] =
+      Post("/api/v1/gpu-servers/lease-a/resize", {{"memory_mb", 512}, {"timeout_s", 1}});
   ASSERT_EQ(memory_only, 200) << reply2;
   EXPECT_EQ(reply2["record"]["sm_count"], 20);
   EXPECT_EQ(reply2["record"]["memory_mb"], 512);
