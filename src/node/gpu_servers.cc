@@ -183,7 +183,8 @@ Status GpuServers::CheckRoom(const GpuServerSpec& spec, const Capacity& cap) con
   }
   uint64_t sms = spec.sm_count, memory = spec.memory_mb;
   for (const auto& [id, s] : servers_) {
-    if (s.spec.gpu_uuid != cap.device.uuid ||
+    // The lease's own server (a resize) gives way to the new share.
+    if (id == spec.lease_id || s.spec.gpu_uuid != cap.device.uuid ||
         (s.state != State::kStarting && s.state != State::kRunning &&
          s.state != State::kDraining)) {
       continue;
@@ -193,8 +194,8 @@ Status GpuServers::CheckRoom(const GpuServerSpec& spec, const Capacity& cap) con
                       (cap.shared_configured ? " (MPS is " + cap.mps + ")" : std::string()) +
                       " and already serves lease " + id);
     }
-    sms += s.spec.sm_count;
-    memory += s.spec.memory_mb;
+    sms += std::max(s.spec.sm_count, s.resizing ? s.resizing->sm_count : 0u);
+    memory += std::max(s.spec.memory_mb, s.resizing ? s.resizing->memory_mb : uint64_t{0});
   }
   if (sms > cap.sm_count) {
     return Conflict(gpu + " has no room for " + std::to_string(spec.sm_count) + " more SMs (" +
@@ -369,13 +370,19 @@ const char* GpuServers::StateName(State state) {
 
 void GpuServers::AddEvent(const Server& s, const std::string& type,
                           const std::string& description) {
+  AddEvent(s.gpu_index, s.spec.gpu_uuid, s.spec.lease_id, type, description);
+}
+
+void GpuServers::AddEvent(uint32_t gpu_index, const std::string& gpu_uuid,
+                          const std::string& lease_id, const std::string& type,
+                          const std::string& description) {
   events_.push_back({{"at", gpu::FormatTime(std::chrono::system_clock::now())},
-                     {"gpu", s.gpu_index},
-                     {"uuid", s.spec.gpu_uuid},
+                     {"gpu", gpu_index},
+                     {"uuid", gpu_uuid},
                      {"type", type},
                      {"xid", nullptr},
                      {"description", description},
-                     {"lease_id", s.spec.lease_id}});
+                     {"lease_id", lease_id}});
   if (events_.size() > kMaxEvents) events_.erase(events_.begin());
 }
 

@@ -11,7 +11,16 @@
 // thread follows every server through a pidfd: a server that exits on its own becomes `failed`
 // with the reason (exit code or signal, its last line of output); Drain sends SIGTERM, then
 // SIGKILL to its process group after drain_grace_s. Reconcile applies the cluster manager's
-// desired set (heartbeat reply): starts the missing ones without waiting, drains the others.
+// desired set (heartbeat reply): starts the missing ones without waiting, drains the others, and
+// leaves a running one alone even when its desired share differs (never a restart).
+//
+// Migrate moves the connected clients of a lease's running server, one after the other, to
+// another server (the cluster manager's target, usually another lease's server on another node)
+// while they run: it lists them (FetchStats) and asks the server for each (RequestMigration), over
+// the server's Unix socket `state_dir/<lease>.sock` with the lease's secret, without holding the
+// lock while it waits. A client moves at its next call; one that makes none within the timeout
+// stays ("pending"). Resize gives a running server a new SM share / memory limit the same way
+// (RequestResize) and records it as the lease's spec.
 //
 // The GPUs' capacity (SM count, granularity, memory) comes from `binary probe` run once per GPU
 // at Create; MPS is checked for the GPUs in `shared`. A GPU not shared (or without MPS running)
@@ -61,6 +70,26 @@ struct GpuServerSpec {
   bool SameServer(const GpuServerSpec& other) const;
 };
 
+// The body of POST /api/v1/gpu-servers/{lease}/migrate.
+struct MigrateRequest {
+  std::string to;                             // HOST:PORT of the target server
+  std::optional<std::string> to_secret;       // absent: the lease's own secret
+  std::chrono::milliseconds timeout{30'000};  // for each client
+};
+// {"to" (required), "to_secret", "timeout_s" (1-600)}; only those. Errors are InvalidArgument
+// naming the field (never the secret's value).
+Result<MigrateRequest> MigrateRequestFromJson(const nlohmann::json& body);
+
+// The body of POST /api/v1/gpu-servers/{lease}/resize: a new share for a running server.
+struct ResizeRequest {
+  std::optional<uint32_t> sm_count;           // absent: unchanged
+  std::optional<uint64_t> memory_mb;          // absent: unchanged
+  std::chrono::milliseconds timeout{30'000};  // for the connected clients to apply it
+};
+// {"sm_count" (>= 1), "memory_mb" (>= 1), "timeout_s" (1-600)}, at least one of the first two;
+// only those. Errors are InvalidArgument naming the field.
+Result<ResizeRequest> ResizeRequestFromJson(const nlohmann::json& body);
+
 // Parses and checks a spec: only the known fields, lease_id [A-Za-z0-9_.-]{1,128} (not starting
 // with '.'), secret 32-128 printable ASCII without blanks, memory_mb >= 1, sm_count >= 1.
 // Errors are InvalidArgument naming the field.
@@ -97,18 +126,47 @@ class GpuServers {
   // that has no record, drains every live server whose lease is neither in `desired` nor in
   // `keep` (ids of entries the caller could not parse: left alone) and that was started before
   // `decided_before` (the set may predate a PUT that overtook it). A failed or stopped lease is
-  // never restarted here.
+  // never restarted here. A lease that has a record is left as it is whatever its entry says: one
+  // whose desired sm_count/memory_mb differ from its running server's (a resize this node missed)
+  // is neither restarted nor drained, every time; its record keeps the share the server runs
+  // with, so the heartbeat shows the cluster manager the difference (a PUT with the other share
+  // is a 409 conflict).
   void Reconcile(const std::vector<GpuServerSpec>& desired, const std::vector<std::string>& keep,
                  std::chrono::system_clock::time_point decided_before =
                      std::chrono::system_clock::time_point::max()) FLYT_EXCLUDES(mu_);
+
+  // Moves every connected client of the lease's server to `request.to` (see the top): {lease_id,
+  // to, clients: [MigrationToJson per client, or {client_id, outcome: "failed", message} when the
+  // server refused to try], moved, pending, failed}; no connected client is a success with zeros.
+  // Records a gpu_server_migrated event with the counts. Errors: NotFound (no record of the
+  // lease), FailedPrecondition reason "conflict" (its server is not running: starting, draining,
+  // stopped, failed), Unavailable (the server cannot be reached over its Unix socket), NotSupported
+  // (the server cannot move clients). Blocks up to the timeout for each client, without mu_.
+  Result<nlohmann::json> Migrate(const std::string& lease_id, const MigrateRequest& request)
+      FLYT_EXCLUDES(mu_);
+
+  // Gives the lease's running server a new SM share and/or memory limit (RequestResize over its
+  // Unix socket), after checking that the new share fits its GPU beside the other servers there
+  // (CheckRoom's rules; the share is held for it while the server is asked). On success the
+  // record's sm_count, memory_mb and sm_count_granted and its state file take the new values (so
+  // GET, the heartbeat and a later desired spec with them agree), and a gpu_server_resized event
+  // is recorded. On a GPU that is not shared the server already has all SMs: a new sm_count is
+  // only recorded. Returns ResizeToJson's fields plus "record". Errors: NotFound; InvalidArgument
+  // (a share larger than the GPU); FailedPrecondition "conflict" (not running, another resize
+  // under way, no room on the GPU, or the server refused: a memory limit below what its clients
+  // hold; nothing changes then); Unavailable; NotSupported (a server without resize).
+  Result<nlohmann::json> Resize(const std::string& lease_id, const ResizeRequest& request)
+      FLYT_EXCLUDES(mu_);
 
   Result<nlohmann::json> Get(const std::string& lease_id) const FLYT_EXCLUDES(mu_);
   // {"servers": [record...], "gpus": [capacity...]}
   nlohmann::json List() const FLYT_EXCLUDES(mu_);
   // {"enabled": true, "servers", "gpus"}: the heartbeat's "gpu_servers".
   nlohmann::json HeartbeatJson() const FLYT_EXCLUDES(mu_);
-  // The node's events about servers (started, failed, stopped, adopted), oldest first, in the
-  // shape of the node's GPU events ({at, gpu, uuid, type, xid: null, description}) plus lease_id.
+  // The node's events about servers (started, failed, stopped, adopted, migrated, resized), oldest
+  // first,
+  // in the shape of the node's GPU events ({at, gpu, uuid, type, xid: null, description}) plus
+  // lease_id.
   nlohmann::json Events() const FLYT_EXCLUDES(mu_);
   // Prometheus text: flyt_node_gpu_servers{state}, counters, flyt_node_gpu_mps{gpu,uuid,state}.
   std::string MetricsText() const FLYT_EXCLUDES(mu_);
@@ -148,6 +206,9 @@ class GpuServers {
     std::chrono::steady_clock::time_point ended_steady;
     bool killed = false;  // SIGKILL sent after the drain grace
     std::string reason;
+    // While Resize asks the server: the share it asks for, counted by CheckRoom (the larger of
+    // this and spec) so that no other server takes it meanwhile.
+    std::optional<GpuServerSpec> resizing;
   };
 
   GpuServers(GpuServersConfig config, std::string binary);
@@ -161,6 +222,7 @@ class GpuServers {
 
   // Spawns the lease's server and records it as starting; does not wait.
   Status Begin(const GpuServerSpec& spec) FLYT_REQUIRES(mu_);
+  // Whether `spec` fits `cap` beside the live servers of other leases.
   Status CheckRoom(const GpuServerSpec& spec, const Capacity& cap) const FLYT_REQUIRES(mu_);
   // A server of this GPU is draining.
   bool DrainingOn(const std::string& gpu_uuid) const FLYT_REQUIRES(mu_);
@@ -175,6 +237,19 @@ class GpuServers {
   std::string LogTail(const std::string& lease_id, size_t max_bytes) const;
   void AddEvent(const Server& s, const std::string& type, const std::string& description)
       FLYT_REQUIRES(mu_);
+  void AddEvent(uint32_t gpu_index, const std::string& gpu_uuid, const std::string& lease_id,
+                const std::string& type, const std::string& description) FLYT_REQUIRES(mu_);
+  // What a call to a lease's running server needs, copied out under mu_ for use without it.
+  struct Target {
+    std::string lease_id;
+    std::string gpu_uuid;
+    uint32_t gpu_index = 0;
+    pid_t pid = 0;
+    std::string socket;  // "unix:<state_dir>/<lease>.sock"
+    std::string secret;
+  };
+  // NotFound, or FailedPrecondition "conflict" for a server that is not running.
+  Result<Target> RunningTarget(const std::string& lease_id) const FLYT_REQUIRES(mu_);
   nlohmann::json RecordJson(const Server& s) const FLYT_REQUIRES(mu_);
   nlohmann::json GpusJson() const FLYT_REQUIRES(mu_);
   const Capacity* FindGpu(const std::string& uuid) const;

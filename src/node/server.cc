@@ -42,6 +42,15 @@ void SendStatus(httplib::Response& res, const Status& s) {
   http::SendError(res, http::HttpStatus(s), s);
 }
 
+// An error of a call into a GPU server (migrate, resize): 502 when the server answered that it
+// cannot do it (an older server), otherwise the usual status (503: it cannot be reached).
+void SendServerCallError(httplib::Response& res, const Status& s) {
+  if (s.code() == StatusCode::kNotSupported) {
+    return http::SendError(res, 502, s.message(), "unavailable");
+  }
+  SendStatus(res, s);
+}
+
 // The fields of POST /api/v1/monitoring/sessions into `options`: gpus (distinct indexes of this
 // node's GPUs) and interval_seconds. Errors name the field; 503 before the first sample when gpus
 // are given (they cannot be checked yet).
@@ -577,6 +586,36 @@ void NodeServer::SetUpGpuServerRoutes() {
                   res.set_header("Location", "/api/v1/gpu-servers/" + spec->lease_id);
                 }
                 SendJson(res, put->created ? 201 : 200, put->record);
+              });
+  router_.Add("POST", R"(/api/v1/gpu-servers/([^/]+)/migrate)", Access::kToken,
+              [this, enabled](Req req, Res res, const Caller&, Params path) {
+                if (!enabled(res)) return;
+                json body;
+                try {
+                  body = json::parse(req.body);
+                } catch (const json::exception& e) {
+                  return SendError(res, 400, std::string("malformed JSON body: ") + e.what());
+                }
+                auto request = MigrateRequestFromJson(body);
+                if (!request.ok()) return SendStatus(res, request.status());
+                auto moved = gpu_servers_->Migrate(path[1], *request);
+                if (!moved.ok()) return SendServerCallError(res, moved.status());
+                SendJson(res, 200, *moved);
+              });
+  router_.Add("POST", R"(/api/v1/gpu-servers/([^/]+)/resize)", Access::kToken,
+              [this, enabled](Req req, Res res, const Caller&, Params path) {
+                if (!enabled(res)) return;
+                json body;
+                try {
+                  body = json::parse(req.body);
+                } catch (const json::exception& e) {
+                  return SendError(res, 400, std::string("malformed JSON body: ") + e.what());
+                }
+                auto request = ResizeRequestFromJson(body);
+                if (!request.ok()) return SendStatus(res, request.status());
+                auto resized = gpu_servers_->Resize(path[1], *request);
+                if (!resized.ok()) return SendServerCallError(res, resized.status());
+                SendJson(res, 200, *resized);
               });
   router_.Add("DELETE", R"(/api/v1/gpu-servers/([^/]+))", Access::kToken,
               [this, enabled](Req, Res res, const Caller&, Params path) {
