@@ -355,6 +355,10 @@ class Cluster : private NodeWorkerHost {
                                          const std::string& node, std::optional<uint32_t> gpu,
                                          const std::vector<std::string>& exclude_nodes,
                                          std::chrono::seconds timeout) FLYT_EXCLUDES(mu_);
+  // The remote lease `id` as the caller may move or resize it: live, remote, the caller's (or an
+  // admin's), ready, and not moving or being resized already (`what`: "moves", for the refusal).
+  Result<sched::Lease> ReadyToChangeLocked(const Caller& caller, const std::string& id,
+                                           const std::string& what) const FLYT_REQUIRES(mu_);
   // `id` is the share a moving lease reserved on its target (not a lease of anyone's).
   bool IsMoveTargetLocked(const std::string& id) const FLYT_REQUIRES(mu_);
   // Sets or lifts a node's cordon, stored, with an event.

@@ -92,6 +92,28 @@ bool Cluster::IsMoveTargetLocked(const std::string& id) const {
   return false;
 }
 
+Result<sched::Lease> Cluster::ReadyToChangeLocked(const Caller& caller, const std::string& id,
+                                                  const std::string& what) const {
+  auto l = ledger_->Find(id);
+  if (!l || l->expires_at <= clock_.WallNow()) return LeaseGoneLocked(id);
+  if (!l->remote || l->gpus.empty()) return NotRemote(id);
+  FLYT_RETURN_IF_ERROR(CheckOwner(caller, l->owner, "remote lease " + id));
+  const RemoteLeaseInfo info = RemoteInfoLocked(id);
+  if (info.state != "ready") {
+    return Status(StatusCode::kFailedPrecondition,
+                  "remote lease " + id + " is " + info.state +
+                      (info.reason.empty() ? "" : " (" + info.reason + ")") + "; only a ready lease " +
+                      what)
+        .WithReason("lease_not_ready");
+  }
+  if (moves_.count(id)) {
+    return Status(StatusCode::kFailedPrecondition,
+                  "remote lease " + id + " is already moving or being resized")
+        .WithReason("conflict");
+  }
+  return *l;
+}
+
 Result<json> Cluster::MigrateRemoteLease(const Caller& caller, const std::string& id,
                                          const json& body) {
   JsonFields b(body);
@@ -121,25 +143,8 @@ Result<json> Cluster::MoveRemoteLease(const Caller& caller, const std::string& i
   uint32_t next_generation = 0;
   {
     MutexLock lock(mu_);
-    const auto now = clock_.WallNow();
-    auto l = ledger_->Find(id);
-    if (!l || l->expires_at <= now) return LeaseGoneLocked(id);
-    if (!l->remote || l->gpus.empty()) return NotRemote(id);
-    FLYT_RETURN_IF_ERROR(CheckOwner(caller, l->owner, "remote lease " + id));
-    lease = *l;
+    FLYT_ASSIGN_OR_RETURN(lease, ReadyToChangeLocked(caller, id, "moves"));
     info = RemoteInfoLocked(id);
-    if (info.state != "ready") {
-      return Status(StatusCode::kFailedPrecondition,
-                    "remote lease " + id + " is " + info.state +
-                        (info.reason.empty() ? "" : " (" + info.reason + ")") +
-                        "; only a ready lease moves")
-          .WithReason("lease_not_ready");
-    }
-    if (moves_.count(id)) {
-      return Status(StatusCode::kFailedPrecondition,
-                    "remote lease " + id + " is already moving or being resized")
-          .WithReason("conflict");
-    }
     const sched::LeasedGpu& from = lease.gpus.front();
     if (node == from.node && (!gpu || *gpu == from.index)) {
       return InvalidArgument("remote lease " + id + " is on " + Where(from) +
@@ -235,9 +240,9 @@ Result<json> Cluster::MoveRemoteLease(const Caller& caller, const std::string& i
                       {"message", "remote lease " + id + " stays on " + Where(from) +
                                       ": moving it to " + Where(to) + " failed: " + why}});
       });
+      Wake(/*strong=*/true);
     }
     worker_.DrainGpuServer(target_url, target_key);
-    Wake(/*strong=*/true);
     return Status(StatusCode::kFailedPrecondition,
                   "remote lease " + id + " stays on " + Where(from) + ": " + why)
         .WithReason("migration_failed");
@@ -372,22 +377,9 @@ Result<json> Cluster::ResizeRemoteLease(const Caller& caller, const std::string&
   uint64_t new_bytes = 0;
   {
     MutexLock lock(mu_);
-    const auto now = clock_.WallNow();
-    auto l = ledger_->Find(id);
-    if (!l || l->expires_at <= now) return LeaseGoneLocked(id);
-    if (!l->remote || l->gpus.empty()) return NotRemote(id);
-    FLYT_RETURN_IF_ERROR(CheckOwner(caller, l->owner, "remote lease " + id));
+    FLYT_ASSIGN_OR_RETURN(const sched::Lease current, ReadyToChangeLocked(caller, id, "is resized"));
+    const sched::Lease* l = &current;
     const RemoteLeaseInfo info = RemoteInfoLocked(id);
-    if (info.state != "ready") {
-      return Status(StatusCode::kFailedPrecondition,
-                    "remote lease " + id + " is " + info.state + "; only a ready lease is resized")
-          .WithReason("lease_not_ready");
-    }
-    if (moves_.count(id)) {
-      return Status(StatusCode::kFailedPrecondition,
-                    "remote lease " + id + " is already moving or being resized")
-          .WithReason("conflict");
-    }
     const sched::LeasedGpu g = l->gpus.front();
     old_share.sm_count = g.sm_count;
     old_share.memory_bytes = g.reserved_bytes;

@@ -121,7 +121,9 @@ TEST_F(RemoteMovesTest, AMoveStartsTheNextServerThereMovesTheClientsAndThenTheLe
       EXPECT_EQ(g["sm_free"], 68);
       checked = true;
     }
-    if (g["uuid"] == "GPU-a-0" || g["uuid"] == "GPU-a-1") EXPECT_EQ(g["sm_free"], 132);
+    if (g["uuid"] == "GPU-a-0" || g["uuid"] == "GPU-a-1") {
+      EXPECT_EQ(g["sm_free"], 132);
+    }
   }
   EXPECT_TRUE(checked);
   EXPECT_NE(AllEvents().find("remote_lease.migrated"), std::string::npos);
@@ -161,7 +163,9 @@ TEST_F(RemoteMovesTest, WhenNoClientMovesTheLeaseStaysAndTheTargetIsGivenBack) {
   EXPECT_TRUE(Desired("b").empty());
   const json gpus = cluster_->Gpus();
   for (const json& g : gpus["gpus"]) {
-    if (g["node"] == "b") EXPECT_EQ(g["sm_free"], 132) << g.dump();
+    if (g["node"] == "b") {
+      EXPECT_EQ(g["sm_free"], 132) << g.dump();
+    }
   }
   EXPECT_NE(AllEvents().find("remote_lease.migration_failed"), std::string::npos);
   // The source node could not be asked at all: the same.
@@ -227,7 +231,9 @@ TEST_F(RemoteMovesTest, AResizeHoldsTheLargerShareUntilTheServerTookTheNewOne) {
   EXPECT_EQ(Show(id)["sm_count_asked"], 30);
   const json gpus = cluster_->Gpus();
   for (const json& g : gpus["gpus"]) {
-    if (g["uuid"] == gpu) EXPECT_EQ(g["sm_free"], 100);
+    if (g["uuid"] == gpu) {
+      EXPECT_EQ(g["sm_free"], 100);
+    }
   }
   // The desired spec carries the new share (the node's record already does).
   json desired = Desired("a");
@@ -276,7 +282,9 @@ TEST_F(RemoteMovesTest, ADrainedNodeIsCordonedAndItsRemoteLeasesMoveElsewhere) {
   // Cordoned: nothing new lands on a, remote or not; the refusal says why.
   const json nodes = cluster_->Nodes();
   for (const json& n : nodes["nodes"]) {
-    if (n["name"] == "a") EXPECT_TRUE(n["cordoned"].get<bool>());
+    if (n["name"] == "a") {
+      EXPECT_TRUE(n["cordoned"].get<bool>());
+    }
   }
   auto refused = cluster_->CreateRemoteLease(alice_, {{"sm_count", 8}, {"memory_mb", 10}, {"node", "a"}});
   ASSERT_FALSE(refused.ok());

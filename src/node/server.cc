@@ -587,36 +587,32 @@ void NodeServer::SetUpGpuServerRoutes() {
                 }
                 SendJson(res, put->created ? 201 : 200, put->record);
               });
-  router_.Add("POST", R"(/api/v1/gpu-servers/([^/]+)/migrate)", Access::kToken,
-              [this, enabled](Req req, Res res, const Caller&, Params path) {
-                if (!enabled(res)) return;
-                json body;
-                try {
-                  body = json::parse(req.body);
-                } catch (const json::exception& e) {
-                  return SendError(res, 400, std::string("malformed JSON body: ") + e.what());
-                }
-                auto request = MigrateRequestFromJson(body);
-                if (!request.ok()) return SendStatus(res, request.status());
-                auto moved = gpu_servers_->Migrate(path[1], *request);
-                if (!moved.ok()) return SendServerCallError(res, moved.status());
-                SendJson(res, 200, *moved);
-              });
-  router_.Add("POST", R"(/api/v1/gpu-servers/([^/]+)/resize)", Access::kToken,
-              [this, enabled](Req req, Res res, const Caller&, Params path) {
-                if (!enabled(res)) return;
-                json body;
-                try {
-                  body = json::parse(req.body);
-                } catch (const json::exception& e) {
-                  return SendError(res, 400, std::string("malformed JSON body: ") + e.what());
-                }
-                auto request = ResizeRequestFromJson(body);
-                if (!request.ok()) return SendStatus(res, request.status());
-                auto resized = gpu_servers_->Resize(path[1], *request);
-                if (!resized.ok()) return SendServerCallError(res, resized.status());
-                SendJson(res, 200, *resized);
-              });
+  // POST .../{lease}/<action>: the body parsed and checked by `parse`, then `act` on the server.
+  auto action = [this, enabled](const char* pattern, auto parse, auto act) {
+    router_.Add("POST", pattern, Access::kToken,
+                [enabled, parse, act](Req req, Res res, const Caller&, Params path) {
+                  if (!enabled(res)) return;
+                  json body;
+                  try {
+                    body = json::parse(req.body);
+                  } catch (const json::exception& e) {
+                    return SendError(res, 400, std::string("malformed JSON body: ") + e.what());
+                  }
+                  auto request = parse(body);
+                  if (!request.ok()) return SendStatus(res, request.status());
+                  auto done = act(path[1], *request);
+                  if (!done.ok()) return SendServerCallError(res, done.status());
+                  SendJson(res, 200, *done);
+                });
+  };
+  action(R"(/api/v1/gpu-servers/([^/]+)/migrate)", MigrateRequestFromJson,
+         [this](const std::string& lease, const auto& request) {
+           return gpu_servers_->Migrate(lease, request);
+         });
+  action(R"(/api/v1/gpu-servers/([^/]+)/resize)", ResizeRequestFromJson,
+         [this](const std::string& lease, const auto& request) {
+           return gpu_servers_->Resize(lease, request);
+         });
   router_.Add("DELETE", R"(/api/v1/gpu-servers/([^/]+))", Access::kToken,
               [this, enabled](Req, Res res, const Caller&, Params path) {
                 if (!enabled(res)) return;
