@@ -14,8 +14,6 @@
 namespace flyt::remote {
 namespace {
 
-constexpr uint64_t kAbandonedOffset = ~uint64_t{0};
-
 void PutOffset(std::byte* out, uint64_t offset) {
   for (int i = 0; i < 8; ++i) out[i] = static_cast<std::byte>((offset >> (8 * i)) & 0xFF);
 }
@@ -195,7 +193,10 @@ size_t Connection::pending_downloads() const {
 uint64_t Connection::pending_download_bytes() const {
   MutexLock lock(mu_);
   uint64_t bytes = 0;
-  for (const auto& [seq, landing] : landings_) bytes += landing.dst.size() - landing.received;
+  for (const auto& [seq, landing] : landings_) {
+    // A copy staged in the arena holds none of the server's memory.
+    if (landing.arena_src == nullptr) bytes += landing.dst.size() - landing.received;
+  }
   return bytes;
 }
 
@@ -268,11 +269,23 @@ Status Connection::LandData(const FrameHeader& header) {
   if (it == landings_.end()) {
     return InvalidArgument("data for unknown copy seq " + std::to_string(header.seq));
   }
-  if (offset == kAbandonedOffset) {
+  if (offset == kDataAbandoned) {
     landings_.erase(it);
     return channel_->Skip(n);
   }
   Landing& landing = it->second;
+  if (offset == kDataInArena) {
+    if (landing.arena_src == nullptr || n != 0) {
+      return InvalidArgument("an in-arena data frame for a copy that was not staged there");
+    }
+    // The staged copy's range of the arena, on into the program's memory.
+    std::memcpy(landing.dst.data(), landing.arena_src, landing.dst.size());
+    landings_.erase(it);
+    return Status::Ok();
+  }
+  if (landing.arena_src != nullptr) {
+    return InvalidArgument("data bytes for a copy staged in the arena");
+  }
   if (offset > landing.dst.size() || n > landing.dst.size() - offset) {
     return InvalidArgument("data frame past the end of its copy");
   }
@@ -336,6 +349,12 @@ CallReturn<Traits::kId> Connection::Invoke(const typename Traits::Request& reque
                 kId == CallId::kMemcpyDtoHShared || kId == CallId::kMemcpyDtoHSharedAsync) {
     if (arena_detached_.load(std::memory_order_relaxed)) {
       return ArenaCopyOverSocket<Traits>(request);
+    }
+  }
+  if constexpr (kId == CallId::kMemcpyDtoHStagedAsync) {
+    // Off shared memory now: straight into the program's memory, as an ordinary copy.
+    if (arena_detached_.load(std::memory_order_relaxed)) {
+      return MemcpyDtoHAsync({request.src, request.bytes, request.stream}, data);
     }
   }
   MutexLock lock(mu_);
@@ -439,6 +458,11 @@ CallReturn<Traits::kId> Connection::InvokeLocked(const typename Traits::Request&
       return CudaStatus(CudaError::kInvalidValue, "destination smaller than the copy");
     }
   }
+  if constexpr (Traits::kId == CallId::kMemcpyDtoHStagedAsync) {
+    if (request.offset > arena_.bytes || request.bytes > arena_.bytes - request.offset) {
+      return CudaStatus(CudaError::kInvalidValue, "range not inside the shared arena");
+    }
+  }
   uint32_t seq = NextSeq();
   constexpr FrameKind kKind =
       Traits::kMode == CallMode::kCall ? FrameKind::kCall : FrameKind::kPost;
@@ -447,7 +471,13 @@ CallReturn<Traits::kId> Connection::InvokeLocked(const typename Traits::Request&
     FLYT_CUDA_RETURN_IF_ERROR(SendDataLocked(Traits::kId, seq, data));
   }
   if constexpr (Traits::kData == DataFlow::kOut) {
-    if (request.bytes > 0) landings_[seq] = Landing{data.first(request.bytes), 0};
+    if (request.bytes > 0) {
+      Landing landing{data.first(request.bytes), 0, nullptr};
+      if constexpr (Traits::kId == CallId::kMemcpyDtoHStagedAsync) {
+        landing.arena_src = arena_.base + request.offset;  // checked above
+      }
+      landings_[seq] = landing;
+    }
   }
   if constexpr (Traits::kMode == CallMode::kPost) {
     unacknowledged_ = true;

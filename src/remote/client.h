@@ -203,6 +203,8 @@ class Connection {
   struct Landing {
     std::span<std::byte> dst;
     uint64_t received = 0;
+    // A MemcpyDtoHStagedAsync: the bytes arrive in the arena here, not in data frames.
+    const std::byte* arena_src = nullptr;
   };
 
   const ClientOptions options_;

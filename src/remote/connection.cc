@@ -418,7 +418,15 @@ void ClientConnection::NoteAsyncError(const FrameHeader& header, const CudaStatu
 Status ClientConnection::DeliverFinishedDownloads() {
   for (auto it = downloads_.begin(); it != downloads_.end();) {
     Download& d = *it;
-    if (d.buffer) {
+    if (d.in_arena) {
+      CudaStatus done = d.done ? session_->EventQuery(*d.done) : CudaStatus::Ok();
+      if (done.code() == CudaError::kNotReady) {
+        ++it;
+        continue;
+      }
+      FLYT_RETURN_IF_ERROR(SendData(d.seq, d.call, done.ok() ? kDataInArena : kDataAbandoned, {}));
+      if (d.done) (void)session_->EventDestroy(*d.done);
+    } else if (d.buffer) {
       CudaStatus done = session_->EventQuery(*d.done);
       if (done.code() == CudaError::kNotReady) {
         ++it;
@@ -432,12 +440,12 @@ Status ClientConnection::DeliverFinishedDownloads() {
                                                                                d.bytes - off))));
         }
       } else {
-        FLYT_RETURN_IF_ERROR(SendData(d.seq, d.call, kAbandonedOffset, {}));
+        FLYT_RETURN_IF_ERROR(SendData(d.seq, d.call, kDataAbandoned, {}));
       }
       (void)session_->EventDestroy(*d.done);
       download_bytes_ -= d.bytes;
     } else {
-      FLYT_RETURN_IF_ERROR(SendData(d.seq, d.call, kAbandonedOffset, {}));
+      FLYT_RETURN_IF_ERROR(SendData(d.seq, d.call, kDataAbandoned, {}));
     }
     it = downloads_.erase(it);
   }

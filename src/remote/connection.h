@@ -93,8 +93,6 @@ class ClientConnection {
   static constexpr size_t kMaxModules = 1 << 12;
   static constexpr size_t kMaxFunctions = 1 << 20;
   static constexpr uint64_t kMaxModuleBytes = 1ull << 30;
-  // A Data frame with this offset and no bytes: "the download of this seq was abandoned".
-  static constexpr uint64_t kAbandonedOffset = ~uint64_t{0};
 
   struct Io {
     FrameHeader header;
@@ -117,12 +115,15 @@ class ClientConnection {
     uint64_t module = 0;
   };
   // A device-to-host copy whose data goes out before a later reply.
+  // kInArena: the bytes are in the client's arena already (MemcpyDtoHStagedAsync); only the
+  // word that they landed goes out.
   struct Download {
     uint32_t seq = 0;
     CallId call = CallId::kMemcpyDtoHAsync;
-    std::unique_ptr<HostBuffer> buffer;  // null: abandoned (the copy failed)
+    std::unique_ptr<HostBuffer> buffer;  // null and !in_arena: abandoned (the copy failed)
+    bool in_arena = false;
     uint64_t bytes = 0;
-    std::optional<EventHandle> done;
+    std::optional<EventHandle> done;  // none: done already
   };
 
   // A hello reply naming this server, the client's id and the device (no version: a refusal).

@@ -58,7 +58,7 @@ CudaResult<DeviceResetReply> ClientConnection::Handle(const DeviceResetRequest&,
   io.protocol = DeliverFinishedDownloads();
   for (const Download& d : downloads_) {
     if (!io.protocol.ok()) break;
-    io.protocol = SendData(d.seq, d.call, kAbandonedOffset, {});
+    io.protocol = SendData(d.seq, d.call, kDataAbandoned, {});
   }
   if (!io.protocol.ok()) return Error(CudaError::kUnknown, "connection lost");
   FreeEverything();

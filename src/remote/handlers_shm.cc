@@ -104,6 +104,43 @@ CudaResult<MemcpyDtoHSharedAsyncReply> ClientConnection::Handle(
   return MemcpyDtoHSharedAsyncReply{};
 }
 
+// Into the arena like MemcpyDtoHSharedAsync, for host memory outside it that the runtime stages
+// there (cudaHostRegister'd ranges): the client copies the range on once a Data frame says the
+// stream got there, before a later reply. A refused copy still sends that frame (abandoned), so
+// that the client stops waiting for it.
+CudaResult<MemcpyDtoHStagedAsyncReply> ClientConnection::Handle(
+    const MemcpyDtoHStagedAsyncRequest& r, Io& io) {
+  Download d;
+  d.seq = io.header.seq;
+  d.call = CallId::kMemcpyDtoHStagedAsync;
+  if (r.bytes == 0) return MemcpyDtoHStagedAsyncReply{};  // the client waits for nothing
+  auto fail = [&](CudaStatus status) -> CudaResult<MemcpyDtoHStagedAsyncReply> {
+    downloads_.push_back(std::move(d));
+    return status;
+  };
+  CudaResult<StreamHandle> stream = ResolveStream(r.stream);
+  if (!stream.ok()) return fail(stream.status());
+  MemcpyDtoHSharedAsyncRequest copy{r.offset, r.src, r.bytes, r.stream};
+  if (CudaStatus s = Handle(copy, io).status(); !s.ok()) return fail(s);
+  d.in_arena = true;
+  d.bytes = r.bytes;
+  if (session_->HostView(r.src, r.bytes) == nullptr) {
+    // The copy lands when the stream gets there; without an event to tell, wait for it now.
+    CudaResult<EventHandle> event = session_->EventCreate(kEventDisableTiming);
+    if (event.ok() && session_->EventRecord(*event, *stream).ok()) {
+      d.done = *event;
+    } else {
+      if (event.ok()) (void)session_->EventDestroy(*event);
+      if (CudaStatus s = session_->StreamSynchronize(*stream); !s.ok()) {
+        d.in_arena = false;
+        return fail(s);
+      }
+    }
+  }
+  downloads_.push_back(std::move(d));
+  return MemcpyDtoHStagedAsyncReply{};
+}
+
 CudaResult<LocalEndpointReply> ClientConnection::Handle(const LocalEndpointRequest&, Io&) {
   LocalEndpointReply reply;
   std::string path = server_.options_.local_path;

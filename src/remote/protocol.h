@@ -45,14 +45,20 @@ inline constexpr uint32_t kHelloMagic = 0x54594C46;  // "FLYT"
 // interprocess memory and events (cudaIpc*). Version 5: the shared-memory transport's copies
 // through the arena, the server's local endpoint, and the transport of each client in stats.
 // Version 6: live migration (the kNotice frame, the hello's resume token, calls 180-184).
-// Version 7: resizing a running server (ResizeServer, ClientShares: calls 185-189).
-inline constexpr uint16_t kProtocolVersion = 7;
+// Version 7: resizing a running server (ResizeServer, ClientShares: calls 185-189). Version 8:
+// device-to-host copies staged in the arena for cudaHostRegister'd memory (calls 190-194).
+inline constexpr uint16_t kProtocolVersion = 8;
 inline constexpr uint16_t kMinProtocolVersion = 1;
 inline constexpr uint32_t kMaxFramePayload = 4u << 20;
 inline constexpr size_t kFrameHeaderBytes = 12;
 // Bulk data is cut into Data frames of at most this many bytes (plus the 8-byte offset).
 inline constexpr uint32_t kDataChunkBytes = 1u << 20;
 static_assert(kDataChunkBytes + 8 <= kMaxFramePayload);
+// A Data frame with one of these offsets carries no bytes. kDataAbandoned: the device-to-host
+// copy of its seq failed and will not come. kDataInArena: the copy of its seq (a
+// MemcpyDtoHStagedAsync) has landed in the client's arena, whose range the client copies on.
+inline constexpr uint64_t kDataAbandoned = ~uint64_t{0};
+inline constexpr uint64_t kDataInArena = ~uint64_t{0} - 1;
 
 // Capability bits offered in the hello; a peer uses only those both sides set.
 enum Capability : uint64_t {
@@ -205,6 +211,7 @@ struct CallTraits;
 // version lacks.
 constexpr uint16_t MinProtocolVersionOf(CallId id) {
   const auto n = static_cast<uint16_t>(id);
+  if (n >= 190 && n <= 194) return 8;
   if (n >= 185 && n <= 189) return 7;
   if (n >= 180 && n <= 184) return 6;
   if (n == 62 || (n >= 160 && n <= 179)) return 5;

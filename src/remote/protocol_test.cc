@@ -205,7 +205,10 @@ TEST(HelloTest, TheSecretRoundTripsAndAnEmptyOrHugeOneIsMalformed) {
   HelloRequest back;
   ASSERT_TRUE(DecodeExactly(bytes, back));
   EXPECT_EQ(back, hello);
-  EXPECT_EQ(kProtocolVersion, 7);
+  EXPECT_EQ(kProtocolVersion, 8);
+  // The staged copy (version 8) is not sent to an older server.
+  EXPECT_EQ(MinProtocolVersionOf(CallId::kMemcpyDtoHStagedAsync), 8);
+  EXPECT_EQ(MinProtocolVersionOf(CallId::kClientShares), 7);
 
   Bytes empty_secret = VersionOneHello();
   Writer(empty_secret).Put(std::string());

@@ -146,6 +146,100 @@ TEST_P(ShmServerTest, CopiesThroughTheArenaRoundTripSyncAndAsync) {
   }
 }
 
+// A copy staged in the arena for memory outside it (what the runtime does for cudaHostRegister'd
+// ranges): the bytes land in the arena, and the program's memory gets them when a later reply
+// brings the word that they landed, not before.
+TEST_P(ShmServerTest, StagedDownloadsLandInTheProgramsMemoryAtTheNextReply) {
+  auto conn = Open();
+  ASSERT_TRUE(conn);
+  SharedArena arena = conn->arena();
+  constexpr uint64_t kBytes = 2 << 20;
+  auto dev = conn->Malloc({kBytes});
+  ASSERT_TRUE(dev.ok());
+  std::vector<std::byte> in = Pattern(kBytes, 4);
+  ASSERT_TRUE(conn->MemcpyHtoD({dev->ptr, kBytes, 0}, in).ok());
+  ASSERT_TRUE(conn->StreamCreate({5, 0, 0}).ok());
+  std::vector<std::byte> program(kBytes, std::byte{0x5A});
+  ASSERT_TRUE(conn->MemcpyDtoHStagedAsync({1 << 20, dev->ptr, kBytes, 5}, program).ok());
+  EXPECT_EQ(conn->pending_downloads(), 1u);
+  EXPECT_EQ(conn->pending_download_bytes(), 0u);  // none of the server's memory is held
+  EXPECT_EQ(program[0], std::byte{0x5A});         // nothing landed before a reply
+  ASSERT_TRUE(conn->StreamSynchronize({5}).ok());
+  EXPECT_EQ(conn->pending_downloads(), 0u);
+  EXPECT_EQ(program, in);
+  EXPECT_EQ(std::memcmp(arena.base + (1 << 20), in.data(), kBytes), 0);
+  // A staged copy the server refuses (the device range is not the client's) is abandoned: the
+  // program's memory stays as it was, the error comes with the next reply, nothing waits.
+  std::vector<std::byte> untouched(64, std::byte{0x11});
+  ASSERT_TRUE(conn->MemcpyDtoHStagedAsync({0, dev->ptr + kBytes, 64, 5}, untouched).ok());
+  CudaStatus next = conn->StreamSynchronize({5}).status();
+  std::optional<AsyncError> error = conn->TakeAsyncError();
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(error->status.code(), CudaError::kInvalidValue);
+  EXPECT_EQ(error->call, CallId::kMemcpyDtoHStagedAsync);
+  EXPECT_EQ(conn->pending_downloads(), 0u);
+  EXPECT_EQ(untouched, std::vector<std::byte>(64, std::byte{0x11}));
+  (void)next;
+  // A range outside the arena is refused before anything is sent.
+  EXPECT_EQ(conn->MemcpyDtoHStagedAsync({arena.bytes - 10, dev->ptr, 64, 5}, untouched).code(),
+            CudaError::kInvalidValue);
+  EXPECT_TRUE(conn->Sync({}).ok());
+  EXPECT_FALSE(conn->broken());
+}
+
+// A hostile client on its socket (no arena) posts a staged copy: refused, abandoned so that no
+// client would wait, and the server goes on serving it and others.
+TEST_P(ShmServerTest, StagedCopyWithoutAnArenaIsAbandoned) {
+  RawClient c = Bootstrap();
+  SendAck(c, false);
+  SocketReader reader(c.sock.get());
+  std::byte raw[kFrameHeaderBytes];
+  // Device memory of its own, so that only the arena is wrong.
+  Bytes out;
+  AppendFrame(out, FrameKind::kCall, CallId::kMalloc, 7, MallocRequest{4096});
+  ASSERT_TRUE(WriteAll(c.sock.get(), out).ok());
+  ASSERT_TRUE(reader.Read(raw).ok());
+  Result<FrameHeader> header = DecodeFrameHeader(raw);
+  ASSERT_TRUE(header.ok());
+  Bytes malloc_reply(header->payload_bytes);
+  ASSERT_TRUE(reader.Read(malloc_reply).ok());
+  Reader mr(malloc_reply);
+  ReplyStatus malloc_status;
+  MallocReply allocated;
+  ASSERT_TRUE(Decode(mr, malloc_status) && Decode(mr, allocated));
+  out.clear();
+  AppendFrame(out, FrameKind::kPost, CallId::kMemcpyDtoHStagedAsync, 8,
+              MemcpyDtoHStagedAsyncRequest{0, allocated.ptr, 4096, 0});
+  AppendFrame(out, FrameKind::kCall, CallId::kSync, 9, SyncRequest{});
+  ASSERT_TRUE(WriteAll(c.sock.get(), out).ok());
+  ASSERT_TRUE(reader.Read(raw).ok());
+  header = DecodeFrameHeader(raw);
+  ASSERT_TRUE(header.ok());
+  EXPECT_EQ(header->kind, FrameKind::kData);
+  EXPECT_EQ(header->seq, 8u);
+  ASSERT_EQ(header->payload_bytes, 8u);
+  Bytes offset(8);
+  ASSERT_TRUE(reader.Read(offset).ok());
+  Reader r(offset);
+  uint64_t value = 0;
+  ASSERT_TRUE(r.Get(value));
+  EXPECT_EQ(value, kDataAbandoned);
+  ASSERT_TRUE(reader.Read(raw).ok());
+  header = DecodeFrameHeader(raw);
+  ASSERT_TRUE(header.ok());
+  EXPECT_EQ(header->kind, FrameKind::kReply);
+  EXPECT_EQ(header->seq, 9u);
+  Bytes payload(header->payload_bytes);
+  ASSERT_TRUE(reader.Read(payload).ok());
+  Reader pr(payload);
+  ReplyStatus status;
+  ASSERT_TRUE(Decode(pr, status));
+  EXPECT_EQ(status.async_code, static_cast<uint32_t>(CudaError::kInvalidValue));
+  EXPECT_NE(status.async_message.find("no shared-memory arena"), std::string::npos)
+      << status.async_message;
+  ExpectOthersServed();
+}
+
 TEST_P(ShmServerTest, ArenaRangesOutsideTheArenaAreRefused) {
   auto conn = Open();
   ASSERT_TRUE(conn);

@@ -97,10 +97,13 @@ cudaError_t Copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
       }
       std::memmove(dst, src, count);
       return cudaSuccess;
-    case Direction::kHostToDevice:
+    case Direction::kHostToDevice: {
       // From pinned memory in the shared arena: the server reads the shared pages (DMA on a GPU,
-      // one memcpy on the sim); no bytes cross the rings.
-      if (std::optional<uint64_t> offset = rt.ArenaOffset(src, count)) {
+      // one memcpy on the sim); no bytes cross the rings. From cudaHostRegister'd memory staged
+      // in the arena: its bytes are copied in first, and the copy goes the same way.
+      std::optional<uint64_t> offset = rt.ArenaOffset(src, count);
+      if (!offset) offset = rt.StageIn(c, src, count, async);
+      if (offset) {
         if (async) {
           return rt.Finish(c.MemcpyHtoDSharedAsync({Address(dst), *offset, count, *id}));
         }
@@ -108,6 +111,7 @@ cudaError_t Copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
       }
       if (async) return rt.Finish(c.MemcpyHtoDAsync({Address(dst), count, *id}, in));
       return rt.FinishSync(c.MemcpyHtoD({Address(dst), count, *id}, in).status());
+    }
     case Direction::kDeviceToHost:
       // Into pinned memory in the shared arena: the server writes the shared pages, an async
       // copy in stream order (the program synchronises before it reads, as CUDA requires).
@@ -116,6 +120,23 @@ cudaError_t Copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
           return rt.Finish(c.MemcpyDtoHSharedAsync({*offset, Address(src), count, *id}));
         }
         return rt.FinishSync(c.MemcpyDtoHShared({*offset, Address(src), count, *id}).status());
+      }
+      // Into cudaHostRegister'd memory staged in the arena: the copy lands there and is copied
+      // on, at once or, for an async copy, when the connection hears it landed (before the reply
+      // of a later call, so before any synchronisation returns). An async one needs a server
+      // that says when (protocol version 8).
+      if (!async || c.server().version >= remote::MinProtocolVersionOf(
+                                              remote::CallId::kMemcpyDtoHStagedAsync)) {
+        if (std::optional<Runtime::Staged> staged = rt.StageOut(dst, count, async)) {
+          if (async) {
+            return rt.Finish(
+                c.MemcpyDtoHStagedAsync({staged->offset, Address(src), count, *id}, out));
+          }
+          cudaError_t e = rt.FinishSync(
+              c.MemcpyDtoHShared({staged->offset, Address(src), count, *id}).status());
+          if (e == cudaSuccess) std::memcpy(dst, staged->arena, count);
+          return e;
+        }
       }
       // Into pinned (cudaMallocHost, cudaHostRegister) memory an async copy lands later; into
       // pageable memory CUDA's copy returns only once the bytes are there (the program may read

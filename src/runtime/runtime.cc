@@ -711,14 +711,91 @@ std::optional<uint64_t> Runtime::ArenaOffset(const void* ptr, size_t bytes) {
 }
 
 bool Runtime::RegisterHost(void* ptr, size_t bytes, unsigned flags) {
-  MutexLock lock(mu_);
-  return host_memory_.Add(reinterpret_cast<uint64_t>(ptr), bytes, flags);
+  // As with CUDA, registering initialises the device (here: the connection and its arena).
+  (void)Connection();
+  const auto address = reinterpret_cast<uint64_t>(ptr);
+  {
+    MutexLock lock(mu_);
+    if (!host_memory_.Add(address, bytes, flags)) return false;
+  }
+  MutexLock lock(arena_mu_);
+  if (arena_blocks_ && !arena_.Contains(ptr, 1)) {
+    if (std::optional<uint64_t> offset = arena_blocks_->Allocate(bytes)) {
+      staging_[address] = StagingCopy{address, bytes, *offset, false, false};
+    }
+  }
+  return true;
 }
 
 bool Runtime::UnregisterHost(void* ptr) {
-  MutexLock lock(mu_);
-  if (host_allocations_.contains(ptr)) return false;
-  return host_memory_.Remove(reinterpret_cast<uint64_t>(ptr)).has_value();
+  const auto address = reinterpret_cast<uint64_t>(ptr);
+  {
+    MutexLock lock(mu_);
+    if (host_allocations_.contains(ptr)) return false;
+    if (!host_memory_.Remove(address).has_value()) return false;
+  }
+  std::optional<StagingCopy> copy;
+  {
+    MutexLock lock(arena_mu_);
+    if (auto it = staging_.find(address); it != staging_.end()) {
+      copy = it->second;
+      staging_.erase(it);
+    }
+  }
+  if (!copy) return true;
+  // Async copies may still read or write the arena copy: its block is handed out again only
+  // once the device is done with them (and what was landing has landed).
+  if (remote::Connection* conn = conn_.load(); conn != nullptr && copy->async) {
+    (void)conn->DeviceSynchronize({});
+  }
+  MutexLock lock(arena_mu_);
+  if (arena_blocks_) arena_blocks_->Free(copy->offset);
+  return true;
+}
+
+Runtime::StagingCopy* Runtime::FindStagingLocked(uint64_t address, size_t bytes) {
+  auto it = staging_.upper_bound(address);
+  if (it == staging_.begin()) return nullptr;
+  --it;
+  const uint64_t into = address - it->first;
+  if (into > it->second.bytes || bytes > it->second.bytes - into) return nullptr;
+  return &it->second;
+}
+
+std::optional<uint64_t> Runtime::StageIn(remote::Connection& conn, const void* src, size_t bytes,
+                                         bool async) {
+  const auto address = reinterpret_cast<uint64_t>(src);
+  bool landing = false;
+  {
+    MutexLock lock(arena_mu_);
+    StagingCopy* copy = FindStagingLocked(address, bytes);
+    if (copy == nullptr) return std::nullopt;
+    landing = copy->landing;
+  }
+  // A device-to-host copy into the range, ordered before this one, may still land in the arena
+  // copy: CUDA's copy would read what it brought, so it lands first, then the bytes go in.
+  if (landing && conn.pending_downloads() > 0 && !conn.DeviceSynchronize({}).ok()) {
+    return std::nullopt;  // over the rings instead; the error shows there
+  }
+  MutexLock lock(arena_mu_);
+  StagingCopy* copy = FindStagingLocked(address, bytes);
+  if (copy == nullptr) return std::nullopt;  // unregistered meanwhile
+  if (landing && conn.pending_downloads() == 0) copy->landing = false;
+  copy->async = copy->async || async;
+  const uint64_t offset = copy->offset + (address - copy->base);
+  std::memcpy(arena_.base + offset, src, bytes);
+  return offset;
+}
+
+std::optional<Runtime::Staged> Runtime::StageOut(void* dst, size_t bytes, bool async) {
+  const auto address = reinterpret_cast<uint64_t>(dst);
+  MutexLock lock(arena_mu_);
+  StagingCopy* copy = FindStagingLocked(address, bytes);
+  if (copy == nullptr) return std::nullopt;
+  copy->async = copy->async || async;
+  copy->landing = copy->landing || async;
+  const uint64_t offset = copy->offset + (address - copy->base);
+  return Staged{offset, arena_.base + offset};
 }
 
 std::optional<unsigned> Runtime::HostFlags(const void* ptr) {

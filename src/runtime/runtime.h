@@ -209,6 +209,19 @@ class Runtime {
   // The offset of [ptr, ptr + bytes) in the shared-memory arena that backs cudaMallocHost when
   // the connection is over shared memory; nullopt when the range is not inside it.
   std::optional<uint64_t> ArenaOffset(const void* ptr, size_t bytes);
+  // cudaHostRegister'd memory is staged through the arena when the arena had room for a copy of
+  // the range at registration (the server copies from and into shared pages, by DMA on a GPU).
+  // StageIn: the offset of [src, src + bytes)'s copy in the arena, with the bytes copied in now
+  // (after a device-to-host copy still landing in that copy has landed); nullopt when the range
+  // has no copy there. StageOut: where a device-to-host copy into [dst, dst + bytes) lands
+  // first; the caller copies it on (at once, or when the connection says it landed).
+  struct Staged {
+    uint64_t offset = 0;
+    std::byte* arena = nullptr;
+  };
+  std::optional<uint64_t> StageIn(remote::Connection& conn, const void* src, size_t bytes,
+                                  bool async);
+  std::optional<Staged> StageOut(void* dst, size_t bytes, bool async);
 
   // Device flags and limits kept locally (cudaSetDeviceFlags, cudaDeviceSetLimit...).
   std::atomic<unsigned> device_flags{0};
@@ -384,6 +397,19 @@ class Runtime {
   Mutex arena_mu_;
   remote::SharedArena arena_ FLYT_GUARDED_BY(arena_mu_);
   std::optional<remote::ArenaAllocator> arena_blocks_ FLYT_GUARDED_BY(arena_mu_);
+  // The arena copies of cudaHostRegister'd ranges, by the range's base address. `async`: an async
+  // copy used it (its unregistration waits for the device first); `landing`: an async
+  // device-to-host copy into it may not have landed yet.
+  struct StagingCopy {
+    uint64_t base = 0;
+    uint64_t bytes = 0;
+    uint64_t offset = 0;
+    bool async = false;
+    bool landing = false;
+  };
+  std::map<uint64_t, StagingCopy> staging_ FLYT_GUARDED_BY(arena_mu_);
+  // The staging copy holding [address, address + bytes), or null.
+  StagingCopy* FindStagingLocked(uint64_t address, size_t bytes) FLYT_REQUIRES(arena_mu_);
   std::unordered_set<std::string> warned_ FLYT_GUARDED_BY(mu_);
 
   // [issue 17: graphs] private state
