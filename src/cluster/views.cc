@@ -582,12 +582,24 @@ std::string Cluster::Metrics() const {
     std::snprintf(buf, sizeof(buf), "%.17g", v);
     out += series + " " + buf + "\n";
   };
+  // A family of one unlabelled sample.
+  auto metric = [&](const char* name, const char* type, const char* help, double v) {
+    family(name, type, help);
+    sample(name, v);
+  };
+  // A family with one sample per key of `counts`, as name{label="key"}.
+  auto by_label = [&](const char* name, const char* type, const char* help, const char* label,
+                      const std::map<std::string, int>& counts) {
+    family(name, type, help);
+    for (const auto& [key, count] : counts) {
+      sample(std::string(name) + "{" + label + "=\"" + key + "\"}", count);
+    }
+  };
   int reachable = 0;
   for (const auto& [name, n] : nodes_) reachable += ledger_->Reachable(name) ? 1 : 0;
-  family("flyt_cluster_nodes", "gauge", "Nodes known to the manager, by state.");
-  sample("flyt_cluster_nodes{state=\"reachable\"}", reachable);
-  sample("flyt_cluster_nodes{state=\"unreachable\"}",
-         static_cast<double>(nodes_.size()) - reachable);
+  by_label(
+      "flyt_cluster_nodes", "gauge", "Nodes known to the manager, by state.", "state",
+      {{"reachable", reachable}, {"unreachable", static_cast<int>(nodes_.size()) - reachable}});
 
   std::map<std::string, int> gpu_states = {
       {"free", 0}, {"leased", 0}, {"shared", 0}, {"lost", 0}, {"unreachable", 0}};
@@ -598,10 +610,8 @@ std::string Cluster::Metrics() const {
     for (const auto& g : n.snapshot.gpus)
       ++gpu_states[AllocationState(ok, g.lost, holds[{name, g.uuid}])];
   }
-  family("flyt_cluster_gpus", "gauge", "GPUs in the cluster, by allocation state.");
-  for (const auto& [state, count] : gpu_states) {
-    sample("flyt_cluster_gpus{state=\"" + state + "\"}", count);
-  }
+  by_label("flyt_cluster_gpus", "gauge", "GPUs in the cluster, by allocation state.", "state",
+           gpu_states);
   std::map<std::string, int> profile_states;
   for (profile::State s : profile::AllStates()) profile_states[profile::StateName(s)] = 0;
   for (const auto& [name, n] : nodes_) {
@@ -610,108 +620,93 @@ std::string Cluster::Metrics() const {
       ++profile_states[profile::StateName(p != nullptr ? p->state : profile::State::kUnknown)];
     }
   }
-  family("flyt_cluster_gpus_by_state", "gauge",
-         "GPUs in the cluster, by the state of their usage profile (nodes' last heartbeats; "
-         "a GPU without a profile counts as unknown).");
-  for (const auto& [state, count] : profile_states) {
-    sample("flyt_cluster_gpus_by_state{state=\"" + state + "\"}", count);
-  }
-  family("flyt_cluster_gpu_state_changes_total", "counter",
-         "gpu.state_changed events raised (a GPU's usage-profile state changed).");
-  sample("flyt_cluster_gpu_state_changes_total", static_cast<double>(counters_.gpu_state_changes));
-  family("flyt_cluster_gpu_state_changes_held_total", "counter",
-         "Usage-profile state changes not raised as events: within 30 s of the GPU's last one.");
-  sample("flyt_cluster_gpu_state_changes_held_total",
+  by_label("flyt_cluster_gpus_by_state", "gauge",
+           "GPUs in the cluster, by the state of their usage profile (nodes' last heartbeats; "
+           "a GPU without a profile counts as unknown).",
+           "state", profile_states);
+  metric("flyt_cluster_gpu_state_changes_total", "counter",
+         "gpu.state_changed events raised (a GPU's usage-profile state changed).",
+         static_cast<double>(counters_.gpu_state_changes));
+  metric("flyt_cluster_gpu_state_changes_held_total", "counter",
+         "Usage-profile state changes not raised as events: within 30 s of the GPU's last one.",
          static_cast<double>(counters_.gpu_state_changes_held));
-  family("flyt_cluster_leases", "gauge", "Active leases.");
-  sample("flyt_cluster_leases", static_cast<double>(leases.size()));
+  metric("flyt_cluster_leases", "gauge", "Active leases.", static_cast<double>(leases.size()));
   std::map<std::string, int> job_states = {
       {"queued", 0}, {"running", 0}, {"completed", 0}, {"failed", 0}, {"cancelled", 0}};
   for (const auto& [id, job] : jobs_) ++job_states[JobStateName(job.state)];
-  family("flyt_cluster_jobs", "gauge", "Jobs (experiments) known to the manager, by status.");
-  for (const auto& [state, count] : job_states) {
-    sample("flyt_cluster_jobs{status=\"" + state + "\"}", count);
-  }
+  by_label("flyt_cluster_jobs", "gauge", "Jobs (experiments) known to the manager, by status.",
+           "status", job_states);
   std::map<std::string, int> remote_states = {{"starting", 0}, {"ready", 0}, {"failed", 0}};
   for (const sched::Lease& l : leases) {
     if (l.remote) ++remote_states[RemoteInfoLocked(l.id).state];
   }
-  family("flyt_cluster_remote_leases", "gauge", "Live remote leases, by state.");
-  for (const auto& [state, count] : remote_states) {
-    sample("flyt_cluster_remote_leases{state=\"" + state + "\"}", count);
-  }
-  family("flyt_cluster_remote_lease_grants_total", "counter",
-         "Remote leases granted (answered once their GPU server was up).");
-  sample("flyt_cluster_remote_lease_grants_total", static_cast<double>(counters_.remote_grants));
-  family("flyt_cluster_remote_lease_migrations_total", "counter",
-         "Remote leases moved to another GPU server (flytctl remote migrate, nodes drain).");
-  sample("flyt_cluster_remote_lease_migrations_total",
+  by_label("flyt_cluster_remote_leases", "gauge", "Live remote leases, by state.", "state",
+           remote_states);
+  metric("flyt_cluster_remote_lease_grants_total", "counter",
+         "Remote leases granted (answered once their GPU server was up).",
+         static_cast<double>(counters_.remote_grants));
+  metric("flyt_cluster_remote_lease_migrations_total", "counter",
+         "Remote leases moved to another GPU server (flytctl remote migrate, nodes drain).",
          static_cast<double>(counters_.remote_migrations));
-  family("flyt_cluster_remote_lease_migration_failures_total", "counter",
-         "Moves of remote leases that ended with the lease where it was.");
-  sample("flyt_cluster_remote_lease_migration_failures_total",
+  metric("flyt_cluster_remote_lease_migration_failures_total", "counter",
+         "Moves of remote leases that ended with the lease where it was.",
          static_cast<double>(counters_.remote_migration_failures));
-  family("flyt_cluster_remote_lease_resizes_total", "counter",
-         "Remote leases given a new SM share or memory limit while running.");
-  sample("flyt_cluster_remote_lease_resizes_total", static_cast<double>(counters_.remote_resizes));
-  family("flyt_cluster_remote_lease_resize_failures_total", "counter",
-         "Resizes of remote leases that their GPU server did not take.");
-  sample("flyt_cluster_remote_lease_resize_failures_total",
+  metric("flyt_cluster_remote_lease_resizes_total", "counter",
+         "Remote leases given a new SM share or memory limit while running.",
+         static_cast<double>(counters_.remote_resizes));
+  metric("flyt_cluster_remote_lease_resize_failures_total", "counter",
+         "Resizes of remote leases that their GPU server did not take.",
          static_cast<double>(counters_.remote_resize_failures));
-  family("flyt_cluster_remote_lease_refusals_total", "counter",
-         "Remote lease requests refused: no GPU with room (insufficient_gpus, never_fits).");
-  sample("flyt_cluster_remote_lease_refusals_total",
+  metric("flyt_cluster_remote_lease_refusals_total", "counter",
+         "Remote lease requests refused: no GPU with room (insufficient_gpus, never_fits).",
          static_cast<double>(counters_.remote_refusals));
-  family("flyt_cluster_remote_lease_start_failures_total", "counter",
-         "Remote leases released because their node did not start the GPU server (503).");
-  sample("flyt_cluster_remote_lease_start_failures_total",
+  metric("flyt_cluster_remote_lease_start_failures_total", "counter",
+         "Remote leases released because their node did not start the GPU server (503).",
          static_cast<double>(counters_.remote_start_failures));
   std::map<std::string, int> server_states = {
       {"starting", 0}, {"running", 0}, {"draining", 0}, {"stopped", 0}, {"failed", 0}};
   for (const auto& [name, n] : nodes_) {
     for (const json& server : n.gpu_servers.servers) ++server_states[server.value("state", "")];
   }
-  family("flyt_cluster_gpu_servers", "gauge",
-         "GPU servers the nodes reported in their latest heartbeats, by state.");
-  for (const auto& [state, count] : server_states) {
-    if (state.empty()) continue;
-    sample("flyt_cluster_gpu_servers{state=\"" + state + "\"}", count);
-  }
-  family("flyt_cluster_queue_length", "gauge", "Jobs waiting for GPUs.");
-  sample("flyt_cluster_queue_length", static_cast<double>(queue_.size()));
-  family("flyt_cluster_heartbeats_total", "counter", "Node heartbeats accepted.");
-  sample("flyt_cluster_heartbeats_total", static_cast<double>(counters_.heartbeats));
-  family("flyt_cluster_gpu_conflicts_total", "counter",
-         "Node heartbeats refused: they listed a GPU UUID another node reported first.");
-  sample("flyt_cluster_gpu_conflicts_total", static_cast<double>(counters_.gpu_conflicts));
-  family("flyt_cluster_nodes_removed_total", "counter", "Nodes removed by an admin.");
-  sample("flyt_cluster_nodes_removed_total", static_cast<double>(counters_.nodes_removed));
+  server_states.erase("");  // a server without a state counts in none
+  by_label("flyt_cluster_gpu_servers", "gauge",
+           "GPU servers the nodes reported in their latest heartbeats, by state.", "state",
+           server_states);
+  metric("flyt_cluster_queue_length", "gauge", "Jobs waiting for GPUs.",
+         static_cast<double>(queue_.size()));
+  metric("flyt_cluster_heartbeats_total", "counter", "Node heartbeats accepted.",
+         static_cast<double>(counters_.heartbeats));
+  metric("flyt_cluster_gpu_conflicts_total", "counter",
+         "Node heartbeats refused: they listed a GPU UUID another node reported first.",
+         static_cast<double>(counters_.gpu_conflicts));
+  metric("flyt_cluster_nodes_removed_total", "counter", "Nodes removed by an admin.",
+         static_cast<double>(counters_.nodes_removed));
   family("flyt_cluster_allocations_total", "counter", "Allocation requests, by result.");
   sample("flyt_cluster_allocations_total{result=\"granted\"}",
          static_cast<double>(counters_.allocations_granted));
   sample("flyt_cluster_allocations_total{result=\"refused\"}",
          static_cast<double>(counters_.allocations_refused));
-  family("flyt_cluster_ingest_impaired_total", "counter",
+  metric("flyt_cluster_ingest_impaired_total", "counter",
          "Times the manager could not receive in time (connections refused, requests waiting for "
-         "a worker, a stalled loop); node silence is not counted toward lease_grace then.");
-  sample("flyt_cluster_ingest_impaired_total", static_cast<double>(ingest_impaired_.load()));
-  family("flyt_cluster_schedule_passes_total", "counter", "Scheduler passes over the queue.");
-  sample("flyt_cluster_schedule_passes_total", static_cast<double>(counters_.schedule_passes));
-  family("flyt_cluster_last_schedule_pass_seconds", "gauge",
-         "Wall time of the last scheduler pass, store transaction included.");
-  sample("flyt_cluster_last_schedule_pass_seconds", counters_.last_pass_seconds);
-  family("flyt_cluster_store_errors_total", "counter",
-         "Store transactions that failed (the manager reloaded its state, or entered an outage).");
-  sample("flyt_cluster_store_errors_total", static_cast<double>(counters_.store_errors));
-  family("flyt_cluster_store_revision", "gauge", "The store revision this manager reflects.");
-  sample("flyt_cluster_store_revision", static_cast<double>(revision_));
-  family("flyt_cluster_store_up", "gauge",
-         "1 while the store can be written; 0 during an outage (changes refused with 503).");
-  sample("flyt_cluster_store_up", outage_ ? 0 : 1);
-  family("flyt_cluster_store_healthy", "gauge",
+         "a worker, a stalled loop); node silence is not counted toward lease_grace then.",
+         static_cast<double>(ingest_impaired_.load()));
+  metric("flyt_cluster_schedule_passes_total", "counter", "Scheduler passes over the queue.",
+         static_cast<double>(counters_.schedule_passes));
+  metric("flyt_cluster_last_schedule_pass_seconds", "gauge",
+         "Wall time of the last scheduler pass, store transaction included.",
+         counters_.last_pass_seconds);
+  metric("flyt_cluster_store_errors_total", "counter",
+         "Store transactions that failed (the manager reloaded its state, or entered an outage).",
+         static_cast<double>(counters_.store_errors));
+  metric("flyt_cluster_store_revision", "gauge", "The store revision this manager reflects.",
+         static_cast<double>(revision_));
+  metric("flyt_cluster_store_up", "gauge",
+         "1 while the store can be written; 0 during an outage (changes refused with 503).",
+         outage_ ? 0 : 1);
+  metric("flyt_cluster_store_healthy", "gauge",
          "1 while the store can be written and its last consistency check (and every "
-         "transaction since) found it sound; 0 otherwise (see /healthz).");
-  sample("flyt_cluster_store_healthy", outage_ || damage_ ? 0 : 1);
+         "transaction since) found it sound; 0 otherwise (see /healthz).",
+         outage_ || damage_ ? 0 : 1);
   family("flyt_cluster_store_error_kinds_total", "counter",
          "Store errors by kind: disk_full, unwritable, damaged, busy, connection, refused, other.");
   for (const char* kind :
@@ -720,33 +715,30 @@ std::string Cluster::Metrics() const {
     sample(std::string("flyt_cluster_store_error_kinds_total{kind=\"") + kind + "\"}",
            it == store_errors_by_kind_.end() ? 0.0 : static_cast<double>(it->second));
   }
-  family("flyt_cluster_store_outages_total", "counter",
-         "Times the store became unwritable (full or read-only disk, lost database).");
-  sample("flyt_cluster_store_outages_total", static_cast<double>(counters_.store_outages));
-  family("flyt_cluster_store_writes_refused_total", "counter",
-         "Changes refused with 503 store_unavailable because the store could not be written.");
-  sample("flyt_cluster_store_writes_refused_total", static_cast<double>(counters_.writes_refused));
-  family("flyt_cluster_jobs_pruned_total", "counter",
-         "Finished jobs dropped by retention ([jobs] keep_finished_for, keep_finished_max).");
-  sample("flyt_cluster_jobs_pruned_total", static_cast<double>(counters_.jobs_pruned));
-  family("flyt_cluster_profiles_refused_total", "counter",
+  metric("flyt_cluster_store_outages_total", "counter",
+         "Times the store became unwritable (full or read-only disk, lost database).",
+         static_cast<double>(counters_.store_outages));
+  metric("flyt_cluster_store_writes_refused_total", "counter",
+         "Changes refused with 503 store_unavailable because the store could not be written.",
+         static_cast<double>(counters_.writes_refused));
+  metric("flyt_cluster_jobs_pruned_total", "counter",
+         "Finished jobs dropped by retention ([jobs] keep_finished_for, keep_finished_max).",
+         static_cast<double>(counters_.jobs_pruned));
+  metric("flyt_cluster_profiles_refused_total", "counter",
          "Usage profiles in node heartbeats that did not parse, or profiled a GPU twice: dropped "
-         "(the heartbeat is kept).");
-  sample("flyt_cluster_profiles_refused_total", static_cast<double>(counters_.profiles_refused));
-  family("flyt_cluster_node_events_dropped_total", "counter",
-         "Node events dropped: past [events] max_per_heartbeat in one heartbeat.");
-  sample("flyt_cluster_node_events_dropped_total", static_cast<double>(counters_.events_dropped));
-  family("flyt_cluster_node_events_truncated_total", "counter",
-         "Node events cut short (marked truncated): larger than [events] max_event_bytes.");
-  sample("flyt_cluster_node_events_truncated_total",
+         "(the heartbeat is kept).",
+         static_cast<double>(counters_.profiles_refused));
+  metric("flyt_cluster_node_events_dropped_total", "counter",
+         "Node events dropped: past [events] max_per_heartbeat in one heartbeat.",
+         static_cast<double>(counters_.events_dropped));
+  metric("flyt_cluster_node_events_truncated_total", "counter",
+         "Node events cut short (marked truncated): larger than [events] max_event_bytes.",
          static_cast<double>(counters_.events_truncated));
-  family("flyt_cluster_idempotent_replays_total", "counter",
-         "POST /allocations and /jobs answered again from their Idempotency-Key.");
-  sample("flyt_cluster_idempotent_replays_total",
+  metric("flyt_cluster_idempotent_replays_total", "counter",
+         "POST /allocations and /jobs answered again from their Idempotency-Key.",
          static_cast<double>(counters_.idempotent_replays));
-  family("flyt_cluster_submissions_too_large_total", "counter",
-         "Submissions refused (413) for expanding past [jobs] max_expanded_bytes.");
-  sample("flyt_cluster_submissions_too_large_total",
+  metric("flyt_cluster_submissions_too_large_total", "counter",
+         "Submissions refused (413) for expanding past [jobs] max_expanded_bytes.",
          static_cast<double>(counters_.submissions_too_large));
   return out;
 }

@@ -22,6 +22,7 @@
 #include "common/clock.h"
 #include "gpu/monitor.h"
 #include "node/gpu_servers.h"
+#include "node/gpu_servers_testing.h"
 #include "node/server.h"
 #include "remote/client.h"
 #include "remote/debug_stats.h"
@@ -36,31 +37,14 @@ const std::string kSecretA = "secret-a-0123456789abcdef0123456789abcdef";
 const std::string kSecretB = "secret-b-0123456789abcdef0123456789abcdef";
 const std::string kSecretC = "secret-c-0123456789abcdef0123456789abcdef";
 
-class TwoGpus final : public gpu::Backend {
- public:
-  gpu::Source source() const override { return gpu::Source::kNvml; }
-  Result<gpu::GpuSnapshot> Snapshot() override {
-    gpu::GpuSnapshot snap;
-    snap.source = gpu::Source::kNvml;
-    for (uint32_t i = 0; i < 2; ++i) {
-      gpu::GpuInfo g;
-      g.index = i;
-      g.uuid = i == 0 ? "GPU-a" : "GPU-b";
-      snap.gpus.push_back(g);
-    }
-    return snap;
-  }
-};
-
-class GpuServerMovesTest : public ::testing::Test {
+// The node's HTTP API (test::NodeApi: its clock_, monitor_ and server_) over GpuServers that
+// start the real flyt-gpu-server.
+class GpuServerMovesTest : public ::testing::Test, protected test::NodeApi {
  protected:
   void SetUp() override {
     // Short: the servers' Unix sockets live in state_dir (a socket path has at most 108 bytes).
     static int n = 0;
-    dir_ = std::filesystem::temp_directory_path() /
-           ("flyt-moves-" + std::to_string(getpid()) + "-" + std::to_string(++n));
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
+    dir_ = test::FreshDir("flyt-moves-", std::to_string(++n));
     GpuServersConfig config;
     config.enabled = true;
     config.binary = std::string(FLYT_BINARY_DIR) + "/bin/flyt-gpu-server";
@@ -71,17 +55,11 @@ class GpuServerMovesTest : public ::testing::Test {
     config.port_max = config.port_min + 19;
     config.start_timeout = 20s;
     config.drain_grace = 3s;
-    log_sink_ = std::make_shared<spdlog::sinks::ostream_sink_mt>(log_);
-    spdlog::default_logger()->sinks().push_back(log_sink_);
+    log_sink_ = test::CaptureLog(log_);
     auto s = GpuServers::Create(config, {{0, "GPU-a"}, {1, "GPU-b"}});
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     servers_ = std::move(s).value();
-    ASSERT_TRUE(monitor_.SampleOnce().ok());
-    NodeConfig node;
-    node.listen_port = 0;
-    node.bearer_token = "node-token";
-    server_ = std::make_unique<NodeServer>(monitor_, node, clock_, "test", nullptr, servers_.get());
-    ASSERT_TRUE(server_->Start().ok());
+    StartNodeServer(servers_.get());
   }
   void TearDown() override {
     server_.reset();
@@ -97,8 +75,7 @@ class GpuServerMovesTest : public ::testing::Test {
       kill(-pid, SIGKILL);
       waitpid(pid, nullptr, 0);
     }
-    auto& sinks = spdlog::default_logger()->sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), log_sink_), sinks.end());
+    test::ReleaseLog(log_sink_);
     for (const std::string& secret : {kSecretA, kSecretB, kSecretC}) {
       EXPECT_EQ(log_.str().find(secret), std::string::npos) << "a secret in the log";
     }
@@ -107,18 +84,7 @@ class GpuServerMovesTest : public ::testing::Test {
 
   std::pair<int, json> Call(const std::string& method, const std::string& path,
                             const std::string& body = "") {
-    httplib::Client c("127.0.0.1", server_->port());
-    c.set_read_timeout(60, 0);
-    httplib::Headers h = {{"Authorization", "Bearer node-token"}};
-    httplib::Result res = method == "PUT"      ? c.Put(path, h, body, "application/json")
-                          : method == "POST"   ? c.Post(path, h, body, "application/json")
-                          : method == "DELETE" ? c.Delete(path, h)
-                                               : c.Get(path, h);
-    if (!res) return {0, json()};
-    for (const std::string& secret : {kSecretA, kSecretB, kSecretC}) {
-      EXPECT_EQ(res->body.find(secret), std::string::npos) << "a secret in " << path;
-    }
-    return {res->status, json::parse(res->body, nullptr, false)};
+    return NodeCall(method, path, body, 60, {kSecretA, kSecretB, kSecretC});
   }
   std::pair<int, json> Post(const std::string& path, const json& body) {
     return Call("POST", path, body.dump());
@@ -164,21 +130,13 @@ class GpuServerMovesTest : public ::testing::Test {
   }
 
   bool WaitState(const std::string& lease, const std::string& state) {
-    for (int i = 0; i < 500; ++i) {
-      auto r = servers_->Get(lease);
-      if (r.ok() && (*r)["state"] == state) return true;
-      std::this_thread::sleep_for(20ms);
-    }
-    return false;
+    return test::WaitState(*servers_, lease, state, 10s);
   }
 
   std::filesystem::path dir_;
   std::ostringstream log_;
   std::shared_ptr<spdlog::sinks::ostream_sink_mt> log_sink_;
   std::unique_ptr<GpuServers> servers_;
-  FakeClock clock_;
-  gpu::Monitor monitor_{std::make_unique<TwoGpus>(), clock_};
-  std::unique_ptr<NodeServer> server_;
 };
 
 TEST_F(GpuServerMovesTest, MigrateMovesAClientWithItsMemoryToAnotherLeasesServer) {

@@ -26,6 +26,7 @@
 #include "common/http.h"
 #include "common/strings.h"
 #include "gpu/monitor.h"
+#include "node/gpu_servers_testing.h"
 #include "node/heartbeat.h"
 #include "node/server.h"
 
@@ -57,11 +58,8 @@ bool Alive(pid_t pid) {
 class GpuServersTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("flyt-gpu-servers-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
+    dir_ = test::FreshDir("flyt-gpu-servers-",
+                          ::testing::UnitTest::GetInstance()->current_test_info()->name());
     config_.enabled = true;
     config_.binary = kFake;
     config_.backend = "sim";
@@ -74,12 +72,10 @@ class GpuServersTest : public ::testing::Test {
     starts_ = (dir_ / "starts.log").string();
     config_.extra_args = {"--fake-log", starts_};
     // Every log line of the supervisor, to check that the secret never shows.
-    log_sink_ = std::make_shared<spdlog::sinks::ostream_sink_mt>(log_);
-    spdlog::default_logger()->sinks().push_back(log_sink_);
+    log_sink_ = test::CaptureLog(log_);
   }
   void TearDown() override {
-    auto& sinks = spdlog::default_logger()->sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), log_sink_), sinks.end());
+    test::ReleaseLog(log_sink_);
     servers_.reset();
     // Whatever a test left running goes: only our fake servers, checked by their command line.
     for (pid_t pid : pids_) {
@@ -119,20 +115,12 @@ class GpuServersTest : public ::testing::Test {
     return r;
   }
 
-  json Record(const std::string& lease) {
-    auto r = servers_->Get(lease);
-    return r.ok() ? *r : json::object();
-  }
+  json Record(const std::string& lease) { return test::Record(*servers_, lease); }
 
   // Waits (at most `limit`) until the lease's record is in `state`.
   bool WaitState(const std::string& lease, const std::string& state,
                  std::chrono::milliseconds limit = 5000ms) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (Record(lease).value("state", "") == state) return true;
-      std::this_thread::sleep_for(20ms);
-    }
-    return false;
+    return test::WaitState(*servers_, lease, state, limit);
   }
 
   std::filesystem::path dir_;
@@ -628,33 +616,12 @@ TEST_F(GpuServersTest, SharedGpusNeedMpsAndThenTakeSeveralLeasesWithinTheirSms) 
 
 // ---- the HTTP routes ----
 
-class TwoGpus final : public gpu::Backend {
- public:
-  gpu::Source source() const override { return gpu::Source::kNvml; }
-  Result<gpu::GpuSnapshot> Snapshot() override {
-    gpu::GpuSnapshot snap;
-    snap.source = gpu::Source::kNvml;
-    for (uint32_t i = 0; i < 2; ++i) {
-      gpu::GpuInfo g;
-      g.index = i;
-      g.uuid = i == 0 ? "GPU-a" : "GPU-b";
-      snap.gpus.push_back(g);
-    }
-    return snap;
-  }
-};
-
-class GpuServersHttpTest : public GpuServersTest {
+// The node's HTTP API (test::NodeApi: its clock_, monitor_ and server_) over the supervisor.
+class GpuServersHttpTest : public GpuServersTest, protected test::NodeApi {
  protected:
   void StartServer(bool with_servers) {
-    ASSERT_TRUE(monitor_.SampleOnce().ok());
     if (with_servers) Create();
-    NodeConfig config;
-    config.listen_port = 0;
-    config.bearer_token = "node-token";
-    server_ = std::make_unique<NodeServer>(monitor_, config, clock_, "test", nullptr,
-                                           with_servers ? servers_.get() : nullptr);
-    ASSERT_TRUE(server_->Start().ok());
+    StartNodeServer(with_servers ? servers_.get() : nullptr);
   }
   void TearDown() override {
     server_.reset();
@@ -662,15 +629,7 @@ class GpuServersHttpTest : public GpuServersTest {
   }
   std::pair<int, json> Call(const std::string& method, const std::string& path,
                             const json& body = nullptr) {
-    httplib::Client c("127.0.0.1", server_->port());
-    c.set_read_timeout(10, 0);
-    httplib::Headers h = {{"Authorization", "Bearer node-token"}};
-    httplib::Result res = method == "PUT" ? c.Put(path.c_str(), h, body.dump(), "application/json")
-                          : method == "DELETE" ? c.Delete(path.c_str(), h)
-                                               : c.Get(path.c_str(), h);
-    if (!res) return {0, json()};
-    if (res->body.find(kSecret) != std::string::npos) ADD_FAILURE() << "secret in " << path;
-    return {res->status, json::parse(res->body, nullptr, false)};
+    return NodeCall(method, path, body.dump(), 10, {kSecret});
   }
   json Body(const std::string& lease, const std::string& gpu = "GPU-a") {
     return {{"lease_id", lease},
@@ -681,10 +640,6 @@ class GpuServersHttpTest : public GpuServersTest {
             {"owner", "alice"},
             {"expires_at", "2030-01-01T00:00:00Z"}};
   }
-
-  FakeClock clock_;
-  gpu::Monitor monitor_{std::make_unique<TwoGpus>(), clock_};
-  std::unique_ptr<NodeServer> server_;
 };
 
 TEST_F(GpuServersHttpTest, PutGetDeleteAsTheApiSays) {

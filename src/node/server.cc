@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "common/http.h"
@@ -49,6 +50,17 @@ void SendServerCallError(httplib::Response& res, const Status& s) {
     return http::SendError(res, 502, s.message(), "unavailable");
   }
   SendStatus(res, s);
+}
+
+// The request body as JSON, or nothing after answering 400 "malformed JSON body: ..." (parse
+// errors, and numbers beyond double's range). What the body must hold is for the caller to check.
+std::optional<json> JsonBody(const httplib::Request& req, httplib::Response& res) {
+  try {
+    return json::parse(req.body);
+  } catch (const json::exception& e) {
+    SendError(res, 400, std::string("malformed JSON body: ") + e.what());
+    return std::nullopt;
+  }
 }
 
 // The fields of POST /api/v1/monitoring/sessions into `options`: gpus (distinct indexes of this
@@ -468,13 +480,9 @@ void NodeServer::SetUpRoutes() {
       [this](Req req, Res res, const Caller&, Params) {
         gpu::SessionOptions options;
         if (!Trim(req.body).empty()) {
-          json body;
-          try {
-            body = json::parse(req.body);
-          } catch (const json::exception& e) {  // parse errors, and numbers beyond double's range
-            return SendError(res, 400, std::string("malformed JSON body: ") + e.what());
-          }
-          auto fields = JsonFields::Of(body, "the body");
+          const std::optional<json> body = JsonBody(req, res);
+          if (!body) return;
+          auto fields = JsonFields::Of(*body, "the body");
           if (!fields.ok()) return SendStatus(res, fields.status());
           auto parsed = SessionFields(*fields, monitor_, options);
           if (!parsed.ok()) return SendStatus(res, parsed);
@@ -567,13 +575,9 @@ void NodeServer::SetUpGpuServerRoutes() {
   router_.Add("PUT", R"(/api/v1/gpu-servers/([^/]+))", Access::kToken,
               [this, enabled](Req req, Res res, const Caller&, Params path) {
                 if (!enabled(res)) return;
-                json body;
-                try {
-                  body = json::parse(req.body);
-                } catch (const json::exception& e) {
-                  return SendError(res, 400, std::string("malformed JSON body: ") + e.what());
-                }
-                auto spec = GpuServerSpecFromJson(body);
+                const std::optional<json> body = JsonBody(req, res);
+                if (!body) return;
+                auto spec = GpuServerSpecFromJson(*body);
                 if (!spec.ok()) return SendStatus(res, spec.status());
                 if (spec->lease_id != path[1]) {
                   return SendError(res, 400,
@@ -592,13 +596,9 @@ void NodeServer::SetUpGpuServerRoutes() {
     router_.Add("POST", pattern, Access::kToken,
                 [enabled, parse, act](Req req, Res res, const Caller&, Params path) {
                   if (!enabled(res)) return;
-                  json body;
-                  try {
-                    body = json::parse(req.body);
-                  } catch (const json::exception& e) {
-                    return SendError(res, 400, std::string("malformed JSON body: ") + e.what());
-                  }
-                  auto request = parse(body);
+                  const std::optional<json> body = JsonBody(req, res);
+                  if (!body) return;
+                  auto request = parse(*body);
                   if (!request.ok()) return SendStatus(res, request.status());
                   auto done = act(path[1], *request);
                   if (!done.ok()) return SendServerCallError(res, done.status());
