@@ -462,8 +462,8 @@ TEST_F(DriverBackendGpuTest, MallocAtPlacesMemoryAtAFreedAddress) {
   auto taken = session_->MallocAt(*placed, kGranule);
   ASSERT_FALSE(taken.ok());
   EXPECT_EQ(taken.status().code(), CudaError::kInvalidValue) << taken.status().ToString();
-  auto misaligned = session_->MallocAt(*placed + 256, kGranule);
-  EXPECT_EQ(misaligned.status().code(), CudaError::kInvalidValue);
+  auto inside = session_->MallocAt(*placed + 256, kGranule);  // its granules are the other's
+  EXPECT_EQ(inside.status().code(), CudaError::kInvalidValue);
 
   // Freed, the range can be placed again.
   ASSERT_TRUE((*other)->Free(*placed).ok());
@@ -473,6 +473,27 @@ TEST_F(DriverBackendGpuTest, MallocAtPlacesMemoryAtAFreedAddress) {
   EXPECT_TRUE(session_->Memset(*again, 0x5a, kBytes, kDefaultStream).ok());
   EXPECT_TRUE(session_->DeviceSynchronize().ok());
   EXPECT_TRUE(session_->Free(*again).ok());
+
+  // Where cuMemAlloc put small allocations inside one granule: placed at those very addresses,
+  // sharing the granule's chunk, each readable and writable, and freed one by one.
+  const uint64_t small_a = *placed + 512, small_b = *placed + 8192;
+  auto a = (*other)->MallocAt(small_a, 4096);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  auto b = (*other)->MallocAt(small_b, 1 << 20);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(*a, small_a);
+  EXPECT_EQ(*b, small_b);
+  EXPECT_EQ((*other)->MallocAt(small_a + 1024, 16).status().code(), CudaError::kInvalidValue);
+  ASSERT_TRUE((*other)->Memset(*a, 0x11, 4096, kDefaultStream).ok());
+  ASSERT_TRUE((*other)->Memset(*b, 0x22, 1 << 20, kDefaultStream).ok());
+  std::vector<uint8_t> got(4096);
+  ASSERT_TRUE((*other)->MemcpyDtoH(WritableBytes(got), *a, kDefaultStream).ok());
+  EXPECT_EQ(got, std::vector<uint8_t>(4096, 0x11));
+  ASSERT_TRUE((*other)->Free(*a).ok());
+  ASSERT_TRUE((*other)->MemcpyDtoH(WritableBytes(got), *b, kDefaultStream).ok());
+  EXPECT_EQ(got, std::vector<uint8_t>(4096, 0x22));  // the chunk stays for b
+  ASSERT_TRUE((*other)->Free(*b).ok());
+  EXPECT_EQ((*other)->Free(*b).code(), CudaError::kInvalidValue);
 }
 
 // A kernel fault is sticky: the session that ran it reports it at the next synchronising call

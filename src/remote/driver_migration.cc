@@ -1,10 +1,13 @@
 // The driver backend's part of live migration (backend.h, issue 18): device memory at the address
 // a migrated client's pointers hold, through the driver's virtual memory management. MallocAt
-// reserves exactly that virtual range (cuMemAddressReserve with the address as its fixed start),
-// creates physical memory on the session's device (cuMemCreate), maps it over the range (cuMemMap)
-// and makes it readable and writable by the device (cuMemSetAccess); Free and the session's
-// cleanup undo the four steps. Sizes and addresses are in the device's allocation granularity
-// (2 MiB on current GPUs): an address off it cannot be placed (kInvalidValue).
+// places the allocation in chunks of whole granules (2 MiB on current GPUs; granule_chunks.h), as
+// the driver maps memory only so: for each run of granules the range needs that no chunk of this
+// session covers yet, it reserves exactly that virtual range (cuMemAddressReserve with the address
+// as its fixed start), creates physical memory on the session's device (cuMemCreate), maps it
+// over the range (cuMemMap) and makes it readable and writable by the device (cuMemSetAccess).
+// Small allocations the old server's cuMemAlloc put inside one granule so share its chunk. Free
+// and the session's cleanup undo the four steps for a chunk once no allocation uses it. A range
+// someone else holds (in a granule the range needs) cannot be placed (kInvalidValue).
 //
 // A module's globals stay where the driver loads them: ModuleGetGlobalAt is Session's default.
 // NOT YET RUN ON A GPU (DriverBackendGpuTest.MallocAtPlacesMemoryAtAFreedAddress checks it there).
@@ -54,71 +57,109 @@ CudaResult<DevicePtr> DriverSession::MallocAt(DevicePtr address, uint64_t bytes)
                       "cuMemCreate, cuMemMap): memory cannot be placed at a given address");
   }
   if (bytes == 0) return CudaStatus(ErrorCode::kInvalidValue, "MallocAt of 0 bytes");
+  if (!placed_) {
+    CUmemAllocationProp prop = ChunkProperties();
+    size_t granularity = 0;
+    CUresult rc =
+        fn_.MemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuMemGetAllocationGranularity", rc);
+    placed_.emplace(granularity == 0 ? uint64_t{2} << 20 : granularity);
+  }
+  std::optional<std::vector<PlacedChunks::Run>> runs;
+  if (address != 0) runs = placed_->Plan(address, bytes);
+  if (!runs) {
+    return CudaStatus(ErrorCode::kInvalidValue,
+                      "cannot place " + std::to_string(bytes) + " bytes at " + HexAddress(address) +
+                          ": the range is null, wraps, or overlaps memory placed already");
+  }
+  std::vector<CUmemGenericAllocationHandle> handles;
+  for (const PlacedChunks::Run& run : *runs) {
+    CudaResult<CUmemGenericAllocationHandle> handle = MapChunk(run.base, run.bytes);
+    if (!handle.ok()) {
+      for (size_t i = 0; i < handles.size(); ++i) {
+        (void)ReleaseChunk((*runs)[i].base, (*runs)[i].bytes, handles[i]);
+      }
+      return handle.status();
+    }
+    handles.push_back(*handle);
+  }
+  placed_->Commit(address, bytes, *runs, std::move(handles));
+  return DevicePtr{address};
+}
+
+CUmemAllocationProp DriverSession::ChunkProperties() const {
   CUmemAllocationProp prop{};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   prop.location.id = device_;  // the ordinal: cuDeviceGet's handle is the ordinal
-  size_t granularity = 0;
-  CUresult rc =
-      fn_.MemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
-  if (rc != CUDA_SUCCESS) return DriverError(*driver_, "cuMemGetAllocationGranularity", rc);
-  if (granularity == 0) granularity = size_t{2} << 20;
-  if (address == 0 || address % granularity != 0) {
-    return CudaStatus(ErrorCode::kInvalidValue,
-                      "address " + HexAddress(address) + " is not on this device's allocation granularity (" +
-                          std::to_string(granularity) + " bytes)");
-  }
-  if (bytes > UINT64_MAX - granularity) {
-    return CudaStatus(ErrorCode::kMemoryAllocation, "MallocAt of " + std::to_string(bytes) + " bytes");
-  }
-  const size_t size = (bytes + granularity - 1) / granularity * granularity;
+  return prop;
+}
 
+CudaResult<CUmemGenericAllocationHandle> DriverSession::MapChunk(CUdeviceptr base, size_t bytes) {
+  const CUmemAllocationProp prop = ChunkProperties();
   CUdeviceptr va = 0;
-  rc = fn_.MemAddressReserve(&va, size, 0, address, 0);
+  CUresult rc = fn_.MemAddressReserve(&va, bytes, 0, base, 0);
   if (rc != CUDA_SUCCESS) {
     return DriverError(*driver_, "cuMemAddressReserve", rc, ErrorCode::kInvalidValue);
   }
-  if (va != address) {  // the address is a hint: the driver chose another range
-    fn_.MemAddressFree(va, size);
-    return CudaStatus(ErrorCode::kInvalidValue,
-                      "address " + HexAddress(address) + " is taken on this device");
+  if (va != base) {  // the address is a hint: the driver chose another range
+    fn_.MemAddressFree(va, bytes);
+    return CudaStatus(ErrorCode::kInvalidValue, "the range " + HexAddress(base) + "+" +
+                                                    std::to_string(bytes) +
+                                                    " is taken on this device");
   }
   CUmemGenericAllocationHandle handle = 0;
-  rc = fn_.MemCreate(&handle, size, &prop, 0);
+  rc = fn_.MemCreate(&handle, bytes, &prop, 0);
   if (rc != CUDA_SUCCESS) {
-    fn_.MemAddressFree(va, size);
+    fn_.MemAddressFree(va, bytes);
     return DriverError(*driver_, "cuMemCreate", rc);
   }
-  rc = fn_.MemMap(va, size, 0, handle, 0);
+  rc = fn_.MemMap(va, bytes, 0, handle, 0);
   if (rc != CUDA_SUCCESS) {
     fn_.MemRelease(handle);
-    fn_.MemAddressFree(va, size);
+    fn_.MemAddressFree(va, bytes);
     return DriverError(*driver_, "cuMemMap", rc);
   }
   CUmemAccessDesc access{};
   access.location = prop.location;
   access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  rc = fn_.MemSetAccess(va, size, &access, 1);
+  rc = fn_.MemSetAccess(va, bytes, &access, 1);
   if (rc != CUDA_SUCCESS) {
-    fn_.MemUnmap(va, size);
-    fn_.MemRelease(handle);
-    fn_.MemAddressFree(va, size);
+    (void)ReleaseChunk(va, bytes, handle);
     return DriverError(*driver_, "cuMemSetAccess", rc);
   }
-  placed_.emplace(va, PlacedAllocation{size, handle});
-  return DevicePtr{va};
+  return handle;
 }
 
-CudaStatus DriverSession::ReleasePlaced(CUdeviceptr ptr, const PlacedAllocation& placed) {
+CudaStatus DriverSession::ReleaseChunk(CUdeviceptr base, size_t bytes,
+                                       CUmemGenericAllocationHandle handle) {
   CudaStatus status = CudaStatus::Ok();
   auto check = [&](const char* call, CUresult rc) {
     if (rc != CUDA_SUCCESS && status.ok()) status = DriverError(*driver_, call, rc);
   };
-  check("cuMemUnmap", fn_.MemUnmap(ptr, placed.bytes));
-  check("cuMemRelease", fn_.MemRelease(placed.handle));
-  check("cuMemAddressFree", fn_.MemAddressFree(ptr, placed.bytes));
+  check("cuMemUnmap", fn_.MemUnmap(base, bytes));
+  check("cuMemRelease", fn_.MemRelease(handle));
+  check("cuMemAddressFree", fn_.MemAddressFree(base, bytes));
   return status;
+}
+
+CudaStatus DriverSession::FreePlaced(DevicePtr ptr, bool& was_placed) {
+  std::vector<PlacedChunks::Chunk> released;
+  was_placed = placed_ && placed_->Remove(ptr, released);
+  CudaStatus status = CudaStatus::Ok();
+  for (const PlacedChunks::Chunk& c : released) {
+    CudaStatus s = ReleaseChunk(c.base, c.bytes, c.payload);
+    if (status.ok()) status = s;
+  }
+  return status;
+}
+
+void DriverSession::ReleaseAllPlaced() {
+  if (!placed_) return;
+  for (const PlacedChunks::Chunk& c : placed_->TakeAll()) {
+    (void)ReleaseChunk(c.base, c.bytes, c.payload);
+  }
 }
 
 }  // namespace flyt::remote::driver_impl

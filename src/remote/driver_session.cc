@@ -103,11 +103,9 @@ CudaResult<DevicePtr> DriverSession::Malloc(uint64_t bytes) {
 
 CudaStatus DriverSession::Free(DevicePtr ptr) {
   FLYT_CUDA_RETURN_IF_ERROR(Enter());
-  if (auto placed = placed_.find(ptr); placed != placed_.end()) {  // MallocAt's
-    FLYT_CUDA_RETURN_IF_ERROR(ReleasePlaced(ptr, placed->second));
-    placed_.erase(placed);
-    return CudaStatus::Ok();
-  }
+  bool placed = false;
+  CudaStatus released = FreePlaced(ptr, placed);  // MallocAt's
+  if (placed) return released;
   auto it = allocations_.find(ptr);
   if (it == allocations_.end()) {
     return {ErrorCode::kInvalidValue, "cuMemFree: not an allocation of this session"};
@@ -336,7 +334,7 @@ CudaStatus DriverSession::ApplySmShare(int sm_count, int* granted) {
   const bool holds = !allocations_.empty() || !ipc_imports_.empty() || !streams_.empty() ||
                      !events_.empty() || !modules_.empty() || !graphs_.empty() ||
                      !arr_arrays_.empty() || !arr_mipmaps_.empty() || !arr_textures_.empty() ||
-                     !arr_surfaces_.empty() || !placed_.empty();
+                     !arr_surfaces_.empty() || (placed_ && !placed_->empty());
   if (holds) {
     return {ErrorCode::kNotSupported,
             "its memory, modules, streams and events belong to its CUDA context, whose SM limit "
@@ -537,7 +535,7 @@ void DriverSession::ReleaseAll() {
   // (end managed)
 
   const size_t left = events_.size() + streams_.size() + modules_.size() + allocations_.size() +
-                      ipc_imports_.size() + placed_.size();
+                      ipc_imports_.size() + (placed_ ? placed_->allocations() : 0);
   if (left > 0) {
     spdlog::debug("driver backend [{}]: releasing {} object(s) the client left", label_, left);
   }
@@ -549,8 +547,7 @@ void DriverSession::ReleaseAll() {
     for (int i = 0; i < references; ++i) fn_.IpcCloseMemHandle(p);
   }
   for (CUdeviceptr p : allocations_) fn_.MemFree(p);
-  for (const auto& [p, placed] : placed_) (void)ReleasePlaced(p, placed);
-  placed_.clear();
+  ReleaseAllPlaced();
   ipc_imports_.clear();
   events_.clear();
   streams_.clear();

@@ -23,6 +23,7 @@
 
 #include "cuda_driver/cuda_driver_types.h"
 #include "remote/driver_internal.h"
+#include "remote/granule_chunks.h"
 
 namespace flyt::remote::driver_impl {
 
@@ -259,16 +260,22 @@ class DriverSession final : public Session {
   // [issue 17: managed] session state
   // (end managed)
 
-  // Live migration: the allocations MallocAt made (driver_migration.cc), each a reserved range
-  // with one physical allocation mapped over all of it, by address. Free and ReleaseAll undo
-  // them (unmap, release, free the range) instead of cuMemFree.
-  struct PlacedAllocation {
-    size_t bytes = 0;  // the reserved and mapped size (rounded to the granularity)
-    cuda_driver::CUmemGenericAllocationHandle handle = 0;
-  };
-  // Unmaps and releases a placed allocation and frees its range; the first failing call's error.
-  CudaStatus ReleasePlaced(CUdeviceptr ptr, const PlacedAllocation& placed);
-  std::unordered_map<CUdeviceptr, PlacedAllocation> placed_;
+  // Live migration: the allocations MallocAt made (driver_migration.cc), placed in chunks of
+  // whole granules, each a reserved range with one physical allocation mapped over all of it
+  // (granule_chunks.h), made on the first MallocAt. Free and ReleaseAll undo a chunk (unmap,
+  // release, free the range) once no allocation uses it, instead of cuMemFree.
+  using PlacedChunks = GranuleChunks<cuda_driver::CUmemGenericAllocationHandle>;
+  std::optional<PlacedChunks> placed_;
+  cuda_driver::CUmemAllocationProp ChunkProperties() const;
+  // Reserves [base, base + bytes) exactly, creates physical memory for it and maps it readable
+  // and writable by the device; kInvalidValue when the range is taken.
+  CudaResult<cuda_driver::CUmemGenericAllocationHandle> MapChunk(CUdeviceptr base, size_t bytes);
+  // Unmaps and releases a chunk and frees its range; the first failing call's error.
+  CudaStatus ReleaseChunk(CUdeviceptr base, size_t bytes,
+                          cuda_driver::CUmemGenericAllocationHandle handle);
+  // Free's part for MallocAt's allocations (`was_placed`: ptr is one) and ReleaseAll's.
+  CudaStatus FreePlaced(DevicePtr ptr, bool& was_placed);
+  void ReleaseAllPlaced();
 };
 
 }  // namespace flyt::remote::driver_impl
