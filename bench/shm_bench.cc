@@ -8,7 +8,8 @@
 //    socket (the same server, FLYT_SHM=0's client option); and the floor, a raw 16-byte ping-pong
 //    over a Unix socketpair with a forked echo process.
 //  - copies of M MiB (default 64) host-to-device and device-to-host: from/into the shared arena
-//    (pinned memory: one memcpy on the sim), pageable through the rings, pageable over the Unix
+//    (pinned memory: one memcpy on the sim), registered memory staged through the arena (one more
+//    memcpy on the client's side), pageable through the rings, pageable over the Unix
 //    socket; and the floor, the machine's own memcpy of M MiB between two touched buffers.
 // The server is an in-process flyt Server with a process per client (what flyt-gpu-server runs),
 // so every call crosses a process boundary. Timings are wall-clock on a shared machine: compare
@@ -162,6 +163,43 @@ int main(int argc, char** argv) {
   Figure d2h_pinned = Measure(
       repeats, [&] { check(shm->MemcpyDtoHShared({bytes, dev_shm->ptr, bytes, 0}).status()); },
       per_mib);
+  // cudaHostRegister'd memory as the runtime stages it (protocol 8, runtime/api_memory.cc), in
+  // 4 MiB pieces: up, each copied into the range's copy in the arena and posted as it is (the
+  // last one a call); down, each copied on from the arena while the server does the next.
+  Figure h2d_staged = Measure(
+      repeats,
+      [&] {
+        constexpr uint64_t kPiece = 4 << 20;
+        for (uint64_t off = 0; off < bytes; off += kPiece) {
+          const uint64_t n = std::min(kPiece, bytes - off);
+          std::memcpy(arena.base + off, host.data() + off, n);
+          if (off + n == bytes) {
+            check(shm->MemcpyHtoDShared({dev_shm->ptr + off, off, n, 0}).status());
+          } else {
+            check(shm->MemcpyHtoDSharedAsync({dev_shm->ptr + off, off, n, 0}));
+            check(shm->Flush());
+          }
+        }
+      },
+      per_mib);
+  Figure d2h_staged = Measure(
+      repeats,
+      [&] {
+        constexpr uint64_t kPiece = 4 << 20;
+        uint64_t ready = std::min(kPiece, bytes), done = 0;
+        check(shm->MemcpyDtoHShared({bytes, dev_shm->ptr, ready, 0}).status());
+        while (ready < bytes) {
+          const uint64_t n = std::min(kPiece, bytes - ready);
+          check(shm->MemcpyDtoHSharedAsync({bytes + ready, dev_shm->ptr + ready, n, 0}));
+          check(shm->Flush());
+          std::memcpy(back.data() + done, arena.base + bytes + done, ready - done);
+          done = ready;
+          check(shm->StreamSynchronize({0}).status());
+          ready += n;
+        }
+        std::memcpy(back.data() + done, arena.base + bytes + done, ready - done);
+      },
+      per_mib);
   Figure h2d_ring = Measure(
       repeats, [&] { check(shm->MemcpyHtoD({dev_shm->ptr, bytes, 0}, host).status()); }, per_mib);
   Figure d2h_ring = Measure(
@@ -188,6 +226,8 @@ int main(int argc, char** argv) {
   row("sync_call_raw_pingpong", call_raw, "ns");
   row("h2d_pinned_shm", h2d_pinned, "MiB/s");
   row("d2h_pinned_shm", d2h_pinned, "MiB/s");
+  row("h2d_registered_shm", h2d_staged, "MiB/s");
+  row("d2h_registered_shm", d2h_staged, "MiB/s");
   row("h2d_pageable_shm", h2d_ring, "MiB/s");
   row("d2h_pageable_shm", d2h_ring, "MiB/s");
   row("h2d_pageable_unix", h2d_unix, "MiB/s");

@@ -61,6 +61,56 @@ CudaResult<Direction> Classify(Runtime& rt, void* dst, const void* src, size_t c
 
 uint64_t Address(const void* p) { return reinterpret_cast<uint64_t>(p); }
 
+// A host-to-device copy from cudaHostRegister'd memory through the range's copy in the arena, in
+// pieces: each is copied in and posted at once, so that the server copies (or the GPU moves)
+// one piece while the next is copied in. A synchronous copy's last piece is a call, which
+// returns once the stream has done them all.
+cudaError_t StagedUpload(Runtime& rt, remote::Connection& c, void* dst, const void* src,
+                         size_t count, const Runtime::Staged& staged, uint64_t stream,
+                         bool async) {
+  constexpr size_t kPiece = 4 << 20;
+  for (size_t off = 0; off < count; off += kPiece) {
+    const size_t n = std::min(kPiece, count - off);
+    std::memcpy(staged.arena + off, static_cast<const std::byte*>(src) + off, n);
+    const remote::MemcpyHtoDSharedRequest piece{Address(dst) + off, staged.offset + off, n,
+                                                stream};
+    if (off + n == count && !async) return rt.FinishSync(c.MemcpyHtoDShared(piece).status());
+    cudaError_t posted = rt.Finish(
+        c.MemcpyHtoDSharedAsync({piece.dst, piece.offset, piece.bytes, piece.stream}));
+    if (posted != cudaSuccess) return posted;
+    if (off + n < count) {
+      if (cudaError_t sent = rt.Finish(c.Flush()); sent != cudaSuccess) return sent;
+    }
+  }
+  return cudaSuccess;
+}
+
+// A synchronous device-to-host copy into cudaHostRegister'd memory through the range's copy in
+// the arena, in pieces: while the server copies (or the GPU moves) one piece into the arena, the
+// one before is copied on into the program's memory. The first piece is a call in stream order,
+// so the copy starts after the stream's earlier work, as cudaMemcpy's does.
+cudaError_t StagedDownload(Runtime& rt, remote::Connection& c, void* dst, const void* src,
+                           size_t count, const Runtime::Staged& staged, uint64_t stream) {
+  constexpr size_t kPiece = 4 << 20;
+  auto* out = static_cast<std::byte*>(dst);
+  size_t ready = std::min(kPiece, count);  // [done, ready) is in the arena, not yet copied on
+  size_t done = 0;
+  cudaError_t e =
+      rt.FinishSync(c.MemcpyDtoHShared({staged.offset, Address(src), ready, stream}).status());
+  while (e == cudaSuccess && ready < count) {
+    const size_t n = std::min(kPiece, count - ready);
+    e = rt.Finish(c.MemcpyDtoHSharedAsync({staged.offset + ready, Address(src) + ready, n, stream}));
+    if (e == cudaSuccess) e = rt.Finish(c.Flush());
+    if (e != cudaSuccess) break;
+    std::memcpy(out + done, staged.arena + done, ready - done);
+    done = ready;
+    e = rt.FinishSync(c.StreamSynchronize({stream}).status());
+    ready += n;
+  }
+  if (e == cudaSuccess) std::memcpy(out + done, staged.arena + done, ready - done);
+  return e;
+}
+
 // One copy. `async`: cudaMemcpyAsync semantics; otherwise cudaMemcpy's (host-to-device and
 // device-to-host wait; device-to-device does not, as with CUDA).
 cudaError_t Copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
@@ -101,9 +151,10 @@ cudaError_t Copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
       // From pinned memory in the shared arena: the server reads the shared pages (DMA on a GPU,
       // one memcpy on the sim); no bytes cross the rings. From cudaHostRegister'd memory staged
       // in the arena: its bytes are copied in first, and the copy goes the same way.
-      std::optional<uint64_t> offset = rt.ArenaOffset(src, count);
-      if (!offset) offset = rt.StageIn(c, src, count, async);
-      if (offset) {
+      if (std::optional<Runtime::Staged> staged = rt.StageIn(c, src, count, async)) {
+        return StagedUpload(rt, c, dst, src, count, *staged, *id, async);
+      }
+      if (std::optional<uint64_t> offset = rt.ArenaOffset(src, count)) {
         if (async) {
           return rt.Finish(c.MemcpyHtoDSharedAsync({Address(dst), *offset, count, *id}));
         }
@@ -132,10 +183,7 @@ cudaError_t Copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
             return rt.Finish(
                 c.MemcpyDtoHStagedAsync({staged->offset, Address(src), count, *id}, out));
           }
-          cudaError_t e = rt.FinishSync(
-              c.MemcpyDtoHShared({staged->offset, Address(src), count, *id}).status());
-          if (e == cudaSuccess) std::memcpy(dst, staged->arena, count);
-          return e;
+          return StagedDownload(rt, c, dst, src, count, *staged, *id);
         }
       }
       // Into pinned (cudaMallocHost, cudaHostRegister) memory an async copy lands later; into

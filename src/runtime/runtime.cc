@@ -762,8 +762,8 @@ Runtime::StagingCopy* Runtime::FindStagingLocked(uint64_t address, size_t bytes)
   return &it->second;
 }
 
-std::optional<uint64_t> Runtime::StageIn(remote::Connection& conn, const void* src, size_t bytes,
-                                         bool async) {
+std::optional<Runtime::Staged> Runtime::StageIn(remote::Connection& conn, const void* src,
+                                                size_t bytes, bool async) {
   const auto address = reinterpret_cast<uint64_t>(src);
   bool landing = false;
   {
@@ -783,8 +783,7 @@ std::optional<uint64_t> Runtime::StageIn(remote::Connection& conn, const void* s
   if (landing && conn.pending_downloads() == 0) copy->landing = false;
   copy->async = copy->async || async;
   const uint64_t offset = copy->offset + (address - copy->base);
-  std::memcpy(arena_.base + offset, src, bytes);
-  return offset;
+  return Staged{offset, arena_.base + offset};
 }
 
 std::optional<Runtime::Staged> Runtime::StageOut(void* dst, size_t bytes, bool async) {

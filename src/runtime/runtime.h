@@ -211,16 +211,16 @@ class Runtime {
   std::optional<uint64_t> ArenaOffset(const void* ptr, size_t bytes);
   // cudaHostRegister'd memory is staged through the arena when the arena had room for a copy of
   // the range at registration (the server copies from and into shared pages, by DMA on a GPU).
-  // StageIn: the offset of [src, src + bytes)'s copy in the arena, with the bytes copied in now
-  // (after a device-to-host copy still landing in that copy has landed); nullopt when the range
-  // has no copy there. StageOut: where a device-to-host copy into [dst, dst + bytes) lands
+  // StageIn: where [src, src + bytes)'s copy in the arena is, for the caller to copy the bytes
+  // into (after a device-to-host copy still landing in that copy has landed); nullopt when the
+  // range has no copy there. StageOut: where a device-to-host copy into [dst, dst + bytes) lands
   // first; the caller copies it on (at once, or when the connection says it landed).
   struct Staged {
     uint64_t offset = 0;
     std::byte* arena = nullptr;
   };
-  std::optional<uint64_t> StageIn(remote::Connection& conn, const void* src, size_t bytes,
-                                  bool async);
+  std::optional<Staged> StageIn(remote::Connection& conn, const void* src, size_t bytes,
+                                bool async);
   std::optional<Staged> StageOut(void* dst, size_t bytes, bool async);
 
   // Device flags and limits kept locally (cudaSetDeviceFlags, cudaDeviceSetLimit...).
