@@ -79,6 +79,14 @@ void Cluster::Start() {
   {
     MutexLock lock(mu_);
     last_pass_ = clock_.SteadyNow() - std::chrono::hours(1);
+    // Moves recorded in the store (a restart between their steps): settled as soon as the
+    // nodes can tell where the clients are.
+    for (const auto& [id, mv] : moves_) {
+      if (!mv.running && !mv.target.empty()) {
+        QueueResolveLocked();
+        break;
+      }
+    }
   }
   scheduler_ = std::thread([this] { SchedulerLoop(); });
   worker_.Start();

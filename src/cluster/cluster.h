@@ -213,6 +213,17 @@ class Cluster : private NodeWorkerHost {
                                    const nlohmann::json& body) FLYT_EXCLUDES(mu_);
   Result<nlohmann::json> UncordonNode(const Caller& caller, const std::string& node)
       FLYT_EXCLUDES(mu_);
+  // Resolves the moves recorded in the store that no thread of this manager is running (found
+  // after a restart or in another replica's write, or left when the source node's answer was
+  // lost or the commit could not be stored): asks the target node for the lease's next server
+  // (its state and connected clients) and, when that does not settle it, the source node for
+  // the current one; commits the move when the clients are on the target, aborts it when they
+  // are still on the source (or the target server is gone), and keeps both servers when it
+  // cannot tell yet (a node unreachable, the source still moving clients). A heartbeat of a
+  // node a recorded move involves queues a pass on the node worker; Start queues one after a
+  // restart. Calls nodes with no lock held; one pass at a time. Returns the lease ids by
+  // outcome: {"committed": [...], "aborted": [...], "undecided": [...]}.
+  nlohmann::json ResolveMoves() FLYT_EXCLUDES(mu_, resolve_mu_);
 
   // The GPU servers the nodes reported in their latest heartbeats, each with its "node".
   nlohmann::json GpuServers(const std::string& node) const FLYT_EXCLUDES(mu_);
@@ -279,6 +290,11 @@ class Cluster : private NodeWorkerHost {
   // Test seam: runs in Complete after the node's session was closed and before the job ends,
   // without the lock (the window in which the node worker may still record a session).
   void SetCompleteHookForTest(std::function<void()> hook) FLYT_EXCLUDES(mu_);
+  // Test seam: called at the named points of a move (without the lock): "clients_moved", after
+  // the source node answered and before the lease moves. Returning true stops the move there
+  // as a manager that died would: nothing more is done, written or drained (destroy the
+  // Cluster next and open another on the same store).
+  void SetMoveHookForTest(std::function<bool(const std::string& point)> hook) FLYT_EXCLUDES(mu_);
 
  private:
   class CountingTxn;
@@ -361,6 +377,37 @@ class Cluster : private NodeWorkerHost {
                                            const std::string& what) const FLYT_REQUIRES(mu_);
   // `id` is the share a moving lease reserved on its target (not a lease of anyone's).
   bool IsMoveTargetLocked(const std::string& id) const FLYT_REQUIRES(mu_);
+  // After a lease row was read from the store (catch-up, reload): the recorded move, if any, is
+  // in moves_ and its target share in the ledger; a move the row no longer records (resolved by
+  // another replica) that no thread here runs is dropped with its share.
+  void SyncMoveLocked(const sched::Lease& lease) FLYT_REQUIRES(mu_);
+  // The lease `id` ended (released, expired, deleted by another replica): its move's share is
+  // released, the target server drained when `drain`, and the move forgotten unless running.
+  void EndMoveOfLeaseLocked(const std::string& id, bool drain) FLYT_REQUIRES(mu_);
+  // Step 4 of a move: one transaction puts the lease on the target share (the recorded move
+  // `target`), with the server's `address`/`pid`; `migration` goes into the answer and the
+  // event, `resolved` (empty for a move that ran through) says how an undecided move was
+  // settled. The old server is drained. A commit that cannot be stored leaves the move recorded
+  // (not running): a later resolve pass commits it.
+  Result<nlohmann::json> CommitMoveLocked(const std::string& id, const std::string& target,
+                                          const std::string& address, std::optional<int64_t> pid,
+                                          nlohmann::json migration, const std::string& resolved)
+      FLYT_REQUIRES(mu_);
+  // Ends the recorded move `target` of lease `id` with the lease where it was: the target share
+  // is released and its server drained, event remote_lease.migration_failed with `why` (and
+  // `resolved`). Not stored: the move stays recorded (not running) for a later pass.
+  Status AbortMoveLocked(const std::string& id, const std::string& target, const std::string& why,
+                         const std::string& resolved) FLYT_REQUIRES(mu_);
+  // Asks the nodes where the clients of the recorded move of `id` are and settles it (see
+  // ResolveMoves). The caller has marked the move running; it is running no more after this.
+  // Returns "committed", "aborted" or "undecided" and, when committed, the lease.
+  std::pair<std::string, Result<nlohmann::json>> ResolveMove(const std::string& id,
+                                                             const std::string& resolved)
+      FLYT_EXCLUDES(mu_);
+  // Queues a ResolveMoves pass on the node worker, unless one is queued already.
+  void QueueResolveLocked() FLYT_REQUIRES(mu_);
+  // The test seam's answer at `point` (false without one).
+  bool MoveHook(const std::string& point) FLYT_EXCLUDES(mu_);
   // Sets or lifts a node's cordon, stored, with an event.
   Status SetCordonLocked(const std::string& node, bool cordoned, const std::string& reason,
                          const std::string& by) FLYT_REQUIRES(mu_);
@@ -436,13 +483,22 @@ class Cluster : private NodeWorkerHost {
   std::map<std::string, std::string> job_of_lease_ FLYT_GUARDED_BY(mu_);
   // The remote part of each remote lease the ledger holds (from the lease rows).
   std::map<std::string, RemoteLeaseInfo> remote_ FLYT_GUARDED_BY(mu_);
-  // Remote leases moving now (remote_moves.cc), by lease id: the share reserved on the target
-  // (a ledger lease of its own, never stored) and the generation its server will have.
+  // Remote leases moving or being resized now (remote_moves.cc), by lease id: the share reserved
+  // on a move's target (a ledger lease of its own, never a row: the lease row records the move,
+  // RemoteLeaseInfo::moving, and the ledger gets it back from there), empty for a resize; the
+  // generation its server will have; whether a thread of this manager runs it now (false: a
+  // recorded move waiting to be resolved, ResolveMoves) and, if not, how it came to wait.
   struct Move {
     std::string target;
     uint32_t generation = 0;
+    bool running = true;
+    std::string waiting;  // "restart", "lost_answer", "store"
   };
   std::map<std::string, Move> moves_ FLYT_GUARDED_BY(mu_);
+  bool resolve_queued_ FLYT_GUARDED_BY(mu_) = false;
+  std::function<bool(const std::string&)> move_hook_ FLYT_GUARDED_BY(mu_);
+  // One ResolveMoves pass at a time (held across node calls; taken before mu_, never under it).
+  Mutex resolve_mu_;
   // Leases known to have ended (from this manager's deletions and the store's tombstones), the
   // newest kMaxEndedLeases of them: a second release is "already ended", not "never existed".
   std::set<std::string> ended_leases_ FLYT_GUARDED_BY(mu_);

@@ -109,6 +109,14 @@ Result<json> NodeWorker::GpuServerAction(const std::string& url, const std::stri
   return (*client)->Post("/api/v1/gpu-servers/" + key + "/" + action, body);
 }
 
+Result<json> NodeWorker::GetGpuServer(const std::string& url, const std::string& key,
+                                      std::chrono::seconds timeout) const {
+  auto client = NodeClient(url, node_api_token_);
+  if (!client.ok()) return client.status();
+  (*client)->SetTimeouts(std::chrono::seconds(5), timeout);
+  return (*client)->Get("/api/v1/gpu-servers/" + key);
+}
+
 void NodeWorker::DrainGpuServer(const std::string& url, const std::string& lease_id) {
   Post([this, url, lease_id] {
     auto client = NodeClient(url, node_api_token_);

@@ -88,6 +88,13 @@ class NodeWorker {
   Result<nlohmann::json> GpuServerAction(const std::string& url, const std::string& key,
                                          const std::string& action, const nlohmann::json& body,
                                          std::chrono::seconds timeout) const;
+  // GET /api/v1/gpu-servers/{key} on the node at `url`: the server's record, with the number of
+  // clients connected to it ("clients"), waiting at most `timeout`, on the caller's thread.
+  Result<nlohmann::json> GetGpuServer(const std::string& url, const std::string& key,
+                                      std::chrono::seconds timeout) const;
+  // Runs `task` on the worker's thread, after the calls queued before it (a task that calls the
+  // cluster takes its lock itself). Dropped when the worker stops first.
+  void Queue(std::function<void()> task) FLYT_EXCLUDES(mu_) { Post(std::move(task)); }
   // Queues DELETE /api/v1/gpu-servers/{lease} on the node at `url` (drain); a 404 is fine. A call
   // that fails is logged; the node's next heartbeat reconciliation drains it anyway.
   void DrainGpuServer(const std::string& url, const std::string& lease_id) FLYT_EXCLUDES(mu_);

@@ -241,8 +241,43 @@ json ToJson(const sched::Lease& lease, const RemoteLeaseInfo& r) {
                  {"server_state", r.server_state},
                  {"server_pid", r.server_pid ? json(*r.server_pid) : json(nullptr)},
                  {"generation", r.generation}};
+  if (r.moving) {
+    const RemoteMove& m = *r.moving;
+    json moving = {{"target", m.target},
+                   {"generation", m.generation},
+                   {"node", m.gpu.node},
+                   {"index", m.gpu.index},
+                   {"uuid", m.gpu.uuid},
+                   {"name", m.gpu.name},
+                   {"score", m.gpu.score},
+                   {"reserved_bytes", m.gpu.reserved_bytes},
+                   {"sm_count", m.gpu.sm_count},
+                   {"started_at_ms", ToMillis(m.started_at)},
+                   {"by", m.by},
+                   {"address", m.address},
+                   {"pid", m.pid ? json(*m.pid) : json(nullptr)},
+                   {"clients_until_ms",
+                    m.clients_until ? json(ToMillis(*m.clients_until)) : json(nullptr)}};
+    remote["moving"] = std::move(moving);
+  }
   j["remote"] = std::move(remote);
   return j;
+}
+
+sched::Lease ReservationOf(const sched::Lease& lease, const RemoteMove& move) {
+  sched::Lease r;
+  r.id = move.target;
+  r.owner = lease.owner;
+  r.labels = lease.labels;
+  r.exclusive = false;
+  r.remote = true;
+  r.gpus = {move.gpu};
+  r.granted_at = move.started_at;
+  r.expires_at = lease.expires_at;
+  r.ttl = lease.ttl;
+  r.avoid_states = lease.avoid_states;
+  r.prefer_idle = lease.prefer_idle;
+  return r;
 }
 
 Result<std::optional<RemoteLeaseInfo>> RemoteInfoFromJson(const json& j) {
@@ -268,6 +303,27 @@ Result<std::optional<RemoteLeaseInfo>> RemoteInfoFromJson(const json& j) {
     info.server_pid = r["server_pid"].get<int64_t>();
   }
   info.generation = Optional<uint32_t>(r, "generation", 0);
+  if (auto m = r.find("moving"); m != r.end() && m->is_object()) {
+    const std::string what = "remote lease " + Optional<std::string>(j, "id", "") + "'s move";
+    RemoteMove move;
+    FLYT_ASSIGN_OR_RETURN(move.target, Field<std::string>(*m, "target", what));
+    FLYT_ASSIGN_OR_RETURN(move.generation, Field<uint32_t>(*m, "generation", what));
+    FLYT_ASSIGN_OR_RETURN(move.gpu.node, Field<std::string>(*m, "node", what));
+    FLYT_ASSIGN_OR_RETURN(move.gpu.index, Field<uint32_t>(*m, "index", what));
+    FLYT_ASSIGN_OR_RETURN(move.gpu.uuid, Field<std::string>(*m, "uuid", what));
+    move.gpu.name = Optional<std::string>(*m, "name", "");
+    move.gpu.score = Optional<double>(*m, "score", 0);
+    move.gpu.reserved_bytes = Optional<uint64_t>(*m, "reserved_bytes", 0);
+    move.gpu.sm_count = Optional<uint32_t>(*m, "sm_count", 0);
+    move.started_at = FromMillis(Optional<int64_t>(*m, "started_at_ms", 0));
+    move.by = Optional<std::string>(*m, "by", "");
+    move.address = Optional<std::string>(*m, "address", "");
+    if (m->contains("pid") && (*m)["pid"].is_number_integer()) move.pid = (*m)["pid"].get<int64_t>();
+    if (m->contains("clients_until_ms") && (*m)["clients_until_ms"].is_number_integer()) {
+      move.clients_until = FromMillis((*m)["clients_until_ms"].get<int64_t>());
+    }
+    info.moving = std::move(move);
+  }
   return std::optional<RemoteLeaseInfo>(std::move(info));
 }
 
@@ -298,6 +354,13 @@ json RemoteLeaseView(const sched::Lease& l, const RemoteLeaseInfo& r, WallTime n
   if (r.sm_percent) j["sm_percent"] = *r.sm_percent;
   if (!r.reason.empty()) j["reason"] = r.reason;
   j["migrations"] = r.generation;
+  if (r.moving) {
+    const RemoteMove& m = *r.moving;
+    j["moving_to"] = {{"node", m.gpu.node},
+                      {"gpu", {{"uuid", m.gpu.uuid}, {"index", m.gpu.index}, {"name", m.gpu.name}}},
+                      {"server", m.address.empty() ? json(nullptr) : json(m.address)},
+                      {"since", gpu::FormatTime(m.started_at)}};
+  }
   if (with_secret) j["secret"] = r.secret;
   return j;
 }

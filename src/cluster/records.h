@@ -87,6 +87,24 @@ struct NodeRecord {
   std::string cordon_reason;
 };
 
+// A move of a remote lease in flight (remote_moves.cc), written ahead into the lease's row
+// before the source node is asked to move the clients, so that a manager that restarts (or
+// another replica) knows that the lease has a second server and a second share: both stay
+// desired, and nothing else may change the lease, until the move is resolved (committed or
+// aborted).
+struct RemoteMove {
+  std::string target;       // the ledger id of the share reserved on the target ("rmove-...")
+  uint32_t generation = 0;  // the target server's: ServerKey(lease id, generation)
+  sched::LeasedGpu gpu;     // the target share: node, GPU, SMs and memory
+  WallTime started_at;
+  std::string by;  // who asked (a token name, or "drain")
+  // Set once the target server runs (before the source node is asked): its address and pid,
+  // and until when the source node may still be moving clients (the migrate call's limit).
+  std::string address;
+  std::optional<int64_t> pid;
+  std::optional<WallTime> clients_until;
+};
+
 // What the cluster keeps of a remote lease beside the ledger's sched::Lease (which holds its
 // GPU, SMs and memory): stored in the same lease row, under "remote".
 struct RemoteLeaseInfo {
@@ -103,7 +121,13 @@ struct RemoteLeaseInfo {
   // lease's server by ServerKey: the lease id, then "<id>.m<N>" after the N-th move, so that
   // the old and the new server (even on one node) are two records there.
   uint32_t generation = 0;
+  // The move in flight, if any (stored as "moving"; the API shows it as "moving_to").
+  std::optional<RemoteMove> moving;
 };
+
+// The share a moving lease holds on its move's target, as the ledger keeps it (a remote lease
+// of its own, never a row): the lease's owner, labels and expiry on the target's GPU.
+sched::Lease ReservationOf(const sched::Lease& lease, const RemoteMove& move);
 
 // The name the lease's current server has on its node (RemoteLeaseInfo::generation).
 std::string ServerKey(const std::string& lease_id, uint32_t generation);

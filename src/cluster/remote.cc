@@ -327,6 +327,8 @@ Result<json> Cluster::RenewRemoteLease(const Caller& caller, const std::string& 
           return s.code() == StatusCode::kNotFound ? s.WithReason("already_ended") : s;
         }
         FLYT_RETURN_IF_ERROR(txn.Put(Table::kLeases, id, DumpJson(ToJson(*renewed, info))));
+        // A move's target share lasts as long as the lease.
+        if (info.moving) ledger_->Restore(ReservationOf(*renewed, *info.moving));
         out = RemoteLeaseView(*renewed, info, clock_.WallNow(), /*with_secret=*/false);
         return Event(txn, "remote_lease.renewed",
                      {{"lease_id", id},
@@ -352,7 +354,9 @@ Result<json> Cluster::ReleaseRemoteLease(const Caller& caller, const std::string
         }
         FLYT_RETURN_IF_ERROR(CheckOwner(caller, existing->owner, "remote lease " + id));
         const RemoteLeaseInfo info = RemoteInfoLocked(id);
-        if (moves_.count(id)) {
+        // A move this manager runs now ends first; one waiting to be resolved ends with the
+        // lease (its target share is released and its server drained too).
+        if (auto mv = moves_.find(id); mv != moves_.end() && mv->second.running) {
           return Status(StatusCode::kFailedPrecondition,
                         "remote lease " + id + " is moving to another GPU server; release it "
                         "once the move has ended")
@@ -371,7 +375,10 @@ Result<json> Cluster::ReleaseRemoteLease(const Caller& caller, const std::string
                       {"reason", "released"},
                       {"message", "remote lease " + id + " released by " + caller.name}});
       }));
-  if (released) DrainGpuServerLocked(*released, generation);
+  if (released) {
+    DrainGpuServerLocked(*released, generation);
+    EndMoveOfLeaseLocked(id, /*drain=*/true);
+  }
   Wake(/*strong=*/true);
   return json{{"released", id}};
 }
@@ -381,7 +388,7 @@ json Cluster::RemoteLeases(const std::string& node, const std::string& client) c
   const auto now = clock_.WallNow();
   json list = json::array();
   for (const sched::Lease& l : ledger_->Leases()) {
-    if (!l.remote || l.gpus.empty() || l.expires_at <= now) continue;
+    if (!l.remote || l.gpus.empty() || l.expires_at <= now || IsMoveTargetLocked(l.id)) continue;
     if (!node.empty() && l.gpus.front().node != node) continue;
     const RemoteLeaseInfo info = RemoteInfoLocked(l.id);
     if (!client.empty() && info.client != client) continue;

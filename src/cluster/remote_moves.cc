@@ -2,8 +2,9 @@
 //
 // A move never holds the cluster's lock while a node works. Its steps:
 //   1. (locked) check the lease, reserve its share on the target (Ledger::AllocateRemote, a
-//      ledger lease of its own that is never stored) and note the move in moves_: from now on
-//      the target node's heartbeat replies list the lease's next server as desired;
+//      ledger lease of its own that is never a row) and write the move ahead into the lease's
+//      row (RemoteLeaseInfo::moving, durable) and moves_: from now on the target node's
+//      heartbeat replies list the lease's next server as desired, here and after a restart;
 //   2. ask the target node to start that server (PUT /api/v1/gpu-servers/<id>.m<N>, the
 //      lease's secret);
 //   3. ask the source node to move every client of the current server there (POST
@@ -11,8 +12,12 @@
 //   4. (locked) one transaction: the lease takes the target share (Ledger::MoveRemote), its
 //      generation and server address change, the store's GPU claims follow; then the old
 //      server is drained.
-// When step 2 or 3 fails with no client moved, the lease stays as it was: the target share is
-// released and the target server drained. A client that did not move while others did is
+// Before step 3 the row also records the target server's address and until when the source
+// node may be moving clients. When step 2 or 3 fails with no client moved, the lease stays as
+// it was: the record is cleared, the target share released and the target server drained. A
+// move left undecided (the manager died between 3 and 4, the source node's answer was lost, the
+// commit could not be stored) stays recorded with both servers desired until ResolveMoves asks
+// the nodes where the clients are and commits or aborts it (see Decide below). A client that did not move while others did is
 // reported ("left_behind"); its old server is drained with the rest (weak point: such a
 // client loses its GPU state — a lease is normally one program).
 #include <spdlog/spdlog.h>
@@ -83,6 +88,131 @@ MoveTally Tally(const json& answer) {
   return t;
 }
 
+// How an undecided move came to be settled (the events' "resolved" and reason).
+constexpr const char* kResolvedAfterRestart =
+    "resolved after a restart of the cluster manager (the move was recorded in the store)";
+constexpr const char* kResolvedAfterLostAnswer =
+    "resolved after the source node's answer to moving the clients was lost";
+constexpr const char* kResolvedAfterStoreError =
+    "resolved after its commit could not be stored";
+
+// How long a resolve pass waits for a node's answer about one server.
+constexpr auto kNodeAskTimeout = std::chrono::seconds(10);
+// Beyond the start timeout: the PUT's connection and the node's answer.
+constexpr auto kStartMargin = std::chrono::seconds(30);
+
+// An error that is not the node's answer (no connection, a timeout, a reply cut short): a node
+// answers each refusal with {"error", "code"}, which the HTTP client keeps as the reason.
+bool AnswerLost(const Status& s) {
+  return s.code() == StatusCode::kUnavailable && s.reason().empty();
+}
+
+// What a node said of one GPU server (GET /api/v1/gpu-servers/{key}).
+struct ServerSeen {
+  bool reached = false;  // the node answered
+  bool exists = false;   // with a record of the server
+  std::string state;
+  std::optional<int64_t> clients;  // connected clients, when the node could count them
+  std::string address;
+  std::optional<int64_t> pid;
+  std::string error;
+};
+
+ServerSeen Seen(const Result<json>& answer) {
+  ServerSeen seen;
+  if (!answer.ok()) {
+    seen.reached = answer.status().code() == StatusCode::kNotFound;
+    seen.error = answer.status().message();
+    return seen;
+  }
+  seen.reached = true;
+  if (!answer->is_object()) {
+    seen.reached = false;
+    seen.error = "the node answered without a server record";
+    return seen;
+  }
+  seen.exists = true;
+  seen.state = answer->value("state", std::string());
+  if (answer->contains("clients") && (*answer)["clients"].is_number_integer()) {
+    seen.clients = (*answer)["clients"].get<int64_t>();
+  }
+  if (answer->contains("address") && (*answer)["address"].is_string()) {
+    seen.address = (*answer)["address"].get<std::string>().substr(0, 256);
+  }
+  if (answer->contains("pid") && (*answer)["pid"].is_number_integer()) {
+    seen.pid = (*answer)["pid"].get<int64_t>();
+  }
+  return seen;
+}
+
+struct Verdict {
+  enum Kind { kCommit, kAbort, kWait } kind = kWait;
+  std::string why;
+};
+
+// Whether the target's record leaves the source's to be asked.
+bool NeedsSource(const ServerSeen& target, bool source_asked, bool asking_over) {
+  return target.reached && target.exists && target.state == "running" && target.clients &&
+         *target.clients == 0 && source_asked && asking_over;
+}
+
+// Where the clients of a move are, from what the nodes said. The target's server holding a
+// client settles it (commit); a target server that is gone settles it the other way (abort).
+// An empty target settles nothing while the source may still be moving clients (until the
+// recorded limit of its call); after that the source's server tells: a client still there
+// aborts, none anywhere commits (as a move of a lease without clients does). A node that cannot
+// be reached, or cannot count its clients, leaves it undecided.
+Verdict Decide(const ServerSeen& target, const ServerSeen* source, const std::string& target_node,
+               const std::string& source_node, bool start_over, bool source_asked,
+               bool asking_over) {
+  if (!target.reached) {
+    return {Verdict::kWait, "node " + target_node + " cannot say what its server holds: " +
+                                target.error};
+  }
+  if (!target.exists) {
+    return {Verdict::kAbort, "node " + target_node + " has no server of the move"};
+  }
+  if (target.state == "starting") {
+    return {Verdict::kWait, "the server on " + target_node + " is still starting"};
+  }
+  if (target.state != "running") {
+    return {Verdict::kAbort, "the server on " + target_node + " is " + target.state};
+  }
+  if (!target.clients) {
+    return {Verdict::kWait,
+            "node " + target_node + " does not say how many clients its server holds"};
+  }
+  if (*target.clients > 0) {
+    return {Verdict::kCommit, std::to_string(*target.clients) + " client" +
+                                  (*target.clients == 1 ? "" : "s") + " on the server on " +
+                                  target_node};
+  }
+  if (!source_asked) {
+    if (!start_over) return {Verdict::kWait, "the target server may still be starting"};
+    return {Verdict::kAbort, "the source node was never asked to move the clients"};
+  }
+  if (!asking_over || source == nullptr) {
+    return {Verdict::kWait, "node " + source_node + " may still be moving the clients"};
+  }
+  if (!source->reached) {
+    return {Verdict::kWait, "no client on " + target_node + ", and node " + source_node +
+                                " cannot say what its server holds: " + source->error};
+  }
+  if (!source->exists || source->state != "running") {
+    return {Verdict::kCommit, "no client on " + target_node + " and the server on " + source_node +
+                                  " is " + (source->exists ? source->state : "gone")};
+  }
+  if (!source->clients) {
+    return {Verdict::kWait,
+            "node " + source_node + " does not say how many clients its server holds"};
+  }
+  if (*source->clients > 0) {
+    return {Verdict::kAbort, std::to_string(*source->clients) + " client" +
+                                 (*source->clients == 1 ? "" : "s") + " still on " + source_node};
+  }
+  return {Verdict::kCommit, "no client on either server"};
+}
+
 }  // namespace
 
 bool Cluster::IsMoveTargetLocked(const std::string& id) const {
@@ -106,9 +236,15 @@ Result<sched::Lease> Cluster::ReadyToChangeLocked(const Caller& caller, const st
                       what)
         .WithReason("lease_not_ready");
   }
-  if (moves_.count(id)) {
+  if (auto mv = moves_.find(id); mv != moves_.end()) {
     return Status(StatusCode::kFailedPrecondition,
-                  "remote lease " + id + " is already moving or being resized")
+                  "remote lease " + id +
+                      (mv->second.target.empty()
+                           ? " is being resized"
+                           : mv->second.running ? " is moving"
+                                                : " has a move the manager has not settled yet "
+                                                  "(both servers are kept until it can tell "
+                                                  "where the clients are)"))
         .WithReason("conflict");
   }
   return *l;
@@ -135,7 +271,7 @@ Result<json> Cluster::MoveRemoteLease(const Caller& caller, const std::string& i
                                       const std::string& node, std::optional<uint32_t> gpu,
                                       const std::vector<std::string>& exclude_nodes,
                                       std::chrono::seconds timeout) {
-  // 1. Reserve the target share.
+  // 1. Reserve the target share, and record the move in the lease's row.
   sched::Lease lease, target;
   RemoteLeaseInfo info;
   std::string source_url, target_url;
@@ -176,7 +312,7 @@ Result<json> Cluster::MoveRemoteLease(const Caller& caller, const std::string& i
     } else {
       req.sm_count = info.sm_count_asked > 0 ? info.sm_count_asked : from.sm_count;
     }
-    // The reservation outlives any move: the move ends long before (timeouts), and drops it.
+    // Placed with a TTL of its own, then held as long as the lease (ReservationOf).
     req.ttl = std::chrono::hours(1);
     Result<sched::Lease> placed = ledger_->AllocateRemote(req);
     if (!placed.ok()) {
@@ -194,13 +330,28 @@ Result<json> Cluster::MoveRemoteLease(const Caller& caller, const std::string& i
                          "'s API to start the lease's server there");
     }
     next_generation = info.generation + 1;
-    moves_[id] = Move{target.id, next_generation};
+    RemoteMove move;
+    move.target = target.id;
+    move.generation = next_generation;
+    move.gpu = target.gpus.front();
+    move.started_at = clock_.WallNow();
+    move.by = caller.name;
+    ledger_->Restore(ReservationOf(lease, move));
+    moves_[id] = Move{target.id, next_generation, /*running=*/true, ""};
     RemoteLeaseInfo next = info;
     next.generation = next_generation;
     sched::Lease at = lease;
     at.gpus = target.gpus;
     target_spec = internal::GpuServerSpecOf(at, next);
-    Status s = WriteLocked(Durability::kRelaxed, [&](store::Txn& txn) FLYT_REQUIRES(mu_) {
+    // Durable before the target's server starts: from here a manager that restarts (or another
+    // replica) keeps the target share and lists the target server as desired.
+    Status s = WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
+      auto current = ledger_->Find(id);
+      if (!current) return LeaseGoneLocked(id);
+      RemoteLeaseInfo recorded = RemoteInfoLocked(id);
+      recorded.moving = move;
+      remote_[id] = recorded;
+      FLYT_RETURN_IF_ERROR(txn.Put(Table::kLeases, id, DumpJson(ToJson(*current, recorded))));
       return Event(txn, "remote_lease.migrating",
                    {{"lease_id", id},
                     {"owner", lease.owner},
@@ -224,25 +375,9 @@ Result<json> Cluster::MoveRemoteLease(const Caller& caller, const std::string& i
 
   // Ends the move with the lease where it was.
   auto abort = [&](const std::string& why) -> Status {
-    {
-      MutexLock lock(mu_);
-      moves_.erase(id);
-      (void)ledger_->Release(target.id);
-      ++counters_.remote_migration_failures;
-      (void)WriteLocked(Durability::kRelaxed, [&](store::Txn& txn) FLYT_REQUIRES(mu_) {
-        return Event(txn, "remote_lease.migration_failed",
-                     {{"lease_id", id},
-                      {"owner", lease.owner},
-                      {"client", info.client},
-                      {"from", GpuJson(from)},
-                      {"to", GpuJson(to)},
-                      {"reason", why},
-                      {"message", "remote lease " + id + " stays on " + Where(from) +
-                                      ": moving it to " + Where(to) + " failed: " + why}});
-      });
-      Wake(/*strong=*/true);
-    }
-    worker_.DrainGpuServer(target_url, target_key);
+    MutexLock lock(mu_);
+    Status s = AbortMoveLocked(id, target.id, why, "");
+    if (!s.ok()) return s;
     return Status(StatusCode::kFailedPrecondition,
                   "remote lease " + id + " stays on " + Where(from) + ": " + why)
         .WithReason("migration_failed");
@@ -268,18 +403,75 @@ Result<json> Cluster::MoveRemoteLease(const Caller& caller, const std::string& i
     pid = (*started)["pid"].get<int64_t>();
   }
 
+  // Written ahead of step 3: the target's address, and until when the source node may be
+  // moving clients (the limit of the call below). A manager that dies from here on finds this
+  // when it starts again and asks the nodes where the clients are (ResolveMoves).
+  const std::chrono::seconds ask_limit = timeout * 2 + std::chrono::seconds(30);
+  Status recorded_ahead;
+  {
+    MutexLock lock(mu_);
+    recorded_ahead = WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
+      auto current = ledger_->Find(id);
+      if (!current) return LeaseGoneLocked(id);
+      RemoteLeaseInfo recorded = RemoteInfoLocked(id);
+      if (!recorded.moving || recorded.moving->target != target.id) {
+        return Status(StatusCode::kFailedPrecondition,
+                      "the move of remote lease " + id + " was ended meanwhile")
+            .WithReason("conflict");
+      }
+      recorded.moving->address = address;
+      recorded.moving->pid = pid;
+      recorded.moving->clients_until = clock_.WallNow() + ask_limit;
+      remote_[id] = recorded;
+      return txn.Put(Table::kLeases, id, DumpJson(ToJson(*current, recorded)));
+    });
+  }
+  if (!recorded_ahead.ok()) {
+    return abort("the move could not be recorded before the clients move: " +
+                 recorded_ahead.message());
+  }
+
   // 3. The clients move, server to server.
   Result<json> migrated = worker_.GpuServerAction(
-      source_url, source_key, "migrate",
-      {{"to", address}, {"timeout_s", timeout.count()}},
-      timeout * 2 + std::chrono::seconds(30));
+      source_url, source_key, "migrate", {{"to", address}, {"timeout_s", timeout.count()}},
+      ask_limit);
+  if (MoveHook("clients_moved")) {
+    return Status(StatusCode::kInternal, "the move of remote lease " + id +
+                                             " was stopped after its clients moved (test)");
+  }
   if (!migrated.ok()) {
-    // The node could not say: a client may have moved. The target server is kept only when
-    // it holds clients — which the manager cannot see here — so this is reported as a failure
-    // and the target drained; the source keeps its server (a client that moved gets a clear
-    // error at its next call).
-    return abort("node " + from.node + " did not move the clients: " +
-                 migrated.status().message());
+    if (!AnswerLost(migrated.status())) {
+      // The node answered that it did not move them.
+      return abort("node " + from.node + " did not move the clients: " +
+                   migrated.status().message());
+    }
+    // No answer: a client may have moved. The nodes are asked where the clients are now; when
+    // they cannot tell yet, the move stays recorded, both servers are kept, and later passes
+    // (heartbeats of either node) resolve it.
+    spdlog::warn("remote lease {}: no answer from node {} to moving the clients ({}); asking the "
+                 "nodes where they are",
+                 id, from.node, migrated.status().message());
+    {
+      MutexLock lock(mu_);
+      auto mv = moves_.find(id);
+      if (mv != moves_.end()) mv->second.waiting = "lost_answer";
+    }
+    auto [outcome, result] = ResolveMove(id, kResolvedAfterLostAnswer);
+    if (outcome == "committed") return result;
+    if (outcome == "aborted") {
+      return Status(StatusCode::kFailedPrecondition,
+                    "remote lease " + id + " stays on " + Where(from) +
+                        ": node " + from.node + " did not answer (" +
+                        migrated.status().message() + ") and the clients are still there")
+          .WithReason("migration_failed");
+    }
+    return Status(StatusCode::kUnavailable,
+                  "remote lease " + id + ": node " + from.node +
+                      " did not answer whether the clients moved (" + migrated.status().message() +
+                      "); both servers are kept and the manager settles the move once the nodes "
+                      "can tell where the clients are (" +
+                      (result.ok() ? std::string("retrying") : result.status().message()) + ")")
+        .WithReason("migration_in_doubt");
   }
   const MoveTally tally = Tally(*migrated);
   if (tally.moved == 0 && (tally.pending > 0 || tally.failed > 0)) {
@@ -287,65 +479,329 @@ Result<json> Cluster::MoveRemoteLease(const Caller& caller, const std::string& i
   }
 
   // 4. The lease moves, in one transaction.
+  json migration = {{"from", GpuJson(from)},
+                    {"to", GpuJson(to)},
+                    {"server", address},
+                    {"clients", tally.clients},
+                    {"moved", tally.moved},
+                    {"left_behind", tally.pending + tally.failed},
+                    {"bytes", tally.bytes},
+                    {"pause_ms_max", tally.pause_ms_max}};
+  if (tally.pending + tally.failed > 0) migration["left_behind_reasons"] = tally.reasons;
   MutexLock lock(mu_);
+  return CommitMoveLocked(id, target.id, address, pid, std::move(migration), "");
+}
+
+Result<json> Cluster::CommitMoveLocked(const std::string& id, const std::string& target,
+                                       const std::string& address, std::optional<int64_t> pid,
+                                       json migration, const std::string& resolved) {
   const auto now = clock_.WallNow();
-  moves_.erase(id);
   auto still = ledger_->Find(id);
   if (!still || still->expires_at <= now) {
-    (void)ledger_->Release(target.id);
-    worker_.DrainGpuServer(target_url, target_key);
+    EndMoveOfLeaseLocked(id, /*drain=*/true);
+    moves_.erase(id);
     return Status(StatusCode::kFailedPrecondition,
                   "remote lease " + id + " ended while it was moving")
         .WithReason("already_ended");
   }
-  RemoteLeaseInfo moved_info = RemoteInfoLocked(id);
-  moved_info.generation = next_generation;
-  moved_info.server_address = address;
-  moved_info.server_state = "running";
-  moved_info.server_pid = pid;
+  const sched::LeasedGpu from = still->gpus.front();
+  const uint32_t old_generation = RemoteInfoLocked(id).generation;
   json out;
+  std::optional<RemoteMove> done;
   Status s = WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
-    FLYT_ASSIGN_OR_RETURN(sched::Lease now_lease, ledger_->MoveRemote(id, target.id));
+    RemoteLeaseInfo info = RemoteInfoLocked(id);
+    auto current = ledger_->Find(id);
+    if (!current) return LeaseGoneLocked(id);
+    if (!info.moving || info.moving->target != target) {
+      return Status(StatusCode::kFailedPrecondition,
+                    "the move of remote lease " + id + " was settled meanwhile (by another "
+                    "replica, or its target share ended)")
+          .WithReason("conflict");
+    }
+    done = info.moving;
+    if (!ledger_->Find(target)) ledger_->Restore(ReservationOf(*current, *done));
+    FLYT_ASSIGN_OR_RETURN(sched::Lease now_lease, ledger_->MoveRemote(id, target));
     FLYT_RETURN_IF_ERROR(txn.ReleaseGpus(id));
     FLYT_RETURN_IF_ERROR(txn.ClaimGpus(id, GpuKeys(now_lease), /*exclusive=*/false));
-    remote_[id] = moved_info;
-    FLYT_RETURN_IF_ERROR(txn.Put(Table::kLeases, id, DumpJson(ToJson(now_lease, moved_info))));
-    out = RemoteLeaseView(now_lease, moved_info, now, /*with_secret=*/false);
-    json migration = {{"from", GpuJson(from)},
-                      {"to", GpuJson(to)},
-                      {"server", address},
-                      {"clients", tally.clients},
-                      {"moved", tally.moved},
-                      {"left_behind", tally.pending + tally.failed},
-                      {"bytes", tally.bytes},
-                      {"pause_ms_max", tally.pause_ms_max}};
+    info.generation = done->generation;
+    info.server_address = address.empty() ? done->address : address;
+    info.server_state = "running";
+    info.server_pid = pid ? pid : done->pid;
+    info.moving.reset();
+    remote_[id] = info;
+    FLYT_RETURN_IF_ERROR(txn.Put(Table::kLeases, id, DumpJson(ToJson(now_lease, info))));
+    out = RemoteLeaseView(now_lease, info, now, /*with_secret=*/false);
+    migration["server"] = info.server_address;
+    if (!resolved.empty()) migration["resolved"] = resolved;
     out["migration"] = migration;
     json event = migration;
     event["lease_id"] = id;
     event["owner"] = now_lease.owner;
-    event["client"] = moved_info.client;
+    event["client"] = info.client;
+    if (!resolved.empty()) event["reason"] = resolved;
+    const int moved = migration.value("moved", 0);
+    const uint64_t bytes = migration.value("bytes", uint64_t{0});
+    std::string counts;
+    if (resolved.empty()) {
+      counts = " (" + std::to_string(moved) + " client" + (moved == 1 ? "" : "s") + ", " +
+               std::to_string(bytes >> 20) + " MiB" +
+               (migration.value("left_behind", 0) > 0
+                    ? "; left behind: " + migration.value("left_behind_reasons", std::string())
+                    : "") +
+               ")";
+    } else {
+      counts = " (" + resolved + ")";
+    }
     event["message"] = "remote lease " + id + " of " + now_lease.owner + " moved from " +
-                       Where(from) + " to " + Where(to) + " (" + std::to_string(tally.moved) +
-                       " client" + (tally.moved == 1 ? "" : "s") + ", " +
-                       std::to_string(tally.bytes >> 20) + " MiB" +
-                       (tally.pending + tally.failed > 0
-                            ? "; left behind: " + tally.reasons
-                            : "") +
-                       ")";
+                       Where(from) + " to " + Where(now_lease.gpus.front()) + counts;
+    event.erase("left_behind_reasons");
+    out["migration"].erase("left_behind_reasons");
     return Event(txn, "remote_lease.migrated", event);
   });
   if (!s.ok()) {
-    // Not recorded: the clients run on the target now, but the lease says source. The target
-    // share is dropped; the next heartbeats drain the target server (not desired). Said loudly.
-    (void)ledger_->Release(target.id);
-    spdlog::error("remote lease {}: its clients moved to {} but the move could not be stored: {}",
-                  id, Where(to), s.message());
+    if (s.reason() == "conflict" || s.reason() == "already_ended") {
+      // Settled elsewhere: whatever this manager still holds of the move goes.
+      EndMoveOfLeaseLocked(id, /*drain=*/false);
+      moves_.erase(id);
+      return s;
+    }
+    // Not stored: the store still records the move (a reload put its share back); both servers
+    // stay desired and a later pass commits it.
+    auto mv = moves_.find(id);
+    if (mv != moves_.end()) {
+      mv->second.running = false;
+      if (mv->second.waiting.empty()) mv->second.waiting = "store";
+    }
+    spdlog::error("remote lease {}: its clients moved but the move could not be stored ({}); it "
+                  "stays recorded and is settled again later",
+                  id, s.message());
     return s;
   }
+  moves_.erase(id);
   ++counters_.remote_migrations;
-  worker_.DrainGpuServer(source_url, source_key);
+  if (auto n = nodes_.find(from.node); n != nodes_.end() && !n->second.api_url.empty()) {
+    worker_.DrainGpuServer(n->second.api_url, ServerKey(id, old_generation));
+  }
   Wake(/*strong=*/true);
   return out;
+}
+
+Status Cluster::AbortMoveLocked(const std::string& id, const std::string& target,
+                                const std::string& why, const std::string& resolved) {
+  std::optional<RemoteMove> recorded = RemoteInfoLocked(id).moving;
+  if (!recorded || recorded->target != target || !ledger_->Find(id)) {
+    // The lease ended, or the move was settled elsewhere: what is left of it here goes.
+    EndMoveOfLeaseLocked(id, /*drain=*/!ledger_->Find(id));
+    moves_.erase(id);
+    return Status::Ok();
+  }
+  const RemoteMove move = *recorded;
+  Status s = WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
+    auto current = ledger_->Find(id);
+    if (!current) return LeaseGoneLocked(id);
+    RemoteLeaseInfo info = RemoteInfoLocked(id);
+    if (!info.moving || info.moving->target != target) {
+      return Status(StatusCode::kFailedPrecondition,
+                    "the move of remote lease " + id + " was settled meanwhile")
+          .WithReason("conflict");
+    }
+    info.moving.reset();
+    remote_[id] = info;
+    (void)ledger_->Release(target);
+    FLYT_RETURN_IF_ERROR(txn.Put(Table::kLeases, id, DumpJson(ToJson(*current, info))));
+    const sched::LeasedGpu& from = current->gpus.front();
+    json event = {{"lease_id", id},
+                  {"owner", current->owner},
+                  {"client", info.client},
+                  {"from", GpuJson(from)},
+                  {"to", GpuJson(move.gpu)},
+                  {"reason", resolved.empty() ? why : resolved + ": " + why},
+                  {"message", "remote lease " + id + " stays on " + Where(from) + ": moving it to " +
+                                  Where(move.gpu) + " failed: " + why +
+                                  (resolved.empty() ? "" : " (" + resolved + ")")}};
+    if (!resolved.empty()) event["resolved"] = resolved;
+    return Event(txn, "remote_lease.migration_failed", event);
+  });
+  if (!s.ok()) {
+    if (s.reason() == "conflict" || s.code() == StatusCode::kNotFound) {
+      EndMoveOfLeaseLocked(id, /*drain=*/false);
+      moves_.erase(id);
+      return Status::Ok();
+    }
+    auto mv = moves_.find(id);
+    if (mv != moves_.end()) {
+      mv->second.running = false;
+      if (mv->second.waiting.empty()) mv->second.waiting = "store";
+    }
+    return s;
+  }
+  moves_.erase(id);
+  ++counters_.remote_migration_failures;
+  if (auto n = nodes_.find(move.gpu.node); n != nodes_.end() && !n->second.api_url.empty()) {
+    worker_.DrainGpuServer(n->second.api_url, ServerKey(id, move.generation));
+  }
+  Wake(/*strong=*/true);
+  return Status::Ok();
+}
+
+void Cluster::EndMoveOfLeaseLocked(const std::string& id, bool drain) {
+  auto mv = moves_.find(id);
+  if (mv == moves_.end() || mv->second.target.empty()) return;
+  if (drain) {
+    if (auto share = ledger_->Find(mv->second.target); share && !share->gpus.empty()) {
+      auto n = nodes_.find(share->gpus.front().node);
+      if (n != nodes_.end() && !n->second.api_url.empty()) {
+        worker_.DrainGpuServer(n->second.api_url, ServerKey(id, mv->second.generation));
+      }
+    }
+  }
+  (void)ledger_->Release(mv->second.target);
+  if (!mv->second.running) moves_.erase(mv);
+}
+
+void Cluster::SyncMoveLocked(const sched::Lease& lease) {
+  auto info = remote_.find(lease.id);
+  auto mv = moves_.find(lease.id);
+  if (info != remote_.end() && info->second.moving) {
+    const RemoteMove& m = *info->second.moving;
+    ledger_->Restore(ReservationOf(lease, m));
+    if (mv == moves_.end()) {
+      moves_[lease.id] = Move{m.target, m.generation, /*running=*/false, "restart"};
+    } else if (!mv->second.running && mv->second.target != m.target) {
+      if (!mv->second.target.empty()) (void)ledger_->Release(mv->second.target);
+      mv->second = Move{m.target, m.generation, /*running=*/false, "restart"};
+    }
+    return;
+  }
+  // No move recorded: one this manager knew of was settled elsewhere (unless a thread here
+  // runs it: it finds out when it writes next).
+  if (mv != moves_.end() && !mv->second.target.empty() && !mv->second.running) {
+    (void)ledger_->Release(mv->second.target);
+    moves_.erase(mv);
+  }
+}
+
+void Cluster::QueueResolveLocked() {
+  if (resolve_queued_) return;
+  resolve_queued_ = true;
+  worker_.Queue([this] { (void)ResolveMoves(); });
+}
+
+bool Cluster::MoveHook(const std::string& point) {
+  std::function<bool(const std::string&)> hook;
+  {
+    MutexLock lock(mu_);
+    hook = move_hook_;
+  }
+  return hook && hook(point);
+}
+
+void Cluster::SetMoveHookForTest(std::function<bool(const std::string& point)> hook) {
+  MutexLock lock(mu_);
+  move_hook_ = std::move(hook);
+}
+
+json Cluster::ResolveMoves() {
+  MutexLock one(resolve_mu_);
+  std::vector<std::pair<std::string, std::string>> todo;  // lease id, how it came to wait
+  {
+    MutexLock lock(mu_);
+    resolve_queued_ = false;
+    for (auto& [id, mv] : moves_) {
+      if (mv.running || mv.target.empty()) continue;
+      mv.running = true;  // this pass settles it; nobody else meanwhile
+      todo.emplace_back(id, mv.waiting);
+    }
+  }
+  json out = {{"committed", json::array()}, {"aborted", json::array()}, {"undecided", json::array()}};
+  for (const auto& [id, waiting] : todo) {
+    const std::string resolved = waiting == "lost_answer" ? kResolvedAfterLostAnswer
+                                 : waiting == "store"     ? kResolvedAfterStoreError
+                                                          : kResolvedAfterRestart;
+    auto [outcome, result] = ResolveMove(id, resolved);
+    if (out.contains(outcome)) out[outcome].push_back(id);
+  }
+  return out;
+}
+
+std::pair<std::string, Result<json>> Cluster::ResolveMove(const std::string& id,
+                                                          const std::string& resolved) {
+  RemoteMove move;
+  sched::LeasedGpu from;
+  std::string source_url, target_url, source_key;
+  {
+    MutexLock lock(mu_);
+    auto mv = moves_.find(id);
+    if (mv == moves_.end()) return {"gone", NotFound("no move of " + id)};
+    const RemoteLeaseInfo info = RemoteInfoLocked(id);
+    auto lease = ledger_->Find(id);
+    if (!lease || lease->expires_at <= clock_.WallNow() || !info.moving ||
+        info.moving->target != mv->second.target) {
+      EndMoveOfLeaseLocked(id, /*drain=*/!lease);
+      moves_.erase(id);
+      return {"gone", Status(StatusCode::kFailedPrecondition,
+                             "the move of remote lease " + id + " ended meanwhile")
+                          .WithReason("conflict")};
+    }
+    move = *info.moving;
+    from = lease->gpus.front();
+    source_key = ServerKey(id, info.generation);
+    if (auto n = nodes_.find(from.node); n != nodes_.end()) source_url = n->second.api_url;
+    if (auto n = nodes_.find(move.gpu.node); n != nodes_.end()) target_url = n->second.api_url;
+  }
+  const std::string target_key = ServerKey(id, move.generation);
+  auto ask = [&](const std::string& url, const std::string& node,
+                 const std::string& key) -> ServerSeen {
+    if (url.empty()) {
+      ServerSeen unknown;
+      unknown.error = "the manager has no address of node " + node + "'s API";
+      return unknown;
+    }
+    return Seen(worker_.GetGpuServer(url, key, kNodeAskTimeout));
+  };
+  const auto now = clock_.WallNow();
+  const bool start_over =
+      now > move.started_at + config_.remote_server_start_timeout + kStartMargin;
+  const bool source_asked = move.clients_until.has_value();
+  const bool asking_over = source_asked && now > *move.clients_until;
+  const ServerSeen on_target = ask(target_url, move.gpu.node, target_key);
+  std::optional<ServerSeen> on_source;
+  if (NeedsSource(on_target, source_asked, asking_over)) {
+    on_source = ask(source_url, from.node, source_key);
+  }
+  const Verdict verdict = Decide(on_target, on_source ? &*on_source : nullptr, move.gpu.node,
+                                 from.node, start_over, source_asked, asking_over);
+
+  MutexLock lock(mu_);
+  auto mv = moves_.find(id);
+  if (mv == moves_.end()) return {"gone", NotFound("no move of " + id)};
+  if (verdict.kind == Verdict::kWait) {
+    mv->second.running = false;
+    if (mv->second.waiting.empty()) mv->second.waiting = "restart";
+    spdlog::info("remote lease {}: its move to {} stays undecided, both servers kept: {}", id,
+                 Where(move.gpu), verdict.why);
+    return {"undecided", Status(StatusCode::kUnavailable, verdict.why)
+                             .WithReason("migration_in_doubt")};
+  }
+  if (verdict.kind == Verdict::kAbort) {
+    Status s = AbortMoveLocked(id, move.target, verdict.why, resolved);
+    if (!s.ok()) return {"undecided", s};
+    return {"aborted", Status(StatusCode::kFailedPrecondition, verdict.why)
+                           .WithReason("migration_failed")};
+  }
+  json migration = {{"from", GpuJson(from)},
+                    {"to", GpuJson(move.gpu)},
+                    {"server", on_target.address},
+                    {"clients", json::array()},
+                    {"moved", on_target.clients.value_or(0)},
+                    {"left_behind", on_source ? on_source->clients.value_or(0) : 0},
+                    {"why", verdict.why}};
+  Result<json> committed = CommitMoveLocked(id, move.target, on_target.address, on_target.pid,
+                                            std::move(migration), resolved + ": " + verdict.why);
+  if (!committed.ok()) {
+    return {moves_.count(id) ? "undecided" : "gone", committed.status()};
+  }
+  return {"committed", std::move(committed)};
 }
 
 Result<json> Cluster::ResizeRemoteLease(const Caller& caller, const std::string& id,
@@ -414,7 +870,7 @@ Result<json> Cluster::ResizeRemoteLease(const Caller& caller, const std::string&
     }
     url = n->second.api_url;
     key = ServerKey(id, info.generation);
-    moves_[id] = Move{"", info.generation};
+    moves_[id] = Move{"", info.generation, /*running=*/true, ""};
   }
 
   // 2. The node applies it to the running server.

@@ -6,6 +6,8 @@
 // and a drained node is cordoned and emptied of remote leases.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "cluster/cluster_testing.h"
 #include "cluster/fake_node_testing.h"
 #include "common/json.h"
@@ -311,6 +313,191 @@ TEST_F(RemoteMovesTest, ADrainedNodeIsCordonedAndItsRemoteLeasesMoveElsewhere) {
   EXPECT_NE(DumpJson(*drained).find("CUDA arrays"), std::string::npos);
   EXPECT_EQ(cluster_->DrainNode(admin_, "nope", json::object()).status().code(),
             StatusCode::kNotFound);
+}
+
+// ---- A manager that dies between the clients' move and the lease's ----
+//
+// The move is written ahead into the lease's row before the source node is asked to move the
+// clients. A manager stopped right after the source answered (the test hook: nothing more is
+// done, written or drained) is replaced by a new one over the same store, which asks the nodes
+// where the clients are: on the target, the lease moves; still on the source, it stays and the
+// target goes; a node that cannot be reached leaves both servers in place until it answers.
+
+class RemoteMoveCrashTest : public RemoteMovesTest {
+ protected:
+  // Moves `id` to b's GPU 1 and stops the manager once a's node answered; `moved` decides where
+  // the client is then (the nodes' records, as their GET answers).
+  void MoveAndDie(const std::string& id, bool moved, int timeout_s = 60) {
+    node_a_.SetClients(id, 1);
+    node_a_.Answer("migrate", 200, moved ? Moved(1) : Moved(1, "pending", "no call in 1 s"));
+    cluster_->SetMoveHookForTest([&, id, moved](const std::string& point) {
+      if (point != "clients_moved") return false;
+      if (moved) {
+        node_a_.SetClients(id, 0);
+        node_b_.SetClients(id + ".m1", 1);
+      }
+      return true;
+    });
+    auto r = cluster_->MigrateRemoteLease(alice_, id,
+                                          {{"node", "b"}, {"gpu", 1}, {"timeout_s", timeout_s}});
+    ASSERT_FALSE(r.ok());
+    // The manager is gone; another starts on the same store.
+    Open();
+  }
+  std::vector<std::string> DesiredKeys(const std::string& node) {
+    std::vector<std::string> keys;
+    for (const json& d : Desired(node)) keys.push_back(d["lease_id"]);
+    return keys;
+  }
+  bool Has(const std::vector<std::string>& list, const std::string& key) {
+    return std::find(list.begin(), list.end(), key) != list.end();
+  }
+  int SmFree(const std::string& uuid) {
+    const json gpus = cluster_->Gpus();
+    for (const json& g : gpus["gpus"]) {
+      if (g["uuid"] == uuid) return g["sm_free"].get<int>();
+    }
+    return -1;
+  }
+};
+
+TEST_F(RemoteMoveCrashTest, ClientsOnTheTargetTheRestartedManagerMovesTheLeaseThere) {
+  const std::string id = Lease("a");
+  const json before = Show(id);
+  MoveAndDie(id, /*moved=*/true);
+  // Before anything is asked: the lease is still on a, the move is shown, both servers are
+  // desired and the target's share is held.
+  json shown = Show(id);
+  EXPECT_EQ(shown["node"], "a");
+  EXPECT_EQ(shown["moving_to"]["node"], "b");
+  EXPECT_EQ(shown["moving_to"]["gpu"]["index"], 1);
+  EXPECT_EQ(shown["moving_to"]["server"], "127.0.0.1:12600");
+  EXPECT_EQ(SmFree("GPU-b-1"), 68);
+  EXPECT_TRUE(Has(DesiredKeys("a"), id));
+  EXPECT_TRUE(Has(DesiredKeys("b"), id + ".m1"));
+  // Nothing else may change it meanwhile.
+  auto resize = cluster_->ResizeRemoteLease(alice_, id, {{"sm_count", 8}});
+  EXPECT_EQ(resize.status().reason(), "conflict") << resize.status().ToString();
+  EXPECT_EQ(cluster_->MigrateRemoteLease(alice_, id, {{"node", "b"}}).status().reason(), "conflict");
+
+  cluster_->Start();
+  (void)cluster_->ResolveMoves();
+  shown = Show(id);
+  EXPECT_EQ(shown["node"], "b");
+  EXPECT_EQ(shown["gpu"]["index"], 1);
+  EXPECT_EQ(shown["migrations"], 1);
+  EXPECT_EQ(shown["server"]["address"], "127.0.0.1:12600");
+  EXPECT_EQ(shown["secret"], before["secret"]);
+  EXPECT_EQ(shown["expires_at"], before["expires_at"]);
+  EXPECT_FALSE(shown.contains("moving_to"));
+  // The old server drains; the new one never was.
+  EXPECT_TRUE(node_a_.WaitForDelete(id));
+  EXPECT_FALSE(Has(node_b_.deletes(), id + ".m1"));
+  EXPECT_TRUE(DesiredKeys("a").empty());
+  EXPECT_EQ(DesiredKeys("b"), std::vector<std::string>{id + ".m1"});
+  EXPECT_EQ(SmFree("GPU-b-1"), 68);
+  EXPECT_EQ(SmFree("GPU-a-0"), 132);
+  const std::string events = AllEvents();
+  EXPECT_NE(events.find("remote_lease.migrated"), std::string::npos);
+  EXPECT_NE(events.find("resolved after a restart"), std::string::npos);
+  // And it stays so after another restart.
+  Open();
+  cluster_->Start();
+  EXPECT_EQ(Show(id)["node"], "b");
+  EXPECT_EQ(DesiredKeys("b"), std::vector<std::string>{id + ".m1"});
+}
+
+TEST_F(RemoteMoveCrashTest, ClientsStillOnTheSourceTheLeaseStaysAndTheTargetGoes) {
+  auto created = cluster_->CreateRemoteLease(
+      alice_, {{"sm_count", 60}, {"memory_mb", 20000}, {"node", "a"}, {"ttl_seconds", 3600}});
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  const std::string id = (*created)["id"];
+  MoveAndDie(id, /*moved=*/false, /*timeout_s=*/1);
+  cluster_->Start();
+  // The target holds no client, but a's node may still be moving it (for as long as the move's
+  // call to it could last): nothing is decided, nothing drained.
+  (void)cluster_->ResolveMoves();
+  EXPECT_EQ(Show(id)["moving_to"]["node"], "b");
+  EXPECT_TRUE(Has(DesiredKeys("b"), id + ".m1"));
+  EXPECT_TRUE(node_b_.deletes().empty());
+  EXPECT_TRUE(node_a_.deletes().empty());
+  // Past that, the client is still on a: the move is undone.
+  clock_.Advance(std::chrono::seconds(40));
+  ASSERT_TRUE(Beat("a").ok());
+  ASSERT_TRUE(Beat("b").ok());
+  (void)cluster_->ResolveMoves();
+  const json shown = Show(id);
+  EXPECT_EQ(shown["node"], "a");
+  EXPECT_EQ(shown["migrations"], 0);
+  EXPECT_EQ(shown["server"]["address"], "127.0.0.1:12500");
+  EXPECT_FALSE(shown.contains("moving_to"));
+  EXPECT_TRUE(node_b_.WaitForDelete(id + ".m1"));
+  EXPECT_FALSE(Has(node_a_.deletes(), id));
+  EXPECT_EQ(SmFree("GPU-b-1"), 132);
+  EXPECT_TRUE(DesiredKeys("b").empty());
+  EXPECT_EQ(DesiredKeys("a"), std::vector<std::string>{id});
+  const std::string events = AllEvents();
+  EXPECT_NE(events.find("remote_lease.migration_failed"), std::string::npos);
+  EXPECT_NE(events.find("resolved after a restart"), std::string::npos);
+  EXPECT_NE(events.find("still on a"), std::string::npos) << events;
+  // It may move again.
+  node_a_.Answer("migrate", 200, Moved(1));
+  cluster_->SetMoveHookForTest(nullptr);
+  EXPECT_TRUE(cluster_->MigrateRemoteLease(alice_, id, {{"node", "b"}}).ok());
+}
+
+TEST_F(RemoteMoveCrashTest, AnUnreachableTargetKeepsBothServersUntilItAnswers) {
+  const std::string id = Lease("a");
+  MoveAndDie(id, /*moved=*/true);
+  node_b_.Down();
+  cluster_->Start();
+  json outcome = cluster_->ResolveMoves();
+  EXPECT_TRUE(Has(outcome["undecided"].get<std::vector<std::string>>(), id)) << outcome;
+  // Nothing drained, nothing moved: the lease is on a, both servers desired.
+  ASSERT_TRUE(Beat("a").ok());
+  EXPECT_EQ(Show(id)["node"], "a");
+  EXPECT_EQ(Show(id)["moving_to"]["node"], "b");
+  EXPECT_TRUE(Has(DesiredKeys("a"), id));
+  EXPECT_TRUE(Has(DesiredKeys("b"), id + ".m1"));
+  EXPECT_TRUE(node_a_.deletes().empty());
+  // b answers again: the next pass (its heartbeat queues one) settles it.
+  node_b_.Up();
+  ASSERT_TRUE(Beat("b").ok());  // queues a pass
+  (void)cluster_->ResolveMoves();
+  const json shown = Show(id);
+  EXPECT_EQ(shown["node"], "b");
+  EXPECT_EQ(shown["migrations"], 1);
+  EXPECT_FALSE(shown.contains("moving_to"));
+  EXPECT_FALSE(Has(node_b_.deletes(), id + ".m1"));
+  EXPECT_TRUE(node_a_.WaitForDelete(id));
+  EXPECT_NE(AllEvents().find("resolved after a restart"), std::string::npos);
+}
+
+TEST_F(RemoteMoveCrashTest, ALostAnswerLeavesTheMoveRecordedUntilTheNodesCanTell) {
+  auto created = cluster_->CreateRemoteLease(
+      alice_, {{"sm_count", 60}, {"memory_mb", 20000}, {"node", "a"}, {"ttl_seconds", 3600}});
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  const std::string id = (*created)["id"];
+  node_a_.SetClients(id, 1);
+  // a's node does not answer the move (its API is down): whether a client moved is unknown.
+  node_a_.Down();
+  auto moved = cluster_->MigrateRemoteLease(alice_, id, {{"node", "b"}, {"timeout_s", 1}});
+  ASSERT_FALSE(moved.ok());
+  EXPECT_EQ(moved.status().reason(), "migration_in_doubt") << moved.status().ToString();
+  EXPECT_EQ(Show(id)["node"], "a");
+  EXPECT_EQ(Show(id)["moving_to"]["node"], "b");
+  EXPECT_TRUE(Has(DesiredKeys("b"), id + ".m1"));
+  EXPECT_TRUE(node_b_.deletes().empty());
+  // a answers again, past the move's time: its client never left.
+  node_a_.Up();
+  clock_.Advance(std::chrono::seconds(40));
+  ASSERT_TRUE(Beat("a").ok());
+  ASSERT_TRUE(Beat("b").ok());
+  (void)cluster_->ResolveMoves();
+  EXPECT_EQ(Show(id)["node"], "a");
+  EXPECT_FALSE(Show(id).contains("moving_to"));
+  EXPECT_TRUE(node_b_.WaitForDelete(id + ".m1"));
+  EXPECT_NE(AllEvents().find("answer to moving the clients was lost"), std::string::npos);
 }
 
 }  // namespace

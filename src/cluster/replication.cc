@@ -221,6 +221,7 @@ Status Cluster::CatchUpLocked(store::Txn& txn) {
   for (const store::Row& row : leases) {
     if (row.deleted) {
       (void)ledger_->Release(row.id);  // already gone here is fine
+      EndMoveOfLeaseLocked(row.id, /*drain=*/false);  // the replica that ended it drains
       RememberEndedLeaseLocked(row.id);
       continue;
     }
@@ -235,6 +236,8 @@ Status Cluster::CatchUpLocked(store::Txn& txn) {
       remote_.erase(lease->id);
     }
     ledger_->Restore(*lease);
+    // A move recorded in the row: its target share and its place in moves_.
+    if (lease->remote) SyncMoveLocked(*lease);
   }
   FLYT_ASSIGN_OR_RETURN(auto clients, txn.ListSince(Table::kClients, revision_));
   if (!clients.empty()) touched_ |= TopicBit(Topic::kClients) | TopicBit(Topic::kEvents);
@@ -313,7 +316,16 @@ Status Cluster::ReloadLocked() {
     swap_state();
     revision_ = revision;
     touched_ = touched;
+    return s;
   }
+  // Moves the store no longer records (their lease ended or was settled meanwhile) that no
+  // thread here runs are forgotten; a running one finds out when it writes next.
+  std::erase_if(moves_, [&](const auto& entry) FLYT_REQUIRES(mu_) {
+    const auto& [id, mv] = entry;
+    if (mv.running || mv.target.empty()) return false;
+    auto info = remote_.find(id);
+    return info == remote_.end() || !info->second.moving || info->second.moving->target != mv.target;
+  });
   return s;
 }
 
@@ -480,6 +492,7 @@ Status Cluster::RecoverLocked() {
   std::vector<sched::Lease> extend;
   for (sched::Lease lease : ledger_->Leases()) {
     if (lease.expires_at <= since_wall || lease.expires_at >= until) continue;
+    if (IsMoveTargetLocked(lease.id)) continue;  // not a row: it follows its lease below
     lease.expires_at = until;
     extend.push_back(std::move(lease));
   }
@@ -491,8 +504,11 @@ Status Cluster::RecoverLocked() {
   if (extend.empty()) return Status::Ok();
   return WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
     for (const sched::Lease& lease : extend) {
-      const json j = ToJson(lease);
+      // A remote lease's row keeps its remote part (and a move it records).
+      const RemoteLeaseInfo info = RemoteInfoLocked(lease.id);
+      const json j = lease.remote ? ToJson(lease, info) : ToJson(lease);
       FLYT_RETURN_IF_ERROR(txn.Put(Table::kLeases, lease.id, DumpJson(j)));
+      if (lease.remote && info.moving) ledger_->Restore(ReservationOf(lease, *info.moving));
       FLYT_RETURN_IF_ERROR(Event(
           txn, "lease.renewed",
           {{"lease_id", lease.id},

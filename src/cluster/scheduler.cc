@@ -92,12 +92,44 @@ Status Cluster::ExpireLocked(store::Txn& txn, bool& expired_any) {
   for (const sched::Lease& gone : ledger_->Expire(ImpairedAt())) {
     const bool ttl = gone.expires_at <= now;
     const std::string why = ttl ? "its TTL ran out" : "its node stayed unreachable past the grace";
+    if (gone.remote && IsMoveTargetLocked(gone.id)) {
+      // The share a moving lease was to take (never a row): its node stayed unreachable (or it
+      // ran out with the lease, which ends below). A recorded move ends with the lease where it
+      // was; a thread still running it finds the record gone when it writes next.
+      for (auto it = moves_.begin(); it != moves_.end(); ++it) {
+        if (it->second.target != gone.id) continue;
+        const std::string lease_id = it->first;
+        auto lease = ledger_->Find(lease_id);
+        if (!lease) break;  // it ended too: its own expiry below ends the move
+        RemoteLeaseInfo info = RemoteInfoLocked(lease_id);
+        if (info.moving && info.moving->target == gone.id) {
+          const sched::LeasedGpu to = info.moving->gpu;
+          info.moving.reset();
+          remote_[lease_id] = info;
+          FLYT_RETURN_IF_ERROR(txn.Put(Table::kLeases, lease_id, DumpJson(ToJson(*lease, info))));
+          const std::string reason = "the target's share ended: " + why;
+          FLYT_RETURN_IF_ERROR(Event(
+              txn, "remote_lease.migration_failed",
+              {{"lease_id", lease_id},
+               {"owner", lease->owner},
+               {"client", info.client},
+               {"from", {{"node", lease->gpus.front().node}, {"gpu", lease->gpus.front().index}}},
+               {"to", {{"node", to.node}, {"gpu", to.index}}},
+               {"reason", reason},
+               {"message", "remote lease " + lease_id + " stays on " + lease->gpus.front().node +
+                               ": moving it to " + to.node + " failed: " + reason}}));
+          ++counters_.remote_migration_failures;
+        }
+        if (!it->second.running) moves_.erase(it);
+        break;
+      }
+      continue;
+    }
     Status del = txn.Delete(Table::kLeases, gone.id);
     if (!del.ok() && del.code() != StatusCode::kNotFound) return del;
     FLYT_RETURN_IF_ERROR(txn.ReleaseGpus(gone.id));
-    if (gone.remote && IsMoveTargetLocked(gone.id)) {
-      continue;  // the share a moving lease was to take: the move ends, refused, without it
-    }
+    // A lease that ends while it has a move recorded: the target share and server go too.
+    if (gone.remote) EndMoveOfLeaseLocked(gone.id, /*drain=*/ttl);
     if (gone.remote) {
       // Its share is free; the node drains the server (now when reachable, and in any case
       // when its next heartbeat's desired no longer lists it).

@@ -80,6 +80,41 @@ Result<GpuServers::Target> GpuServers::RunningTarget(const std::string& lease_id
   return Target{lease_id, s.spec.gpu_uuid, s.gpu_index, s.pid, "unix:" + sock, s.spec.secret};
 }
 
+Result<json> GpuServers::GetWithClients(const std::string& lease_id) const {
+  json record;
+  std::optional<Target> t;
+  {
+    MutexLock lock(mu_);
+    auto it = servers_.find(lease_id);
+    if (it == servers_.end()) {
+      return NotFound("no GPU server for lease " + lease_id + " on this node");
+    }
+    record = RecordJson(it->second);
+    if (it->second.state != State::kRunning) return record;
+    auto running = RunningTarget(lease_id);
+    if (!running.ok()) {
+      record["clients"] = nullptr;
+      record["clients_error"] = running.status().message();
+      return record;
+    }
+    t = *running;
+  }
+  auto endpoint = remote::ParseEndpoint(t->socket);
+  auto stats = endpoint.ok() ? remote::FetchStats(*endpoint, t->secret)
+                             : Result<remote::ServerStats>(endpoint.status());
+  if (!stats.ok()) {
+    record["clients"] = nullptr;
+    record["clients_error"] = Unreachable(lease_id, stats.status()).message();
+    return record;
+  }
+  int64_t connected = 0;
+  for (const remote::ClientStats& c : stats->clients.clients) {
+    if (c.connected && !ToolConnection(c.label)) ++connected;
+  }
+  record["clients"] = connected;
+  return record;
+}
+
 Result<json> GpuServers::Migrate(const std::string& lease_id, const MigrateRequest& request) {
   Target t;
   {

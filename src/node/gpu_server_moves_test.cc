@@ -153,6 +153,9 @@ TEST_F(GpuServerMovesTest, MigrateMovesAClientWithItsMemoryToAnotherLeasesServer
   for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = static_cast<std::byte>(i * 13 + 5);
   ASSERT_TRUE(conn->MemcpyHtoD({ptr->ptr, kBytes, 0}, pattern).ok());
   const uint64_t id_on_a = conn->server().client_id;
+  // GET counts the connected clients (what the cluster manager reads to settle a move).
+  EXPECT_EQ(Call("GET", "/api/v1/gpu-servers/lease-a").second["clients"], 1);
+  EXPECT_EQ(Call("GET", "/api/v1/gpu-servers/lease-b").second["clients"], 0);
 
   // The client moves at its next call: it goes on calling while the node asks.
   auto answer = std::async(std::launch::async, [&] {
@@ -181,6 +184,8 @@ TEST_F(GpuServerMovesTest, MigrateMovesAClientWithItsMemoryToAnotherLeasesServer
   EXPECT_TRUE(Connected("lease-a", kSecretA).empty());
   auto on_b = Connected("lease-b", kSecretB);
   ASSERT_EQ(on_b.size(), 1u);
+  EXPECT_EQ(Call("GET", "/api/v1/gpu-servers/lease-a").second["clients"], 0);
+  EXPECT_EQ(Call("GET", "/api/v1/gpu-servers/lease-b").second["clients"], 1);
   EXPECT_EQ(on_b[0].allocated_bytes, kBytes);
 
   // Nothing left to move: a success with zeros.
@@ -268,8 +273,10 @@ TEST_F(GpuServerMovesTest, ResizeGivesTheServerANewShareThatTheRecordAndAPutAgre
   EXPECT_EQ(reply["record"]["memory_mb"], 2048);
   EXPECT_EQ(reply["record"]["sm_count_granted"], reply["sm_count_granted"]);
   EXPECT_EQ(reply["record"]["pid"], a["pid"]);
-  // GET and the heartbeat say the same.
-  const json record = Call("GET", "/api/v1/gpu-servers/lease-a").second;
+  // GET and the heartbeat say the same (GET also counts the connected clients).
+  json record = Call("GET", "/api/v1/gpu-servers/lease-a").second;
+  EXPECT_EQ(record["clients"], 1);
+  record.erase("clients");
   EXPECT_EQ(record, reply["record"]);
   EXPECT_EQ(servers_->HeartbeatJson()["servers"][0], record);
   // The cluster manager's spec with the new share is the same server: 200, not a conflict.
@@ -305,7 +312,8 @@ TEST_F(GpuServerMovesTest, ResizeBelowWhatTheClientsHoldIsAConflictThatChangesNo
       Post("/api/v1/gpu-servers/lease-a/resize", {{"sm_count", 16}, {"memory_mb", 16}});
   EXPECT_EQ(status, 409) << err;
   EXPECT_EQ(err["code"], "conflict");
-  const json record = Call("GET", "/api/v1/gpu-servers/lease-a").second;
+  json record = Call("GET", "/api/v1/gpu-servers/lease-a").second;
+  record.erase("clients");
   EXPECT_EQ(record, a);
   // The server still has its old limit: the client may allocate up to it.
   EXPECT_TRUE(conn->Malloc({128 << 20}).ok());
@@ -324,7 +332,9 @@ TEST_F(GpuServerMovesTest, ResizeRefusesAShareWithoutRoomABadBodyAndAnUnknownLea
   EXPECT_EQ(Post(path, {{"sm_count", 8}, {"gpu", 1}}).first, 400);
   EXPECT_EQ(Call("POST", path, "[").first, 400);
   EXPECT_EQ(Post("/api/v1/gpu-servers/lease-x/resize", {{"sm_count", 8}}).first, 404);
-  EXPECT_EQ(Call("GET", "/api/v1/gpu-servers/lease-a").second, a);
+  json unchanged = Call("GET", "/api/v1/gpu-servers/lease-a").second;
+  unchanged.erase("clients");
+  EXPECT_EQ(unchanged, a);
   // Within the room left: fine.
   EXPECT_EQ(Post(path, {{"sm_count", 36}}).first, 200);
 }

@@ -159,6 +159,11 @@ class GpuServers {
       FLYT_EXCLUDES(mu_);
 
   Result<nlohmann::json> Get(const std::string& lease_id) const FLYT_EXCLUDES(mu_);
+  // Get, plus "clients": how many clients are connected to the running server now (asked over
+  // its Unix socket, without mu_; the operator tools' own connections not counted), null with
+  // "clients_error" when the server cannot be asked; absent for a server that does not run.
+  // The cluster manager reads it to tell where a moving lease's clients are.
+  Result<nlohmann::json> GetWithClients(const std::string& lease_id) const FLYT_EXCLUDES(mu_);
   // {"servers": [record...], "gpus": [capacity...]}
   nlohmann::json List() const FLYT_EXCLUDES(mu_);
   // {"enabled": true, "servers", "gpus"}: the heartbeat's "gpu_servers".

@@ -568,7 +568,7 @@ void NodeServer::SetUpGpuServerRoutes() {
   router_.Add("GET", R"(/api/v1/gpu-servers/([^/]+))", Access::kToken,
               [this, enabled](Req, Res res, const Caller&, Params path) {
                 if (!enabled(res)) return;
-                auto record = gpu_servers_->Get(path[1]);
+                auto record = gpu_servers_->GetWithClients(path[1]);
                 if (!record.ok()) return SendStatus(res, record.status());
                 SendJson(res, 200, *record);
               });
