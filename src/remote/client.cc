@@ -6,7 +6,6 @@
 #include <array>
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <vector>
 
 #include "remote/shm_channel.h"
@@ -16,14 +15,6 @@ namespace {
 
 void PutOffset(std::byte* out, uint64_t offset) {
   for (int i = 0; i < 8; ++i) out[i] = static_cast<std::byte>((offset >> (8 * i)) & 0xFF);
-}
-
-// This host's boot id: the same for every container and VM-less namespace of one running kernel.
-std::string BootId() {
-  std::ifstream in("/proc/sys/kernel/random/boot_id");
-  std::string id;
-  std::getline(in, id);
-  return id;
 }
 
 }  // namespace
@@ -40,7 +31,7 @@ Result<std::unique_ptr<Connection>> Connection::Open(const Endpoint& endpoint,
   // Over TCP: a server on this very host may be reached over its Unix socket, and so through
   // shared memory. Anything short of a shared-memory connection there keeps this one.
   CudaResult<LocalEndpointReply> local = (*conn)->LocalEndpoint({});
-  if (!local.ok() || local->path.empty() || local->boot_id.empty() || local->boot_id != BootId()) {
+  if (!local.ok() || local->path.empty() || local->boot_id.empty() || local->boot_id != HostBootId()) {
     return conn;
   }
   Endpoint unix_endpoint{Endpoint::Kind::kUnix, "", 0, local->path};
@@ -80,8 +71,9 @@ Status Connection::Hello() {
   hello.min_version = kMinProtocolVersion;
   hello.max_version = kProtocolVersion;
   hello.capabilities = options_.capabilities;
-  // Shared memory is offered only where descriptors can be passed: a Unix socket.
-  if (!options_.shared_memory || channel_->Kind() != "unix" || !resume_token_.empty()) {
+  // Shared memory is offered only where descriptors can be passed: a Unix socket (after a move
+  // too, to a server on this host: new rings; the arena stays the first server's).
+  if (!options_.shared_memory || channel_->Kind() != "unix") {
     hello.capabilities &= ~uint64_t{kCapSharedMemory};
   }
   hello.client_label = options_.label;
@@ -153,8 +145,15 @@ Status Connection::AcceptSharedMemory(uint32_t hello_seq, std::vector<UniqueFd> 
   AppendFrame(out, FrameKind::kHello, CallId::kNone, hello_seq, ack);
   FLYT_RETURN_IF_ERROR(channel_->Write(out));
   if (!region.ok()) return Status::Ok();
-  shm_ = std::move(region).value();
-  arena_ = SharedArena{shm_->arena(), shm_->arena_bytes()};
+  if (shm_ != nullptr) {
+    // After a move: the program's pinned memory lies in the first server's arena, which stays
+    // mapped (and detached: its copies are ordinary ones); only the rings are new.
+    retired_shm_.push_back(std::move(shm_));
+    shm_ = std::move(region).value();
+  } else {
+    shm_ = std::move(region).value();
+    if (resume_token_.empty()) arena_ = SharedArena{shm_->arena(), shm_->arena_bytes()};
+  }
   // fds: the memfd, the server's wake-up eventfd, this client's.
   channel_ = std::make_unique<ShmChannel>(ShmChannel::Side::kClient, shm_, std::move(fds[2]),
                                           std::move(fds[1]), fd_.get());
@@ -187,6 +186,17 @@ bool Connection::HasUnacknowledgedPosts() const {
 size_t Connection::pending_downloads() const {
   MutexLock lock(mu_);
   return landings_.size();
+}
+
+std::optional<uint64_t> Connection::StagedLandingStream(const std::byte* p, uint64_t bytes) const {
+  MutexLock lock(mu_);
+  for (const auto& [seq, landing] : landings_) {
+    if (landing.arena_src == nullptr) continue;
+    if (p < landing.arena_src + landing.dst.size() && landing.arena_src < p + bytes) {
+      return landing.stream;
+    }
+  }
+  return std::nullopt;
 }
 
 // [issue 17: pools]
@@ -345,20 +355,18 @@ template <typename Traits>
 CallReturn<Traits::kId> Connection::Invoke(const typename Traits::Request& request,
                                            DataArg<Traits::kId> data) {
   constexpr CallId kId = Traits::kId;
-  if constexpr (kId == CallId::kMemcpyHtoDShared || kId == CallId::kMemcpyHtoDSharedAsync ||
-                kId == CallId::kMemcpyDtoHShared || kId == CallId::kMemcpyDtoHSharedAsync) {
-    if (arena_detached_.load(std::memory_order_relaxed)) {
-      return ArenaCopyOverSocket<Traits>(request);
-    }
-  }
-  if constexpr (kId == CallId::kMemcpyDtoHStagedAsync) {
-    // Off shared memory now: straight into the program's memory, as an ordinary copy.
-    if (arena_detached_.load(std::memory_order_relaxed)) {
-      return MemcpyDtoHAsync({request.src, request.bytes, request.stream}, data);
-    }
-  }
   MutexLock lock(mu_);
-  CallReturn<kId> result = InvokeLocked<Traits>(request, data);
+  // Under the lock: a move (MigrateLocked, under it too) detaches the arena between calls only.
+  CallReturn<kId> result = [&]() FLYT_REQUIRES(mu_) {
+    if constexpr (kId == CallId::kMemcpyHtoDShared || kId == CallId::kMemcpyHtoDSharedAsync ||
+                  kId == CallId::kMemcpyDtoHShared || kId == CallId::kMemcpyDtoHSharedAsync ||
+                  kId == CallId::kMemcpyDtoHStagedAsync) {
+      if (arena_detached_.load(std::memory_order_relaxed)) {
+        return ArenaCopyOverSocketLocked<Traits>(request, data);
+      }
+    }
+    return InvokeLocked<Traits>(request, data);
+  }();
   if constexpr (Traits::kMode == CallMode::kCall) {
     if (migrate_pending_ && !broken_) MigrateLocked();
   }
@@ -366,24 +374,34 @@ CallReturn<Traits::kId> Connection::Invoke(const typename Traits::Request& reque
 }
 
 template <typename Traits>
-CallReturn<Traits::kId> Connection::ArenaCopyOverSocket(const typename Traits::Request& r) {
+CallReturn<Traits::kId> Connection::ArenaCopyOverSocketLocked(const typename Traits::Request& r,
+                                                              DataArg<Traits::kId> data) {
   constexpr CallId kId = Traits::kId;
-  if (r.offset > arena_.bytes || r.bytes > arena_.bytes - r.offset) {
-    return CudaStatus(CudaError::kInvalidValue, "range not inside the shared arena");
-  }
-  std::byte* host = arena_.base + r.offset;
-  if constexpr (kId == CallId::kMemcpyHtoDShared) {
-    CudaResult<MemcpyHtoDReply> done = MemcpyHtoD({r.dst, r.bytes, r.stream}, {host, r.bytes});
-    if (!done.ok()) return done.status();
-    return MemcpyHtoDSharedReply{};
-  } else if constexpr (kId == CallId::kMemcpyHtoDSharedAsync) {
-    return MemcpyHtoDAsync({r.dst, r.bytes, r.stream}, {host, r.bytes});
-  } else if constexpr (kId == CallId::kMemcpyDtoHShared) {
-    CudaResult<MemcpyDtoHReply> done = MemcpyDtoH({r.src, r.bytes, r.stream}, {host, r.bytes});
-    if (!done.ok()) return done.status();
-    return MemcpyDtoHSharedReply{};
+  if constexpr (kId == CallId::kMemcpyDtoHStagedAsync) {
+    // Straight into the program's memory, as an ordinary copy.
+    return InvokeLocked<CallTraits<CallId::kMemcpyDtoHAsync>>({r.src, r.bytes, r.stream}, data);
   } else {
-    return MemcpyDtoHAsync({r.src, r.bytes, r.stream}, {host, r.bytes});
+    if (r.offset > arena_.bytes || r.bytes > arena_.bytes - r.offset) {
+      return CudaStatus(CudaError::kInvalidValue, "range not inside the shared arena");
+    }
+    std::byte* host = arena_.base + r.offset;
+    if constexpr (kId == CallId::kMemcpyHtoDShared) {
+      CudaResult<MemcpyHtoDReply> done = InvokeLocked<CallTraits<CallId::kMemcpyHtoD>>(
+          {r.dst, r.bytes, r.stream}, {host, r.bytes});
+      if (!done.ok()) return done.status();
+      return MemcpyHtoDSharedReply{};
+    } else if constexpr (kId == CallId::kMemcpyHtoDSharedAsync) {
+      return InvokeLocked<CallTraits<CallId::kMemcpyHtoDAsync>>({r.dst, r.bytes, r.stream},
+                                                                 {host, r.bytes});
+    } else if constexpr (kId == CallId::kMemcpyDtoHShared) {
+      CudaResult<MemcpyDtoHReply> done = InvokeLocked<CallTraits<CallId::kMemcpyDtoH>>(
+          {r.src, r.bytes, r.stream}, {host, r.bytes});
+      if (!done.ok()) return done.status();
+      return MemcpyDtoHSharedReply{};
+    } else {
+      return InvokeLocked<CallTraits<CallId::kMemcpyDtoHAsync>>({r.src, r.bytes, r.stream},
+                                                                 {host, r.bytes});
+    }
   }
 }
 
@@ -403,8 +421,18 @@ void Connection::MigrateLocked() {
     note(true, "stays on " + from + ": " + reply->error);
     return;
   }
-  Result<Endpoint> endpoint = ParseEndpoint(reply->endpoint);
-  Result<UniqueFd> fd = endpoint.ok() ? Connect(*endpoint) : Result<UniqueFd>(endpoint.status());
+  // One endpoint, or (version 8) a list, the first that connects: the new server's Unix socket
+  // when it is on this host, then the address the move was given.
+  Result<UniqueFd> fd = InvalidArgument("no endpoint in the move's answer");
+  std::string_view endpoints = reply->endpoint;
+  while (!endpoints.empty()) {
+    const size_t comma = endpoints.find(',');
+    const std::string_view one = endpoints.substr(0, comma);
+    endpoints = comma == std::string_view::npos ? std::string_view() : endpoints.substr(comma + 1);
+    Result<Endpoint> endpoint = ParseEndpoint(one);
+    fd = endpoint.ok() ? Connect(*endpoint) : Result<UniqueFd>(endpoint.status());
+    if (fd.ok()) break;
+  }
   if (!fd.ok()) {
     (void)Broken(Unavailable("moved to " + reply->endpoint + ", which cannot be reached: " +
                              fd.status().message()));
@@ -429,7 +457,8 @@ void Connection::MigrateLocked() {
                       .count();
   note(false, "moved from " + from + " (client " + std::to_string(old_id) + ") to " +
                   server_.label + " at " + reply->endpoint + " (client " +
-                  std::to_string(server_.client_id) + "), paused " + std::to_string(ms) + " ms");
+                  std::to_string(server_.client_id) + ", over " + std::string(channel_->Kind()) +
+                  "), paused " + std::to_string(ms) + " ms");
 }
 
 template <typename Traits>
@@ -475,6 +504,7 @@ CallReturn<Traits::kId> Connection::InvokeLocked(const typename Traits::Request&
       Landing landing{data.first(request.bytes), 0, nullptr};
       if constexpr (Traits::kId == CallId::kMemcpyDtoHStagedAsync) {
         landing.arena_src = arena_.base + request.offset;  // checked above
+        landing.stream = request.stream;
       }
       landings_[seq] = landing;
     }

@@ -162,6 +162,11 @@ class Connection {
   uint64_t device_generation() const { return device_generation_.load(); }
   // Pending device-to-host copies whose data has not arrived.
   size_t pending_downloads() const;
+  // The stream of a MemcpyDtoHStagedAsync not yet landed whose arena range overlaps
+  // [p, p + bytes), if any: the runtime waits for it before it writes that part of the arena.
+  std::optional<uint64_t> StagedLandingStream(const std::byte* p, uint64_t bytes) const;
+  // The connection left the server whose arena arena() is: copies through it are ordinary ones.
+  bool arena_detached() const { return arena_detached_.load(); }
   // [issue 17: pools] Bytes of those copies not yet arrived: the server holds them in its host
   // memory until a reply carries them (ServerOptions::max_pending_download_bytes, default 1 GiB;
   // past it posted copies fail), so the runtime keeps this under kMaxDownloadBytesInFlight.
@@ -183,7 +188,8 @@ class Connection {
   // A copy through the arena after the connection moved off shared memory: the same copy as an
   // ordinary one, from or into the arena's pages.
   template <typename Traits>
-  CallReturn<Traits::kId> ArenaCopyOverSocket(const typename Traits::Request& request);
+  CallReturn<Traits::kId> ArenaCopyOverSocketLocked(const typename Traits::Request& request,
+                                                    DataArg<Traits::kId> data) FLYT_REQUIRES(mu_);
   // After a kNotice: asks the server to move this client and follows it (see the file comment).
   void MigrateLocked() FLYT_REQUIRES(mu_);
 
@@ -205,12 +211,16 @@ class Connection {
     uint64_t received = 0;
     // A MemcpyDtoHStagedAsync: the bytes arrive in the arena here, not in data frames.
     const std::byte* arena_src = nullptr;
+    uint64_t stream = 0;
   };
 
   const ClientOptions options_;
   UniqueFd fd_;
   std::unique_ptr<Channel> channel_;
   std::shared_ptr<ShmRegion> shm_;
+  // The regions of servers this connection moved away from, kept mapped: the first one's arena
+  // holds the program's pinned memory.
+  std::vector<std::shared_ptr<ShmRegion>> retired_shm_;
   SharedArena arena_;
   std::string transport_note_;
   ServerInfo server_;

@@ -415,6 +415,17 @@ void ClientConnection::NoteAsyncError(const FrameHeader& header, const CudaStatu
   async_error_ = std::move(rs);
 }
 
+CudaStatus ClientConnection::RoomForDownload(Io& io) const {
+  if (downloads_.size() < kMaxDownloads) return CudaStatus::Ok();
+  if (downloads_.size() >= 2 * kMaxDownloads) {
+    io.protocol = InvalidArgument("more than " + std::to_string(2 * kMaxDownloads) +
+                                  " device-to-host copies posted with no call to take them");
+  }
+  return Error(CudaError::kMemoryAllocation,
+               std::to_string(kMaxDownloads) +
+                   " device-to-host copies in flight; synchronise before posting more");
+}
+
 Status ClientConnection::DeliverFinishedDownloads() {
   for (auto it = downloads_.begin(); it != downloads_.end();) {
     Download& d = *it;

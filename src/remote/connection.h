@@ -93,6 +93,10 @@ class ClientConnection {
   static constexpr size_t kMaxModules = 1 << 12;
   static constexpr size_t kMaxFunctions = 1 << 20;
   static constexpr uint64_t kMaxModuleBytes = 1ull << 30;
+  // Device-to-host copies in flight whose data or word has not gone out: past kMaxDownloads a
+  // new one is refused (and abandoned); past twice that, a client that posts on regardless
+  // without a call that would take them is closed.
+  static constexpr size_t kMaxDownloads = 1 << 16;
 
   struct Io {
     FrameHeader header;
@@ -117,6 +121,8 @@ class ClientConnection {
   // A device-to-host copy whose data goes out before a later reply.
   // kInArena: the bytes are in the client's arena already (MemcpyDtoHStagedAsync); only the
   // word that they landed goes out.
+  // Whether one more download may be queued (see kMaxDownloads).
+  CudaStatus RoomForDownload(Io& io) const;
   struct Download {
     uint32_t seq = 0;
     CallId call = CallId::kMemcpyDtoHAsync;
@@ -213,6 +219,8 @@ class ClientConnection {
   Server& server_;
   ReceivedHello hello_;
   std::shared_ptr<ShmOffer> shm_offer_;
+  // The offer was made by this process (a client that moved here, Claim), not the supervisor.
+  bool shm_made_here_ = false;
   std::shared_ptr<ShmRegion> shm_;  // mapped once the client took the offer
   bool idle_closed_ = false;
   // Set in a process that takes a connection over after its previous process could not reset
@@ -368,6 +376,7 @@ class ClientConnection {
     std::string token;
     uint64_t new_client_id = 0;
     uint64_t bytes = 0;
+    std::string local_path;  // the new server's Unix socket when it is on this host, else ""
   };
   CudaResult<MoveResult> MoveTo(const MigrationOrder& order);
   // Why this client cannot be moved now ("" when it can).

@@ -67,7 +67,8 @@ CudaResult<DeviceResetReply> ClientConnection::Handle(const DeviceResetRequest&,
   // per client, a fresh process goes on with the connection. Only when nothing of the client's
   // stream is buffered here unread (it would be lost with this process).
   if (!reset.ok() && IsStickyCudaError(reset.code()) &&
-      server_.isolation() == Isolation::kProcess && channel_->buffered() == 0) {
+      server_.isolation() == Isolation::kProcess && channel_->buffered() == 0 &&
+      !shm_made_here_) {
     Respawn(io.header.seq);
   }
   FLYT_CUDA_RETURN_IF_ERROR(reset);

@@ -127,6 +127,7 @@ CudaResult<MemcpyDtoHAsyncReply> ClientConnection::Handle(const MemcpyDtoHAsyncR
   };
   // Nothing to deliver, and the client waits for nothing (it keeps no landing for 0 bytes).
   if (r.bytes == 0) return MemcpyDtoHAsyncReply{};
+  if (CudaStatus room = RoomForDownload(io); !room.ok()) return fail(room);
   CudaResult<StreamHandle> stream = ResolveStream(r.stream);
   if (!stream.ok()) return fail(stream.status());
   if (CudaStatus s = CheckRange(r.src, r.bytes, "source"); !s.ok()) return fail(s);

@@ -5,7 +5,6 @@
 #include <fcntl.h>
 
 #include <cstring>
-#include <fstream>
 #include <spdlog/spdlog.h>
 
 #include "remote/connection.h"
@@ -118,6 +117,7 @@ CudaResult<MemcpyDtoHStagedAsyncReply> ClientConnection::Handle(
     downloads_.push_back(std::move(d));
     return status;
   };
+  if (CudaStatus room = RoomForDownload(io); !room.ok()) return fail(room);
   CudaResult<StreamHandle> stream = ResolveStream(r.stream);
   if (!stream.ok()) return fail(stream.status());
   MemcpyDtoHSharedAsyncRequest copy{r.offset, r.src, r.bytes, r.stream};
@@ -153,8 +153,7 @@ CudaResult<LocalEndpointReply> ClientConnection::Handle(const LocalEndpointReque
     }
   }
   if (path.empty() || !server_.options_.shared_memory) return reply;
-  std::ifstream in("/proc/sys/kernel/random/boot_id");
-  std::getline(in, reply.boot_id);
+  reply.boot_id = HostBootId();
   reply.path = path;
   return reply;
 }

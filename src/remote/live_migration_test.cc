@@ -72,12 +72,13 @@ class LiveMigrationTest : public ::testing::TestWithParam<Isolation> {
 
   std::string EndpointOf(const TestServer& s) { return s.server->endpoints()[0].ToString(); }
 
-  std::unique_ptr<Connection> Open(const TestServer& s, uint64_t capabilities = kAllCapabilities) {
+  std::unique_ptr<Connection> Open(const TestServer& s, uint64_t capabilities = kAllCapabilities,
+                                   bool shared_memory = false) {
     ClientOptions options;
     options.label = "live_migration_test";
     options.pid = static_cast<uint32_t>(::getpid());
     options.capabilities = capabilities;
-    options.shared_memory = false;
+    options.shared_memory = shared_memory;
     options.note = [this](bool failed, const std::string& line) {
       notes_.push_back((failed ? "failed: " : "") + line);
     };
@@ -86,12 +87,13 @@ class LiveMigrationTest : public ::testing::TestWithParam<Isolation> {
     return conn.ok() ? std::move(conn).value() : nullptr;
   }
 
-  // Asks server `from` to move `client` to `to`, in the background (the answer comes once the
-  // client has made a call).
+  // Asks server `from` to move `client` to `to` (its Unix socket, or `to_endpoint`), in the
+  // background (the answer comes once the client has made a call).
   std::future<Result<MigrateClientReply>> Ask(const TestServer& from, uint64_t client,
-                                              const TestServer& to, uint32_t timeout_ms = 20'000) {
+                                              const TestServer& to, uint32_t timeout_ms = 20'000,
+                                              std::string to_endpoint = "") {
     Endpoint endpoint = from.server->endpoints()[0];
-    std::string target = EndpointOf(to);
+    std::string target = to_endpoint.empty() ? EndpointOf(to) : to_endpoint;
     return std::async(std::launch::async, [=] {
       return RequestMigration(endpoint, "", client, target, "", timeout_ms);
     });
@@ -242,6 +244,47 @@ TEST_P(LiveMigrationTest, AClientMovesWithItsStateAtTheSameDeviceAddresses) {
   };
   EXPECT_EQ(launches(a_.log), 1);
   EXPECT_EQ(launches(b_.log), 1);  // the kernel launch after the move (graph launches are not logged per kernel)
+}
+
+// A client on shared memory, moved to a server on this host given by its TCP address: it goes
+// there over that server's Unix socket and is on shared memory again (new rings); its pinned
+// memory stays where it was (the first server's arena, still mapped), its copies work.
+TEST_P(LiveMigrationTest, AClientOnSharedMemoryIsOnSharedMemoryAgainAfterAMoveOnThisHost) {
+  auto conn = Open(a_, kAllCapabilities, /*shared_memory=*/true);
+  ASSERT_TRUE(conn);
+  ASSERT_EQ(conn->transport(), "shm");
+  SharedArena arena = conn->arena();
+  constexpr uint64_t kBytes = 1 << 20;
+  auto dev = conn->Malloc({kBytes});
+  ASSERT_TRUE(dev.ok());
+  for (uint64_t i = 0; i < kBytes; ++i) arena.base[i] = static_cast<std::byte>(i * 7);
+  ASSERT_TRUE(conn->MemcpyHtoDShared({dev->ptr, 0, kBytes, 0}).ok());
+  const std::string b_tcp = b_.server->endpoints()[1].ToString();
+  auto answer = Ask(a_, conn->server().client_id, b_, 20'000, b_tcp);
+  CallUntil(*conn, answer);
+  Result<MigrateClientReply> reply = answer.get();
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  ASSERT_EQ(reply->outcome, "moved") << reply->message;
+  ASSERT_TRUE(conn->MemGetInfo({}).ok());
+  EXPECT_EQ(conn->server().label, "server-b");
+  EXPECT_EQ(conn->transport(), "shm");
+  ASSERT_FALSE(notes_.empty());
+  EXPECT_NE(notes_.back().find("over shm"), std::string::npos) << notes_.back();
+  EXPECT_NE(notes_.back().find(b_tcp), std::string::npos) << notes_.back();
+  // The pinned memory of the first arena: its copies are ordinary ones now, and exact.
+  EXPECT_EQ(conn->arena().base, arena.base);
+  ASSERT_TRUE(conn->MemcpyDtoHShared({2 * kBytes, dev->ptr, kBytes, 0}).ok());
+  EXPECT_EQ(std::memcmp(arena.base + 2 * kBytes, arena.base, kBytes), 0);
+  Result<ServerStats> stats = FetchStats(b_.server->endpoints()[0]);
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  bool seen = false;
+  for (const ClientTransport& t : stats->transports) {
+    if (t.client_id == conn->server().client_id) {
+      seen = true;
+      EXPECT_EQ(t.transport, "shm");
+    }
+  }
+  EXPECT_TRUE(seen);
 }
 
 TEST_P(LiveMigrationTest, AMoveThatCannotBeMadeLeavesTheClientWhereItWas) {

@@ -277,9 +277,17 @@ CudaResult<ClientConnection::MoveResult> ClientConnection::MoveTo(const Migratio
       }
     }
   }
+  // Where a client on this host can reach the new server over its Unix socket (and so over
+  // shared memory again): asked before ImportFinish, after which the link is not read.
+  std::string local_path;
+  if (CudaResult<LocalEndpointReply> local = link.LocalEndpoint({});
+      local.ok() && !local->path.empty() && !local->boot_id.empty() &&
+      local->boot_id == HostBootId()) {
+    local_path = local->path;
+  }
   CudaResult<ImportFinishReply> finished = link.ImportFinish({});
   FLYT_CUDA_RETURN_IF_ERROR(check(finished.status(), "finishing the move"));
-  return MoveResult{finished->token, link.server().client_id, moved};
+  return MoveResult{finished->token, link.server().client_id, moved, local_path};
 }
 
 CudaResult<MigrateReply> ClientConnection::Handle(const MigrateRequest&, Io&) {
@@ -307,7 +315,14 @@ CudaResult<MigrateReply> ClientConnection::Handle(const MigrateRequest&, Io&) {
               std::to_string(moved->bytes >> 20) + " MiB of device memory in " +
               std::to_string(outcome.pause_us / 1000) + " ms";
   ClientRegistry::FinishMigration(slot_, outcome);
-  return MigrateReply{order->endpoint, moved->token, ""};
+  // A client on this host (over shared memory or the Unix socket) that understands a list
+  // (version 8) is told the new server's Unix socket first, then the address it was given.
+  std::string endpoint = order->endpoint;
+  const std::string_view kind = channel_->Kind();
+  if (!moved->local_path.empty() && client_version_ >= 8 && (kind == "shm" || kind == "unix")) {
+    endpoint = "unix:" + moved->local_path + "," + order->endpoint;
+  }
+  return MigrateReply{endpoint, moved->token, ""};
 }
 
 // ---- taking a client in ----------------------------------------------------------------------
@@ -434,6 +449,18 @@ Status ClientConnection::Claim(UniqueFd fd, uint32_t seq, const HelloRequest& he
   claimed_fd_ = std::move(fd);
   fd_ = claimed_fd_.get();
   channel_ = std::make_unique<SocketChannel>(fd_);
+  // A client on this host that asks for shared memory gets it here too: made by this process,
+  // not the supervisor, so no fresh process can take the connection over after a failed reset
+  // (shm_made_here_).
+  if (server_.options_.shared_memory && (hello.capabilities & kCapSharedMemory) != 0 &&
+      reply.version >= 5) {
+    shm_offer_ = MakeShmOffer(fd_, server_.options_.shm_layout, id_);
+    if (shm_offer_ != nullptr) {
+      reply.capabilities |= kCapSharedMemory;
+      shm_made_here_ = true;
+    }
+  }
+  hello_.seq = seq;  // the ShmAck answers this hello
   importing_ = false;
   client_version_ = reply.version;
   client_caps_ = reply.capabilities;
@@ -447,7 +474,7 @@ Status ClientConnection::Claim(UniqueFd fd, uint32_t seq, const HelloRequest& he
   handoff_.Reset();  // no other hello gets through to this connection
   Bytes out;
   AppendFrame(out, FrameKind::kHelloReply, CallId::kNone, seq, reply);
-  FLYT_RETURN_IF_ERROR(channel_->Write(out));
+  FLYT_RETURN_IF_ERROR(SendHelloReply(out, (reply.capabilities & kCapSharedMemory) != 0));
   spdlog::info("{}: took over {} (pid {}), moved here from another server", Tag(), label_, pid_);
   return Status::Ok();
 }

@@ -121,6 +121,14 @@ std::string PeerOf(int fd) {
   return "unknown peer";
 }
 
+void SetBlocking(int fd, bool blocking) {
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0) return;
+  ::fcntl(fd, F_SETFL, blocking ? (flags & ~O_NONBLOCK) : (flags | O_NONBLOCK));
+}
+
+}  // namespace
+
 // Shared memory for a client that asked for it (kCapSharedMemory): only over a Unix socket whose
 // peer the kernel names (SO_PEERCRED), since the memfd travels with SCM_RIGHTS. Null, with a
 // debug line, when the client cannot have it: it is then served over its socket.
@@ -149,14 +157,6 @@ std::shared_ptr<ShmOffer> MakeShmOffer(int fd, const ShmLayout& layout, uint64_t
   offer->peer_uid = static_cast<uint32_t>(cred.uid);
   return offer;
 }
-
-void SetBlocking(int fd, bool blocking) {
-  int flags = ::fcntl(fd, F_GETFL);
-  if (flags < 0) return;
-  ::fcntl(fd, F_SETFL, blocking ? (flags & ~O_NONBLOCK) : (flags | O_NONBLOCK));
-}
-
-}  // namespace
 
 void Server::AcceptLoop() {
   std::vector<pollfd> fds;

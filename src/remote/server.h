@@ -123,6 +123,10 @@ struct ShmOffer {
   uint32_t peer_pid = 0;  // SO_PEERCRED
   uint32_t peer_uid = 0;
 };
+// Shared memory for a client that asked for it (kCapSharedMemory): only over a Unix socket whose
+// peer the kernel names (SO_PEERCRED), since the memfd travels with SCM_RIGHTS. Null, with a
+// log line, when the client cannot have it: it is then served over its socket.
+std::shared_ptr<ShmOffer> MakeShmOffer(int fd, const ShmLayout& layout, uint64_t id);
 
 // A client's hello as the supervisor received it, complete and decoded: handed to the thread or
 // process that serves the client, which answers it.

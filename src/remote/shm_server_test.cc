@@ -187,6 +187,35 @@ TEST_P(ShmServerTest, StagedDownloadsLandInTheProgramsMemoryAtTheNextReply) {
   EXPECT_FALSE(conn->broken());
 }
 
+// Staged copies posted without a call to take them are bounded: past kMaxDownloads they are
+// refused (and abandoned, so that nothing waits); a client that posts on past twice that is
+// closed, and the server goes on serving others.
+TEST_P(ShmServerTest, StagedCopiesInFlightAreBounded) {
+  auto conn = Open();
+  ASSERT_TRUE(conn);
+  auto dev = conn->Malloc({4096});
+  ASSERT_TRUE(dev.ok());
+  std::vector<std::byte> sink(1);
+  const size_t limit = size_t{1} << 16;
+  for (size_t i = 0; i < limit + 100; ++i) {
+    ASSERT_TRUE(conn->MemcpyDtoHStagedAsync({0, dev->ptr, 1, 0}, sink).ok());
+  }
+  EXPECT_TRUE(conn->Sync({}).ok());
+  std::optional<AsyncError> error = conn->TakeAsyncError();
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(error->status.code(), CudaError::kMemoryAllocation);
+  EXPECT_NE(error->status.message().find("synchronise before posting more"), std::string::npos)
+      << error->status.message();
+  EXPECT_EQ(conn->pending_downloads(), 0u);
+  EXPECT_FALSE(conn->broken());
+  for (size_t i = 0; i < 2 * limit + 1; ++i) {
+    if (!conn->MemcpyDtoHStagedAsync({0, dev->ptr, 1, 0}, sink).ok()) break;
+  }
+  EXPECT_FALSE(conn->Sync({}).ok());
+  EXPECT_TRUE(conn->broken());
+  ExpectOthersServed();
+}
+
 // A hostile client on its socket (no arena) posts a staged copy: refused, abandoned so that no
 // client would wait, and the server goes on serving it and others.
 TEST_P(ShmServerTest, StagedCopyWithoutAnArenaIsAbandoned) {

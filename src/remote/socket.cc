@@ -14,6 +14,7 @@
 #include <charconv>
 #include <climits>
 #include <cstring>
+#include <fstream>
 #include <memory>
 
 #include "common/strings.h"
@@ -70,6 +71,13 @@ Result<AddrInfoPtr> Resolve(const Endpoint& endpoint, bool passive) {
 std::string Endpoint::ToString() const {
   if (kind == Kind::kUnix) return "unix:" + path;
   return FormatHostPort(host, port);
+}
+
+std::string HostBootId() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return id;
 }
 
 Result<Endpoint> ParseEndpoint(std::string_view text) {

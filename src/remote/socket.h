@@ -33,6 +33,9 @@ struct Endpoint {
 };
 
 [[nodiscard]] Result<Endpoint> ParseEndpoint(std::string_view text);
+// This host's boot id (/proc/sys/kernel/random/boot_id): the same for every container and
+// VM-less namespace of one running kernel, so equal ids mean one host ("" when unreadable).
+std::string HostBootId();
 
 // Connects (blocking). TCP tries every address the name resolves to.
 [[nodiscard]] Result<UniqueFd> Connect(const Endpoint& endpoint);

@@ -69,20 +69,19 @@ cudaError_t StagedUpload(Runtime& rt, remote::Connection& c, void* dst, const vo
                          size_t count, const Runtime::Staged& staged, uint64_t stream,
                          bool async) {
   constexpr size_t kPiece = 4 << 20;
-  for (size_t off = 0; off < count; off += kPiece) {
+  CudaStatus s = CudaStatus::Ok();
+  for (size_t off = 0; off < count && s.ok(); off += kPiece) {
     const size_t n = std::min(kPiece, count - off);
+    const bool last = off + n == count;
     std::memcpy(staged.arena + off, static_cast<const std::byte*>(src) + off, n);
-    const remote::MemcpyHtoDSharedRequest piece{Address(dst) + off, staged.offset + off, n,
-                                                stream};
-    if (off + n == count && !async) return rt.FinishSync(c.MemcpyHtoDShared(piece).status());
-    cudaError_t posted = rt.Finish(
-        c.MemcpyHtoDSharedAsync({piece.dst, piece.offset, piece.bytes, piece.stream}));
-    if (posted != cudaSuccess) return posted;
-    if (off + n < count) {
-      if (cudaError_t sent = rt.Finish(c.Flush()); sent != cudaSuccess) return sent;
+    if (last && !async) {
+      s = c.MemcpyHtoDShared({Address(dst) + off, staged.offset + off, n, stream}).status();
+    } else {
+      s = c.MemcpyHtoDSharedAsync({Address(dst) + off, staged.offset + off, n, stream});
+      if (s.ok() && !last) s = c.Flush();
     }
   }
-  return cudaSuccess;
+  return async ? rt.Finish(s) : rt.FinishSync(s);
 }
 
 // A synchronous device-to-host copy into cudaHostRegister'd memory through the range's copy in
@@ -95,20 +94,20 @@ cudaError_t StagedDownload(Runtime& rt, remote::Connection& c, void* dst, const 
   auto* out = static_cast<std::byte*>(dst);
   size_t ready = std::min(kPiece, count);  // [done, ready) is in the arena, not yet copied on
   size_t done = 0;
-  cudaError_t e =
-      rt.FinishSync(c.MemcpyDtoHShared({staged.offset, Address(src), ready, stream}).status());
-  while (e == cudaSuccess && ready < count) {
+  // Each call's own outcome drives the loop; an earlier posted call's error comes with the end.
+  CudaStatus s = c.MemcpyDtoHShared({staged.offset, Address(src), ready, stream}).status();
+  while (s.ok() && ready < count) {
     const size_t n = std::min(kPiece, count - ready);
-    e = rt.Finish(c.MemcpyDtoHSharedAsync({staged.offset + ready, Address(src) + ready, n, stream}));
-    if (e == cudaSuccess) e = rt.Finish(c.Flush());
-    if (e != cudaSuccess) break;
+    s = c.MemcpyDtoHSharedAsync({staged.offset + ready, Address(src) + ready, n, stream});
+    if (s.ok()) s = c.Flush();
+    if (!s.ok()) break;
     std::memcpy(out + done, staged.arena + done, ready - done);
     done = ready;
-    e = rt.FinishSync(c.StreamSynchronize({stream}).status());
+    s = c.StreamSynchronize({stream}).status();
     ready += n;
   }
-  if (e == cudaSuccess) std::memcpy(out + done, staged.arena + done, ready - done);
-  return e;
+  if (s.ok()) std::memcpy(out + done, staged.arena + done, ready - done);
+  return rt.FinishSync(s);
 }
 
 // One copy. `async`: cudaMemcpyAsync semantics; otherwise cudaMemcpy's (host-to-device and
@@ -178,7 +177,7 @@ cudaError_t Copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
       // that says when (protocol version 8).
       if (!async || c.server().version >= remote::MinProtocolVersionOf(
                                               remote::CallId::kMemcpyDtoHStagedAsync)) {
-        if (std::optional<Runtime::Staged> staged = rt.StageOut(dst, count, async)) {
+        if (std::optional<Runtime::Staged> staged = rt.StageOut(c, dst, count, async)) {
           if (async) {
             return rt.Finish(
                 c.MemcpyDtoHStagedAsync({staged->offset, Address(src), count, *id}, out));

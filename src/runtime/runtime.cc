@@ -721,7 +721,7 @@ bool Runtime::RegisterHost(void* ptr, size_t bytes, unsigned flags) {
   MutexLock lock(arena_mu_);
   if (arena_blocks_ && !arena_.Contains(ptr, 1)) {
     if (std::optional<uint64_t> offset = arena_blocks_->Allocate(bytes)) {
-      staging_[address] = StagingCopy{address, bytes, *offset, false, false};
+      staging_[address] = StagingCopy{address, bytes, *offset, false};
     }
   }
   return true;
@@ -746,7 +746,8 @@ bool Runtime::UnregisterHost(void* ptr) {
   // Async copies may still read or write the arena copy: its block is handed out again only
   // once the device is done with them (and what was landing has landed).
   if (remote::Connection* conn = conn_.load(); conn != nullptr && copy->async) {
-    (void)conn->DeviceSynchronize({});
+    // Not knowing that the device is done with it (the connection broke), the block stays out.
+    if (!conn->DeviceSynchronize({}).ok()) return true;
   }
   MutexLock lock(arena_mu_);
   if (arena_blocks_) arena_blocks_->Free(copy->offset);
@@ -764,35 +765,39 @@ Runtime::StagingCopy* Runtime::FindStagingLocked(uint64_t address, size_t bytes)
 
 std::optional<Runtime::Staged> Runtime::StageIn(remote::Connection& conn, const void* src,
                                                 size_t bytes, bool async) {
+  if (conn.arena_detached()) return std::nullopt;  // moved: ordinary copies are as good
   const auto address = reinterpret_cast<uint64_t>(src);
-  bool landing = false;
+  std::optional<Staged> staged;
   {
     MutexLock lock(arena_mu_);
     StagingCopy* copy = FindStagingLocked(address, bytes);
     if (copy == nullptr) return std::nullopt;
-    landing = copy->landing;
+    copy->async = copy->async || async;
+    const uint64_t offset = copy->offset + (address - copy->base);
+    staged = Staged{offset, arena_.base + offset};
   }
-  // A device-to-host copy into the range, ordered before this one, may still land in the arena
-  // copy: CUDA's copy would read what it brought, so it lands first, then the bytes go in.
-  if (landing && conn.pending_downloads() > 0 && !conn.DeviceSynchronize({}).ok()) {
-    return std::nullopt;  // over the rings instead; the error shows there
+  // A device-to-host copy into this part of the range, ordered before this one, may still land
+  // in the arena copy: CUDA's copy would read what it brought, so it lands first (its stream
+  // done, whose reply brings the word), then the caller copies the bytes in.
+  if (std::optional<uint64_t> stream = conn.StagedLandingStream(staged->arena, bytes)) {
+    bool landed = conn.StreamSynchronize({*stream}).ok();
+    // Another stream's copy into the same part, or a stream gone meanwhile: the whole device.
+    if (!landed || conn.StagedLandingStream(staged->arena, bytes)) {
+      landed = conn.DeviceSynchronize({}).ok();
+    }
+    if (!landed) return std::nullopt;  // over the rings instead; the error shows there
   }
-  MutexLock lock(arena_mu_);
-  StagingCopy* copy = FindStagingLocked(address, bytes);
-  if (copy == nullptr) return std::nullopt;  // unregistered meanwhile
-  if (landing && conn.pending_downloads() == 0) copy->landing = false;
-  copy->async = copy->async || async;
-  const uint64_t offset = copy->offset + (address - copy->base);
-  return Staged{offset, arena_.base + offset};
+  return staged;
 }
 
-std::optional<Runtime::Staged> Runtime::StageOut(void* dst, size_t bytes, bool async) {
+std::optional<Runtime::Staged> Runtime::StageOut(remote::Connection& conn, void* dst,
+                                                 size_t bytes, bool async) {
+  if (conn.arena_detached()) return std::nullopt;
   const auto address = reinterpret_cast<uint64_t>(dst);
   MutexLock lock(arena_mu_);
   StagingCopy* copy = FindStagingLocked(address, bytes);
   if (copy == nullptr) return std::nullopt;
   copy->async = copy->async || async;
-  copy->landing = copy->landing || async;
   const uint64_t offset = copy->offset + (address - copy->base);
   return Staged{offset, arena_.base + offset};
 }

@@ -212,8 +212,8 @@ class Runtime {
   // cudaHostRegister'd memory is staged through the arena when the arena had room for a copy of
   // the range at registration (the server copies from and into shared pages, by DMA on a GPU).
   // StageIn: where [src, src + bytes)'s copy in the arena is, for the caller to copy the bytes
-  // into (after a device-to-host copy still landing in that copy has landed); nullopt when the
-  // range has no copy there. StageOut: where a device-to-host copy into [dst, dst + bytes) lands
+  // into (after a device-to-host copy still landing in that part has landed); nullopt when the
+  // range has no copy there, or the connection moved off the arena's server. StageOut: where a device-to-host copy into [dst, dst + bytes) lands
   // first; the caller copies it on (at once, or when the connection says it landed).
   struct Staged {
     uint64_t offset = 0;
@@ -221,7 +221,7 @@ class Runtime {
   };
   std::optional<Staged> StageIn(remote::Connection& conn, const void* src, size_t bytes,
                                 bool async);
-  std::optional<Staged> StageOut(void* dst, size_t bytes, bool async);
+  std::optional<Staged> StageOut(remote::Connection& conn, void* dst, size_t bytes, bool async);
 
   // Device flags and limits kept locally (cudaSetDeviceFlags, cudaDeviceSetLimit...).
   std::atomic<unsigned> device_flags{0};
@@ -398,14 +398,13 @@ class Runtime {
   remote::SharedArena arena_ FLYT_GUARDED_BY(arena_mu_);
   std::optional<remote::ArenaAllocator> arena_blocks_ FLYT_GUARDED_BY(arena_mu_);
   // The arena copies of cudaHostRegister'd ranges, by the range's base address. `async`: an async
-  // copy used it (its unregistration waits for the device first); `landing`: an async
-  // device-to-host copy into it may not have landed yet.
+  // copy used it (its unregistration waits for the device first). Which async device-to-host
+  // copies into it have yet to land, the connection knows (StagedLandingStream).
   struct StagingCopy {
     uint64_t base = 0;
     uint64_t bytes = 0;
     uint64_t offset = 0;
     bool async = false;
-    bool landing = false;
   };
   std::map<uint64_t, StagingCopy> staging_ FLYT_GUARDED_BY(arena_mu_);
   // The staging copy holding [address, address + bytes), or null.

@@ -79,6 +79,8 @@ go moved
 check "the program passes byte-exact after the move" grep -q "^PASS" "$tmp/moved.out"
 check "it exited 0" test "$(rc_of moved)" = 0
 check "the runtime said where it moved" grep -q "moved from .* to .*$b_tcp" "$tmp/moved.out"
+check "it went over b's Unix socket and is on shared memory again" \
+  grep -q "moved from .* at unix:.*,$b_tcp .*over shm), paused" "$tmp/moved.out"
 check "server a ran the phase-1 launches" test "$a_before" -ge 4
 check "server a ran none after the move" test "$(launches a)" = "$a_before"
 check "server b ran the later launches" test "$(launches b)" -ge 4
