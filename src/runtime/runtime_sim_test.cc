@@ -24,26 +24,51 @@ namespace {
 
 constexpr int kMultiProcessorCount = 16;  // cudaDevAttrMultiProcessorCount
 
+// An in-process sim server on a Unix socket in a directory of its own, named to the runtime by
+// FLYT_SERVER (FLYT_SHM as `shm` says), and flyt's libcudart loaded as a program loads it. One
+// per test process: the library keeps its connection for the process's life.
+class RuntimeAgainstServer {
+ public:
+  RuntimeAgainstServer(bool shm, uint64_t arena_bytes = ShmLayout{}.arena_bytes)
+      : dir_(std::filesystem::temp_directory_path() /
+             ("flyt-runtime-sim-test-" + std::to_string(::getpid()))) {
+    std::filesystem::create_directories(dir_);
+    ServerOptions options;
+    options.listen.push_back(*ParseEndpoint("unix:" + (dir_ / "s.sock").string()));
+    options.shm_layout.arena_bytes = arena_bytes;
+    server_ = std::make_unique<Server>(*backend_, options);
+    started_ = server_->Start().ok();
+    ::setenv("FLYT_SERVER", server_->endpoints()[0].ToString().c_str(), 1);
+    ::setenv("FLYT_SHM", shm ? "1" : "0", 1);
+    lib_ = ::dlopen(FLYT_CUDART_PATH, RTLD_NOW | RTLD_LOCAL);
+  }
+  ~RuntimeAgainstServer() {
+    server_->Stop();
+    std::filesystem::remove_all(dir_);
+  }
+  bool ready() const { return started_ && lib_ != nullptr; }
+  Server& server() { return *server_; }
+  template <typename F>
+  F* Sym(const char* name) {
+    return reinterpret_cast<F*>(::dlsym(lib_, name));
+  }
+
+ private:
+  std::filesystem::path dir_;
+  std::unique_ptr<Backend> backend_ = MakeSimBackend();
+  std::unique_ptr<Server> server_;
+  bool started_ = false;
+  void* lib_ = nullptr;
+};
+
 // The runtime caches device facts; after a resize the server tells it (a kNotice with the reply
 // of the call at which the client applied the new share), and the next query asks again.
 TEST(RuntimeSim, ADeviceQueryAfterAResizeShowsTheNewShare) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("flyt-runtime-sim-test-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  ServerOptions options;
-  options.listen.push_back(*ParseEndpoint("unix:" + (dir / "s.sock").string()));
-  std::unique_ptr<Backend> backend = MakeSimBackend();
-  Server server(*backend, options);
-  ASSERT_TRUE(server.Start().ok());
-  ::setenv("FLYT_SERVER", server.endpoints()[0].ToString().c_str(), 1);
-  ::setenv("FLYT_SHM", "0", 1);
-
-  void* lib = ::dlopen(FLYT_CUDART_PATH, RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(lib, nullptr) << ::dlerror();
-  using GetAttribute = int (*)(int*, int, int);
-  using Synchronize = int (*)();
-  auto get = reinterpret_cast<GetAttribute>(::dlsym(lib, "cudaDeviceGetAttribute"));
-  auto sync = reinterpret_cast<Synchronize>(::dlsym(lib, "cudaDeviceSynchronize"));
+  RuntimeAgainstServer rt(/*shm=*/false);
+  ASSERT_TRUE(rt.ready()) << ::dlerror();
+  Server& server = rt.server();
+  auto get = rt.Sym<int(int*, int, int)>("cudaDeviceGetAttribute");
+  auto sync = rt.Sym<int()>("cudaDeviceSynchronize");
   ASSERT_TRUE(get != nullptr && sync != nullptr);
 
   int sms = 0;
@@ -60,9 +85,6 @@ TEST(RuntimeSim, ADeviceQueryAfterAResizeShowsTheNewShare) {
   ASSERT_EQ(outcome->clients_applied, 1u) << outcome->message;
   ASSERT_EQ(get(&sms, kMultiProcessorCount, 0), 0);
   EXPECT_EQ(sms, 40);
-
-  server.Stop();
-  std::filesystem::remove_all(dir);
 }
 
 // The arena bytes of this process's client in the server's stats.
@@ -82,32 +104,19 @@ uint64_t ArenaCopyBytes(const Server& server) {
 // device-to-host copy into the range is followed on the stream by a copy out of it; a range the
 // arena has no room for, and one unregistered again, go the ordinary way and stay exact.
 TEST(RuntimeSim, RegisteredHostMemoryIsStagedThroughTheArena) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("flyt-runtime-sim-test-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  ServerOptions options;
-  options.listen.push_back(*ParseEndpoint("unix:" + (dir / "s.sock").string()));
-  options.shm_layout.arena_bytes = 16 << 20;
-  std::unique_ptr<Backend> backend = MakeSimBackend();
-  Server server(*backend, options);
-  ASSERT_TRUE(server.Start().ok());
-  ::setenv("FLYT_SERVER", server.endpoints()[0].ToString().c_str(), 1);
-  ::setenv("FLYT_SHM", "1", 1);
-
-  void* lib = ::dlopen(FLYT_CUDART_PATH, RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(lib, nullptr) << ::dlerror();
-  auto sym = [&](const char* name) { return ::dlsym(lib, name); };
-  auto malloc_ = reinterpret_cast<int (*)(void**, size_t)>(sym("cudaMalloc"));
-  auto reg = reinterpret_cast<int (*)(void*, size_t, unsigned)>(sym("cudaHostRegister"));
-  auto unreg = reinterpret_cast<int (*)(void*)>(sym("cudaHostUnregister"));
-  auto copy = reinterpret_cast<int (*)(void*, const void*, size_t, int)>(sym("cudaMemcpy"));
-  auto copy_async =
-      reinterpret_cast<int (*)(void*, const void*, size_t, int, void*)>(sym("cudaMemcpyAsync"));
-  auto stream_create = reinterpret_cast<int (*)(void**)>(sym("cudaStreamCreate"));
-  auto stream_sync = reinterpret_cast<int (*)(void*)>(sym("cudaStreamSynchronize"));
-  auto event_create = reinterpret_cast<int (*)(void**)>(sym("cudaEventCreate"));
-  auto event_record = reinterpret_cast<int (*)(void*, void*)>(sym("cudaEventRecord"));
-  auto event_sync = reinterpret_cast<int (*)(void*)>(sym("cudaEventSynchronize"));
+  RuntimeAgainstServer rt(/*shm=*/true, /*arena_bytes=*/16 << 20);
+  ASSERT_TRUE(rt.ready()) << ::dlerror();
+  Server& server = rt.server();
+  auto malloc_ = rt.Sym<int(void**, size_t)>("cudaMalloc");
+  auto reg = rt.Sym<int(void*, size_t, unsigned)>("cudaHostRegister");
+  auto unreg = rt.Sym<int(void*)>("cudaHostUnregister");
+  auto copy = rt.Sym<int(void*, const void*, size_t, int)>("cudaMemcpy");
+  auto copy_async = rt.Sym<int(void*, const void*, size_t, int, void*)>("cudaMemcpyAsync");
+  auto stream_create = rt.Sym<int(void**)>("cudaStreamCreate");
+  auto stream_sync = rt.Sym<int(void*)>("cudaStreamSynchronize");
+  auto event_create = rt.Sym<int(void**)>("cudaEventCreate");
+  auto event_record = rt.Sym<int(void*, void*)>("cudaEventRecord");
+  auto event_sync = rt.Sym<int(void*)>("cudaEventSynchronize");
   ASSERT_TRUE(malloc_ && reg && unreg && copy && copy_async && stream_create && stream_sync &&
               event_create && event_record && event_sync);
   constexpr int kHtoD = 1, kDtoH = 2;
@@ -190,8 +199,6 @@ TEST(RuntimeSim, RegisteredHostMemoryIsStagedThroughTheArena) {
   std::free(a);
   std::free(b);
   std::free(large);
-  server.Stop();
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
