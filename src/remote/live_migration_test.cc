@@ -287,6 +287,65 @@ TEST_P(LiveMigrationTest, AClientOnSharedMemoryIsOnSharedMemoryAgainAfterAMoveOn
   EXPECT_TRUE(seen);
 }
 
+// A client with memory pools: its own pool (limit and release threshold), a pool it destroyed
+// while a block of it is live, and the default pool. Their blocks move at their addresses with
+// their bytes, stay blocks of their pools (used and reserved bytes), free back to them, and the
+// pools go on allocating on the new server.
+TEST_P(LiveMigrationTest, MemoryPoolsAndTheirBlocksMoveWithTheClient) {
+  constexpr uint32_t kReleaseThreshold = 4, kUsedMemCurrent = 7;
+  auto conn = Open(a_);
+  ASSERT_TRUE(conn);
+  ASSERT_TRUE(conn->StreamCreate({1, 0, 0}).ok());
+  ASSERT_TRUE(conn->MemPoolCreate({7, 64u << 20}).ok());
+  ASSERT_TRUE(conn->MemPoolSetAttribute({7, kReleaseThreshold, 8u << 20}).ok());
+  ASSERT_TRUE(conn->MemPoolCreate({8, 0}).ok());
+  auto own = conn->MallocAsync({7, 1u << 20, 1});
+  auto doomed = conn->MallocAsync({8, 4096, 1});
+  auto dflt = conn->MallocAsync({0, 3u << 20, 1});
+  ASSERT_TRUE(own.ok() && doomed.ok() && dflt.ok());
+  ASSERT_TRUE(conn->MemPoolDestroy({8}).ok());  // its block stays valid, as in CUDA
+  Bytes a(1u << 20, std::byte{0x17}), b(4096, std::byte{0x28}), c(3u << 20, std::byte{0x39});
+  ASSERT_TRUE(conn->MemcpyHtoD({own->ptr, a.size(), 1}, a).ok());
+  ASSERT_TRUE(conn->MemcpyHtoD({doomed->ptr, b.size(), 1}, b).ok());
+  ASSERT_TRUE(conn->MemcpyHtoD({dflt->ptr, c.size(), 1}, c).ok());
+
+  auto answer = Ask(a_, conn->server().client_id, b_);
+  CallUntil(*conn, answer);
+  Result<MigrateClientReply> reply = answer.get();
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  ASSERT_EQ(reply->outcome, "moved") << reply->message;
+  ASSERT_TRUE(conn->MemGetInfo({}).ok());
+  ASSERT_EQ(conn->server().label, "server-b");
+
+  Bytes back(a.size());
+  ASSERT_TRUE(conn->MemcpyDtoH({own->ptr, back.size(), 1}, back).ok());
+  EXPECT_TRUE(back == a);
+  back.resize(b.size());
+  ASSERT_TRUE(conn->MemcpyDtoH({doomed->ptr, back.size(), 1}, back).ok());
+  EXPECT_TRUE(back == b);
+  back.resize(c.size());
+  ASSERT_TRUE(conn->MemcpyDtoH({dflt->ptr, back.size(), 1}, back).ok());
+  EXPECT_TRUE(back == c);
+  auto attr = [&](uint64_t pool, uint32_t which) {
+    auto v = conn->MemPoolGetAttribute({pool, which});
+    return v.ok() ? v->value : ~uint64_t{0};
+  };
+  EXPECT_EQ(attr(7, kUsedMemCurrent), 1u << 20);
+  EXPECT_EQ(attr(7, kReleaseThreshold), 8u << 20);
+  EXPECT_EQ(attr(0, kUsedMemCurrent), 3u << 20);
+  // Freed back to their pools; the destroyed pool goes with its last block.
+  ASSERT_TRUE(conn->FreeAsync({own->ptr, 1}).ok());
+  ASSERT_TRUE(conn->FreeAsync({doomed->ptr, 1}).ok());
+  ASSERT_TRUE(conn->StreamSynchronize({1}).ok());
+  EXPECT_EQ(attr(7, kUsedMemCurrent), 0u);
+  EXPECT_EQ(conn->MemPoolGetAttribute({8, kUsedMemCurrent}).status().code(),
+            CudaError::kInvalidValue);
+  auto again = conn->MallocAsync({7, 1u << 20, 1});
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->ptr, own->ptr);  // the cached block, reused
+  EXPECT_EQ(a_.server->Stats().allocated_bytes, 0u);
+}
+
 TEST_P(LiveMigrationTest, AMoveThatCannotBeMadeLeavesTheClientWhereItWas) {
   // The new server's memory limit is below what the client holds: it refuses MallocAt.
   b_.server->Stop();
@@ -377,6 +436,12 @@ TEST_P(LiveMigrationTest, ImportCallsAreRefusedOutsideAnImportLinkAndTokensAreCh
   auto placed = conn->MallocAt({0x900000000000ull, 4096});
   EXPECT_FALSE(placed.ok());
   EXPECT_TRUE(conn->broken());  // a protocol violation closes the connection
+  auto pooled = Open(b_);
+  ASSERT_TRUE(pooled);
+  auto block = pooled->Malloc({4096});
+  ASSERT_TRUE(block.ok());
+  EXPECT_FALSE(pooled->PoolBlockAt({0, block->ptr}).ok());  // no turning memory into pool blocks
+  EXPECT_TRUE(pooled->broken());
 
   // A hello with a token nobody handed out is refused.
   ClientOptions options;

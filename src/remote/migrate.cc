@@ -6,9 +6,9 @@
 // has returned and with nothing else in flight, calls Migrate. That is the clean point: the
 // server waits for the device, opens an import link to the other server (a hello with
 // kCapMigrationImport and that server's secret), and replays the client's state over it as a
-// client would make it — MallocAt for each allocation at its own address, the modules from their
-// images, functions and the attributes set on them, globals at their own addresses, streams,
-// events, graph execs — then the bytes of every allocation and global, then ImportFinish, whose
+// client would make it — MallocAt for each allocation at its own address, memory pools and which
+// allocations are their live blocks (PoolBlockAt), the modules from their images, functions and
+// the attributes set on them, globals at their own addresses, streams, events, graph execs — then the bytes of every allocation and global, then ImportFinish, whose
 // answer is the token the client says hello with over there. Everything on this side is only
 // read: when anything fails before ImportFinish has answered, the link is closed (the other side
 // releases what it made) and the client goes on here, told why. Once it answered, this side
@@ -25,6 +25,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <spdlog/spdlog.h>
 #include <thread>
@@ -164,10 +165,6 @@ std::string ClientConnection::Unmovable() const {
       surfaces_.size() != 0) {
     return "it holds CUDA arrays, textures or surfaces";
   }
-  if (!pool_allocations_.empty()) return "it holds stream-ordered allocations (cudaMallocAsync)";
-  for (const auto& [id, pool] : pools_) {
-    if (id != 0) return "it made memory pools of its own (cudaMemPoolCreate)";
-  }
   return "";
 }
 
@@ -208,6 +205,39 @@ CudaResult<ClientConnection::MoveResult> ClientConnection::MoveTo(const Migratio
   for (auto [base, size] : ranges) {
     FLYT_CUDA_RETURN_IF_ERROR(check(link.MallocAt({base, size}).status(),
                                     std::to_string(size) + " bytes at " + Hex(base)));
+  }
+  // Memory pools (version 8): the client's own with their handles, limits and attributes, the
+  // default pool's attributes, and which of the allocations just placed are live blocks of which
+  // pool. Cached blocks were released above; high-water marks start again from the current use.
+  const bool pooled = !pool_allocations_.empty() ||
+                      std::any_of(pools_.begin(), pools_.end(),
+                                  [](const auto& p) { return p.first != 0; });
+  if (pooled && link.server().version < MinProtocolVersionOf(CallId::kPoolBlockAt)) {
+    return fail("it uses memory pools, which the server at " + order.endpoint +
+                " cannot take in (protocol version " + std::to_string(link.server().version) +
+                ")");
+  }
+  for (const auto& [id, pool] : pools_) {
+    if (id != 0) {
+      FLYT_CUDA_RETURN_IF_ERROR(check(link.MemPoolCreate({id, pool.max_bytes}), "a memory pool"));
+    }
+    for (uint32_t attr = 1; attr <= 3; ++attr) {
+      FLYT_CUDA_RETURN_IF_ERROR(
+          check(link.MemPoolSetAttribute({id, attr, pool.reuse[attr - 1]}).status(),
+                "a memory pool's attribute"));
+    }
+    FLYT_CUDA_RETURN_IF_ERROR(
+        check(link.MemPoolSetAttribute({id, 4, pool.release_threshold}).status(),
+              "a memory pool's release threshold"));
+  }
+  for (const auto& [ptr, live] : pool_allocations_) {
+    FLYT_CUDA_RETURN_IF_ERROR(
+        check(link.PoolBlockAt({live.pool, ptr}).status(), "a pool block at " + Hex(ptr)));
+  }
+  for (const auto& [id, pool] : pools_) {
+    if (id != 0 && pool.destroyed) {
+      FLYT_CUDA_RETURN_IF_ERROR(check(link.MemPoolDestroy({id}), "a destroyed memory pool"));
+    }
   }
   std::vector<std::pair<uint64_t, const Module*>> modules;
   modules_.ForEach([&](uint64_t id, const Module& m) { modules.emplace_back(id, &m); });
@@ -349,6 +379,25 @@ CudaResult<MallocAtReply> ClientConnection::Handle(const MallocAtRequest& r, Io&
   counters_->allocations += 1;
   counters_->allocated_bytes += r.bytes;
   return MallocAtReply{};
+}
+
+CudaResult<PoolBlockAtReply> ClientConnection::Handle(const PoolBlockAtRequest& r, Io& io) {
+  if (!importing_) {
+    io.protocol = InvalidArgument("PoolBlockAt outside an import link");
+    return Error(CudaError::kUnknown, "protocol error");
+  }
+  std::optional<AddressRanges<uint8_t>::Range> range = allocations_.Find(r.ptr);
+  if (!range || range->base != r.ptr || range->value != kPlainAllocation ||
+      pool_allocations_.contains(r.ptr)) {
+    return Error(CudaError::kInvalidValue, Hex(r.ptr) + " is not an allocation placed here");
+  }
+  FLYT_CUDA_ASSIGN_OR_RETURN(Pool * pool, FindPool(r.pool));
+  pool_allocations_[r.ptr] = LiveBlock{r.pool, range->size};
+  pool->reserved += range->size;
+  pool->reserved_high = std::max(pool->reserved_high, pool->reserved);
+  pool->used += range->size;
+  pool->used_high = std::max(pool->used_high, pool->used);
+  return PoolBlockAtReply{};
 }
 
 CudaResult<ModuleGetGlobalAtReply> ClientConnection::Handle(const ModuleGetGlobalAtRequest& r,

@@ -46,7 +46,8 @@ inline constexpr uint32_t kHelloMagic = 0x54594C46;  // "FLYT"
 // through the arena, the server's local endpoint, and the transport of each client in stats.
 // Version 6: live migration (the kNotice frame, the hello's resume token, calls 180-184).
 // Version 7: resizing a running server (ResizeServer, ClientShares: calls 185-189). Version 8:
-// device-to-host copies staged in the arena for cudaHostRegister'd memory (calls 190-194).
+// device-to-host copies staged in the arena for cudaHostRegister'd memory, and memory pools in
+// live migration (calls 190-194).
 inline constexpr uint16_t kProtocolVersion = 8;
 inline constexpr uint16_t kMinProtocolVersion = 1;
 inline constexpr uint32_t kMaxFramePayload = 4u << 20;
