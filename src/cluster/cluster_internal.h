@@ -20,6 +20,10 @@
 
 namespace flyt::cluster::internal {
 
+// The timeout of a move or resize asked of a node, unless the request gives one (timeout_s).
+inline constexpr int64_t kDefaultMoveTimeoutSeconds = 60;
+inline constexpr int64_t kMaxMoveTimeoutSeconds = 600;
+
 inline constexpr uint64_t kMiB = 1ULL << 20;
 
 // The reason of a heartbeat refused because another node reported one of its GPUs first (409).
