@@ -145,10 +145,13 @@ Status Connection::AcceptSharedMemory(uint32_t hello_seq, std::vector<UniqueFd> 
   AppendFrame(out, FrameKind::kHello, CallId::kNone, hello_seq, ack);
   FLYT_RETURN_IF_ERROR(channel_->Write(out));
   if (!region.ok()) return Status::Ok();
-  if (shm_ != nullptr) {
-    // After a move: the program's pinned memory lies in the first server's arena, which stays
-    // mapped (and detached: its copies are ordinary ones); only the rings are new.
-    retired_shm_.push_back(std::move(shm_));
+  if (!resume_token_.empty()) {
+    // After a move: the program's pinned memory lies in the first server's arena, whose region
+    // stays mapped (and detached: its copies are ordinary ones); only the rings are new, and the
+    // rings of a server moved away from before are unmapped.
+    if (shm_ != nullptr && arena_.bytes > 0 && shm_->arena() == arena_.base) {
+      arena_region_ = std::move(shm_);
+    }
     shm_ = std::move(region).value();
   } else {
     shm_ = std::move(region).value();
@@ -421,33 +424,32 @@ void Connection::MigrateLocked() {
     note(true, "stays on " + from + ": " + reply->error);
     return;
   }
-  // One endpoint, or (version 8) a list, the first that connects: the new server's Unix socket
-  // when it is on this host, then the address the move was given.
-  Result<UniqueFd> fd = InvalidArgument("no endpoint in the move's answer");
+  // One endpoint, or (version 9) a list: the new server's Unix socket when it is on this host,
+  // then the address the move was given. The first that connects and takes the hello; a refusal
+  // does not use the token up, so the next is tried.
+  const uint64_t old_id = server_.client_id;
+  Status reached = InvalidArgument("no endpoint in the move's answer");
   std::string_view endpoints = reply->endpoint;
   while (!endpoints.empty()) {
     const size_t comma = endpoints.find(',');
     const std::string_view one = endpoints.substr(0, comma);
     endpoints = comma == std::string_view::npos ? std::string_view() : endpoints.substr(comma + 1);
     Result<Endpoint> endpoint = ParseEndpoint(one);
-    fd = endpoint.ok() ? Connect(*endpoint) : Result<UniqueFd>(endpoint.status());
-    if (fd.ok()) break;
+    Result<UniqueFd> fd = endpoint.ok() ? Connect(*endpoint) : Result<UniqueFd>(endpoint.status());
+    if (!fd.ok()) {
+      reached = Unavailable(std::string(one) + " cannot be reached: " + fd.status().message());
+      continue;
+    }
+    channel_ = std::make_unique<SocketChannel>(fd->get());
+    fd_ = std::move(fd).value();
+    resume_token_ = reply->token;
+    reached = Hello();
+    resume_token_.clear();
+    if (reached.ok()) break;
+    reached = Unavailable(std::string(one) + " did not take it: " + reached.message());
   }
-  if (!fd.ok()) {
-    (void)Broken(Unavailable("moved to " + reply->endpoint + ", which cannot be reached: " +
-                             fd.status().message()));
-    note(true, broken_->message());
-    return;
-  }
-  const uint64_t old_id = server_.client_id;
-  channel_ = std::make_unique<SocketChannel>(fd->get());
-  fd_ = std::move(fd).value();
-  resume_token_ = reply->token;
-  Status hello = Hello();
-  resume_token_.clear();
-  if (!hello.ok()) {
-    (void)Broken(Unavailable("moved to " + reply->endpoint + ", which did not take it: " +
-                             hello.message()));
+  if (!reached.ok()) {
+    (void)Broken(Unavailable("moved to " + reply->endpoint + ", but " + reached.message()));
     note(true, broken_->message());
     return;
   }

@@ -218,9 +218,9 @@ class Connection {
   UniqueFd fd_;
   std::unique_ptr<Channel> channel_;
   std::shared_ptr<ShmRegion> shm_;
-  // The regions of servers this connection moved away from, kept mapped: the first one's arena
+  // After a move onto new rings: the first server's region, kept mapped for its arena, which
   // holds the program's pinned memory.
-  std::vector<std::shared_ptr<ShmRegion>> retired_shm_;
+  std::shared_ptr<ShmRegion> arena_region_;
   SharedArena arena_;
   std::string transport_note_;
   ServerInfo server_;

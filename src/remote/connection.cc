@@ -206,7 +206,7 @@ Status ClientConnection::SendHelloReply(const Bytes& reply, bool offer_shm) {
 Status ClientConnection::SwitchToSharedMemory() {
   const ShmFds& fds = shm_offer_->fds;
   FLYT_ASSIGN_OR_RETURN(std::unique_ptr<ShmRegion> region,
-                        ShmRegion::MapServer(fds.memfd.get(), server_.options_.shm_layout));
+                        ShmRegion::MapServer(fds.memfd.get(), shm_offer_->layout));
   shm_ = std::move(region);
   // Each end's own descriptors: the supervisor keeps the offer's for a respawned process.
   UniqueFd own(::fcntl(fds.server_wake.get(), F_DUPFD_CLOEXEC, 0));

@@ -219,8 +219,6 @@ class ClientConnection {
   Server& server_;
   ReceivedHello hello_;
   std::shared_ptr<ShmOffer> shm_offer_;
-  // The offer was made by this process (a client that moved here, Claim), not the supervisor.
-  bool shm_made_here_ = false;
   std::shared_ptr<ShmRegion> shm_;  // mapped once the client took the offer
   bool idle_closed_ = false;
   // Set in a process that takes a connection over after its previous process could not reset

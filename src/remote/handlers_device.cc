@@ -68,7 +68,7 @@ CudaResult<DeviceResetReply> ClientConnection::Handle(const DeviceResetRequest&,
   // stream is buffered here unread (it would be lost with this process).
   if (!reset.ok() && IsStickyCudaError(reset.code()) &&
       server_.isolation() == Isolation::kProcess && channel_->buffered() == 0 &&
-      !shm_made_here_) {
+      !claimed_fd_.valid()) {
     Respawn(io.header.seq);
   }
   FLYT_CUDA_RETURN_IF_ERROR(reset);

@@ -48,9 +48,11 @@ class LiveMigrationTest : public ::testing::TestWithParam<Isolation> {
   }
 
   TestServer Start(const std::string& name, uint64_t memory_limit = 0,
-                   std::chrono::milliseconds claim_timeout = std::chrono::milliseconds(60'000)) {
+                   std::chrono::milliseconds claim_timeout = std::chrono::milliseconds(60'000),
+                   std::string local_path = "") {
     TestServer out;
     ServerOptions options;
+    options.local_path = local_path;
     options.label = "server-" + name;
     options.listen.push_back(*ParseEndpoint("unix:" + (dir_ / (name + ".sock")).string()));
     options.listen.push_back(*ParseEndpoint("127.0.0.1:0"));
@@ -291,6 +293,33 @@ TEST_P(LiveMigrationTest, AClientOnSharedMemoryIsOnSharedMemoryAgainAfterAMoveOn
 // while a block of it is live, and the default pool. Their blocks move at their addresses with
 // their bytes, stay blocks of their pools (used and reserved bytes), free back to them, and the
 // pools go on allocating on the new server.
+// The Unix socket the new server names is, where the client is, another server's (containers
+// with their own mounts): that server refuses the resume hello, and the client goes on to the
+// address the move was given.
+TEST_P(LiveMigrationTest, AResumeRefusedOnTheNamedSocketFallsBackToTheGivenAddress) {
+  b_.server->Stop();
+  b_ = Start("b", 0, std::chrono::milliseconds(60'000), (dir_ / "a.sock").string());
+  auto conn = Open(a_, kAllCapabilities, /*shared_memory=*/true);
+  ASSERT_TRUE(conn);
+  auto p = conn->Malloc({1u << 20});
+  ASSERT_TRUE(p.ok());
+  Bytes pattern(1u << 20, std::byte{0x5C});
+  ASSERT_TRUE(conn->MemcpyHtoD({p->ptr, pattern.size(), 0}, pattern).ok());
+  const std::string b_tcp = b_.server->endpoints()[1].ToString();
+  auto answer = Ask(a_, conn->server().client_id, b_, 20'000, b_tcp);
+  CallUntil(*conn, answer);
+  Result<MigrateClientReply> reply = answer.get();
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  ASSERT_EQ(reply->outcome, "moved") << reply->message;
+  ASSERT_TRUE(conn->MemGetInfo({}).ok()) << (notes_.empty() ? "" : notes_.back());
+  EXPECT_FALSE(conn->broken());
+  EXPECT_EQ(conn->server().label, "server-b");
+  EXPECT_EQ(conn->transport(), "tcp");
+  Bytes back(pattern.size());
+  ASSERT_TRUE(conn->MemcpyDtoH({p->ptr, back.size(), 0}, back).ok());
+  EXPECT_TRUE(back == pattern);
+}
+
 TEST_P(LiveMigrationTest, MemoryPoolsAndTheirBlocksMoveWithTheClient) {
   constexpr uint32_t kReleaseThreshold = 4, kUsedMemCurrent = 7;
   auto conn = Open(a_);

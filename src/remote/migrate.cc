@@ -200,15 +200,7 @@ CudaResult<ClientConnection::MoveResult> ClientConnection::MoveTo(const Migratio
     return CudaStatus::Ok();
   };
 
-  std::vector<std::pair<uint64_t, uint64_t>> ranges;
-  allocations_.ForEach([&](uint64_t base, uint64_t size, uint8_t) { ranges.emplace_back(base, size); });
-  for (auto [base, size] : ranges) {
-    FLYT_CUDA_RETURN_IF_ERROR(check(link.MallocAt({base, size}).status(),
-                                    std::to_string(size) + " bytes at " + Hex(base)));
-  }
-  // Memory pools (version 8): the client's own with their handles, limits and attributes, the
-  // default pool's attributes, and which of the allocations just placed are live blocks of which
-  // pool. Cached blocks were released above; high-water marks start again from the current use.
+  // Memory pools need a server that takes them in (PoolBlockAt), known before anything is placed.
   const bool pooled = !pool_allocations_.empty() ||
                       std::any_of(pools_.begin(), pools_.end(),
                                   [](const auto& p) { return p.first != 0; });
@@ -217,6 +209,15 @@ CudaResult<ClientConnection::MoveResult> ClientConnection::MoveTo(const Migratio
                 " cannot take in (protocol version " + std::to_string(link.server().version) +
                 ")");
   }
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  allocations_.ForEach([&](uint64_t base, uint64_t size, uint8_t) { ranges.emplace_back(base, size); });
+  for (auto [base, size] : ranges) {
+    FLYT_CUDA_RETURN_IF_ERROR(check(link.MallocAt({base, size}).status(),
+                                    std::to_string(size) + " bytes at " + Hex(base)));
+  }
+  // Memory pools (version 9): the client's own with their handles, limits and attributes, the
+  // default pool's attributes, and which of the allocations just placed are live blocks of which
+  // pool. Cached blocks were released above; high-water marks start again from the current use.
   for (const auto& [id, pool] : pools_) {
     if (id != 0) {
       FLYT_CUDA_RETURN_IF_ERROR(check(link.MemPoolCreate({id, pool.max_bytes}), "a memory pool"));
@@ -311,8 +312,8 @@ CudaResult<ClientConnection::MoveResult> ClientConnection::MoveTo(const Migratio
   // shared memory again): asked before ImportFinish, after which the link is not read.
   std::string local_path;
   if (CudaResult<LocalEndpointReply> local = link.LocalEndpoint({});
-      local.ok() && !local->path.empty() && !local->boot_id.empty() &&
-      local->boot_id == HostBootId()) {
+      local.ok() && !local->path.empty() && local->path.find(',') == std::string::npos &&
+      !local->boot_id.empty() && local->boot_id == HostBootId()) {
     local_path = local->path;
   }
   CudaResult<ImportFinishReply> finished = link.ImportFinish({});
@@ -346,10 +347,10 @@ CudaResult<MigrateReply> ClientConnection::Handle(const MigrateRequest&, Io&) {
               std::to_string(outcome.pause_us / 1000) + " ms";
   ClientRegistry::FinishMigration(slot_, outcome);
   // A client on this host (over shared memory or the Unix socket) that understands a list
-  // (version 8) is told the new server's Unix socket first, then the address it was given.
+  // (version 9) is told the new server's Unix socket first, then the address it was given.
   std::string endpoint = order->endpoint;
   const std::string_view kind = channel_->Kind();
-  if (!moved->local_path.empty() && client_version_ >= 8 && (kind == "shm" || kind == "unix")) {
+  if (!moved->local_path.empty() && client_version_ >= 9 && (kind == "shm" || kind == "unix")) {
     endpoint = "unix:" + moved->local_path + "," + order->endpoint;
   }
   return MigrateReply{endpoint, moved->token, ""};
@@ -498,16 +499,15 @@ Status ClientConnection::Claim(UniqueFd fd, uint32_t seq, const HelloRequest& he
   claimed_fd_ = std::move(fd);
   fd_ = claimed_fd_.get();
   channel_ = std::make_unique<SocketChannel>(fd_);
-  // A client on this host that asks for shared memory gets it here too: made by this process,
-  // not the supervisor, so no fresh process can take the connection over after a failed reset
-  // (shm_made_here_).
+  // A client on this host that asks for shared memory gets rings here too, made by this
+  // process, not the supervisor (the supervisor holds the import link's socket, not the client's:
+  // no fresh process can take a claimed connection over after a failed reset). No arena: the
+  // program's pinned memory stays in the first server's.
   if (server_.options_.shared_memory && (hello.capabilities & kCapSharedMemory) != 0 &&
-      reply.version >= 5) {
-    shm_offer_ = MakeShmOffer(fd_, server_.options_.shm_layout, id_);
-    if (shm_offer_ != nullptr) {
-      reply.capabilities |= kCapSharedMemory;
-      shm_made_here_ = true;
-    }
+      reply.version >= 9) {
+    ShmLayout rings_only{server_.options_.shm_layout.ring_bytes, 0};
+    shm_offer_ = MakeShmOffer(fd_, rings_only, id_);
+    if (shm_offer_ != nullptr) reply.capabilities |= kCapSharedMemory;
   }
   hello_.seq = seq;  // the ShmAck answers this hello
   importing_ = false;

@@ -46,9 +46,10 @@ inline constexpr uint32_t kHelloMagic = 0x54594C46;  // "FLYT"
 // through the arena, the server's local endpoint, and the transport of each client in stats.
 // Version 6: live migration (the kNotice frame, the hello's resume token, calls 180-184).
 // Version 7: resizing a running server (ResizeServer, ClientShares: calls 185-189). Version 8:
-// device-to-host copies staged in the arena for cudaHostRegister'd memory, and memory pools in
-// live migration (calls 190-194).
-inline constexpr uint16_t kProtocolVersion = 8;
+// device-to-host copies staged in the arena for cudaHostRegister'd memory (call 190). Version 9:
+// memory pools in live migration (PoolBlockAt, calls 191-194), Migrate's answer a list of
+// endpoints for a client on the new server's host, and shared-memory rings after a move.
+inline constexpr uint16_t kProtocolVersion = 9;
 inline constexpr uint16_t kMinProtocolVersion = 1;
 inline constexpr uint32_t kMaxFramePayload = 4u << 20;
 inline constexpr size_t kFrameHeaderBytes = 12;
@@ -212,7 +213,8 @@ struct CallTraits;
 // version lacks.
 constexpr uint16_t MinProtocolVersionOf(CallId id) {
   const auto n = static_cast<uint16_t>(id);
-  if (n >= 190 && n <= 194) return 8;
+  if (n >= 191 && n <= 194) return 9;
+  if (n == 190) return 8;
   if (n >= 185 && n <= 189) return 7;
   if (n >= 180 && n <= 184) return 6;
   if (n == 62 || (n >= 160 && n <= 179)) return 5;

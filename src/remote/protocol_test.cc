@@ -205,7 +205,8 @@ TEST(HelloTest, TheSecretRoundTripsAndAnEmptyOrHugeOneIsMalformed) {
   HelloRequest back;
   ASSERT_TRUE(DecodeExactly(bytes, back));
   EXPECT_EQ(back, hello);
-  EXPECT_EQ(kProtocolVersion, 8);
+  EXPECT_EQ(kProtocolVersion, 9);
+  EXPECT_EQ(MinProtocolVersionOf(CallId::kPoolBlockAt), 9);
   // The staged copy (version 8) is not sent to an older server.
   EXPECT_EQ(MinProtocolVersionOf(CallId::kMemcpyDtoHStagedAsync), 8);
   EXPECT_EQ(MinProtocolVersionOf(CallId::kClientShares), 7);

@@ -153,6 +153,7 @@ std::shared_ptr<ShmOffer> MakeShmOffer(int fd, const ShmLayout& layout, uint64_t
   }
   auto offer = std::make_shared<ShmOffer>();
   offer->fds = std::move(fds).value();
+  offer->layout = layout;
   offer->peer_pid = static_cast<uint32_t>(cred.pid);
   offer->peer_uid = static_cast<uint32_t>(cred.uid);
   return offer;

@@ -120,6 +120,7 @@ struct ServerOptions {
 // a failed reset maps the same rings.
 struct ShmOffer {
   ShmFds fds;
+  ShmLayout layout;  // what the region was made with
   uint32_t peer_pid = 0;  // SO_PEERCRED
   uint32_t peer_uid = 0;
 };
