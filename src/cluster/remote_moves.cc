@@ -704,18 +704,18 @@ void Cluster::SetMoveHookForTest(std::function<bool(const std::string& point)> h
 
 json Cluster::ResolveMoves() {
   MutexLock one(resolve_mu_);
-  std::vector<std::pair<std::string, std::string>> todo;  // lease id, how it came to wait
+  std::vector<std::pair<std::string, std::string>> settle;  // lease id, how it came to wait
   {
     MutexLock lock(mu_);
     resolve_queued_ = false;
     for (auto& [id, mv] : moves_) {
       if (mv.running || mv.target.empty()) continue;
       mv.running = true;  // this pass settles it; nobody else meanwhile
-      todo.emplace_back(id, mv.waiting);
+      settle.emplace_back(id, mv.waiting);
     }
   }
   json out = {{"committed", json::array()}, {"aborted", json::array()}, {"undecided", json::array()}};
-  for (const auto& [id, waiting] : todo) {
+  for (const auto& [id, waiting] : settle) {
     const std::string resolved = waiting == "lost_answer" ? kResolvedAfterLostAnswer
                                  : waiting == "store"     ? kResolvedAfterStoreError
                                                           : kResolvedAfterRestart;

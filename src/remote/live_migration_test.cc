@@ -111,6 +111,16 @@ class LiveMigrationTest : public ::testing::TestWithParam<Isolation> {
     }
   }
 
+  // Moves the client connected to a_ to b_ (its Unix socket, or `to_endpoint`) and checks that
+  // the server says it moved.
+  void MoveToB(Connection& conn, const std::string& to_endpoint = "") {
+    auto answer = Ask(a_, conn.server().client_id, b_, 20'000, to_endpoint);
+    CallUntil(conn, answer);
+    Result<MigrateClientReply> reply = answer.get();
+    ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+    ASSERT_EQ(reply->outcome, "moved") << reply->message;
+  }
+
   static Bytes Image() {
     std::ifstream in(std::string(FLYT_SOURCE_DIR) + "/tests/data/cuda/many_params.fatbin",
                      std::ios::binary);
@@ -262,11 +272,7 @@ TEST_P(LiveMigrationTest, AClientOnSharedMemoryIsOnSharedMemoryAgainAfterAMoveOn
   for (uint64_t i = 0; i < kBytes; ++i) arena.base[i] = static_cast<std::byte>(i * 7);
   ASSERT_TRUE(conn->MemcpyHtoDShared({dev->ptr, 0, kBytes, 0}).ok());
   const std::string b_tcp = b_.server->endpoints()[1].ToString();
-  auto answer = Ask(a_, conn->server().client_id, b_, 20'000, b_tcp);
-  CallUntil(*conn, answer);
-  Result<MigrateClientReply> reply = answer.get();
-  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
-  ASSERT_EQ(reply->outcome, "moved") << reply->message;
+  ASSERT_NO_FATAL_FAILURE(MoveToB(*conn, b_tcp));
   ASSERT_TRUE(conn->MemGetInfo({}).ok());
   EXPECT_EQ(conn->server().label, "server-b");
   EXPECT_EQ(conn->transport(), "shm");
@@ -306,11 +312,7 @@ TEST_P(LiveMigrationTest, AResumeRefusedOnTheNamedSocketFallsBackToTheGivenAddre
   Bytes pattern(1u << 20, std::byte{0x5C});
   ASSERT_TRUE(conn->MemcpyHtoD({p->ptr, pattern.size(), 0}, pattern).ok());
   const std::string b_tcp = b_.server->endpoints()[1].ToString();
-  auto answer = Ask(a_, conn->server().client_id, b_, 20'000, b_tcp);
-  CallUntil(*conn, answer);
-  Result<MigrateClientReply> reply = answer.get();
-  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
-  ASSERT_EQ(reply->outcome, "moved") << reply->message;
+  ASSERT_NO_FATAL_FAILURE(MoveToB(*conn, b_tcp));
   ASSERT_TRUE(conn->MemGetInfo({}).ok()) << (notes_.empty() ? "" : notes_.back());
   EXPECT_FALSE(conn->broken());
   EXPECT_EQ(conn->server().label, "server-b");
@@ -338,11 +340,7 @@ TEST_P(LiveMigrationTest, MemoryPoolsAndTheirBlocksMoveWithTheClient) {
   ASSERT_TRUE(conn->MemcpyHtoD({doomed->ptr, b.size(), 1}, b).ok());
   ASSERT_TRUE(conn->MemcpyHtoD({dflt->ptr, c.size(), 1}, c).ok());
 
-  auto answer = Ask(a_, conn->server().client_id, b_);
-  CallUntil(*conn, answer);
-  Result<MigrateClientReply> reply = answer.get();
-  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
-  ASSERT_EQ(reply->outcome, "moved") << reply->message;
+  ASSERT_NO_FATAL_FAILURE(MoveToB(*conn));
   ASSERT_TRUE(conn->MemGetInfo({}).ok());
   ASSERT_EQ(conn->server().label, "server-b");
 
