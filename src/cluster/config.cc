@@ -42,6 +42,47 @@ Result<std::chrono::seconds> ParseDuration(std::string_view text, std::chrono::s
   return std::chrono::seconds(*n * unit);
 }
 
+namespace {
+
+// [http] rate_per_second, rate_burst and role_rates.<role> = {rate_per_second, burst}.
+Status ReadRateLimits(const TomlReader& r, const toml::table& h, ClusterConfig::RateLimits& out) {
+  constexpr double kMaxRate = 1e6;
+  double rate = out.client.rate_per_second;
+  double burst = out.client.burst;
+  FLYT_RETURN_IF_ERROR(r.GetDouble(h, "http", "rate_per_second", 0, kMaxRate, rate));
+  FLYT_RETURN_IF_ERROR(r.GetDouble(h, "http", "rate_burst", 1, kMaxRate, burst));
+  for (RateLimit* l : {&out.viewer, &out.client, &out.anonymous}) *l = RateLimit{rate, burst};
+  const toml::node* roles = h.get("role_rates");
+  if (roles == nullptr) return Status::Ok();
+  const toml::table* t = roles->as_table();
+  if (t == nullptr) {
+    return r.Error(roles, "http.role_rates",
+                   "expected a table of roles (viewer, client, admin, anonymous)");
+  }
+  for (const auto& [key, value] : *t) {
+    const std::string role(key.str());
+    const std::string section = "http.role_rates." + role;
+    RateLimit* l = role == "viewer"      ? &out.viewer
+                   : role == "client"    ? &out.client
+                   : role == "admin"     ? &out.admin
+                   : role == "anonymous" ? &out.anonymous
+                                         : nullptr;
+    if (l == nullptr) {
+      return r.Error(&value, section,
+                     role == "node" ? "node tokens are never limited (their heartbeats must arrive)"
+                                    : "unknown role (viewer, client, admin or anonymous)");
+    }
+    const toml::table* e = value.as_table();
+    if (e == nullptr) return r.Error(&value, section, "expected {rate_per_second, burst}");
+    FLYT_RETURN_IF_ERROR(r.CheckKeys(*e, section, {"rate_per_second", "burst"}));
+    FLYT_RETURN_IF_ERROR(r.GetDouble(*e, section, "rate_per_second", 0, kMaxRate, l->rate_per_second));
+    FLYT_RETURN_IF_ERROR(r.GetDouble(*e, section, "burst", 1, kMaxRate, l->burst));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<ClusterConfig> ParseClusterConfig(std::string_view text, const std::string& source) {
   TomlReader r(source);
   FLYT_ASSIGN_OR_RETURN(toml::table root, r.Parse(text));
@@ -96,8 +137,10 @@ Result<ClusterConfig> ParseClusterConfig(std::string_view text, const std::strin
   if (h != nullptr) {
     FLYT_RETURN_IF_ERROR(r.CheckKeys(*h, "http",
                                      {"threads", "max_connections_per_peer", "max_connections",
-                                      "request_deadline_seconds", "idle_timeout_seconds"}));
+                                      "request_deadline_seconds", "idle_timeout_seconds",
+                                      "rate_per_second", "rate_burst", "role_rates"}));
     FLYT_RETURN_IF_ERROR(http::ReadServerOptions(r, *h, "http", c.http));
+    FLYT_RETURN_IF_ERROR(ReadRateLimits(r, *h, c.rate_limits));
   }
   FLYT_ASSIGN_OR_RETURN(const toml::table* l, r.Section(root, "ledger"));
   if (l != nullptr) {

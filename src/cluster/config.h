@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/http.h"
+#include "common/rate_limit.h"
 #include "cluster/node_address.h"
 #include "common/status.h"
 #include "sched/ledger.h"
@@ -43,6 +44,17 @@ struct ClusterConfig {
     o.threads = 32;
     return o;
   }();
+  // [http] rate limits (common/rate_limit.h): each token's requests over its role's rate get 429
+  // rate_limited with Retry-After. "anonymous": requests without a known token, one bucket per
+  // source address. rate_per_second and rate_burst set viewer, client and anonymous; role_rates
+  // overrides one role. Admin tokens are not limited unless role_rates.admin says so; node tokens
+  // never are (their heartbeats must arrive). A rate of 0: not limited.
+  struct RateLimits {
+    RateLimit viewer{100, 200};
+    RateLimit client{100, 200};
+    RateLimit admin{0, 200};
+    RateLimit anonymous{100, 200};
+  } rate_limits;
   // How often a replica that shares its database re-reads what others changed (it also does so
   // before every write). 0: never between writes (one manager on its own store).
   std::chrono::milliseconds sync_interval{1000};

@@ -3,6 +3,7 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include "cluster/admission.h"
 #include "common/http.h"
 #include "common/json.h"
 #include "common/strings.h"
@@ -61,6 +62,11 @@ ClusterServer::ClusterServer(Cluster& cluster, Auth auth, const ClusterConfig& c
   limits.max_body_bytes = config_.max_body_bytes;
   limits.threads = config_.http.threads + config_.max_streams;
   http::Configure(*server_, limits);
+  // Node heartbeats, /healthz and /metrics go to the priority lane; each token's requests are
+  // rate-limited by its role (admission.h).
+  server_->SetAdmissionPolicy(
+      [this](const http::RequestHead& head) { return Admit(auth_, config_.rate_limits, head); },
+      AdmissionLabels());
   // A refused connection or a request kept waiting may have been a heartbeat: the cluster does
   // not count nodes' silence meanwhile.
   server_->SetOverloadListener([&cluster] { cluster.NoteIngestImpaired(); });

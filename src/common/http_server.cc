@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -151,12 +152,40 @@ const char* ReasonPhrase(int status) {
   }
 }
 
+// A rate for people: "100", "0.5".
+std::string Number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
+}
+
+constexpr char kOtherLabel[] = "other";
+
 }  // namespace
 
 struct Server::Counters {
   std::atomic<uint64_t> open{0}, accepted{0}, refused_per_peer{0}, refused_total{0},
-      timed_out{0}, rejected{0}, idle_closed{0}, dispatched{0}, stalled{0}, loop_stalls{0};
+      timed_out{0}, rejected{0}, idle_closed{0}, dispatched{0}, stalled{0}, loop_stalls{0},
+      priority{0};
+  // Requests answered 429 rate_limited, by the admission's label: the map is filled before
+  // listening (SetAdmissionPolicy) and only its values change after.
+  std::map<std::string, std::atomic<uint64_t>> limited;
+  std::atomic<uint64_t>& LimitedFor(const std::string& label) {
+    auto it = limited.find(label);
+    return it != limited.end() ? it->second : limited.find(kOtherLabel)->second;
+  }
 };
+
+bool IsHealthOrMetrics(const RequestHead& head) {
+  if (head.method != "GET" && head.method != "HEAD") return false;
+  return head.path == "/healthz" || head.path == "/readyz" || head.path == "/metrics";
+}
+
+Admission DefaultAdmission(const RequestHead& head) {
+  Admission a;
+  a.priority = IsHealthOrMetrics(head);
+  return a;
+}
 
 // The epoll thread and the workers. Start/Stop from the listening thread; Adopt from the accept
 // thread (the same one).
@@ -179,7 +208,10 @@ class Server::FrontDoor {
     epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
     loop_ = std::thread([this] { Loop(); });
     for (int i = 0; i < std::max(1, options_.threads); ++i) {
-      workers_.emplace_back([this] { Work(); });
+      workers_.emplace_back([this] { Work(false); });
+    }
+    for (int i = 0; i < options_.priority_threads; ++i) {
+      workers_.emplace_back([this] { Work(true); });
     }
   }
 
@@ -189,6 +221,7 @@ class Server::FrontDoor {
       MutexLock lock(mu_);
       stopping_ = true;
       work_cv_.NotifyAll();
+      priority_cv_.NotifyAll();
     }
     Wake();
     loop_.join();
@@ -200,6 +233,8 @@ class Server::FrontDoor {
     incoming_.clear();
     for (auto& c : work_) Close(std::move(c));
     work_.clear();
+    for (auto& c : priority_) Close(std::move(c));
+    priority_.clear();
     for (auto& r : returned_) Close(std::move(r.conn));
     returned_.clear();
     ::close(epoll_fd_);
@@ -334,20 +369,29 @@ class Server::FrontDoor {
     TryDispatch(c, now);
   }
 
-  // Hands the connection to a worker once `in` holds a whole request; refuses what it must.
+  // Hands the connection to a worker once `in` holds a whole request; refuses what it must. A
+  // request over its rate limit is answered here, and the next one in `in` looked at.
   void TryDispatch(Conn& c, SteadyClock::time_point now) {
+    // Each turn takes one whole request out of `in`: bounded by what was received.
+    while (DispatchOne(c, now)) {
+    }
+  }
+
+  // True when a request was answered here and the connection is still open for the next one.
+  bool DispatchOne(Conn& c, SteadyClock::time_point now) {
     const size_t end = c.in.find("\r\n\r\n");
     if (end == std::string::npos) {
       if (c.in.size() > kMaxHeadBytes) {
         ++server_.counters_->rejected;
         RejectInLoop(c, 431, "the request head is larger than 64 KiB", "invalid_argument");
       }
-      return;
+      return false;
     }
     const size_t head_len = end + 4;
     if (head_len > kMaxHeadBytes) {
       ++server_.counters_->rejected;
-      return RejectInLoop(c, 431, "the request head is larger than 64 KiB", "invalid_argument");
+      RejectInLoop(c, 431, "the request head is larger than 64 KiB", "invalid_argument");
+      return false;
     }
     std::optional<uint64_t> length;
     bool expect_continue = false;
@@ -355,6 +399,18 @@ class Server::FrontDoor {
     head.reserve(head_len);
     size_t pos = c.in.find("\r\n") + 2;
     head.append(c.in, 0, pos);
+    // The request line: METHOD SP target SP version.
+    const std::string line0 = c.in.substr(0, pos - 2);
+    const size_t sp1 = line0.find(' ');
+    const size_t sp2 = sp1 == std::string::npos ? std::string::npos : line0.find(' ', sp1 + 1);
+    const std::string method = line0.substr(0, sp1);
+    const std::string target =
+        sp1 == std::string::npos ? "" : line0.substr(sp1 + 1, sp2 == std::string::npos
+                                                                  ? std::string::npos
+                                                                  : sp2 - sp1 - 1);
+    const std::string version = sp2 == std::string::npos ? "" : line0.substr(sp2 + 1);
+    std::optional<std::string> bearer;
+    std::string connection;
     while (pos < end) {
       const size_t eol = c.in.find("\r\n", pos);
       const std::string line = c.in.substr(pos, eol - pos);
@@ -364,9 +420,14 @@ class Server::FrontDoor {
       const std::string value = colon == std::string::npos ? "" : TrimSpace(line.substr(colon + 1));
       if (name == "transfer-encoding") {
         ++server_.counters_->rejected;
-        return RejectInLoop(c, 411, "request bodies must have a Content-Length (no chunked bodies)",
-                            "invalid_argument");
+        RejectInLoop(c, 411, "request bodies must have a Content-Length (no chunked bodies)",
+                     "invalid_argument");
+        return false;
       }
+      if (name == "authorization" && value.size() > 7 && value.compare(0, 7, "Bearer ") == 0) {
+        bearer = value.substr(7);
+      }
+      if (name == "connection") connection = Lower(value);
       if (name == "content-length") {
         const bool digits = !value.empty() && value.size() <= 18 &&
                             std::all_of(value.begin(), value.end(),
@@ -374,7 +435,8 @@ class Server::FrontDoor {
         const uint64_t v = digits ? std::stoull(value) : 0;
         if (!digits || (length && *length != v)) {
           ++server_.counters_->rejected;
-          return RejectInLoop(c, 400, "malformed Content-Length", "invalid_argument");
+          RejectInLoop(c, 400, "malformed Content-Length", "invalid_argument");
+          return false;
         }
         length = v;
       }
@@ -389,7 +451,8 @@ class Server::FrontDoor {
     const uint64_t body = length.value_or(0);
     if (body > options_.max_body_bytes) {
       ++server_.counters_->rejected;
-      return RejectInLoop(c, 413, "request body too large", "payload_too_large");
+      RejectInLoop(c, 413, "request body too large", "payload_too_large");
+      return false;
     }
     if (c.in.size() < head_len + body) {
       if (expect_continue && !c.continue_sent) {
@@ -397,9 +460,39 @@ class Server::FrontDoor {
         static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
         (void)!::send(c.fd, kContinue, sizeof(kContinue) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
       }
-      return;
+      return false;
     }
-    // Complete: to a worker.
+    // Complete: the daemon's admission says in which lane, and under which limit.
+    RequestHead request_head;
+    request_head.method = method;
+    request_head.path = std::string_view(target).substr(0, target.find('?'));
+    request_head.peer_ip = c.peer_ip;
+    if (bearer) request_head.bearer_token = *bearer;
+    const Admission admission =
+        server_.admission_ ? server_.admission_(request_head) : DefaultAdmission(request_head);
+    if (admission.limit.limited() && !admission.limit_key.empty()) {
+      const RateLimiter::Verdict verdict =
+          server_.limiter_->Take(admission.limit_key, admission.limit);
+      if (!verdict.allowed) {
+        server_.counters_->LimitedFor(admission.label)++;
+        c.in.erase(0, head_len + body);
+        ++c.served;
+        const bool wants_keep_alive =
+            version == "HTTP/1.1" ? connection != "close" : connection == "keep-alive";
+        const bool keep = wants_keep_alive && c.served < options_.keep_alive_max_requests;
+        const bool sent = SendLimited(c.fd, method == "HEAD", admission.limit, verdict, keep);
+        if (!sent || !keep) {
+          if (sent) ::shutdown(c.fd, SHUT_WR);
+          CloseInLoop(c.fd);
+          return false;
+        }
+        c.request_started = !c.in.empty();
+        c.since = now;
+        c.continue_sent = false;
+        return true;
+      }
+    }
+    // To a worker.
     c.request = std::move(head);
     c.request.append(c.in, head_len, body);
     c.in.erase(0, head_len + body);
@@ -410,9 +503,39 @@ class Server::FrontDoor {
     std::unique_ptr<Conn> owned = std::move(it->second);
     conns_.erase(it);
     ++server_.counters_->dispatched;
+    if (admission.priority) ++server_.counters_->priority;
     MutexLock lock(mu_);
-    work_.push_back(std::move(owned));
+    if (admission.priority) {
+      priority_.push_back(std::move(owned));
+      priority_cv_.NotifyOne();
+    } else {
+      work_.push_back(std::move(owned));
+    }
     work_cv_.NotifyOne();
+    return false;
+  }
+
+  // The answer to a request over its rate limit, without blocking: false when the socket did not
+  // take all of it (a peer that floods without reading its answers loses its connection).
+  static bool SendLimited(int fd, bool head_only, const RateLimit& limit,
+                          const RateLimiter::Verdict& verdict, bool keep) {
+    const int retry_s = RateLimiter::RetryAfterSeconds(verdict.retry_after);
+    const std::string body =
+        nlohmann::json{{"error", "too many requests: at most " + Number(limit.rate_per_second) +
+                                     " per second (burst " + Number(limit.burst) +
+                                     ") for this caller; retry after " + std::to_string(retry_s) +
+                                     " s"},
+                       {"code", "rate_limited"}}
+            .dump() +
+        "\n";
+    std::string text = "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\n"
+                       "Content-Length: " +
+                       std::to_string(body.size()) + "\r\nRetry-After: " +
+                       std::to_string(retry_s) + "\r\n" +
+                       (keep ? "" : "Connection: close\r\n") + "\r\n";
+    if (!head_only) text += body;
+    const ssize_t n = ::send(fd, text.data(), text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    return n == static_cast<ssize_t>(text.size());
   }
 
   void Sweep(SteadyClock::time_point now) {
@@ -493,15 +616,18 @@ class Server::FrontDoor {
     for (int fd : fds) CloseInLoop(fd);
   }
 
-  void Work() {
+  // A worker of the priority lane takes only priority requests; an ordinary one takes them first.
+  void Work(bool priority_lane) {
+    CondVar& cv = priority_lane ? priority_cv_ : work_cv_;
     while (true) {
       std::unique_ptr<Conn> c;
       {
         MutexLock lock(mu_);
-        while (!stopping_ && work_.empty()) work_cv_.Wait(mu_);
+        while (!stopping_ && priority_.empty() && (priority_lane || work_.empty())) cv.Wait(mu_);
         if (stopping_) return;
-        c = std::move(work_.front());
-        work_.pop_front();
+        std::deque<std::unique_ptr<Conn>>& queue = priority_.empty() ? work_ : priority_;
+        c = std::move(queue.front());
+        queue.pop_front();
       }
       if (SteadyClock::now() - c->dispatched_at > options_.stall_threshold) {
         ++server_.counters_->stalled;
@@ -537,10 +663,12 @@ class Server::FrontDoor {
   std::map<std::string, int> per_peer_;
 
   Mutex mu_;
-  CondVar work_cv_;
+  CondVar work_cv_;      // ordinary workers
+  CondVar priority_cv_;  // the priority lane's
   bool stopping_ FLYT_GUARDED_BY(mu_) = false;
   std::vector<int> incoming_ FLYT_GUARDED_BY(mu_);
   std::deque<std::unique_ptr<Conn>> work_ FLYT_GUARDED_BY(mu_);
+  std::deque<std::unique_ptr<Conn>> priority_ FLYT_GUARDED_BY(mu_);
   std::vector<Returned> returned_ FLYT_GUARDED_BY(mu_);
 };
 
@@ -560,7 +688,10 @@ class InlineQueue : public httplib::TaskQueue {
 
 }  // namespace
 
-Server::Server() : counters_(std::make_unique<Counters>()) {
+Server::Server()
+    : limiter_(std::make_unique<RateLimiter>(SystemClock::Instance())),
+      counters_(std::make_unique<Counters>()) {
+  counters_->limited[kOtherLabel];
   front_door_ = std::make_unique<FrontDoor>(*this);
   new_task_queue = [this] {
     // cpp-httplib listens with a backlog of 5: a burst of connections then drops SYNs, and a
@@ -583,6 +714,13 @@ void Server::SetFrontDoorOptions(const FrontDoorOptions& options) { options_ = o
 void Server::SetOverloadListener(std::function<void()> listener) {
   overload_listener_ = std::move(listener);
 }
+
+void Server::SetAdmissionPolicy(AdmissionPolicy policy, const std::vector<std::string>& labels) {
+  admission_ = std::move(policy);
+  for (const std::string& label : labels) counters_->limited[label];
+}
+
+void Server::SetClock(Clock& clock) { limiter_ = std::make_unique<RateLimiter>(clock); }
 
 bool Server::process_and_close_socket(socket_t sock) {
   front_door_->Adopt(sock);
@@ -635,6 +773,12 @@ Server::Stats Server::stats() const {
   s.requests_dispatched = n.dispatched.load();
   s.requests_stalled = n.stalled.load();
   s.loop_stalls = n.loop_stalls.load();
+  s.requests_priority = n.priority.load();
+  for (const auto& [label, count] : n.limited) {
+    s.limited_by_label[label] = count.load();
+    s.requests_limited += count.load();
+  }
+  s.rate_limit_buckets = limiter_->size();
   return s;
 }
 
@@ -672,6 +816,18 @@ std::string Server::MetricsText(const std::string& prefix) const {
          s.requests_stalled);
   metric("loop_stalls_total", "counter", "Times the connection loop itself ran seconds late.", "",
          s.loop_stalls);
+  metric("requests_priority_total", "counter",
+         "Requests served by the priority lane (health, metrics, the daemon's control plane).", "",
+         s.requests_priority);
+  bool first = true;
+  for (const auto& [label, count] : s.limited_by_label) {
+    metric("requests_limited_total", "counter",
+           "Requests answered 429 rate_limited: over their token's (or address's) rate.",
+           "{role=\"" + label + "\"}", count, first);
+    first = false;
+  }
+  metric("rate_limit_buckets", "gauge", "Token buckets of the rate limit held now.", "",
+         s.rate_limit_buckets);
   return out;
 }
 

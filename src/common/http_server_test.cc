@@ -12,10 +12,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/http.h"
 #include "common/unique_fd.h"
 
@@ -217,6 +219,165 @@ TEST_F(FrontDoorTest, AnIdleConnectionIsClosed) {
   EXPECT_LT(steady_clock::now() - started, milliseconds(3500));
   EXPECT_EQ(server_.stats().idle_closed, 1u);
   EXPECT_NE(server_.MetricsText("flyt_test").find("flyt_test_http_connections_idle_closed_total 1"),
+            std::string::npos);
+}
+
+// Reads from `fd` until `done(got)` holds or `wait` passes (or the peer closes).
+std::string ReadUntil(int fd, const std::function<bool(const std::string&)>& done,
+                      milliseconds wait) {
+  std::string got;
+  const auto until = steady_clock::now() + wait;
+  while (!done(got) && steady_clock::now() < until) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 50) <= 0) continue;
+    char buf[4096];
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  return got;
+}
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+std::string Get(const std::string& path, const std::string& token) {
+  return "GET " + path + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token + "\r\n\r\n";
+}
+
+// Every worker busy: the control plane still answers, through the priority lane.
+TEST_F(FrontDoorTest, ThePriorityLaneAnswersWhileEveryWorkerIsBusy) {
+  std::atomic<int> entered{0};
+  std::atomic<bool> release{false};
+  server_.Get("/block", [&](const httplib::Request&, httplib::Response& res) {
+    ++entered;
+    // Held until the test lets go (at most 20 s, so that a failing test still ends).
+    for (int i = 0; i < 2000 && !release.load(); ++i) std::this_thread::sleep_for(milliseconds(10));
+    res.set_content("done", "text/plain");
+  });
+  server_.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("ok", "text/plain");
+  });
+  server_.Post("/beat", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("beat", "text/plain");
+  });
+  // The daemon's own control plane: POST /beat besides /healthz and /metrics.
+  server_.SetAdmissionPolicy(
+      [](const RequestHead& head) {
+        Admission a = DefaultAdmission(head);
+        a.priority = a.priority || (head.method == "POST" && head.path == "/beat");
+        return a;
+      },
+      {});
+  Start(Options());  // 2 ordinary workers
+  std::vector<std::thread> blockers;
+  // Let go and join on every way out, a failed ASSERT too.
+  struct Joiner {
+    std::atomic<bool>& release;
+    std::vector<std::thread>& threads;
+    ~Joiner() {
+      release = true;
+      for (auto& t : threads) {
+        if (t.joinable()) t.join();
+      }
+    }
+  } joiner{release, blockers};
+  for (int i = 0; i < 2; ++i) {
+    blockers.emplace_back([this] {
+      httplib::Client client("127.0.0.1", port_);
+      client.set_read_timeout(std::chrono::seconds(30));
+      (void)client.Get("/block");
+    });
+  }
+  for (int i = 0; i < 1000 && entered.load() < 2; ++i) std::this_thread::sleep_for(milliseconds(10));
+  ASSERT_EQ(entered.load(), 2) << "the ordinary workers did not both take a blocking request";
+  {
+    httplib::Client client("127.0.0.1", port_);
+    client.set_read_timeout(std::chrono::seconds(5));
+    auto health = client.Get("/healthz?verbose=1");
+    ASSERT_TRUE(health) << "/healthz was not answered while the workers were busy";
+    EXPECT_EQ(health->body, "ok");
+    auto beat = client.Post("/beat", "{}", "application/json");
+    ASSERT_TRUE(beat) << "the daemon's priority route was not answered";
+    EXPECT_EQ(beat->body, "beat");
+  }
+  EXPECT_EQ(entered.load(), 2);  // the blocked ones are still blocked
+  release = true;
+  for (auto& t : blockers) t.join();
+  EXPECT_EQ(server_.stats().requests_priority, 2u);
+  EXPECT_NE(server_.MetricsText("flyt_test").find("flyt_test_http_requests_priority_total 2"),
+            std::string::npos);
+}
+
+// A token over its rate gets 429 with Retry-After on the epoll thread, its connection stays
+// open, other tokens and unlimited ones are served; time (a FakeClock) refills the bucket.
+TEST_F(FrontDoorTest, ATokenOverItsRateGets429WithRetryAfter) {
+  FakeClock clock;
+  server_.SetClock(clock);
+  server_.SetAdmissionPolicy(
+      [](const RequestHead& head) {
+        Admission a = DefaultAdmission(head);
+        if (head.bearer_token && *head.bearer_token == "node") return a;  // never limited
+        a.limit = RateLimit{1.0, 2.0};
+        a.limit_key = head.bearer_token ? "holder:" + std::string(*head.bearer_token)
+                                        : "address:" + std::string(head.peer_ip);
+        a.label = head.bearer_token ? "client" : "anonymous";
+        return a;
+      },
+      {"client", "anonymous"});
+  Start(Options());
+  auto responses = [](size_t n) {
+    return [n](const std::string& got) { return Count(got, "HTTP/1.1 ") >= n; };
+  };
+  UniqueFd c = Connect("127.0.0.1");
+  // Three pipelined requests with one token: its burst of 2, then a refusal.
+  Send(c.get(), Get("/hi", "alice") + Get("/hi", "alice") + Get("/hi", "alice"));
+  std::string got = ReadUntil(c.get(), responses(3), milliseconds(5000));
+  EXPECT_EQ(Count(got, "HTTP/1.1 200"), 2u) << got;
+  ASSERT_EQ(Count(got, "HTTP/1.1 429 Too Many Requests"), 1u) << got;
+  const std::string refusal = got.substr(got.find("HTTP/1.1 429"));
+  EXPECT_NE(refusal.find("Retry-After: 1\r\n"), std::string::npos) << refusal;
+  EXPECT_NE(refusal.find("\"code\":\"rate_limited\""), std::string::npos) << refusal;
+  EXPECT_EQ(refusal.find("Connection: close"), std::string::npos) << refusal;
+  // The same connection: another token is served, the node token is never limited.
+  std::string more = Get("/hi", "bob");
+  for (int i = 0; i < 10; ++i) more += Get("/hi", "node");
+  Send(c.get(), more);
+  got = ReadUntil(c.get(), responses(11), milliseconds(5000));
+  EXPECT_EQ(Count(got, "HTTP/1.1 200"), 11u) << got;
+  // Alice is still over, until a second has passed.
+  Send(c.get(), Get("/hi", "alice"));
+  got = ReadUntil(c.get(), responses(1), milliseconds(5000));
+  EXPECT_NE(got.find("HTTP/1.1 429"), std::string::npos) << got;
+  clock.Advance(std::chrono::seconds(1));
+  Send(c.get(), Get("/hi", "alice"));
+  got = ReadUntil(c.get(), responses(1), milliseconds(5000));
+  EXPECT_NE(got.find("HTTP/1.1 200"), std::string::npos) << got;
+  // Without a token: the address's bucket. Connection: close is honoured on a refusal.
+  UniqueFd anon = Connect("127.0.0.2");
+  const std::string plain = "GET /hi HTTP/1.1\r\nHost: x\r\n\r\n";
+  Send(anon.get(), plain + plain + "GET /hi HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  bool closed = false;
+  got = ReadFor(anon.get(), milliseconds(3000), &closed);
+  EXPECT_EQ(Count(got, "HTTP/1.1 200"), 2u) << got;
+  EXPECT_NE(got.find("HTTP/1.1 429"), std::string::npos) << got;
+  EXPECT_TRUE(closed);
+  EXPECT_TRUE(Served());  // 127.0.0.1 without a token: a bucket of its own
+
+  const Server::Stats s = server_.stats();
+  EXPECT_EQ(s.requests_limited, 3u);
+  EXPECT_EQ(s.limited_by_label.at("client"), 2u);
+  EXPECT_EQ(s.limited_by_label.at("anonymous"), 1u);
+  const std::string metrics = server_.MetricsText("flyt_test");
+  EXPECT_NE(metrics.find("flyt_test_http_requests_limited_total{role=\"client\"} 2"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("flyt_test_http_requests_limited_total{role=\"anonymous\"} 1"),
+            std::string::npos);
+  EXPECT_NE(metrics.find("flyt_test_http_requests_limited_total{role=\"other\"} 0"),
             std::string::npos);
 }
 
