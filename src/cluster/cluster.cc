@@ -79,10 +79,10 @@ void Cluster::Start() {
   {
     MutexLock lock(mu_);
     last_pass_ = clock_.SteadyNow() - std::chrono::hours(1);
-    // Moves recorded in the store (a restart between their steps): settled as soon as the
-    // nodes can tell where the clients are.
+    // Moves and resizes recorded in the store (a restart between their steps): settled as soon
+    // as the nodes can tell where the clients are, or which share the server runs with.
     for (const auto& [id, mv] : moves_) {
-      if (!mv.running && !mv.target.empty()) {
+      if (!mv.running) {
         QueueResolveLocked();
         break;
       }

@@ -201,7 +201,9 @@ class Cluster : private NodeWorkerHost {
   // released and its server drained, and the caller gets the reasons. No lock is held while a
   // node works. ResizeRemoteLease ({"sm_count"|"sm_percent", "memory_mb"}) reserves the larger
   // of the old and new share first, has the node apply the new one to the running server, then
-  // keeps the new share (or the old one, when the node refused). Owner or admin.
+  // keeps the new share (or the old one, when the node refused); the resize is written ahead
+  // into the lease's row and settled after a restart like a move (remote_resize.cc). Owner or
+  // admin.
   Result<nlohmann::json> MigrateRemoteLease(const Caller& caller, const std::string& id,
                                             const nlohmann::json& body) FLYT_EXCLUDES(mu_);
   Result<nlohmann::json> ResizeRemoteLease(const Caller& caller, const std::string& id,
@@ -213,16 +215,17 @@ class Cluster : private NodeWorkerHost {
                                    const nlohmann::json& body) FLYT_EXCLUDES(mu_);
   Result<nlohmann::json> UncordonNode(const Caller& caller, const std::string& node)
       FLYT_EXCLUDES(mu_);
-  // Resolves the moves recorded in the store that no thread of this manager is running (found
-  // after a restart or in another replica's write, or left when the source node's answer was
-  // lost or the commit could not be stored): asks the target node for the lease's next server
-  // (its state and connected clients) and, when that does not settle it, the source node for
-  // the current one; commits the move when the clients are on the target, aborts it when they
-  // are still on the source (or the target server is gone), and keeps both servers when it
-  // cannot tell yet (a node unreachable, the source still moving clients). A heartbeat of a
-  // node a recorded move involves queues a pass on the node worker; Start queues one after a
-  // restart. Calls nodes with no lock held; one pass at a time. Returns the lease ids by
-  // outcome: {"committed": [...], "aborted": [...], "undecided": [...]}.
+  // Resolves the moves and resizes recorded in the store that no thread of this manager is running
+  // (found after a restart or in another replica's write, or left when a node's answer was lost or
+  // the outcome could not be stored). A resize is settled to the share the node says its server
+  // runs with (remote_resize.cc). For a move it asks the target node for the lease's next server
+  // (its state and connected clients) and, when that does not settle it, the source node for the
+  // current one; commits the move when the clients are on the target, aborts it when they are still
+  // on the source (or the target server is gone), and keeps both servers when it cannot tell yet (a
+  // node unreachable, the source still moving clients). A heartbeat of a node a recorded move or
+  // resize involves queues a pass on the node worker; Start queues one after a restart. Calls nodes
+  // with no lock held; one pass at a time. Returns the lease ids by outcome: {"committed": [...],
+  // "aborted": [...], "undecided": [...]}.
   nlohmann::json ResolveMoves() FLYT_EXCLUDES(mu_, resolve_mu_);
 
   // The GPU servers the nodes reported in their latest heartbeats, each with its "node".
@@ -404,9 +407,27 @@ class Cluster : private NodeWorkerHost {
   std::pair<std::string, Result<nlohmann::json>> ResolveMove(const std::string& id,
                                                              const std::string& resolved)
       FLYT_EXCLUDES(mu_);
+  // Step 3 of a resize (remote_resize.cc): one transaction gives the lease `sm_count` and
+  // `memory_bytes` — the share its server runs with — and clears the recorded resize; event
+  // remote_lease.resized, or remote_lease.resize_failed when that is the old share (`why`, and
+  // `resolved` for a resize settled after the fact). Not stored: the resize stays recorded (not
+  // running) for a later pass.
+  Result<nlohmann::json> SettleResizeLocked(const std::string& id, uint32_t sm_count,
+                                            uint64_t memory_bytes, const nlohmann::json& server,
+                                            const std::string& why, const std::string& resolved)
+      FLYT_REQUIRES(mu_);
+  // Asks the node what share the server of the recorded resize of `id` runs with and settles
+  // the lease to it (see ResolveMoves). `waiting`: how it came to wait ("restart",
+  // "lost_answer", "store"). Returns "committed" (a share other than the old one), "aborted"
+  // (the old share), "undecided" or "gone", and, when settled, the lease.
+  std::pair<std::string, Result<nlohmann::json>> ResolveResize(const std::string& id,
+                                                               const std::string& waiting)
+      FLYT_EXCLUDES(mu_);
   // Queues a ResolveMoves pass on the node worker, unless one is queued already.
   void QueueResolveLocked() FLYT_REQUIRES(mu_);
-  // The test seam's answer at `point` (false without one).
+  // The test seam's answer at `point` (false without one): "clients_moved" (a move, after the
+  // source node answered), "resize_recorded" (a resize, once written ahead), "resize_applied" (a
+  // resize, after the node answered); true stops the request there, as a manager that died.
   bool MoveHook(const std::string& point) FLYT_EXCLUDES(mu_);
   // Sets or lifts a node's cordon, stored, with an event.
   Status SetCordonLocked(const std::string& node, bool cordoned, const std::string& reason,
@@ -485,9 +506,10 @@ class Cluster : private NodeWorkerHost {
   std::map<std::string, RemoteLeaseInfo> remote_ FLYT_GUARDED_BY(mu_);
   // Remote leases moving or being resized now (remote_moves.cc), by lease id: the share reserved
   // on a move's target (a ledger lease of its own, never a row: the lease row records the move,
-  // RemoteLeaseInfo::moving, and the ledger gets it back from there), empty for a resize; the
-  // generation its server will have; whether a thread of this manager runs it now (false: a
-  // recorded move waiting to be resolved, ResolveMoves) and, if not, how it came to wait.
+  // RemoteLeaseInfo::moving, and the ledger gets it back from there), empty for a resize (its
+  // record is RemoteLeaseInfo::resizing); the generation its server will have; whether a thread
+  // of this manager runs it now (false: a recorded move or resize waiting to be resolved,
+  // ResolveMoves) and, if not, how it came to wait.
   struct Move {
     std::string target;
     uint32_t generation = 0;

@@ -417,11 +417,12 @@ Result<json> Cluster::Heartbeat(const Caller& caller, const json& body) {
   if (incoming.gpu_servers.enabled && config_.remote_enabled) {
     reply["gpu_servers"] = {{"desired", DesiredGpuServersLocked(incoming.name)}};
   }
-  // A move waiting to be resolved that involves this node: it may be able to tell now.
+  // A move (or resize) waiting to be resolved that involves this node: it may be able to tell
+  // now.
   for (const auto& [id, mv] : moves_) {
-    if (mv.running || mv.target.empty()) continue;
+    if (mv.running) continue;
     auto lease = ledger_->Find(id);
-    auto share = ledger_->Find(mv.target);
+    auto share = mv.target.empty() ? std::nullopt : ledger_->Find(mv.target);
     if ((lease && !lease->gpus.empty() && lease->gpus.front().node == incoming.name) ||
         (share && !share->gpus.empty() && share->gpus.front().node == incoming.name)) {
       QueueResolveLocked();

@@ -260,6 +260,18 @@ json ToJson(const sched::Lease& lease, const RemoteLeaseInfo& r) {
                     m.clients_until ? json(ToMillis(*m.clients_until)) : json(nullptr)}};
     remote["moving"] = std::move(moving);
   }
+  if (r.resizing) {
+    const RemoteResize& z = *r.resizing;
+    remote["resizing"] = {{"sm_count_before", z.sm_count_before},
+                          {"memory_bytes_before", z.memory_bytes_before},
+                          {"sm_count", z.sm_count},
+                          {"memory_bytes", z.memory_bytes},
+                          {"sm_count_asked", z.sm_count_asked},
+                          {"sm_percent", z.sm_percent ? json(*z.sm_percent) : json(nullptr)},
+                          {"started_at_ms", ToMillis(z.started_at)},
+                          {"by", z.by},
+                          {"node_until_ms", ToMillis(z.node_until)}};
+  }
   j["remote"] = std::move(remote);
   return j;
 }
@@ -324,6 +336,23 @@ Result<std::optional<RemoteLeaseInfo>> RemoteInfoFromJson(const json& j) {
     }
     info.moving = std::move(move);
   }
+  if (auto z = r.find("resizing"); z != r.end() && z->is_object()) {
+    const std::string what = "remote lease " + Optional<std::string>(j, "id", "") + "'s resize";
+    RemoteResize resize;
+    FLYT_ASSIGN_OR_RETURN(resize.sm_count_before, Field<uint32_t>(*z, "sm_count_before", what));
+    FLYT_ASSIGN_OR_RETURN(resize.memory_bytes_before,
+                          Field<uint64_t>(*z, "memory_bytes_before", what));
+    FLYT_ASSIGN_OR_RETURN(resize.sm_count, Field<uint32_t>(*z, "sm_count", what));
+    FLYT_ASSIGN_OR_RETURN(resize.memory_bytes, Field<uint64_t>(*z, "memory_bytes", what));
+    resize.sm_count_asked = Optional<uint32_t>(*z, "sm_count_asked", 0);
+    if (z->contains("sm_percent") && (*z)["sm_percent"].is_number()) {
+      resize.sm_percent = (*z)["sm_percent"].get<double>();
+    }
+    resize.started_at = FromMillis(Optional<int64_t>(*z, "started_at_ms", 0));
+    resize.by = Optional<std::string>(*z, "by", "");
+    resize.node_until = FromMillis(Optional<int64_t>(*z, "node_until_ms", 0));
+    info.resizing = std::move(resize);
+  }
   return std::optional<RemoteLeaseInfo>(std::move(info));
 }
 
@@ -360,6 +389,15 @@ json RemoteLeaseView(const sched::Lease& l, const RemoteLeaseInfo& r, WallTime n
                       {"gpu", {{"uuid", m.gpu.uuid}, {"index", m.gpu.index}, {"name", m.gpu.name}}},
                       {"server", m.address.empty() ? json(nullptr) : json(m.address)},
                       {"since", gpu::FormatTime(m.started_at)}};
+  }
+  if (r.resizing) {
+    // The share it had stays shown until the resize is settled (the ledger holds the larger).
+    const RemoteResize& z = *r.resizing;
+    j["sm_count"] = z.sm_count_before;
+    j["memory_mb"] = z.memory_bytes_before >> 20;
+    j["resizing_to"] = {{"sm_count", z.sm_count},
+                        {"memory_mb", z.memory_bytes >> 20},
+                        {"since", gpu::FormatTime(z.started_at)}};
   }
   if (with_secret) j["secret"] = r.secret;
   return j;

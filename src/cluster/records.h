@@ -105,6 +105,26 @@ struct RemoteMove {
   std::optional<WallTime> clients_until;
 };
 
+// A resize of a remote lease in flight (remote_resize.cc), written ahead into the lease's row
+// before its node is asked to apply it, so that a manager that restarts (or another replica)
+// knows that the lease's server may run either share: the ledger holds the larger of the two
+// (the row's GPU share), nothing else may change the lease, and the resize is settled to the
+// share the node reports its server runs with (ResolveMoves).
+struct RemoteResize {
+  uint32_t sm_count_before = 0;  // the share the lease had
+  uint64_t memory_bytes_before = 0;
+  uint32_t sm_count = 0;  // the share asked of the node (the SMs the ledger granted)
+  uint64_t memory_bytes = 0;
+  // The lease's sm_count_asked and sm_percent once the new share is kept.
+  uint32_t sm_count_asked = 0;
+  std::optional<double> sm_percent;
+  WallTime started_at;
+  std::string by;  // who asked (a token name)
+  // Until when the node may still be applying it (the limit of the manager's call): a server
+  // still on the old share before then may yet take the new one.
+  WallTime node_until;
+};
+
 // What the cluster keeps of a remote lease beside the ledger's sched::Lease (which holds its
 // GPU, SMs and memory): stored in the same lease row, under "remote".
 struct RemoteLeaseInfo {
@@ -123,6 +143,8 @@ struct RemoteLeaseInfo {
   uint32_t generation = 0;
   // The move in flight, if any (stored as "moving"; the API shows it as "moving_to").
   std::optional<RemoteMove> moving;
+  // The resize in flight, if any (stored as "resizing"; the API shows it as "resizing_to").
+  std::optional<RemoteResize> resizing;
 };
 
 // The share a moving lease holds on its move's target, as the ledger keeps it (a remote lease

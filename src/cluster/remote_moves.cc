@@ -241,7 +241,10 @@ Result<sched::Lease> Cluster::ReadyToChangeLocked(const Caller& caller, const st
     return Status(StatusCode::kFailedPrecondition,
                   "remote lease " + id +
                       (mv->second.target.empty()
-                           ? " is being resized"
+                           ? mv->second.running ? " is being resized"
+                                                : " has a resize the manager has not settled yet "
+                                                  "(the larger share is held until its node can "
+                                                  "tell which one its server runs with)"
                            : mv->second.running ? " is moving"
                                                 : " has a move the manager has not settled yet "
                                                   "(both servers are kept until it can tell "
@@ -647,7 +650,11 @@ Status Cluster::AbortMoveLocked(const std::string& id, const std::string& target
 
 void Cluster::EndMoveOfLeaseLocked(const std::string& id, bool drain) {
   auto mv = moves_.find(id);
-  if (mv == moves_.end() || mv->second.target.empty()) return;
+  if (mv == moves_.end()) return;
+  if (mv->second.target.empty()) {  // a resize: it ends with the lease
+    if (!mv->second.running) moves_.erase(mv);
+    return;
+  }
   if (drain) {
     if (auto share = ledger_->Find(mv->second.target); share && !share->gpus.empty()) {
       auto n = nodes_.find(share->gpus.front().node);
@@ -674,10 +681,18 @@ void Cluster::SyncMoveLocked(const sched::Lease& lease) {
     }
     return;
   }
-  // No move recorded: one this manager knew of was settled elsewhere (unless a thread here
-  // runs it: it finds out when it writes next).
-  if (mv != moves_.end() && !mv->second.target.empty() && !mv->second.running) {
-    (void)ledger_->Release(mv->second.target);
+  // A resize recorded in the row (remote_resize.cc): the row's share is the larger one held;
+  // it waits to be settled.
+  if (info != remote_.end() && info->second.resizing) {
+    if (mv == moves_.end()) {
+      moves_[lease.id] = Move{"", info->second.generation, /*running=*/false, "restart"};
+    }
+    return;
+  }
+  // No move or resize recorded: one this manager knew of was settled elsewhere (unless a thread
+  // here runs it: it finds out when it writes next).
+  if (mv != moves_.end() && !mv->second.running) {
+    if (!mv->second.target.empty()) (void)ledger_->Release(mv->second.target);
     moves_.erase(mv);
   }
 }
@@ -704,18 +719,28 @@ void Cluster::SetMoveHookForTest(std::function<bool(const std::string& point)> h
 
 json Cluster::ResolveMoves() {
   MutexLock one(resolve_mu_);
-  std::vector<std::pair<std::string, std::string>> settle;  // lease id, how it came to wait
+  struct Waiting {
+    std::string id;
+    std::string waiting;  // how it came to wait
+    bool resize = false;
+  };
+  std::vector<Waiting> settle;
   {
     MutexLock lock(mu_);
     resolve_queued_ = false;
     for (auto& [id, mv] : moves_) {
-      if (mv.running || mv.target.empty()) continue;
+      if (mv.running) continue;
       mv.running = true;  // this pass settles it; nobody else meanwhile
-      settle.emplace_back(id, mv.waiting);
+      settle.push_back({id, mv.waiting, mv.target.empty()});
     }
   }
   json out = {{"committed", json::array()}, {"aborted", json::array()}, {"undecided", json::array()}};
-  for (const auto& [id, waiting] : settle) {
+  for (const auto& [id, waiting, resize] : settle) {
+    if (resize) {
+      auto outcome = ResolveResize(id, waiting).first;
+      if (out.contains(outcome)) out[outcome].push_back(id);
+      continue;
+    }
     const std::string resolved = waiting == "lost_answer" ? kResolvedAfterLostAnswer
                                  : waiting == "store"     ? kResolvedAfterStoreError
                                                           : kResolvedAfterRestart;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "cluster/cluster_testing.h"
 #include "cluster/fake_node_testing.h"
@@ -498,6 +499,197 @@ TEST_F(RemoteMoveCrashTest, ALostAnswerLeavesTheMoveRecordedUntilTheNodesCanTell
   EXPECT_FALSE(Show(id).contains("moving_to"));
   EXPECT_TRUE(node_b_.WaitForDelete(id + ".m1"));
   EXPECT_NE(AllEvents().find("answer to moving the clients was lost"), std::string::npos);
+}
+
+// ---- A manager that dies halfway through a resize ----
+//
+// The resize is written ahead into the lease's row (the larger of both shares held) before the
+// node is asked. A manager stopped right after that (nothing asked) or right after the node
+// answered (nothing settled) is replaced by a new one over the same store: the lease shows
+// "resizing_to" while the larger share stays held, and it is settled to the share the node says
+// its server runs with (GET's sm_count and memory_mb).
+
+class RemoteResizeCrashTest : public RemoteMoveCrashTest {
+ protected:
+  // A lease of 60 SMs (64 granted) and 20000 MiB on a's GPU 0, for an hour, whose server's
+  // record on the node (GET) says so.
+  std::string ResizableLease() {
+    auto created = cluster_->CreateRemoteLease(
+        alice_, {{"sm_count", 60}, {"memory_mb", 20000}, {"node", "a"}, {"ttl_seconds", 3600}});
+    EXPECT_TRUE(created.ok()) << created.status().ToString();
+    if (!created.ok()) return "";
+    const std::string id = (*created)["id"];
+    ServerRuns(id, 64, 20000);
+    return id;
+  }
+  // The share the node's record of the lease's server shows.
+  void ServerRuns(const std::string& id, int sm_count, int memory_mb) {
+    node_a_.SetRecord(id, {{"lease_id", id},
+                           {"state", "running"},
+                           {"address", "127.0.0.1:12500"},
+                           {"pid", 4242},
+                           {"clients", 1},
+                           {"sm_count", sm_count},
+                           {"memory_mb", memory_mb}});
+  }
+  // Resizes `id` with `body` and stops the manager at `at` ("resize_recorded": the node was
+  // never asked; "resize_applied": it answered, `then` runs there); another starts on the store.
+  void ResizeAndDie(const std::string& id, const std::string& at, const json& body,
+                    std::function<void()> then = nullptr) {
+    cluster_->SetMoveHookForTest([at, then](const std::string& point) {
+      if (point != at) return false;
+      if (then) then();
+      return true;
+    });
+    auto r = cluster_->ResizeRemoteLease(alice_, id, body);
+    ASSERT_FALSE(r.ok());
+    Open();
+  }
+};
+
+TEST_F(RemoteResizeCrashTest, DiedOnceRecordedTheNodeNeverTookItAndTheOldShareStays) {
+  const std::string id = ResizableLease();
+  ResizeAndDie(id, "resize_recorded", {{"sm_count", 96}, {"memory_mb", 30000}, {"timeout_s", 1}});
+  EXPECT_TRUE(node_a_.actions().empty());
+  // Before anything is asked: the lease shows the share it had and the one it is resizing to;
+  // the larger of both is held.
+  json shown = Show(id);
+  EXPECT_EQ(shown["sm_count"], 64);
+  EXPECT_EQ(shown["memory_mb"], 20000);
+  EXPECT_EQ(shown["resizing_to"]["sm_count"], 96);
+  EXPECT_EQ(shown["resizing_to"]["memory_mb"], 30000);
+  EXPECT_EQ(SmFree("GPU-a-0"), 132 - 96);
+  // Nothing else may change it meanwhile.
+  EXPECT_EQ(cluster_->ResizeRemoteLease(alice_, id, {{"sm_count", 8}}).status().reason(),
+            "conflict");
+  EXPECT_EQ(cluster_->MigrateRemoteLease(alice_, id, {{"node", "b"}}).status().reason(),
+            "conflict");
+
+  cluster_->Start();
+  // The server still runs with the old share, but the node may still be applying the new one
+  // (for as long as the manager's call to it could last): nothing is decided.
+  (void)cluster_->ResolveMoves();
+  EXPECT_EQ(Show(id)["resizing_to"]["sm_count"], 96);
+  EXPECT_EQ(SmFree("GPU-a-0"), 132 - 96);
+  EXPECT_TRUE(node_a_.actions().empty());
+  // Past that, the old share it is.
+  clock_.Advance(std::chrono::seconds(40));
+  ASSERT_TRUE(Beat("a").ok());
+  ASSERT_TRUE(Beat("b").ok());
+  (void)cluster_->ResolveMoves();
+  shown = Show(id);
+  EXPECT_EQ(shown["sm_count"], 64);
+  EXPECT_EQ(shown["memory_mb"], 20000);
+  EXPECT_EQ(shown["sm_count_asked"], 60);
+  EXPECT_FALSE(shown.contains("resizing_to"));
+  EXPECT_EQ(SmFree("GPU-a-0"), 132 - 64);
+  const std::string events = AllEvents();
+  EXPECT_NE(events.find("remote_lease.resizing"), std::string::npos);
+  EXPECT_NE(events.find("remote_lease.resize_failed"), std::string::npos);
+  EXPECT_NE(events.find("resolved after a restart"), std::string::npos);
+  EXPECT_EQ(Metric("flyt_cluster_remote_lease_resize_failures_total"), "1");
+  // It stays so after another restart, and may be resized again.
+  Open();
+  cluster_->Start();
+  EXPECT_FALSE(Show(id).contains("resizing_to"));
+  EXPECT_EQ(SmFree("GPU-a-0"), 132 - 64);
+  node_a_.Answer("resize", 200, {{"sm_count_granted", 96}});
+  auto again = cluster_->ResizeRemoteLease(alice_, id, {{"sm_count", 96}});
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ((*again)["sm_count"], 96);
+  EXPECT_FALSE(again->contains("resizing_to"));
+}
+
+TEST_F(RemoteResizeCrashTest, DiedAfterTheNodeTookItTheNewShareIsKeptAndNoMore) {
+  const std::string id = ResizableLease();
+  node_a_.Answer("resize", 200, {{"sm_count_granted", 32}, {"clients", 1}, {"clients_applied", 1}});
+  // Fewer SMs, more memory: the larger of both is 64 SMs and 30000 MiB.
+  ResizeAndDie(id, "resize_applied", {{"sm_count", 30}, {"memory_mb", 30000}},
+               [&] { ServerRuns(id, 32, 30000); });
+  ASSERT_EQ(node_a_.actions().size(), 1u);
+  EXPECT_EQ(node_a_.actions()[0].second["sm_count"], 32);
+  json shown = Show(id);
+  EXPECT_EQ(shown["sm_count"], 64);
+  EXPECT_EQ(shown["resizing_to"]["sm_count"], 32);
+  EXPECT_EQ(shown["resizing_to"]["memory_mb"], 30000);
+  EXPECT_EQ(SmFree("GPU-a-0"), 132 - 64);
+
+  cluster_->Start();
+  (void)cluster_->ResolveMoves();
+  shown = Show(id);
+  EXPECT_EQ(shown["sm_count"], 32);
+  EXPECT_EQ(shown["memory_mb"], 30000);
+  EXPECT_EQ(shown["sm_count_asked"], 30);
+  EXPECT_FALSE(shown.contains("resizing_to"));
+  // The ledger holds exactly the new share: the SMs it gave up are free again.
+  EXPECT_EQ(SmFree("GPU-a-0"), 132 - 32);
+  json desired = Desired("a");
+  ASSERT_EQ(desired.size(), 1u);
+  EXPECT_EQ(desired[0]["sm_count"], 32);
+  EXPECT_EQ(desired[0]["memory_mb"], 30000);
+  const std::string events = AllEvents();
+  EXPECT_NE(events.find("remote_lease.resized"), std::string::npos);
+  EXPECT_NE(events.find("resolved after a restart"), std::string::npos);
+  EXPECT_EQ(Metric("flyt_cluster_remote_lease_resizes_total"), "1");
+  Open();
+  cluster_->Start();
+  EXPECT_EQ(Show(id)["sm_count"], 32);
+  EXPECT_EQ(SmFree("GPU-a-0"), 132 - 32);
+}
+
+TEST_F(RemoteResizeCrashTest, AnUnreachableNodeKeepsTheLargerShareHeldUntilItAnswers) {
+  const std::string id = ResizableLease();
+  node_a_.Answer("resize", 200, {{"sm_count_granted", 96}});
+  ResizeAndDie(id, "resize_applied", {{"sm_count", 96}}, [&] { ServerRuns(id, 96, 20000); });
+  node_a_.Down();
+  cluster_->Start();
+  (void)cluster_->ResolveMoves();
+  EXPECT_EQ(Show(id)["resizing_to"]["sm_count"], 96);
+  EXPECT_EQ(SmFree("GPU-a-0"), 132 - 96);
+  // Past the call's limit too: a node that cannot be asked decides nothing.
+  clock_.Advance(std::chrono::seconds(200));
+  ASSERT_TRUE(Beat("a").ok());
+  ASSERT_TRUE(Beat("b").ok());
+  (void)cluster_->ResolveMoves();
+  EXPECT_EQ(Show(id)["resizing_to"]["sm_count"], 96);
+  EXPECT_EQ(SmFree("GPU-a-0"), 132 - 96);
+  // It answers again: its heartbeat queues a pass, which settles the new share.
+  node_a_.Up();
+  ASSERT_TRUE(Beat("a").ok());
+  (void)cluster_->ResolveMoves();
+  const json shown = Show(id);
+  EXPECT_EQ(shown["sm_count"], 96);
+  EXPECT_FALSE(shown.contains("resizing_to"));
+  EXPECT_EQ(SmFree("GPU-a-0"), 132 - 96);
+}
+
+TEST_F(RemoteResizeCrashTest, ALostAnswerIsInDoubtUntilTheNodeCanTell) {
+  const std::string id = ResizableLease();
+  // The node's API is down: whether the server took the new share is unknown.
+  node_a_.Down();
+  auto resized = cluster_->ResizeRemoteLease(alice_, id, {{"memory_mb", 40000}, {"timeout_s", 1}});
+  ASSERT_FALSE(resized.ok());
+  EXPECT_EQ(resized.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(resized.status().reason(), "resize_in_doubt") << resized.status().ToString();
+  EXPECT_EQ(Show(id)["resizing_to"]["memory_mb"], 40000);
+  EXPECT_EQ(Show(id)["memory_mb"], 20000);
+  // It answers again, past the call's limit: its server still has the old share.
+  node_a_.Up();
+  clock_.Advance(std::chrono::seconds(40));
+  ASSERT_TRUE(Beat("a").ok());
+  ASSERT_TRUE(Beat("b").ok());
+  (void)cluster_->ResolveMoves();
+  EXPECT_EQ(Show(id)["memory_mb"], 20000);
+  EXPECT_FALSE(Show(id).contains("resizing_to"));
+  EXPECT_NE(AllEvents().find("answer to the resize was lost"), std::string::npos);
+  // Released while a resize waits: the lease ends with it.
+  node_a_.Down();
+  resized = cluster_->ResizeRemoteLease(alice_, id, {{"memory_mb", 40000}, {"timeout_s", 1}});
+  EXPECT_EQ(resized.status().reason(), "resize_in_doubt") << resized.status().ToString();
+  ASSERT_TRUE(cluster_->ReleaseRemoteLease(alice_, id).ok());
+  json outcome = cluster_->ResolveMoves();
+  EXPECT_TRUE(outcome["undecided"].empty()) << outcome;
+  EXPECT_EQ(SmFree("GPU-a-0"), 132);
 }
 
 }  // namespace
