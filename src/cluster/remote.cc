@@ -34,6 +34,8 @@ namespace {
 constexpr uint32_t kMaxSmCount = 1 << 20;
 constexpr int64_t kMaxMemoryMb = int64_t{1} << 24;  // 16 TiB
 constexpr int64_t kMinTtlSeconds = 10;
+// Marks an Idempotency-Key's record that names a lease whose server was still starting.
+constexpr const char* kPendingKey = "pending_remote_lease";
 
 // A GPU server's secret: 32 bytes from the kernel's random generator, as 64 hex characters.
 Result<std::string> NewSecret() {
@@ -161,6 +163,18 @@ Result<json> Cluster::CreateRemoteLease(const Caller& caller, const json& body,
     const auto now = clock_.WallNow();
     Status s = WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
       FLYT_RETURN_IF_ERROR(LookUpKey(txn, idem, ToMillis(now), replay));
+      if (replay && replay->value(kPendingKey, false)) {
+        // The key's lease was placed but not yet answered (its server was starting, or this
+        // manager stopped meanwhile): the lease as it is now. One that is gone (its server never
+        // started) leaves the key free for a new lease.
+        const std::string id = replay->value("id", std::string());
+        auto placed = ledger_->Find(id);
+        const RemoteLeaseInfo placed_info = RemoteInfoLocked(id);
+        replay.reset();
+        if (placed && placed->remote && placed->expires_at > now && !placed_info.secret.empty()) {
+          replay = RemoteLeaseView(*placed, placed_info, now, /*with_secret=*/true);
+        }
+      }
       if (replay) return Status::Ok();
       bool expired = false;
       FLYT_RETURN_IF_ERROR(ExpireLocked(txn, expired));
@@ -180,6 +194,15 @@ Result<json> Cluster::CreateRemoteLease(const Caller& caller, const json& body,
       lease = *granted;
       FLYT_RETURN_IF_ERROR(txn.ClaimGpus(lease.id, GpuKeys(lease), /*exclusive=*/false));
       remote_[lease.id] = info;
+      // The key is stored with the lease, before the node is asked for a server: a retry after
+      // a lost answer (a client's time-out while the server starts, this manager killed) finds
+      // this lease and starts no second one. Step 3 replaces it with the answer.
+      if (!idem.key.empty()) {
+        FLYT_RETURN_IF_ERROR(txn.PutIdempotency(
+            idem.scope, idem.key,
+            {idem.hash, DumpJson(json{{"id", lease.id}, {kPendingKey, true}}),
+             ToMillis(now + config_.idempotency_keep_for)}));
+      }
       return txn.Put(Table::kLeases, lease.id, DumpJson(ToJson(lease, info)));
     });
     if (s.ok() && !refusal.ok()) s = refusal;
@@ -191,6 +214,7 @@ Result<json> Cluster::CreateRemoteLease(const Caller& caller, const json& body,
       ++counters_.idempotent_replays;
       json again = std::move(*replay);
       again["replayed"] = true;
+      // A lease still starting answers state "starting": the caller asks again with the key.
       if (!ledger_->Find(again.value("id", std::string()))) again["lease_ended"] = true;
       return again;
     }
@@ -245,6 +269,10 @@ Result<json> Cluster::CreateRemoteLease(const Caller& caller, const json& body,
           FLYT_RETURN_IF_ERROR(ledger_->Release(lease.id));
           FLYT_RETURN_IF_ERROR(txn.Delete(Table::kLeases, lease.id));
           FLYT_RETURN_IF_ERROR(txn.ReleaseGpus(lease.id));
+          if (!idem.key.empty()) {
+            // No lease came of the key: a retry with it asks anew.
+            FLYT_RETURN_IF_ERROR(txn.PutIdempotency(idem.scope, idem.key, {idem.hash, "{}", 0}));
+          }
           return Event(txn, "remote_lease.released",
                        {{"lease_id", lease.id},
                         {"owner", lease.owner},

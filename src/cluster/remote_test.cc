@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <thread>
@@ -147,6 +148,69 @@ TEST_F(RemoteLeaseTest, ANodeThatDoesNotStartTheServerGetsTheLeaseReleasedAnd503
   // The share is free again.
   node_api_.Refuse("");
   EXPECT_TRUE(cluster_->CreateRemoteLease(alice_, {{"sm_percent", 100}, {"memory_mb", 81920}}).ok());
+}
+
+// Issue 32: a client whose answer was lost (its time-out shorter than the server's start) asks
+// again with the same Idempotency-Key: it gets the lease being started, not a second lease with a
+// second server; once started, the key answers the lease with its server and secret.
+TEST_F(RemoteLeaseTest, ARetryWithTheKeyWhileTheServerStartsGetsTheSameLeaseAndNoSecondServer) {
+  ASSERT_TRUE(Beat().ok());
+  const json body{{"sm_percent", 50}, {"memory_mb", 1000}, {"client", "laptop-1"}};
+  std::atomic<bool> retried{false};
+  Result<json> retry = Status(StatusCode::kInternal, "not retried");
+  node_api_.DuringPut([&] {
+    if (retried.exchange(true)) return;  // the retry's own PUT, if there were one
+    retry = cluster_->CreateRemoteLease(alice_, body, "lease-key-1");
+  });
+  auto first = cluster_->CreateRemoteLease(alice_, body, "lease-key-1");
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_TRUE(retry.ok()) << retry.status().ToString();
+  EXPECT_EQ((*retry)["id"], (*first)["id"]);
+  EXPECT_EQ((*retry)["state"], "starting");
+  EXPECT_EQ((*retry)["replayed"], true);
+  EXPECT_EQ(node_api_.puts().size(), 1u);  // one server
+  EXPECT_EQ(cluster_->RemoteLeases("", "")["remote_leases"].size(), 1u);
+  // Asked again once started: the lease with its server and secret.
+  auto again = cluster_->CreateRemoteLease(alice_, body, "lease-key-1");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ((*again)["id"], (*first)["id"]);
+  EXPECT_EQ((*again)["state"], "ready");
+  EXPECT_EQ((*again)["secret"], (*first)["secret"]);
+  EXPECT_EQ((*again)["server"]["address"], (*first)["server"]["address"]);
+  EXPECT_EQ(node_api_.puts().size(), 1u);
+  // The same key with another body is still refused.
+  auto other = cluster_->CreateRemoteLease(alice_, {{"sm_percent", 25}, {"memory_mb", 1000}},
+                                           "lease-key-1");
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().reason(), "idempotency_key_reused");
+}
+
+// A start the node refused leaves no lease, so the key is free for the retry; a granted key
+// answers its lease across a restart and starts nothing more.
+TEST_F(RemoteLeaseTest, AFailedStartFreesTheKeyAndAGrantedKeySurvivesARestart) {
+  ASSERT_TRUE(Beat().ok());
+  const json body{{"sm_percent", 50}, {"memory_mb", 1000}};
+  node_api_.Refuse("slow start");  // the first attempt's answer is lost: the caller sees 503
+  std::string placed;
+  node_api_.DuringPut([&] { placed = cluster_->RemoteLeases("", "")["remote_leases"][0]["id"]; });
+  ASSERT_FALSE(cluster_->CreateRemoteLease(alice_, body, "lease-key-2").ok());
+  ASSERT_FALSE(placed.empty());
+  // A refused start frees the key: the retry places a new lease, which starts.
+  node_api_.Refuse("");
+  node_api_.DuringPut(nullptr);
+  auto retry = cluster_->CreateRemoteLease(alice_, body, "lease-key-2");
+  ASSERT_TRUE(retry.ok()) << retry.status().ToString();
+  EXPECT_NE((*retry)["id"], placed);
+  EXPECT_FALSE(retry->contains("replayed"));
+  // Across a restart the key still answers that lease, and starts nothing more.
+  const size_t puts = node_api_.puts().size();
+  cluster_.reset();
+  Reopen();
+  auto after = cluster_->CreateRemoteLease(alice_, body, "lease-key-2");
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_EQ((*after)["id"], (*retry)["id"]);
+  EXPECT_EQ((*after)["replayed"], true);
+  EXPECT_EQ(node_api_.puts().size(), puts);
 }
 
 TEST_F(RemoteLeaseTest, AFailedServerFailsItsLeaseAndRenewSays409LeaseFailed) {
