@@ -4,11 +4,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <filesystem>
 
 #include "common/status.h"
 #include "common/strings.h"
+#include "trace/devices.h"
+#include "trace/raw_record.h"
 
 namespace flyt::trace {
 namespace {
@@ -154,7 +157,8 @@ void Aggregator::FillHealth(TracerHealth* health) const {
   health->nvml_mismatches = mismatches;
 }
 
-Aggregator::NewProcess Aggregator::ReadNewProcess(uint32_t pid, uint64_t cgroup_id) {
+Aggregator::NewProcess Aggregator::ReadNewProcess(uint32_t pid, uint64_t cgroup_id,
+                                                  const CapturedEnv* captured) {
   NewProcess out;
   std::string dir = options_.proc_root + "/" + std::to_string(pid);
   if (Result<std::string> comm = ReadFile(dir + "/comm", kMaxCommBytes); comm.ok()) {
@@ -162,8 +166,15 @@ Aggregator::NewProcess Aggregator::ReadNewProcess(uint32_t pid, uint64_t cgroup_
   } else if (auto it = exec_names_.find(pid); it != exec_names_.end()) {
     out.comm = it->second;  // gone already: the name its exec gave it
   }
-  if (Result<std::string> env_text = ReadFile(dir + "/environ", kMaxEnvironBytes); env_text.ok()) {
+  // The environment copied while the process opened the library is what /proc showed then; /proc
+  // now may show nothing (gone, or a zombie: its environ reads empty).
+  if (captured != nullptr && captured->complete) {
+    out.env = captured->env;
+  } else if (Result<std::string> env_text = ReadFile(dir + "/environ", kMaxEnvironBytes);
+             env_text.ok() && !env_text->empty()) {
     out.env = ParseEnviron(*env_text);
+  } else if (captured != nullptr) {
+    out.env = captured->env;  // cut, but what there is
   }
   if (cgroup_id == 0) {
     // No record yet (a late attachment found by the /proc scan): the cgroup v2 line of
@@ -239,7 +250,23 @@ TracedProcess* Aggregator::FindOrCreate(uint32_t pid, uint64_t cgroup_id, uint64
   return live_.emplace(pid, std::move(process)).first->second.get();
 }
 
-void Aggregator::KeepAside(const flyt_trace_header& h, const flyt_trace_path& r) {
+void Aggregator::NoteEnviron(const void* data, size_t bytes) {
+  flyt_trace_header h;
+  std::memcpy(&h, data, sizeof(h));  // the caller checked the size
+  std::optional<std::string_view> text = EnvironText(data, bytes);
+  if (!text || h.pid == 0) {
+    MutexLock lock(mu_);
+    ++malformed_records_;
+    return;
+  }
+  // Taken by the LIBRARY_OPEN right behind it: only a lost one leaves an entry behind.
+  if (environs_.size() >= static_cast<size_t>(options_.max_processes)) environs_.clear();
+  const bool cut = (h.flags & FLYT_F_TRUNCATED) != 0;
+  environs_[h.pid] = CapturedEnv{ParseEnviron(*text, cut), !cut};
+}
+
+void Aggregator::KeepAside(const flyt_trace_header& h, const flyt_trace_path& r,
+                           const CapturedEnv* captured) {
   std::string path(r.path, strnlen(r.path, sizeof(r.path)));
   if (auto it = pending_.find(h.pid); it != pending_.end()) {
     if (it->second.library.empty() || path.find("cudart") != std::string::npos) {
@@ -253,7 +280,7 @@ void Aggregator::KeepAside(const flyt_trace_header& h, const flyt_trace_path& r)
   }
   if (pending_.size() >= options_.max_processes) return;  // read at its first record instead
   Pending p;
-  p.info = ReadNewProcess(h.pid, h.cgroup_id);
+  p.info = ReadNewProcess(h.pid, h.cgroup_id, captured);
   p.library = std::move(path);
   pending_.emplace(h.pid, std::move(p));
 }
@@ -274,6 +301,13 @@ void Aggregator::End(uint32_t pid, std::optional<int32_t> exit_code, uint64_t ts
 }
 
 void Aggregator::OnRecord(const void* data, size_t bytes) {
+  if (data != nullptr && bytes >= sizeof(flyt_trace_header)) {
+    uint16_t kind = 0;
+    std::memcpy(&kind, static_cast<const char*>(data) + offsetof(flyt_trace_header, kind),
+                sizeof(kind));
+    // Larger than every other record together: read in place, not copied into RecordBuffer.
+    if (kind == FLYT_EV_ENVIRON) return NoteEnviron(data, bytes);
+  }
   RecordBuffer record;
   if (!Validate(data, bytes, &record)) {
     MutexLock lock(mu_);
@@ -281,6 +315,14 @@ void Aggregator::OnRecord(const void* data, size_t bytes) {
     return;
   }
   const flyt_trace_header& h = record.header;
+  // The environment written just before this open, taken whatever happens to the open.
+  std::optional<CapturedEnv> captured;
+  if (h.kind == FLYT_EV_LIBRARY_OPEN) {
+    if (auto it = environs_.find(h.pid); it != environs_.end()) {
+      captured = std::move(it->second);
+      environs_.erase(it);
+    }
+  }
   if (IsControl(h.kind)) {
     MutexLock lock(mu_);
     if (h.kind == FLYT_EV_EXIT) {
@@ -288,6 +330,7 @@ void Aggregator::OnRecord(const void* data, size_t bytes) {
       exec_names_.erase(h.pid);
       refused_.erase(h.pid);
       pending_.erase(h.pid);
+      environs_.erase(h.pid);
       return;
     }
     if (h.kind == FLYT_EV_EXEC) {
@@ -296,6 +339,7 @@ void Aggregator::OnRecord(const void* data, size_t bytes) {
       End(h.pid, std::nullopt, h.ts_ns);
       refused_.erase(h.pid);
       pending_.erase(h.pid);
+      environs_.erase(h.pid);
       return;
     }
     if (auto it = live_.find(h.pid); it != live_.end()) {
@@ -304,7 +348,7 @@ void Aggregator::OnRecord(const void* data, size_t bytes) {
     }
   }
   if (h.kind == FLYT_EV_LIBRARY_OPEN) {
-    KeepAside(h, record.path);
+    KeepAside(h, record.path, captured ? &*captured : nullptr);
     return;
   }
   const bool unread_name = h.kind == FLYT_EV_REGISTER_FUNCTION && record.name.name[0] == 0;

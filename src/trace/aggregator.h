@@ -16,6 +16,11 @@
 // (the LIBRARY_OPEN record wakes the drain thread at once, while the loader is still running), and
 // kept aside until that first record: read only at the first record (drained up to a drain
 // interval later), a program shorter than the interval would be gone, its environment with it.
+// Even at the LIBRARY_OPEN the drain can come late (a loaded machine): the program may be gone,
+// or a zombie whose environ reads empty. So the environment comes from the ENVIRON record the BPF
+// side writes just before the LIBRARY_OPEN, copied from the process's memory while it opens the
+// library; /proc is read for it only where that record is missing or was cut and /proc still
+// has it. Likewise the name falls back to the exec's (exec_names_).
 // Without a LIBRARY_OPEN (a static build, a late attachment) they are read at the first record.
 // What is kept aside is bounded by max_processes and forgotten when the process execs or is gone.
 // Kernel names of a process attached late (its __cudaRegisterFunction calls ran before the probes)
@@ -75,6 +80,11 @@ class Aggregator : public RecordSink {
     uint64_t expires_ns = 0;
     std::vector<ProcessCuda> entries;
   };
+  // The environment an ENVIRON record carried (complete: not cut).
+  struct CapturedEnv {
+    CudaEnv env;
+    bool complete = false;
+  };
   struct NewProcess {
     std::string comm;
     CudaEnv env;
@@ -89,15 +99,20 @@ class Aggregator : public RecordSink {
 
   uint64_t NowNs() const;
   SnapshotContext Context() const FLYT_REQUIRES(mu_);
-  // Reads what a new process needs from /proc and the cgroup tree (drain thread, no lock).
-  NewProcess ReadNewProcess(uint32_t pid, uint64_t cgroup_id);
+  // Reads what a new process needs from /proc and the cgroup tree (drain thread, no lock); the
+  // environment from `captured` where there is one (complete, or /proc has none).
+  NewProcess ReadNewProcess(uint32_t pid, uint64_t cgroup_id,
+                            const CapturedEnv* captured = nullptr);
+  // An ENVIRON record: kept until the LIBRARY_OPEN that follows it (drain thread).
+  void NoteEnviron(const void* data, size_t bytes) FLYT_EXCLUDES(mu_);
   // The process's table entry, created when there is room (nullptr: dropped).
   TracedProcess* FindOrCreate(uint32_t pid, uint64_t cgroup_id, uint64_t ts_ns)
       FLYT_EXCLUDES(mu_);
   void NoteExecName(uint32_t pid, const flyt_trace_path& record);  // drain thread
   bool MakeRoom() FLYT_REQUIRES(mu_);
   // A LIBRARY_OPEN of a process not tracked yet: reads what it will start with (drain thread).
-  void KeepAside(const flyt_trace_header& h, const flyt_trace_path& r) FLYT_EXCLUDES(mu_);
+  void KeepAside(const flyt_trace_header& h, const flyt_trace_path& r,
+                 const CapturedEnv* captured) FLYT_EXCLUDES(mu_);
   // A launch of a process attached late whose kernel is not named yet: the host stub's symbol,
   // looked up in the file mapped there (drain thread; files read without the lock).
   void NameLateStub(TracedProcess* process, const flyt_trace_launch& r) FLYT_EXCLUDES(mu_);
@@ -137,6 +152,9 @@ class Aggregator : public RecordSink {
   // a process already gone from /proc when it is first read. Drain thread only; bounded.
   std::unordered_map<uint32_t, std::string> exec_names_;
   std::unordered_set<uint32_t> pending_missing_once_;
+  // The environment of each pid's last ENVIRON record not yet taken by its LIBRARY_OPEN. Drain
+  // thread only; bounded like exec_names_.
+  std::unordered_map<uint32_t, CapturedEnv> environs_;
 };
 
 }  // namespace flyt::trace

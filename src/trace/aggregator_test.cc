@@ -7,6 +7,7 @@
 
 #include "trace/aggregator_testing.h"
 #include "trace/json.h"
+#include "trace/raw_record.h"
 #include "common/status.h"
 #include "common/strings.h"
 
@@ -362,6 +363,92 @@ TEST_F(AggregatorTest, EnvironmentReadWhenTheLibraryIsOpened) {
   EXPECT_EQ(p.remote_server, "10.0.0.6:12500");
   EXPECT_EQ(p.library, "/opt/flyt/lib/libcudart.so.13");
   EXPECT_EQ(Find(agg.Processes(), 202).remote_server, "");
+}
+
+// The drain can reach a LIBRARY_OPEN after its program is gone (a loaded machine): /proc has no
+// environment then (gone, or a zombie whose environ reads empty). The ENVIRON record the BPF side
+// copied while the program opened the library has it.
+TEST_F(AggregatorTest, EnvironmentOfAProgramGoneBeforeItsOpenIsDrained) {
+  tree_.AddProcess(210, "zombie");  // comm still there, environ empty
+  tree_.AddProcess(212, "cutlive", {"CUDA_VISIBLE_DEVICES=1", "FLYT_SERVER=10.0.0.12:12500"});
+  Aggregator agg(Options(tree_), clock_);
+  const std::string lib = "/opt/flyt/lib/libcudart.so.13";
+  // 209: gone from /proc (named by its exec); 210: a zombie.
+  flyt_trace_path exec{};
+  exec.h = Header(FLYT_EV_EXEC, FLYT_FN_NONE, 209, 1);
+  std::strcpy(exec.path, "/work/build/tests/trace/trace_kernels");
+  Feed(agg, exec);
+  for (uint32_t pid : {209u, 210u}) {
+    Feed(agg, Environ(pid, 2, {"PATH=/bin", "FLYT_SERVER=10.0.0." + std::to_string(pid) + ":12500",
+                               "CUDA_VISIBLE_DEVICES=0"}));
+    Feed(agg, LibraryOpen(pid, 2, lib));
+    flyt_trace_launch l = Launch(pid, 3, 0xA0);
+    l.h.library = FLYT_LIB_FLYT_RUNTIME;
+    Feed(agg, l);
+    Feed(agg, Exit(pid, 4, 0));
+  }
+  // Cut in FLYT_SERVER's value: /proc, still there, has it whole (212); gone, only what was
+  // copied whole counts (211).
+  const std::vector<std::string> env = {"CUDA_VISIBLE_DEVICES=1", "FLYT_SERVER=10.0.0.12:12500"};
+  for (uint32_t pid : {211u, 212u}) {
+    Feed(agg, Environ(pid, 5, env, /*cut_at=*/30));
+    Feed(agg, LibraryOpen(pid, 5, lib));
+    flyt_trace_launch l = Launch(pid, 6, 0xA0);
+    l.h.library = FLYT_LIB_FLYT_RUNTIME;
+    Feed(agg, l);
+  }
+  std::vector<ProcessCuda> all = agg.Processes();
+  ProcessCuda gone = Find(all, 209);
+  EXPECT_EQ(gone.comm, "trace_kernels");
+  EXPECT_EQ(gone.remote_server, "10.0.0.209:12500");
+  EXPECT_TRUE(gone.exited);
+  ProcessCuda zombie = Find(all, 210);
+  EXPECT_EQ(zombie.comm, "zombie");
+  EXPECT_EQ(zombie.remote_server, "10.0.0.210:12500");
+  EXPECT_EQ(Find(all, 211).remote_server, "");
+  EXPECT_EQ(Find(all, 212).remote_server, "10.0.0.12:12500");
+  TracerHealth h;
+  agg.FillHealth(&h);
+  EXPECT_EQ(h.malformed_records, 0u);
+}
+
+// An ENVIRON record's count says where its environment ends: one beyond the record is malformed.
+// An ENVIRON taken by no LIBRARY_OPEN (its open lost) is dropped at the next exec.
+TEST_F(AggregatorTest, EnvironRecordsAreBoundedAndForgotten) {
+  Aggregator agg(Options(tree_), clock_);
+  std::vector<unsigned char> r = Environ(220, 1, {"FLYT_SERVER=10.0.0.9:1"});
+  agg.OnRecord(r.data(), offsetof(flyt_trace_environ, text) + 5);  // count beyond the record
+  agg.OnRecord(r.data(), offsetof(flyt_trace_environ, text) - 1);  // shorter than its fixed part
+  flyt_trace_environ fixed{};
+  std::memcpy(&fixed, r.data(), offsetof(flyt_trace_environ, text));
+  fixed.bytes = FLYT_TRACE_ENVIRON_BYTES + 1;
+  std::memcpy(r.data(), &fixed, offsetof(flyt_trace_environ, text));
+  Feed(agg, r);  // a count larger than any environment
+  TracerHealth h;
+  agg.FillHealth(&h);
+  EXPECT_EQ(h.malformed_records, 3u);
+
+  tree_.AddProcess(221, "reexec");
+  Feed(agg, Environ(221, 2, {"FLYT_SERVER=10.0.0.9:1"}));
+  flyt_trace_path exec{};
+  exec.h = Header(FLYT_EV_EXEC, FLYT_FN_NONE, 221, 3);  // before its open: that environment is stale
+  Feed(agg, exec);
+  Feed(agg, LibraryOpen(221, 4, "/opt/flyt/lib/libcudart.so.13"));
+  Feed(agg, Launch(221, 5, 0xA0));
+  EXPECT_EQ(Find(agg.Processes(), 221).remote_server, "");
+}
+
+// flyt-trace --raw shows an ENVIRON record's size and the variables the tracer reads, never the
+// rest of a program's environment.
+TEST(RawRecordTest, EnvironShowsOnlyTheVariablesTheTracerReads) {
+  std::vector<unsigned char> r =
+      Environ(230, 1, {"API_TOKEN=hunter2", "FLYT_SERVER=10.0.0.1:2", "CUDA_VISIBLE_DEVICES=3"});
+  nlohmann::json j = RecordToJson(r.data(), r.size());
+  EXPECT_EQ(j["kind"], "environ");
+  EXPECT_EQ(j["environment"],
+            nlohmann::json({{"FLYT_SERVER", "10.0.0.1:2"}, {"CUDA_VISIBLE_DEVICES", "3"}}));
+  EXPECT_EQ(j.dump().find("hunter2"), std::string::npos);
+  EXPECT_TRUE(RecordToJson(r.data(), 20).value("malformed", false));
 }
 
 TEST_F(AggregatorTest, NvmlCrossCheck) {

@@ -9,8 +9,10 @@
 #include <algorithm>
 #include <array>
 
+#include <cstddef>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -150,6 +152,40 @@ inline flyt_trace_env Setenv(uint32_t pid, uint64_t ts, const std::string& text)
   r.h = Header(FLYT_EV_SETENV, FLYT_FN_setenv, pid, ts);
   r.h.library = FLYT_LIB_LIBC;
   std::strncpy(r.text, text.c_str(), sizeof(r.text) - 1);
+  return r;
+}
+
+// An ENVIRON record as the BPF side writes it; `cut_at`: only that many bytes of
+// the environment were copied (flagged truncated).
+inline std::vector<unsigned char> Environ(uint32_t pid, uint64_t ts,
+                                          const std::vector<std::string>& env,
+                                          std::optional<size_t> cut_at = std::nullopt) {
+  std::string text;
+  for (const std::string& e : env) text += e + '\0';
+  flyt_trace_environ fixed{};
+  fixed.h = Header(FLYT_EV_ENVIRON, FLYT_FN_NONE, pid, ts);
+  fixed.h.library = 0;
+  if (cut_at && *cut_at < text.size()) {
+    text.resize(*cut_at);
+    fixed.h.flags |= FLYT_F_TRUNCATED;
+  }
+  fixed.bytes = static_cast<uint32_t>(std::min<size_t>(text.size(), FLYT_TRACE_ENVIRON_BYTES));
+  // As long as its environment, like the BPF side's.
+  std::vector<unsigned char> out(offsetof(flyt_trace_environ, text) + fixed.bytes);
+  std::memcpy(out.data(), &fixed, offsetof(flyt_trace_environ, text));
+  std::memcpy(out.data() + offsetof(flyt_trace_environ, text), text.data(), fixed.bytes);
+  return out;
+}
+
+inline void Feed(RecordSink& sink, const std::vector<unsigned char>& record) {
+  sink.OnRecord(record.data(), record.size());
+}
+
+inline flyt_trace_path LibraryOpen(uint32_t pid, uint64_t ts, const std::string& path) {
+  flyt_trace_path r{};
+  r.h = Header(FLYT_EV_LIBRARY_OPEN, FLYT_FN_NONE, pid, ts);
+  r.h.library = 0;
+  std::strncpy(r.path, path.c_str(), sizeof(r.path) - 1);
   return r;
 }
 

@@ -127,8 +127,12 @@ bool SetVariable(CudaEnv* env, std::string_view name, std::optional<std::string>
 
 }  // namespace
 
-CudaEnv ParseEnviron(std::string_view environ) {
+CudaEnv ParseEnviron(std::string_view environ, bool truncated) {
   CudaEnv env;
+  if (truncated) {
+    const size_t last = environ.rfind('\0');
+    environ = last == std::string_view::npos ? std::string_view() : environ.substr(0, last + 1);
+  }
   for (std::string_view entry : Split(environ, '\0')) {
     size_t eq = entry.find('=');
     if (eq == std::string_view::npos) continue;

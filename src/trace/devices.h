@@ -38,8 +38,9 @@ std::vector<size_t> EnumerationOrder(const std::vector<GpuIdentity>& gpus,
 // Device ordinal i of a program with `env` is element i (fewer elements: the ordinal is invalid).
 std::vector<VisibleGpu> VisibleGpus(const CudaEnv& env, const std::vector<GpuIdentity>& gpus);
 
-// /proc/<pid>/environ's bytes (NUL-separated "NAME=value").
-CudaEnv ParseEnviron(std::string_view environ);
+// /proc/<pid>/environ's bytes (NUL-separated "NAME=value"). `truncated`: the bytes were cut, so
+// what follows their last NUL is left out (a value cut short is no value).
+CudaEnv ParseEnviron(std::string_view environ, bool truncated = false);
 
 // A SETENV record's text ("NAME=value"; putenv's "NAME" alone unsets). `truncated`: the text was
 // cut to fit, so its last list entry may be partial and is left out. True when it changed `env`.

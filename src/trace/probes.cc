@@ -132,6 +132,7 @@ std::string KindName(uint16_t kind) {
     case FLYT_EV_EXEC: return "exec";
     case FLYT_EV_LIBRARY_OPEN: return "library_open";
     case FLYT_EV_EXIT: return "exit";
+    case FLYT_EV_ENVIRON: return "environ";
   }
   return "kind " + std::to_string(kind);
 }

@@ -1,8 +1,10 @@
 #include "trace/raw_record.h"
 
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 
+#include "trace/devices.h"
 #include "trace/probes.h"
 
 namespace flyt::trace {
@@ -20,6 +22,15 @@ std::string Text(const char* text, size_t capacity) { return std::string(text, s
 nlohmann::json Dims(const flyt_u32 (&d)[3]) { return nlohmann::json::array({d[0], d[1], d[2]}); }
 
 }  // namespace
+
+std::optional<std::string_view> EnvironText(const void* data, size_t bytes) {
+  constexpr size_t kFixed = offsetof(flyt_trace_environ, text);
+  flyt_trace_environ fixed;  // the header and the count only
+  if (data == nullptr || bytes < kFixed) return std::nullopt;
+  std::memcpy(&fixed, data, kFixed);
+  if (fixed.bytes > FLYT_TRACE_ENVIRON_BYTES || fixed.bytes > bytes - kFixed) return std::nullopt;
+  return std::string_view(static_cast<const char*>(data) + kFixed, fixed.bytes);
+}
 
 nlohmann::json RecordToJson(const void* data, size_t bytes) {
   flyt_trace_header h;
@@ -122,6 +133,18 @@ nlohmann::json RecordToJson(const void* data, size_t bytes) {
       flyt_trace_env r;
       if (!(ok = Read(data, bytes, &r))) break;
       j["text"] = Text(r.text, sizeof(r.text));
+      break;
+    }
+    case FLYT_EV_ENVIRON: {
+      std::optional<std::string_view> text = EnvironText(data, bytes);
+      if (!(ok = text.has_value())) break;
+      j["bytes"] = text->size();
+      const CudaEnv env = ParseEnviron(*text, (h.flags & FLYT_F_TRUNCATED) != 0);
+      nlohmann::json vars = nlohmann::json::object();
+      if (env.visible_devices) vars["CUDA_VISIBLE_DEVICES"] = *env.visible_devices;
+      if (env.device_order) vars["CUDA_DEVICE_ORDER"] = *env.device_order;
+      if (env.flyt_server) vars["FLYT_SERVER"] = *env.flyt_server;
+      j["environment"] = std::move(vars);
       break;
     }
     case FLYT_EV_EXEC:

@@ -1,14 +1,17 @@
 // One ring-buffer record (bpf/events.h) as a JSON object, for `flyt-trace --raw` and for tests:
 // {"kind": "alloc", "func": "cudaMalloc", "library": "nvidia_runtime", "pid": .., "tid": ..,
 //  "rc": .., "ts_ns": .., "entry_ns": .., "cgroup_id": .., "flags": .., and the kind's payload
-// fields under their events.h names}. A record shorter than its kind's struct gives
+// fields under their events.h names; an ENVIRON record gives its size and only the variables the
+// tracer reads, never the rest of a program's environment}. A record shorter than its kind's struct gives
 // {"kind": ..., "malformed": true}. Also RawJsonSink, a RecordSink writing one such object per
 // line (JSON Lines). Pure functions; a RawJsonSink is used from the tracer's drain thread only.
 #pragma once
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
+#include <string_view>
 
 #include "common/mutex.h"
 #include "trace/sink.h"
@@ -16,6 +19,10 @@
 namespace flyt::trace {
 
 nlohmann::json RecordToJson(const void* data, size_t bytes);
+
+// The environment bytes an ENVIRON record holds, inside `data`; nullopt when the record is
+// malformed (shorter than its fixed part, or its count beyond what the record holds).
+std::optional<std::string_view> EnvironText(const void* data, size_t bytes);
 
 class RawJsonSink : public RecordSink {
  public:

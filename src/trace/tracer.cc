@@ -161,6 +161,11 @@ Status Tracer::Load() {
     }
     skel_->rodata->high_water_bytes =
         options_.ring_buffer_bytes / 100 * options_.high_water_percent;
+    const int cpus = libbpf_num_possible_cpus();
+    if (cpus <= 0 ||
+        bpf_map__set_max_entries(skel_->maps.environ_scratch, static_cast<uint32_t>(cpus)) != 0) {
+      return libbpf_failure("sizing the environment scratch", cpus < 0 ? -cpus : errno);
+    }
     // The uprobe programs are attached as multi-uprobe links (attacher.h).
     for (bpf_program* p : {skel_->progs.cuda_entry, skel_->progs.cuda_return,
                            skel_->progs.cuda_launch, skel_->progs.cuda_register,

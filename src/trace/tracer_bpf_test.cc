@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/mutex.h"
+#include "trace/aggregator.h"
 #include "trace/bpf/events.h"
 #include "trace/raw_record.h"
 #include "trace/tracer.h"
@@ -45,7 +46,9 @@ class CollectingSink : public RecordSink {
     for (const json& j : records_) {
       if (j["pid"] != pid) continue;
       std::string kind = j["kind"];
-      if (kind == "exec" || kind == "library_open" || kind == "setenv") continue;
+      if (kind == "exec" || kind == "library_open" || kind == "setenv" || kind == "environ") {
+        continue;
+      }
       out.push_back(j);
     }
     return out;
@@ -76,13 +79,59 @@ class CollectingSink : public RecordSink {
   std::vector<std::pair<uint32_t, std::string>> late_ FLYT_GUARDED_BY(mu_);
 };
 
-pid_t Spawn(const std::vector<std::string>& args) {
+// Keeps every record until HandOn: a drain thread that comes late, as on a loaded machine, and
+// reaches a program's records only after the program is gone.
+class HoldingSink : public RecordSink {
+ public:
+  void OnRecord(const void* data, size_t bytes) override {
+    const auto* p = static_cast<const unsigned char*>(data);
+    flyt_trace_header h{};
+    if (bytes >= sizeof(h)) std::memcpy(&h, data, sizeof(h));
+    MutexLock lock(mu_);
+    records_.emplace_back(p, p + bytes);
+    if (h.kind == FLYT_EV_EXIT) exited_.push_back(h.pid);
+  }
+  void OnAttachedLate(uint32_t, const std::string&) override {}
+  void OnDrainEnd() override {}
+  bool SawExit(uint32_t pid) {
+    MutexLock lock(mu_);
+    return std::find(exited_.begin(), exited_.end(), pid) != exited_.end();
+  }
+  // The records of `pid` as --raw shows them.
+  std::vector<json> RecordsOf(uint32_t pid) {
+    MutexLock lock(mu_);
+    std::vector<json> out;
+    for (const auto& r : records_) {
+      json j = RecordToJson(r.data(), r.size());
+      if (j["pid"] == pid) out.push_back(std::move(j));
+    }
+    return out;
+  }
+  void HandOn(RecordSink& next) {
+    MutexLock lock(mu_);
+    for (const auto& r : records_) next.OnRecord(r.data(), r.size());
+    next.OnDrainEnd();
+  }
+
+ private:
+  Mutex mu_;
+  std::vector<std::vector<unsigned char>> records_ FLYT_GUARDED_BY(mu_);
+  std::vector<uint32_t> exited_ FLYT_GUARDED_BY(mu_);
+};
+
+pid_t Spawn(const std::vector<std::string>& args, const std::vector<std::string>& extra_env = {}) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+  env.insert(env.end(), extra_env.begin(), extra_env.end());
   pid_t pid = ::fork();
   if (pid == 0) {
     std::vector<char*> argv;
     for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
+    std::vector<char*> envp;
+    for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+    ::execve(argv[0], argv.data(), envp.data());
     ::_exit(127);
   }
   return pid;
@@ -484,6 +533,50 @@ TEST_F(TracerBpfTest, AnOverflowingRingCountsLostEvents) {
   size_t syncs = 0;
   for (const json& j : sink.CallsOf(p)) syncs += j["kind"] == "sync";
   EXPECT_LT(syncs, kCalls);
+}
+
+// The environment of a program whose records are drained only after it is gone (reaped: no
+// /proc/<pid> left to read) comes from the ENVIRON record written while it opened the runtime.
+TEST_F(TracerBpfTest, AProgramGoneBeforeItsRecordsAreDrainedKeepsItsEnvironment) {
+  HoldingSink sink;
+  Result<std::unique_ptr<Tracer>> tracer = Tracer::Start(TestOptions(), &sink);
+  ASSERT_TRUE(tracer.ok()) << tracer.status().ToString();
+  pid_t p = Spawn({FLYT_TRACE_FAKE_APP, "run"},
+                  {"CUDA_VISIBLE_DEVICES=1", "FLYT_SERVER=127.0.0.1:9"});
+  EXPECT_EQ(Wait(p), 7);
+  ASSERT_TRUE(Eventually([&] { return sink.SawExit(p); }));
+  ASSERT_FALSE(std::filesystem::exists("/proc/" + std::to_string(p)));
+  bool captured = false;
+  for (const json& j : sink.RecordsOf(p)) {
+    if (j["kind"] != "environ") continue;
+    captured = true;
+    EXPECT_EQ(j["environment"]["FLYT_SERVER"], "127.0.0.1:9") << j.dump();
+    EXPECT_EQ(j["environment"]["CUDA_VISIBLE_DEVICES"], "1") << j.dump();
+    EXPECT_EQ(j["flags"].get<int>() & FLYT_F_TRUNCATED, 0) << j.dump();
+  }
+  EXPECT_TRUE(captured) << json(sink.RecordsOf(p)).dump(1);
+
+  // Device 0 of a program that sees only GPU 1 (fastest first: b, a) is GPU a; with no
+  // environment it would be b.
+  Aggregator agg(TestOptions());
+  GpuIdentity a;
+  a.index = 0;
+  a.uuid = "GPU-aaaa";
+  a.cores = 2048;
+  GpuIdentity b;
+  b.index = 1;
+  b.uuid = "GPU-bbbb";
+  b.cores = 8192;
+  agg.SetGpus({a, b});
+  sink.HandOn(agg);
+  bool found = false;
+  for (const ProcessCuda& pc : agg.Processes()) {
+    if (pc.pid != static_cast<uint32_t>(p) || pc.device != 0) continue;
+    found = true;
+    EXPECT_EQ(pc.gpu_uuid, "GPU-aaaa");
+    EXPECT_EQ(pc.comm, "trace_fake_app");
+  }
+  EXPECT_TRUE(found);
 }
 
 TEST(TracerOptions, ABadRingSizeIsRefused) {

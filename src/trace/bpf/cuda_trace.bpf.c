@@ -1,7 +1,7 @@
 /* The BPF half of flyt's CUDA tracer: one generic uprobe entry program and one generic uretprobe
  * return program for every probed CUDA call (the attach cookie = func | library_class << 16 | ...,
  * events.h, says which), an entry-only program for kernel launches, libc's setenv/putenv, and the
- * control tracepoints (exec, successful opens of libcuda*, exits).
+ * control tracepoints (exec, successful opens of libcuda* with the opener's environment, exits).
  * Records go to one ring buffer in the layouts of events.h. Built by clang (-target bpf) and
  * embedded in the tracer through a bpftool skeleton (cuda_trace.skel.h).
  *
@@ -101,6 +101,15 @@ struct {
   __type(key, __u64); /* pid_tgid */
   __type(value, struct pending_open);
 } opening SEC(".maps");
+
+/* An ENVIRON record being built, one per CPU (user space sets max_entries to the number of
+ * possible CPUs; a per-CPU array cannot hold values this large). */
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct flyt_trace_environ);
+} environ_scratch SEC(".maps");
 
 static __always_inline void count_lost(void) {
   __u32 zero = 0;
@@ -747,11 +756,46 @@ static __always_inline int on_open(const char* filename) {
   return 0;
 }
 
+/* The environment of the process opening a CUDA library, copied from its memory now, while it
+ * surely runs (events.h: struct flyt_trace_environ). A page-sized piece at a time: a piece that
+ * cannot be read (not in memory) ends the copy, and the record says it was cut. The record is as
+ * long as the environment, not the struct. No wakeup: the LIBRARY_OPEN record written next wakes
+ * the drain. */
+static __always_inline void write_environ(void) {
+  struct task_struct* task = (struct task_struct*)bpf_get_current_task();
+  __u64 start = BPF_CORE_READ(task, mm, env_start);
+  __u64 end = BPF_CORE_READ(task, mm, env_end);
+  if (start == 0 || end <= start) return;
+  __u64 len = end - start;
+  /* Built in this CPU's scratch, then only its used part goes to the ring. */
+  __u32 cpu = bpf_get_smp_processor_id();
+  struct flyt_trace_environ* r = bpf_map_lookup_elem(&environ_scratch, &cpu);
+  if (!r) return;
+  fill_header(&r->h, FLYT_EV_ENVIRON, 0, 0, 0, 0);
+  __u32 got = 0;
+#pragma unroll
+  for (int i = 0; i < FLYT_TRACE_ENVIRON_BYTES / FLYT_TRACE_ENVIRON_CHUNK; i++) {
+    __u64 at = (__u64)i * FLYT_TRACE_ENVIRON_CHUNK;
+    if (at >= len) break;
+    __u64 n = len - at;
+    if (n > FLYT_TRACE_ENVIRON_CHUNK) n = FLYT_TRACE_ENVIRON_CHUNK;
+    if (bpf_probe_read_user(&r->text[at], n, (const void*)(start + at)) != 0) break;
+    got = (__u32)(at + n);
+  }
+  r->bytes = got;
+  r->reserved = 0;
+  if (got < len) r->h.flags |= FLYT_F_TRUNCATED;
+  __u64 size = sizeof(*r) - FLYT_TRACE_ENVIRON_BYTES + got;
+  if (size > sizeof(*r)) return;
+  if (bpf_ringbuf_output(&events, r, size, BPF_RB_NO_WAKEUP) != 0) count_lost();
+}
+
 static __always_inline int on_open_return(long ret) {
   __u64 id = bpf_get_current_pid_tgid();
   struct pending_open* p = bpf_map_lookup_elem(&opening, &id);
   if (!p) return 0;
   if (ret >= 0) {
+    write_environ();
     struct flyt_trace_path* r = reserve(sizeof(*r));
     if (r) {
       fill_header(&r->h, FLYT_EV_LIBRARY_OPEN, 0, 0, 0, 0);

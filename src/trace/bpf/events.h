@@ -35,6 +35,8 @@ typedef __u64 flyt_u64;
 #define FLYT_TRACE_ABI_VERSION 1
 #define FLYT_TRACE_NAME_BYTES 256 /* kernel names, paths; longer ones are cut, flagged */
 #define FLYT_TRACE_ENV_BYTES 128  /* "NAME=value" of a watched environment variable */
+#define FLYT_TRACE_ENVIRON_BYTES 32768 /* a process's whole environment; a longer one is cut */
+#define FLYT_TRACE_ENVIRON_CHUNK 4096  /* read a page-sized piece at a time */
 
 /* What follows the header. */
 enum flyt_trace_kind {
@@ -55,6 +57,8 @@ enum flyt_trace_kind {
   FLYT_EV_EXEC = 15,             /* struct flyt_trace_path: a process exec'd (control) */
   FLYT_EV_LIBRARY_OPEN = 16,     /* struct flyt_trace_path: a process opened libcuda* (control) */
   FLYT_EV_EXIT = 17,             /* header only: a traced process's leader exited; rc = exit code */
+  FLYT_EV_ENVIRON = 18,          /* struct flyt_trace_environ: its environment, just before each
+                                    LIBRARY_OPEN record (control) */
 };
 
 /* Which probed function a record came from (`func`). The attach cookie of every probe is
@@ -322,6 +326,20 @@ struct flyt_trace_env {
 struct flyt_trace_path {
   struct flyt_trace_header h;
   char path[FLYT_TRACE_NAME_BYTES]; /* as the process named it (may be relative to its cwd) */
+};
+
+/* The environment a process was started with (the bytes /proc/<pid>/environ shows: "NAME=value"
+ * entries, each ended by a NUL), copied from its memory while it opens a CUDA library: user space
+ * reads /proc only when it drains the record, and a short program can be gone by then (a zombie's
+ * environ reads empty). Written before the LIBRARY_OPEN record of the same open. Only the first
+ * `bytes` of `text` are the environment's; FLYT_F_TRUNCATED: it was longer, or a page of it could
+ * not be read, so the last entry may be cut. The ring record ends with the environment: it is
+ * offsetof(text) + bytes long. */
+struct flyt_trace_environ {
+  struct flyt_trace_header h;
+  flyt_u32 bytes;
+  flyt_u32 reserved;
+  char text[FLYT_TRACE_ENVIRON_BYTES];
 };
 
 #endif /* FLYT_TRACE_BPF_EVENTS_H_ */

@@ -121,9 +121,16 @@ struct uprobe_task {
   struct return_instance* return_instances;
 } __attribute__((preserve_access_index));
 
+/* Where the process's environment strings lie in its memory (/proc/<pid>/environ reads them). */
+struct mm_struct {
+  unsigned long env_start;
+  unsigned long env_end;
+} __attribute__((preserve_access_index));
+
 struct task_struct {
   int exit_code;
   struct uprobe_task* utask;
+  struct mm_struct* mm;
 } __attribute__((preserve_access_index));
 
 #endif /* FLYT_TRACE_BPF_VMLINUX_MIN_H_ */
