@@ -114,7 +114,8 @@ Status ReadGpuServersSection(const Reader& r, const toml::table& t, GpuServersCo
   FLYT_RETURN_IF_ERROR(r.CheckKeys(
       t, sec,
       {"enabled", "binary", "backend", "listen_host", "port_min", "port_max", "state_dir",
-       "drain_grace_s", "start_timeout_s", "shared", "mps_pipe_dir", "mps_start", "extra_args"}));
+       "drain_grace_s", "start_timeout_s", "shared", "mps_pipe_dir", "mps_start",
+       "mps_check_interval_s", "log_max_bytes", "log_files", "extra_args"}));
   FLYT_RETURN_IF_ERROR(r.GetBool(t, sec, "enabled", g.enabled));
   FLYT_RETURN_IF_ERROR(r.GetString(t, sec, "binary", g.binary));
   if (t.get("binary") != nullptr && g.binary.empty()) {
@@ -185,6 +186,15 @@ Status ReadGpuServersSection(const Reader& r, const toml::table& t, GpuServersCo
     return r.Error(t.get("mps_pipe_dir"), "gpu-servers.mps_pipe_dir", "expected an absolute path");
   }
   FLYT_RETURN_IF_ERROR(r.GetBool(t, sec, "mps_start", g.mps_start));
+  v = g.mps_check_interval.count();
+  FLYT_RETURN_IF_ERROR(r.GetInt(t, sec, "mps_check_interval_s", 1, 3600, v));
+  g.mps_check_interval = std::chrono::seconds(v);
+  v = static_cast<int64_t>(g.log_max_bytes);
+  FLYT_RETURN_IF_ERROR(r.GetInt(t, sec, "log_max_bytes", 4096, int64_t{1} << 40, v));
+  g.log_max_bytes = static_cast<uint64_t>(v);
+  v = g.log_files;
+  FLYT_RETURN_IF_ERROR(r.GetInt(t, sec, "log_files", 0, 100, v));
+  g.log_files = static_cast<int>(v);
   if (const toml::node* a = t.get("extra_args")) {
     FLYT_RETURN_IF_ERROR(GetStringList(
         r, a, "gpu-servers.extra_args", 64,

@@ -33,6 +33,11 @@ struct GpuServersConfig {
   std::vector<std::string> shared;  // UUIDs of GPUs under MPS that take several leases
   std::string mps_pipe_dir;         // empty: $CUDA_MPS_PIPE_DIRECTORY, else /tmp/nvidia-mps
   bool mps_start = false;           // start nvidia-cuda-mps-control -d for a shared GPU
+  // How often the MPS control daemon is asked whether it still answers (mps_watch.h).
+  std::chrono::seconds mps_check_interval{5};
+  // Each server's state_dir/<lease>.log is rotated past this size, keeping log_files old ones.
+  uint64_t log_max_bytes = 10 << 20;
+  int log_files = 3;
   std::vector<std::string> extra_args;
 };
 

@@ -48,6 +48,9 @@ TEST(NodeConfigTest, ShippedConfigLoadsAndMatchesTheDefaults) {
   EXPECT_EQ(c->gpu_servers.shared, g.shared);
   EXPECT_EQ(c->gpu_servers.mps_pipe_dir, g.mps_pipe_dir);
   EXPECT_EQ(c->gpu_servers.mps_start, g.mps_start);
+  EXPECT_EQ(c->gpu_servers.mps_check_interval, g.mps_check_interval);
+  EXPECT_EQ(c->gpu_servers.log_max_bytes, g.log_max_bytes);
+  EXPECT_EQ(c->gpu_servers.log_files, g.log_files);
   EXPECT_EQ(c->gpu_servers.extra_args, g.extra_args);
 }
 
@@ -66,6 +69,9 @@ start_timeout_s = 30
 shared = ["GPU-1", "GPU-2"]
 mps_pipe_dir = "/run/mps"
 mps_start = true
+mps_check_interval_s = 2
+log_max_bytes = 1048576
+log_files = 5
 extra_args = ["--max-clients", "8"]
 )",
                            "<t>");
@@ -84,6 +90,9 @@ extra_args = ["--max-clients", "8"]
   EXPECT_EQ(g.shared, (std::vector<std::string>{"GPU-1", "GPU-2"}));
   EXPECT_EQ(g.mps_pipe_dir, "/run/mps");
   EXPECT_TRUE(g.mps_start);
+  EXPECT_EQ(g.mps_check_interval, std::chrono::seconds(2));
+  EXPECT_EQ(g.log_max_bytes, 1048576u);
+  EXPECT_EQ(g.log_files, 5);
   EXPECT_EQ(g.extra_args, (std::vector<std::string>{"--max-clients", "8"}));
   c = ParseNodeConfig("[gpu-servers]\nshared = \"all\"\n", "<t>");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
@@ -225,6 +234,10 @@ TEST(NodeConfigTest, BrokenConfigsNameTheKeyAndTheProblem) {
       {"[gpu-servers]\nshared = [1]\n", "<t>:2: gpu-servers.shared[0]: expected a string"},
       {"[gpu-servers]\nmps_pipe_dir = \"mps\"\n", "gpu-servers.mps_pipe_dir: expected an absolute path"},
       {"[gpu-servers]\nmps_start = 1\n", "gpu-servers.mps_start: expected true or false"},
+      {"[gpu-servers]\nmps_check_interval_s = 0\n",
+       "gpu-servers.mps_check_interval_s: value 0 is out of range [1, 3600]"},
+      {"[gpu-servers]\nlog_max_bytes = 100\n", "gpu-servers.log_max_bytes: value 100 is out of range"},
+      {"[gpu-servers]\nlog_files = -1\n", "gpu-servers.log_files: value -1 is out of range [0, 100]"},
       {"[gpu-servers]\nextra_args = \"--x\"\n", "gpu-servers.extra_args: expected an array of strings"},
       {"[gpu-servers]\nextra_args = [\"--log-level\", \"debug\", \"--secret-file=/tmp/s\"]\n",
        "<t>:2: gpu-servers.extra_args[2]: --secret-file is set by the node manager for each lease"},

@@ -1,10 +1,12 @@
 // GpuServers' process side: everything that touches the flyt-gpu-server processes and their
 // files. Probing the GPUs (`binary probe`) and the MPS check at Create; the state files in
-// state_dir (<lease>.json record, .secret, .ready, .log) and re-adopting the servers a previous
-// node manager left running; Begin, which writes the secret and spawns a server (posix_spawn in
-// its own session, a scrubbed environment); and the watcher thread (Watch / Tick / CheckReady /
-// Ended), which follows each server through its pidfd, reaps it, and enforces start_timeout_s and
-// drain_grace_s. The public API (Put, Drain, Reconcile, the records) is in gpu_servers.cc.
+// state_dir (<lease>.json record, .secret, .ready, .log and its rotated .log.N) and re-adopting
+// the servers a previous node manager left running; Begin, which writes the secret and spawns a
+// server (posix_spawn in its own session, a scrubbed environment); the watcher thread (Watch /
+// Tick / CheckReady / Ended), which follows each server through its pidfd, reaps it, and enforces
+// start_timeout_s and drain_grace_s; and the housekeeping thread (Housekeep), which watches the
+// MPS control daemon and rotates the logs. The public API (Put, Drain, Reconcile, the records)
+// is in gpu_servers.cc.
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -25,6 +27,7 @@
 #include "common/subprocess.h"
 #include "node/gpu_servers.h"
 #include "node/gpu_servers_internal.h"
+#include "node/log_rotation.h"
 
 extern char** environ;
 
@@ -70,6 +73,8 @@ using nlohmann::json;
 constexpr auto kEndedKeep = std::chrono::minutes(10);
 constexpr size_t kMaxEnded = 256;
 constexpr auto kTick = std::chrono::milliseconds(50);
+// How often the housekeeping thread looks at the logs' sizes.
+constexpr auto kLogCheck = std::chrono::seconds(1);
 
 // /proc/PID/stat field 22 (start time in clock ticks since boot); nullopt when the process is
 // gone. The comm field may hold spaces and parentheses: fields are counted after the last ')'.
@@ -190,12 +195,28 @@ std::string MpsPipeDir(const GpuServersConfig& c) {
   return env != nullptr && *env != '\0' ? env : "/tmp/nvidia-mps";
 }
 
-// The control daemon's endpoint: a named pipe in older MPS, a Unix socket in CUDA 13's (seen with
-// driver 580 on an H100).
-bool MpsPipePresent(const std::string& dir) {
-  struct stat st {};
-  return stat((dir + "/control").c_str(), &st) == 0 &&
-         (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
+std::string JoinComma(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& i : items) out += (out.empty() ? "" : ", ") + i;
+  return out;
+}
+
+// `control -d` with the pipe directory, then a wait (at most 2 s) for it to answer.
+Status StartMpsDaemon(const std::string& control, const std::string& dir) {
+  auto out = RunCommand({"/usr/bin/env", "CUDA_MPS_PIPE_DIRECTORY=" + dir, control, "-d"});
+  if (!out.ok()) return out.status();
+  if (out->exit_code != 0) {
+    return Unavailable(control + " -d exited with code " + std::to_string(out->exit_code) +
+                       (Trim(out->stderr_text).empty()
+                            ? std::string()
+                            : ": " + std::string(Trim(SanitizeUtf8(out->stderr_text.substr(
+                                         0, std::min<size_t>(out->stderr_text.size(), 512)))))));
+  }
+  for (int i = 0; i < 40 && !ProbeMpsControl(dir).answers; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  spdlog::info("gpu-servers: started the MPS control daemon ({} -d, pipes in {})", control, dir);
+  return Status::Ok();
 }
 
 }  // namespace
@@ -245,6 +266,21 @@ void GpuServers::Probe(std::vector<GpuDevice> gpus) {
     if (cap.shared_configured) CheckMps(cap);
     gpus_.push_back(std::move(cap));
   }
+  // One control daemon serves every GPU: one watch for all the shared ones that need it, asked
+  // once now (starting the daemon with mps_start) and then by the housekeeping thread.
+  if (std::any_of(gpus_.begin(), gpus_.end(),
+                  [](const Capacity& c) { return c.mps == "checking"; })) {
+    const std::string dir = MpsPipeDir(config_);
+    const std::string control = FindOnPath("nvidia-cuda-mps-control");
+    std::function<Status()> start;
+    if (config_.mps_start) start = [control, dir] { return StartMpsDaemon(control, dir); };
+    MutexLock watch_lock(mps_mu_);
+    mps_watch_ = std::make_unique<MpsWatch>([dir] { return ProbeMpsControl(dir); },
+                                            std::move(start), SystemClock::Instance());
+    const MpsStatus status = mps_watch_->Check();
+    MutexLock lock(mu_);
+    ApplyMps(status);
+  }
   for (const std::string& uuid : config_.shared) {
     if (FindGpu(uuid) == nullptr) {
       spdlog::warn("gpu-servers: [gpu-servers] shared names {}, which this node does not have",
@@ -259,35 +295,108 @@ void GpuServers::CheckMps(Capacity& cap) {
     cap.mps = "simulated";
     return;
   }
-  const std::string dir = MpsPipeDir(config_);
-  const std::string control = FindOnPath("nvidia-cuda-mps-control");
-  if (control.empty()) {
+  if (FindOnPath("nvidia-cuda-mps-control").empty()) {
     cap.mps = "unavailable";
     cap.mps_reason = "nvidia-cuda-mps-control is not installed (not on PATH); GPU " +
                      std::to_string(cap.device.index) + " takes one server at a time";
+    spdlog::warn("gpu-servers: {}", cap.mps_reason);
     return;
   }
-  if (!MpsPipePresent(dir) && config_.mps_start) {
-    auto out = RunCommand({"/usr/bin/env", "CUDA_MPS_PIPE_DIRECTORY=" + dir, control, "-d"});
-    if (!out.ok() || out->exit_code != 0) {
-      spdlog::warn("gpu-servers: cannot start the MPS control daemon ({} -d): {}", control,
-                   out.ok() ? Trim(out->stderr_text) : out.status().message());
-    } else {
-      for (int i = 0; i < 40 && !MpsPipePresent(dir); ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  cap.mps = "checking";  // until the MPS watch's first answer, at the end of Probe
+}
+
+// ---- the MPS watch, the logs' rotation ----
+
+void GpuServers::ApplyMps(const MpsStatus& status) {
+  std::vector<std::string> affected;  // "lease (GPU n)" of the live servers on watched GPUs
+  for (Capacity& cap : gpus_) {
+    if (!cap.shared_configured || cap.mps == "simulated" || cap.mps == "unavailable" ||
+        cap.mps == "off") {
+      continue;
+    }
+    const std::string was = cap.mps;
+    const std::string gpu = "GPU " + std::to_string(cap.device.index);
+    cap.mps = status.state;
+    cap.mps_reason = status.state == "running"
+                         ? std::string()
+                         : status.reason + "; " + gpu + " takes one server at a time";
+    std::vector<std::string> leases;
+    for (const auto& [id, s] : servers_) {
+      if (s.spec.gpu_uuid == cap.device.uuid &&
+          (s.state == State::kStarting || s.state == State::kRunning)) {
+        leases.push_back(id);
+        affected.push_back(id + " (" + gpu + ")");
       }
-      spdlog::info("gpu-servers: started the MPS control daemon (pipes in {})", dir);
+    }
+    if (was == cap.mps || was == "checking") continue;  // no change, or the first answer
+    if (cap.mps == "down") {
+      AddEvent(cap.device.index, cap.device.uuid, "", "gpu_mps_down",
+               status.reason + "; " + gpu + " takes no new shared lease until it answers" +
+                   (leases.empty() ? std::string()
+                                   : "; its running GPU servers (leases " + JoinComma(leases) +
+                                         ") are left running"));
+      events_.back()["lease_id"] = nullptr;
+    } else if (cap.mps == "running") {
+      AddEvent(cap.device.index, cap.device.uuid, "", "gpu_mps_up",
+               "the MPS control daemon answers again; " + gpu + " takes shared leases again");
+      events_.back()["lease_id"] = nullptr;
     }
   }
-  if (MpsPipePresent(dir)) {
-    cap.mps = "running";
+  if (!status.changed) return;
+  if (status.state == "running") {
+    spdlog::info("gpu-servers: the MPS control daemon answers (pipes in {})", MpsPipeDir(config_));
   } else {
-    cap.mps = "not_running";
-    cap.mps_reason = "no MPS control daemon: no pipe " + dir + "/control (start it with " +
-                     "nvidia-cuda-mps-control -d, or set [gpu-servers] mps_start = true); GPU " +
-                     std::to_string(cap.device.index) + " takes one server at a time";
+    spdlog::warn("gpu-servers: {}; the shared GPUs take one server at a time{}", status.reason,
+                 affected.empty()
+                     ? std::string()
+                     : "; GPU servers still running there: leases " + JoinComma(affected));
   }
-  if (cap.mps != "running") spdlog::warn("gpu-servers: {}", cap.mps_reason);
+}
+
+void GpuServers::CheckMpsNow() {
+  MutexLock watch_lock(mps_mu_);
+  if (!mps_watch_) return;
+  const MpsStatus status = mps_watch_->Check();  // without mu_: it may start the daemon
+  MutexLock lock(mu_);
+  ApplyMps(status);
+}
+
+void GpuServers::RotateLogsNow() {
+  std::vector<std::string> ids;
+  {
+    MutexLock lock(mu_);
+    for (const auto& [id, s] : servers_) {
+      if (s.state == State::kStarting || s.state == State::kRunning ||
+          s.state == State::kDraining) {
+        ids.push_back(id);
+      }
+    }
+  }
+  // Without mu_: a copy of up to log_max_bytes per log.
+  for (const std::string& id : ids) {
+    auto rotated = RotateLog(Path(id, ".log"), config_.log_max_bytes, config_.log_files);
+    if (!rotated.ok()) {
+      spdlog::warn("gpu-servers: cannot rotate the log of lease {}: {}", id,
+                   rotated.status().message());
+    }
+  }
+}
+
+void GpuServers::Housekeep() {
+  auto next_mps = std::chrono::steady_clock::now() + config_.mps_check_interval;
+  MutexLock lock(mu_);
+  while (!stopping_) {
+    const auto now = std::chrono::steady_clock::now();
+    lock.Unlock();
+    RotateLogsNow();
+    if (now >= next_mps) {
+      CheckMpsNow();
+      next_mps = now + config_.mps_check_interval;
+    }
+    lock.Lock();
+    const auto until = std::min(now + kLogCheck, next_mps);
+    while (!stopping_ && std::chrono::steady_clock::now() < until) changed_.WaitUntil(mu_, until);
+  }
 }
 
 // ---- state files, re-adoption ----
@@ -297,22 +406,33 @@ std::string GpuServers::Path(const std::string& lease_id, const char* suffix) co
 }
 
 void GpuServers::RemoveFiles(const std::string& lease_id) const {
-  for (const char* suffix : {".json", ".json.tmp", ".secret", ".ready", ".log", ".sock"}) {
+  for (const char* suffix :
+       {".json", ".json.tmp", ".secret", ".ready", ".log", ".log.1.tmp", ".sock"}) {
     unlink(Path(lease_id, suffix).c_str());
+  }
+  for (int i = 1; i <= config_.log_files; ++i) {
+    unlink((Path(lease_id, ".log.") + std::to_string(i)).c_str());
   }
 }
 
 std::string GpuServers::LogTail(const std::string& lease_id, size_t max_bytes) const {
   // Only the end is read: a server that logged for days has a large file.
-  UniqueFd fd(open(Path(lease_id, ".log").c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  struct stat st {};
-  if (!fd.valid() || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return {};
-  const off_t size = st.st_size;
-  const off_t from =
-      size > static_cast<off_t>(max_bytes) ? size - static_cast<off_t>(max_bytes) : 0;
-  std::string tail(static_cast<size_t>(size - from), '\0');
-  const ssize_t n = pread(fd.get(), tail.data(), tail.size(), from);
-  tail.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  auto tail_of = [](const std::string& path, size_t bytes) -> std::string {
+    UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    struct stat st {};
+    if (!fd.valid() || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return {};
+    const off_t size = st.st_size;
+    const off_t from = size > static_cast<off_t>(bytes) ? size - static_cast<off_t>(bytes) : 0;
+    std::string tail(static_cast<size_t>(size - from), '\0');
+    const ssize_t n = pread(fd.get(), tail.data(), tail.size(), from);
+    tail.resize(n > 0 ? static_cast<size_t>(n) : 0);
+    return tail;
+  };
+  std::string tail = tail_of(Path(lease_id, ".log"), max_bytes);
+  // Just rotated: the rest from the newest old file.
+  if (tail.size() < max_bytes && config_.log_files > 0) {
+    tail = tail_of(Path(lease_id, ".log.1"), max_bytes - tail.size()) + tail;
+  }
   return std::string(Trim(SanitizeUtf8(tail)));
 }
 

@@ -150,6 +150,7 @@ Result<std::unique_ptr<GpuServers>> GpuServers::Create(GpuServersConfig config,
   s->Probe(std::move(gpus));
   s->Adopt();
   s->watcher_ = std::thread([p = s.get()] { p->Watch(); });
+  s->housekeeper_ = std::thread([p = s.get()] { p->Housekeep(); });
   return s;
 }
 
@@ -160,6 +161,7 @@ GpuServers::~GpuServers() {
     changed_.NotifyAll();
   }
   if (watcher_.joinable()) watcher_.join();
+  if (housekeeper_.joinable()) housekeeper_.join();
 }
 
 const GpuServers::Capacity* GpuServers::FindGpu(const std::string& uuid) const {
@@ -416,6 +418,16 @@ json GpuServers::GpusJson() const {
               {"shared", c.shared()},
               {"mps", c.mps}};
     if (!c.mps_reason.empty()) g["mps_reason"] = c.mps_reason;
+    if (c.mps == "down") {  // the leases whose servers run there without their control daemon
+      json leases = json::array();
+      for (const auto& [id, s] : servers_) {
+        if (s.spec.gpu_uuid == c.device.uuid &&
+            (s.state == State::kStarting || s.state == State::kRunning)) {
+          leases.push_back(id);
+        }
+      }
+      g["mps_servers"] = std::move(leases);
+    }
     list.push_back(std::move(g));
   }
   return list;

@@ -24,7 +24,11 @@
 //
 // The GPUs' capacity (SM count, granularity, memory) comes from `binary probe` run once per GPU
 // at Create; MPS is checked for the GPUs in `shared`. A GPU not shared (or without MPS running)
-// takes one server at a time.
+// takes one server at a time. A housekeeping thread asks the MPS control daemon every
+// mps_check_interval_s whether it still answers (mps_watch.h): while it does not, the shared
+// GPUs are mps "down" (not shared: no new lease beside the running ones) with the reason and the
+// leases whose servers run there, and a gpu_mps_down / gpu_mps_up event marks each change. The
+// same thread rotates each live server's log past log_max_bytes (log_rotation.h), every second.
 //
 // The secret of a lease is in its state file and secret file only: never in a record, an event,
 // the metrics or a log line. Thread-safe: every public method may be called from any thread
@@ -46,6 +50,7 @@
 #include "common/status.h"
 #include "common/unique_fd.h"
 #include "node/config.h"
+#include "node/mps_watch.h"
 
 namespace flyt::node {
 
@@ -176,6 +181,11 @@ class GpuServers {
   // Prometheus text: flyt_node_gpu_servers{state}, counters, flyt_node_gpu_mps{gpu,uuid,state}.
   std::string MetricsText() const FLYT_EXCLUDES(mu_);
 
+  // What the housekeeping thread does, now (tests; the thread does them on its own): ask the MPS
+  // control daemon and apply the answer to the shared GPUs; rotate the live servers' logs.
+  void CheckMpsNow() FLYT_EXCLUDES(mu_, mps_mu_);
+  void RotateLogsNow() FLYT_EXCLUDES(mu_);
+
   const GpuServersConfig& config() const { return config_; }
   const std::string& binary() const { return binary_; }
 
@@ -190,7 +200,9 @@ class GpuServers {
     uint64_t memory_total_mb = 0;
     std::string name;
     bool shared_configured = false;
-    std::string mps = "off";  // running | not_running | unavailable | off | simulated (sim backend)
+    // running | not_running | down | unavailable | off | simulated (sim backend). With mps_reason,
+    // the one part that changes after Create: under mu_ (the MPS watch, ApplyMps).
+    std::string mps = "off";
     std::string mps_reason;
     bool shared() const { return shared_configured && (mps == "running" || mps == "simulated"); }
   };
@@ -224,6 +236,9 @@ class GpuServers {
   Result<std::string> ReadState(const std::string& id, Server& s) const;
   void Watch() FLYT_EXCLUDES(mu_);
   void Tick() FLYT_REQUIRES(mu_);
+  // The housekeeping thread (MPS watch, log rotation); gpu_server_process.cc.
+  void Housekeep() FLYT_EXCLUDES(mu_, mps_mu_);
+  void ApplyMps(const MpsStatus& status) FLYT_REQUIRES(mu_);
 
   // Spawns the lease's server and records it as starting; does not wait.
   Status Begin(const GpuServerSpec& spec) FLYT_REQUIRES(mu_);
@@ -275,6 +290,10 @@ class GpuServers {
   uint64_t kills_ FLYT_GUARDED_BY(mu_) = 0;
   uint64_t adopted_ FLYT_GUARDED_BY(mu_) = 0;
   std::thread watcher_;
+  // The MPS watch (null: no shared GPU has MPS to watch); mps_mu_ is taken before mu_.
+  Mutex mps_mu_;
+  std::unique_ptr<MpsWatch> mps_watch_ FLYT_GUARDED_BY(mps_mu_);
+  std::thread housekeeper_;
 };
 
 }  // namespace flyt::node

@@ -5,6 +5,7 @@
 #include "node/gpu_servers.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
@@ -570,6 +571,7 @@ TEST_F(GpuServersTest, AnMpsControlSocketCountsAsARunningDaemon) {
   ASSERT_LT(path.size(), sizeof(addr.sun_path));
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(fd, 4), 0);  // a socket nobody listens on is a dead daemon's (mps_watch.h)
   config_.backend = "driver";
   config_.shared = {"GPU-a"};
   config_.mps_pipe_dir = pipes;
@@ -594,6 +596,9 @@ TEST_F(GpuServersTest, SharedGpusNeedMpsAndThenTakeSeveralLeasesWithinTheirSms) 
   servers_.reset();
 
   ASSERT_EQ(mkfifo((pipes + "/control").c_str(), 0600), 0);
+  // The daemon reads its pipe: a pipe nobody reads is a dead daemon's (mps_watch.h).
+  UniqueFd daemon(open((pipes + "/control").c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  ASSERT_TRUE(daemon.valid());
   Create();
   setenv("PATH", old_path.c_str(), 1);
   gpus = servers_->List()["gpus"];
