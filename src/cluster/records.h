@@ -44,7 +44,7 @@ struct GpuServerCapacity {
   std::optional<uint32_t> sm_granularity;
   std::optional<uint64_t> memory_total_mb;
   bool shared = false;  // MPS usable: several remote leases at once
-  std::string mps;      // running | not_running | unavailable | off
+  std::string mps;      // running | not_running | down | unavailable | off | simulated
   std::string mps_reason;
 };
 
