@@ -17,10 +17,6 @@ using test::FakeManager;
 using test::Flytctl;
 using test::Outcome;
 
-json Error(const std::string& code, const std::string& text) {
-  return {{"error", text}, {"code", code}};
-}
-
 // A node manager of three GPUs (test::SampleProfiles) with profiles on, or off (503).
 FakeManager::Answer Node(const httplib::Request& req, bool profiles_on = true) {
   const auto profiles = test::SampleProfiles();
@@ -37,7 +33,7 @@ FakeManager::Answer Node(const httplib::Request& req, bool profiles_on = true) {
     return {200, {{"source", "nvml"}, {"gpus", gpus}}};
   }
   if (!profiles_on) {
-    return {503, Error("unavailable", "profiles are off ([profile] enabled = false)")};
+    return {503, test::ErrorBody("unavailable", "profiles are off ([profile] enabled = false)")};
   }
   if (req.path == "/api/v1/profiles") {
     json list = json::array();
@@ -49,7 +45,7 @@ FakeManager::Answer Node(const httplib::Request& req, bool profiles_on = true) {
       return {200, profile::ToJson(p)};
     }
   }
-  return {404, Error("not_found", "no GPU 7")};
+  return {404, test::ErrorBody("not_found", "no GPU 7")};
 }
 
 TEST(ProfileCommandTest, EveryGpuOfANode) {
@@ -122,7 +118,7 @@ FakeManager::Answer Cluster(const httplib::Request& req) {
   if (req.path == "/api/v1/nodes/node-b/gpus/0") {
     return {200, {{"node", "node-b"}, {"index", 0}, {"profile", nullptr}}};
   }
-  return {404, Error("not_found", "no node x")};
+  return {404, test::ErrorBody("not_found", "no node x")};
 }
 
 TEST(ProfileCommandTest, ANodeAsTheClusterManagerHasIt) {

@@ -44,10 +44,6 @@ json Lease(const std::string& state = "ready") {
     "labels": {}})");
 }
 
-json Error(const std::string& code, const std::string& text) {
-  return {{"error", text}, {"code", code}};
-}
-
 TEST(RemoteCommandTest, AllocSendsTheShareWithAKeyAndPrintsTheServerAndSecret) {
   FakeManager m([](const httplib::Request&) { return FakeManager::Answer{201, Lease()}; });
   Outcome o = Flytctl({"remote", "alloc", "--sm-count", "60", "--memory-mb", "40000", "--node",
@@ -102,16 +98,16 @@ TEST(RemoteCommandTest, EachRefusalHasItsExitStatusAndTheManagersReasons) {
   };
   const std::vector<Case> cases = {
       {409,
-       Error("insufficient_gpus",
+       test::ErrorBody("insufficient_gpus",
              "no GPU has room for 64 SMs and 40000 MiB; node-b: 2 without room for 64 SMs, 1 "
              "not shared and in use"),
        6, "node-b: 2 without room for 64 SMs, 1 not shared and in use"},
-      {409, Error("never_fits", "no GPU of this cluster has 200 SMs"), 8,
+      {409, test::ErrorBody("never_fits", "no GPU of this cluster has 200 SMs"), 8,
        "no GPU of this cluster has 200 SMs"},
-      {401, Error("unauthenticated", "missing or unknown bearer token"), 5, "--token"},
-      {403, Error("permission_denied", "a viewer token may not POST /api/v1/remote-leases"), 5,
+      {401, test::ErrorBody("unauthenticated", "missing or unknown bearer token"), 5, "--token"},
+      {403, test::ErrorBody("permission_denied", "a viewer token may not POST /api/v1/remote-leases"), 5,
        "not allowed"},
-      {400, Error("invalid_argument", "memory_mb: must be at least 1"), 2, "memory_mb"},
+      {400, test::ErrorBody("invalid_argument", "memory_mb: must be at least 1"), 2, "memory_mb"},
   };
   for (const Case& c : cases) {
     FakeManager m([&](const httplib::Request&) { return FakeManager::Answer{c.http, c.body}; });
@@ -128,7 +124,7 @@ TEST(RemoteCommandTest, EachRefusalHasItsExitStatusAndTheManagersReasons) {
 TEST(RemoteCommandTest, AServerThatDidNotStartIsTheNodesReasonExitNine) {
   FakeManager m([](const httplib::Request&) {
     return FakeManager::Answer{
-        503, Error("unavailable",
+        503, test::ErrorBody("unavailable",
                    "node-b did not start the GPU server for rlease-3f9a1c2b7d10: exited with "
                    "status 1: cannot open /dev/nvidia0")};
   });
@@ -178,9 +174,9 @@ TEST(RemoteCommandTest, RenewReleaseAndShowUseTheLeasesPath) {
 
 TEST(RemoteCommandTest, AFailedOrEndedLeaseExitsSevenAndAnUnknownOneFour) {
   const std::vector<std::tuple<int, json, int>> cases = {
-      {409, Error("lease_failed", "rlease-1's GPU server failed: exited with signal 9"), 7},
-      {409, Error("already_ended", "rlease-1 was released"), 7},
-      {404, Error("not_found", "no remote lease rlease-1"), 4},
+      {409, test::ErrorBody("lease_failed", "rlease-1's GPU server failed: exited with signal 9"), 7},
+      {409, test::ErrorBody("already_ended", "rlease-1 was released"), 7},
+      {404, test::ErrorBody("not_found", "no remote lease rlease-1"), 4},
   };
   for (const auto& c : cases) {
     const auto& [http, body, exit_code] = c;
@@ -250,7 +246,7 @@ TEST(RemoteCommandTest, ClientsAndServersPrintTheirTables) {
 TEST(RemoteCommandTest, AnOlderManagerOrAStrangersAnswerIsSaidPlainly) {
   FakeManager old([](const httplib::Request& req) {
     return FakeManager::Answer{
-        404, Error("not_found", "no such endpoint: " + req.path + " (see docs/api.md)")};
+        404, test::ErrorBody("not_found", "no such endpoint: " + req.path + " (see docs/api.md)")};
   });
   for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
            {"remote", "list"}, {"servers"}, {"remote", "alloc", "--memory-mb", "1"}}) {

@@ -86,6 +86,11 @@ struct Outcome {
   std::string out, err;
 };
 
+// An error answer's body, as both managers write it.
+inline nlohmann::json ErrorBody(const std::string& code, const std::string& text) {
+  return {{"error", text}, {"code", code}};
+}
+
 inline std::string ReadAll(const std::string& path) {
   std::ifstream in(path);
   std::stringstream s;

@@ -13,6 +13,15 @@
 
 namespace flyt::ctl::test {
 
+// The line of `text` that contains `what` ("" when none).
+inline std::string LineWith(const std::string& text, const std::string& what) {
+  size_t at = text.find(what);
+  if (at == std::string::npos) return "";
+  size_t begin = text.rfind('\n', at);
+  begin = begin == std::string::npos ? 0 : begin + 1;
+  return text.substr(begin, text.find('\n', at) - begin);
+}
+
 inline constexpr uint64_t kProfileGiB = 1ULL << 30;
 
 inline std::chrono::system_clock::time_point ProfileTime(int seconds) {

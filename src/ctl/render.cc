@@ -357,14 +357,6 @@ std::string SimulatedNodes(const json& nodes) {
   return out;
 }
 
-std::string StateCount(const std::map<std::string, int>& counts) {
-  std::string out;
-  for (const auto& [state, n] : counts) {
-    out += (out.empty() ? "" : ", ") + std::to_string(n) + " " + state;
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string ShortGpuModel(std::string_view name) {
@@ -505,7 +497,7 @@ std::string RenderClusterGpus(const json& answer, const json& nodes) {
                     usage, temp ? fmt::format("{}°C", *temp) : "-", util ? fmt::format("{}%", *util) : "-",
                     mem, power, score ? fmt::format("{:.3f}", *score) : "-", held);
   }
-  out += fmt::format("{} GPU(s): {}\n", gpus.size(), StateCount(states));
+  out += fmt::format("{} GPU(s): {}\n", gpus.size(), render_fields::StateCounts(states));
   return out;
 }
 

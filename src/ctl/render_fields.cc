@@ -65,4 +65,12 @@ std::string Clip(const std::string& s, size_t max) {
   return s;
 }
 
+std::string StateCounts(const std::map<std::string, int>& counts) {
+  std::string out;
+  for (const auto& [state, n] : counts) {
+    out += (out.empty() ? "" : ", ") + std::to_string(n) + " " + state;
+  }
+  return out;
+}
+
 }  // namespace flyt::ctl::render_fields

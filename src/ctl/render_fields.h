@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -27,5 +28,7 @@ bool Flag(const nlohmann::json& j, const char* key);
 const nlohmann::json& Array(const nlohmann::json& j, const char* key);
 // At most `max` code points, the last one "…" when cut (a column must not swallow a line).
 std::string Clip(const std::string& s, size_t max);
+// "3 running, 1 starting": the count of each state, in the map's order (a list's summary line).
+std::string StateCounts(const std::map<std::string, int>& counts);
 
 }  // namespace flyt::ctl::render_fields

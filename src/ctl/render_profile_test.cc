@@ -17,15 +17,6 @@ json ProfilesAnswer() {
   return {{"profiles", list}, {"footprint_bytes_per_gpu", 200000}};
 }
 
-// The line of `text` that contains `what` ("" when none).
-std::string LineWith(const std::string& text, const std::string& what) {
-  size_t at = text.find(what);
-  if (at == std::string::npos) return "";
-  size_t begin = text.rfind('\n', at);
-  begin = begin == std::string::npos ? 0 : begin + 1;
-  return text.substr(begin, text.find('\n', at) - begin);
-}
-
 TEST(ProfileRenderTest, TheStateCellShowsThePeriodAndTheIdleTimeFromEitherForm) {
   const auto profiles = test::SampleProfiles();
   EXPECT_EQ(ProfileStateText(profile::ToJson(profiles[0])), "cyclic 12.0s");
@@ -50,15 +41,15 @@ TEST(ProfileRenderTest, ANodesGpuTableEndsWithTheStateColumn) {
   o.show_state = true;
   o.states[0] = "cyclic 12.0s";
   std::string out = RenderSnapshot(s, o);
-  EXPECT_NE(LineWith(out, "GPU  NAME").find("PROCS  STATE"), std::string::npos) << out;
-  EXPECT_NE(LineWith(out, "  0  NVIDIA").find("    0  cyclic 12.0s"), std::string::npos) << out;
-  const std::string second = LineWith(out, "  1  NVIDIA");
+  EXPECT_NE(test::LineWith(out, "GPU  NAME").find("PROCS  STATE"), std::string::npos) << out;
+  EXPECT_NE(test::LineWith(out, "  0  NVIDIA").find("    0  cyclic 12.0s"), std::string::npos) << out;
+  const std::string second = test::LineWith(out, "  1  NVIDIA");
   EXPECT_EQ(second.substr(second.size() - 3), "  -") << out;  // no profile: "-"
   // This machine's GPUs (no profiles): no column, and the line ends as it always did.
   out = RenderSnapshot(s, {});
   EXPECT_EQ(out.find("STATE"), std::string::npos);
   EXPECT_NE(out.find("97%"), std::string::npos);
-  EXPECT_EQ(LineWith(out, "  0  NVIDIA").back(), '0');
+  EXPECT_EQ(test::LineWith(out, "  0  NVIDIA").back(), '0');
 }
 
 TEST(ProfileRenderTest, TheClusterGpuTableShowsAllocationAndState) {
@@ -72,30 +63,30 @@ TEST(ProfileRenderTest, TheClusterGpuTableShowsAllocationAndState) {
                   {"allocation_state", "free"}, {"profile", nullptr}}}}};
   std::string out = RenderClusterGpus(gpus, json());
   EXPECT_NE(out.find("ALLOCATION  STATE"), std::string::npos) << out;
-  EXPECT_NE(LineWith(out, "node-a             0").find("free        cyclic 12.0s"),
+  EXPECT_NE(test::LineWith(out, "node-a             0").find("free        cyclic 12.0s"),
             std::string::npos)
       << out;
-  EXPECT_NE(LineWith(out, "node-a             1").find("unreachable allocated-idle 12m05s"),
+  EXPECT_NE(test::LineWith(out, "node-a             1").find("unreachable allocated-idle 12m05s"),
             std::string::npos)
       << out;
-  EXPECT_NE(LineWith(out, "node-b").find("free        -"), std::string::npos) << out;
+  EXPECT_NE(test::LineWith(out, "node-b").find("free        -"), std::string::npos) << out;
 }
 
 TEST(ProfileRenderTest, TheListHasOneLinePerGpuWithWhyAndWhoHoldsIt) {
   std::string out = RenderProfiles(ProfilesAnswer());
   EXPECT_NE(out.find("GPU  NAME       STATE"), std::string::npos) << out;
-  const std::string cyclic = LineWith(out, "cyclic 12.0s");
+  const std::string cyclic = test::LineWith(out, "cyclic 12.0s");
   EXPECT_NE(cyclic.find("H100"), std::string::npos) << out;
   EXPECT_NE(cyclic.find("5m10s"), std::string::npos) << out;
   EXPECT_NE(cyclic.find("97%"), std::string::npos) << out;
   EXPECT_NE(cyclic.find("41.0 GiB"), std::string::npos) << out;
   EXPECT_NE(cyclic.find("39.0 GiB"), std::string::npos) << out;
-  EXPECT_NE(LineWith(out, "allocated-idle 12m05s")
+  EXPECT_NE(test::LineWith(out, "allocated-idle 12m05s")
                 .find("held by python (alice, pid 4242, 30.0 GiB)"),
             std::string::npos)
       << out;
-  EXPECT_NE(LineWith(out, "  2  H100").find("unknown"), std::string::npos) << out;
-  EXPECT_NE(LineWith(out, "  2  H100").find("no samples yet"), std::string::npos) << out;
+  EXPECT_NE(test::LineWith(out, "  2  H100").find("unknown"), std::string::npos) << out;
+  EXPECT_NE(test::LineWith(out, "  2  H100").find("no samples yet"), std::string::npos) << out;
   EXPECT_EQ(RenderProfiles({{"profiles", json::array()}}), "No GPU profiles.\n");
 }
 
@@ -119,9 +110,9 @@ TEST(ProfileRenderTest, TheDetailOfACyclicGpu) {
             std::string::npos)
       << out;
   EXPECT_NE(out.find("next utilisation trough: 2026-11-22T06:10:09.000Z"), std::string::npos);
-  const std::string header = LineWith(out, "WINDOW");
+  const std::string header = test::LineWith(out, "WINDOW");
   EXPECT_NE(header.find("UTIL P50 / P95 / P99"), std::string::npos) << out;
-  const std::string hour = LineWith(out, "1h ");
+  const std::string hour = test::LineWith(out, "1h ");
   EXPECT_NE(hour.find("80% / 97% / 99%"), std::string::npos) << out;
   EXPECT_NE(hour.find("30.0 GiB / 40.0 GiB / 41.0 GiB"), std::string::npos) << out;
   EXPECT_NE(hour.find("300 W / 650 W / 690 W"), std::string::npos) << out;
@@ -139,11 +130,11 @@ TEST(ProfileRenderTest, TheDetailOfAnAllocatedIdleAndAnUnknownGpu) {
   std::string out = RenderProfile(profile::ToJson(profiles[1]));
   EXPECT_NE(out.find("allocated but idle for 12m05s, 30.0 GiB held by:"), std::string::npos)
       << out;
-  const std::string holder = LineWith(out, "4242");
+  const std::string holder = test::LineWith(out, "4242");
   EXPECT_NE(holder.find("python"), std::string::npos) << out;
   EXPECT_NE(holder.find("alice"), std::string::npos) << out;
   EXPECT_NE(holder.find("30.0 GiB"), std::string::npos) << out;
-  EXPECT_NE(LineWith(out, "1m ").find("-"), std::string::npos) << out;  // no readings: "-"
+  EXPECT_NE(test::LineWith(out, "1m ").find("-"), std::string::npos) << out;  // no readings: "-"
   EXPECT_NE(out.find("phase changes: none seen"), std::string::npos) << out;
   out = RenderProfile(profile::ToJson(profiles[2]));
   EXPECT_NE(out.find("insufficient data: no samples yet"), std::string::npos) << out;

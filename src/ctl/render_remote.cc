@@ -51,14 +51,6 @@ std::string TimeText(const json& j, const char* key) {
   return "-";
 }
 
-std::string StateCount(const std::map<std::string, int>& counts) {
-  std::string out;
-  for (const auto& [state, n] : counts) {
-    out += (out.empty() ? "" : ", ") + std::to_string(n) + " " + state;
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string RenderRemoteLease(const json& lease, bool show_secret) {
@@ -147,7 +139,7 @@ std::string RenderRemoteLeases(const json& answer) {
     }
   }
   out += reasons;
-  out += fmt::format("{} remote lease(s): {}\n", leases.size(), StateCount(states));
+  out += fmt::format("{} remote lease(s): {}\n", leases.size(), render_fields::StateCounts(states));
   return out;
 }
 
@@ -204,7 +196,7 @@ std::string RenderGpuServers(const json& answer) {
                        IntOr(Integer(s, "pid")), IntOr(sms), MibOr(Integer(s, "memory_mb")),
                        Clip(TimeText(s, "started_at"), 24), TextOr(s, "reason"));
   }
-  out += fmt::format("{} GPU server(s): {}\n", servers.size(), StateCount(states));
+  out += fmt::format("{} GPU server(s): {}\n", servers.size(), render_fields::StateCounts(states));
   return out;
 }
 

@@ -5,20 +5,13 @@
 
 #include <chrono>
 
+#include "ctl/profile_testing.h"
 #include "ctl/render.h"
 
 namespace flyt::ctl {
 namespace {
 
 using nlohmann::json;
-
-std::string LineWith(const std::string& text, const std::string& what) {
-  size_t at = text.find(what);
-  if (at == std::string::npos) return "";
-  size_t begin = text.rfind('\n', at);
-  begin = begin == std::string::npos ? 0 : begin + 1;
-  return text.substr(begin, text.find('\n', at) - begin);
-}
 
 json RemoteLease() {
   return json::parse(R"({
@@ -94,16 +87,16 @@ TEST(RemoteRenderTest, TheListHasOneRowPerLeaseNoSecretAndWhyEachFailed) {
     at = header.find(col, at);
     EXPECT_NE(at, std::string::npos) << col << " in " << header;
   }
-  const std::string row = LineWith(out, "rlease-3f9a1c2b7d10");
+  const std::string row = test::LineWith(out, "rlease-3f9a1c2b7d10");
   for (const char* want : {"client-1", "node-b", "3 (H100)", " 64 ", "40000 MiB", "ready",
                            "127.0.0.2:12503", "in 59s"}) {
     EXPECT_NE(row.find(want), std::string::npos) << want << " in " << out;
   }
   // A failed lease has no countdown: it no longer runs, whatever its expiry.
-  EXPECT_EQ(LineWith(out, "rlease-000000000002 ").find("in 59s"), std::string::npos) << out;
+  EXPECT_EQ(test::LineWith(out, "rlease-000000000002 ").find("in 59s"), std::string::npos) << out;
   EXPECT_NE(out.find("rlease-000000000002 failed: exited with signal 9\n"), std::string::npos)
       << out;
-  EXPECT_NE(LineWith(out, "rlease-000000000003").find("starting"), std::string::npos) << out;
+  EXPECT_NE(test::LineWith(out, "rlease-000000000003").find("starting"), std::string::npos) << out;
   EXPECT_NE(out.find("3 remote lease(s): 1 failed, 1 ready, 1 starting\n"), std::string::npos)
       << out;
   EXPECT_EQ(RenderRemoteLeases({{"remote_leases", json::array()}}), "No remote leases.\n");
@@ -119,13 +112,13 @@ TEST(RemoteRenderTest, ClientsShowTheirLeasesAndWhenLastSeen) {
     {"name": "client-2", "address": "10.0.0.8", "last_seen": "2026-11-22T06:00:00.000Z",
      "leases": 2}]})");
   const std::string out = RenderClients(answer, now);
-  const std::string one = LineWith(out, "client-1");
+  const std::string one = test::LineWith(out, "client-1");
   for (const char* want :
        {"10.0.0.7", "rlease-3f9a1c2b7d10,rlease-000000000002", "12s ago", "rack=r2"}) {
     EXPECT_NE(one.find(want), std::string::npos) << want << " in " << out;
   }
   // An older manager: no remote_leases, no last_seen_ms.
-  const std::string two = LineWith(out, "client-2");
+  const std::string two = test::LineWith(out, "client-2");
   EXPECT_NE(two.find(" 2 "), std::string::npos) << out;
   EXPECT_NE(two.find("2026-11-22T06:00:00.000Z"), std::string::npos) << out;
   EXPECT_NE(RenderClients({{"clients", json::array()}}, now).find("No client has registered"),
@@ -150,13 +143,13 @@ TEST(RemoteRenderTest, ServersShowNodeLeaseStateAddressGrantedSmsAndWhyTheyStopp
     at = header.find(col, at);
     EXPECT_NE(at, std::string::npos) << col << " in " << header;
   }
-  const std::string running = LineWith(out, "rlease-3f9a1c2b7d10");
+  const std::string running = test::LineWith(out, "rlease-3f9a1c2b7d10");
   for (const char* want : {"node-b", "  3  ", "running", "127.0.0.2:12503", "4242", " 64 ",
                            "40000 MiB", "2026-11-22T06:00:00.100Z"}) {
     EXPECT_NE(running.find(want), std::string::npos) << want << " in " << out;
   }
   EXPECT_EQ(running.find(" 60 "), std::string::npos) << "the granted count, not the asked one";
-  const std::string failed = LineWith(out, "rlease-000000000002");
+  const std::string failed = test::LineWith(out, "rlease-000000000002");
   EXPECT_NE(failed.find(" 32 "), std::string::npos) << out;  // no grant reported: the asked one
   EXPECT_NE(failed.find("2026-11-22T05:40:00.000Z"), std::string::npos) << out;  // ms → time
   EXPECT_NE(failed.find("exited with signal 9"), std::string::npos) << out;

@@ -11,7 +11,7 @@ using testing::BuildElf;
 using testing::BuildSymbols;
 using testing::TestSection;
 
-std::string ErrorOf(std::span<const std::byte> bytes) {
+std::string ElfErrorOf(std::span<const std::byte> bytes) {
   auto r = ElfFile::Parse(bytes, "test.elf");
   EXPECT_FALSE(r.ok());
   return r.ok() ? "" : r.status().message();
@@ -63,37 +63,37 @@ TEST(CudaElfTest, HeaderErrors) {
     EXPECT_NE(message.find(part), std::string::npos) << message;
     EXPECT_EQ(message.rfind("test.elf: ", 0), 0u) << message;
   };
-  has(ErrorOf(std::span(good).first(40)), "too short");
+  has(ElfErrorOf(std::span(good).first(40)), "too short");
   auto b = good;
   b[1] = std::byte{'X'};
-  has(ErrorOf(b), "bad magic");
+  has(ElfErrorOf(b), "bad magic");
   b = good;
   b[4] = std::byte{1};
-  has(ErrorOf(b), "only 64-bit");
+  has(ElfErrorOf(b), "only 64-bit");
   b = good;
   b[5] = std::byte{2};
-  has(ErrorOf(b), "only little-endian");
+  has(ElfErrorOf(b), "only little-endian");
   b = good;
   Put(b, 58, uint16_t{32});
-  has(ErrorOf(b), "section header size 32");
+  has(ElfErrorOf(b), "section header size 32");
   b = good;
   Put(b, 40, uint64_t{1} << 40);
-  has(ErrorOf(b), "section table offset");
+  has(ElfErrorOf(b), "section table offset");
   b = good;
   Put(b, 60, uint16_t{60000});
-  has(ErrorOf(b), "does not fit");
+  has(ElfErrorOf(b), "does not fit");
   // Section 1's offset, in its header at shoff + 64 + 24.
   uint64_t shoff = 0;
   std::memcpy(&shoff, &good[40], 8);
   b = good;
   Put(b, shoff + 64 + 24, uint64_t{1} << 50);
-  has(ErrorOf(b), "section 1 (1 bytes at 0x4000000000000) runs past the end");
+  has(ElfErrorOf(b), "section 1 (1 bytes at 0x4000000000000) runs past the end");
   b = good;
   Put(b, shoff + 64, uint32_t{1000});  // name offset past .shstrtab
-  has(ErrorOf(b), "section 1: name offset 0x3e8 is past the end");
+  has(ElfErrorOf(b), "section 1: name offset 0x3e8 is past the end");
   b = good;
   Put(b, 62, uint16_t{9});
-  has(ErrorOf(b), "section-name table index 9");
+  has(ElfErrorOf(b), "section-name table index 9");
 }
 
 TEST(CudaElfTest, SymbolErrors) {

@@ -43,7 +43,7 @@
 namespace flyt::profile {
 namespace {
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kNoValue = std::numeric_limits<double>::quiet_NaN();
 constexpr size_t kMinValidSamples = 20;
 // Family-wise false-alarm rate of the significance bound over all lags searched.
 constexpr double kAlpha = 0.05;
@@ -62,7 +62,7 @@ constexpr double kMinBurstContrast = 6.0;
 
 bool Valid(double v) { return std::isfinite(v); }
 
-__attribute__((format(printf, 1, 2))) std::string Format(const char* fmt, ...) {
+__attribute__((format(printf, 1, 2))) std::string Sprintf(const char* fmt, ...) {
   char buf[200];
   va_list args;
   va_start(args, fmt);
@@ -86,7 +86,7 @@ double UpperNormalQuantile(double p) {
 }
 
 double Quantile(std::vector<double> v, double q) {
-  if (v.empty()) return kNaN;
+  if (v.empty()) return kNoValue;
   double pos = q * static_cast<double>(v.size() - 1);
   size_t i = static_cast<size_t>(pos);
   std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(i), v.end());
@@ -111,7 +111,7 @@ std::vector<double> Decimate(std::span<const double> x, size_t factor) {
         ++n;
       }
     }
-    out.push_back(n > 0 ? sum / static_cast<double>(n) : kNaN);
+    out.push_back(n > 0 ? sum / static_cast<double>(n) : kNoValue);
   }
   return out;
 }
@@ -148,7 +148,7 @@ double Detrend(std::span<const double> x, std::vector<double>& y, std::vector<do
 double Correlation(const std::vector<double>& y, const std::vector<double>& mask, size_t lag,
                    double var, bool complete, size_t* pairs_out = nullptr) {
   size_t n = y.size();
-  if (lag >= n) return kNaN;
+  if (lag >= n) return kNoValue;
   double sum = 0, pairs = 0;
   const double* a = y.data();
   const double* b = y.data() + lag;
@@ -181,7 +181,7 @@ double Correlation(const std::vector<double>& y, const std::vector<double>& mask
     pairs = (p0 + p1) + (p2 + p3);
   }
   if (pairs_out != nullptr) *pairs_out = static_cast<size_t>(pairs);
-  if (pairs < kMinPairs) return kNaN;
+  if (pairs < kMinPairs) return kNoValue;
   return sum / pairs / var;
 }
 
@@ -204,7 +204,7 @@ std::vector<double> RemoveMovingAverage(std::span<const double> x, size_t window
     prefix[i + 1] = prefix[i] + (ok ? x[i] : 0);
     count[i + 1] = count[i] + (ok ? 1 : 0);
   }
-  std::vector<double> out(n, kNaN);
+  std::vector<double> out(n, kNoValue);
   size_t half = window / 2;
   for (size_t i = 0; i < n; ++i) {
     if (!Valid(x[i]) || i < half || i + (window - half) > n) continue;
@@ -228,7 +228,7 @@ double LaggedCorrelation(const std::vector<double>& y, size_t lag) {
     sbb += b * b;
     ++pairs;
   }
-  if (pairs < kMinPairs || saa <= 0 || sbb <= 0) return kNaN;
+  if (pairs < kMinPairs || saa <= 0 || sbb <= 0) return kNoValue;
   return sab / std::sqrt(saa * sbb);
 }
 
@@ -275,7 +275,7 @@ AcfEstimate ByAutocorrelation(std::span<const double> x, double dt_s, size_t fir
   size_t n = y.size();
   size_t max_lag = std::min(n - 1, static_cast<size_t>(max_lag_full / static_cast<double>(factor)) + 1);
   size_t search_lag = std::min(max_lag - 1, static_cast<size_t>(max_search_s / step_s) + 1);
-  std::vector<double> r(max_lag + 1, kNaN);
+  std::vector<double> r(max_lag + 1, kNoValue);
   std::vector<size_t> pairs(max_lag + 1, 0);
   r[0] = 1;
   for (size_t lag = 1; lag <= max_lag; ++lag) r[lag] = Correlation(y, mask, lag, var, complete, &pairs[lag]);
@@ -304,10 +304,10 @@ AcfEstimate ByAutocorrelation(std::span<const double> x, double dt_s, size_t fir
       } else if (r[lag] > best_seen) {
         best_seen = r[lag];
         best_reason = !significant
-                          ? Format("no autocorrelation peak above the significance bound %.2f "
+                          ? Sprintf("no autocorrelation peak above the significance bound %.2f "
                                    "(best %.2f at %.1f s)",
                                    bound(lag), r[lag], static_cast<double>(lag) * step_s)
-                          : Format("autocorrelation peak %.2f at %.1f s rises only %.2f above the "
+                          : Sprintf("autocorrelation peak %.2f at %.1f s rises only %.2f above the "
                                    "dip before it",
                                    r[lag], static_cast<double>(lag) * step_s, prominence);
       }
@@ -334,12 +334,12 @@ AcfEstimate ByAutocorrelation(std::span<const double> x, double dt_s, size_t fir
     double tol = std::max(1.0, 0.1 * around);
     size_t lo = static_cast<size_t>(std::max(1.0, std::floor(around - tol)));
     size_t hi = std::min(max_lag - 1, static_cast<size_t>(std::ceil(around + tol)));
-    if (lo > hi) return kNaN;
+    if (lo > hi) return kNoValue;
     size_t arg = lo;
     for (size_t l = lo; l <= hi; ++l) {
       if (Valid(r[l]) && (!Valid(r[arg]) || r[l] > r[arg])) arg = l;
     }
-    if (!Valid(r[arg])) return kNaN;
+    if (!Valid(r[arg])) return kNoValue;
     double off = 0, val = r[arg];
     if (arg >= 1 && arg + 1 <= max_lag) Parabolic(r[arg - 1], r[arg], r[arg + 1], &off, &val);
     *value = val;
@@ -374,7 +374,7 @@ AcfEstimate ByAutocorrelation(std::span<const double> x, double dt_s, size_t fir
       size_t lo = static_cast<size_t>(std::max(2.0, std::floor(around - factor - 1)));
       size_t hi = static_cast<size_t>(std::ceil(around + factor + 1));
       if (hi + 1 >= yf.size() - kMinPairs) break;
-      std::vector<double> rf(hi + 2 - lo + 1, kNaN);
+      std::vector<double> rf(hi + 2 - lo + 1, kNoValue);
       for (size_t l = lo - 1; l <= hi + 1; ++l) rf[l - (lo - 1)] = Correlation(yf, mf, l, varf, completef);
       size_t arg = lo;
       for (size_t l = lo; l <= hi; ++l) {
@@ -396,12 +396,12 @@ AcfEstimate ByAutocorrelation(std::span<const double> x, double dt_s, size_t fir
   std::vector<double> residual = RemoveMovingAverage(full, window);
   double c1 = LaggedCorrelation(residual, window);
   double confidence = std::min(peak_value, Valid(c1) ? c1 : 0.0);
-  double c2 = 2 * window + kMinPairs < full.size() ? LaggedCorrelation(residual, 2 * window) : kNaN;
+  double c2 = 2 * window + kMinPairs < full.size() ? LaggedCorrelation(residual, 2 * window) : kNoValue;
   if (Valid(c2)) confidence = std::min(confidence, c2);
   confidence = std::clamp(confidence, 0.0, 1.0);
   est.confidence = confidence;
   if (confidence < options.min_confidence) {
-    est.reason = Format("autocorrelation peak at %.1f s is not confident enough (%.2f < %.2f)",
+    est.reason = Sprintf("autocorrelation peak at %.1f s is not confident enough (%.2f < %.2f)",
                         est.period_s, confidence, options.min_confidence);
     return est;
   }
@@ -435,7 +435,7 @@ Estimate ByBurstSpacing(std::span<const double> x, double dt_s, const CycleOptio
   double down = lo + 0.35 * range;
   std::vector<double> crossings;
   bool armed = false;
-  double prev = kNaN;
+  double prev = kNoValue;
   size_t prev_i = 0;
   for (size_t i = 0; i < x.size(); ++i) {
     double v = x[i];
@@ -453,7 +453,7 @@ Estimate ByBurstSpacing(std::span<const double> x, double dt_s, const CycleOptio
     prev_i = i;
   }
   if (crossings.size() < kMinBurstIntervals + 1) {
-    est.reason = Format("%.0f bursts, %.0f needed", static_cast<double>(crossings.size()),
+    est.reason = Sprintf("%.0f bursts, %.0f needed", static_cast<double>(crossings.size()),
                         static_cast<double>(kMinBurstIntervals + 1));
     return est;
   }
@@ -478,7 +478,7 @@ Estimate ByBurstSpacing(std::span<const double> x, double dt_s, const CycleOptio
   est.period_s = mean;
   est.confidence = std::clamp(1 - cv / (2 * kMaxBurstDispersion), 0.0, 1.0);
   if (cv > kMaxBurstDispersion) {
-    est.reason = Format("burst intervals disagree (coefficient of variation %.2f > %.2f)", cv,
+    est.reason = Sprintf("burst intervals disagree (coefficient of variation %.2f > %.2f)", cv,
                         kMaxBurstDispersion);
     return est;
   }
@@ -508,19 +508,19 @@ CycleResult DetectCycle(std::span<const double> values, double dt_s, const Cycle
   }
   if (valid < kMinValidSamples) {
     result.insufficient = true;
-    result.reason = Format("too few valid samples: %.0f of %.0f (%.0f needed)",
+    result.reason = Sprintf("too few valid samples: %.0f of %.0f (%.0f needed)",
                            static_cast<double>(valid), static_cast<double>(values.size()),
                            static_cast<double>(kMinValidSamples));
     return result;
   }
   if (max_value <= options.idle_level) {
-    result.reason = Format("idle: utilisation never above %.0f %%", options.idle_level);
+    result.reason = Sprintf("idle: utilisation never above %.0f %%", options.idle_level);
     return result;
   }
   double span_s = static_cast<double>(last - first + 1) * dt_s;
   double longest_s = std::min(options.max_period_s, span_s / options.min_cycles);
   if (longest_s < options.min_period_s) {
-    result.reason = Format("%.0f s of samples cannot hold %.0f cycles of %.1f s", span_s,
+    result.reason = Sprintf("%.0f s of samples cannot hold %.0f cycles of %.1f s", span_s,
                            options.min_cycles, options.min_period_s);
     return result;
   }
@@ -534,11 +534,11 @@ CycleResult DetectCycle(std::span<const double> values, double dt_s, const Cycle
     double cycles = span_s / e.period_s;
     if (e.period_s < options.min_period_s) {
       e.ok = false;
-      e.reason = Format("period %.2f s is under the shortest reported (%.1f s)", e.period_s,
+      e.reason = Sprintf("period %.2f s is under the shortest reported (%.1f s)", e.period_s,
                         options.min_period_s);
     } else if (cycles < options.min_cycles || e.period_s > options.max_period_s) {
       e.ok = false;
-      e.reason = Format("period %.1f s: %.1f cycles in the window, %.0f needed", e.period_s,
+      e.reason = Sprintf("period %.1f s: %.1f cycles in the window, %.0f needed", e.period_s,
                         cycles, options.min_cycles);
     }
   };
@@ -554,7 +554,7 @@ CycleResult DetectCycle(std::span<const double> values, double dt_s, const Cycle
     // threshold crossings happen to be regular does not.
     if (best < kMinProminence) {
       burst.ok = false;
-      burst.reason = Format("bursts every %.1f s leave no autocorrelation peak near it (rise %.2f < "
+      burst.reason = Sprintf("bursts every %.1f s leave no autocorrelation peak near it (rise %.2f < "
                             "%.2f)",
                             burst.period_s, best, kMinProminence);
     }
@@ -612,7 +612,7 @@ std::optional<Phase> FoldPhase(std::span<const double> values, double dt_s, doub
     sum2[b] += values[i] * values[i];
     count[b] += 1;
   }
-  std::vector<double> mean(bins, kNaN);
+  std::vector<double> mean(bins, kNoValue);
   double within = 0, total_n = 0, grand = 0;
   size_t filled = 0;
   for (size_t b = 0; b < bins; ++b) {

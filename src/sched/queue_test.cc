@@ -5,17 +5,17 @@
 namespace flyt::sched {
 namespace {
 
-constexpr uint64_t kGiB = 1ULL << 30;
+constexpr uint64_t kOneGiB = 1ULL << 30;
 
-std::vector<GpuState> Gpus(int n) {
+std::vector<GpuState> IdleGpus(int n) {
   std::vector<GpuState> out;
   for (int i = 0; i < n; ++i) {
     GpuState g;
     g.index = static_cast<uint32_t>(i);
     g.uuid = "GPU-" + std::to_string(i);
     g.name = "NVIDIA H100 80GB HBM3";
-    g.memory_total_bytes = 80 * kGiB;
-    g.memory_free_bytes = 80 * kGiB;
+    g.memory_total_bytes = 80 * kOneGiB;
+    g.memory_free_bytes = 80 * kOneGiB;
     g.utilization_percent = 0;
     out.push_back(g);
   }
@@ -48,7 +48,7 @@ class QueueTest : public ::testing::Test {
 };
 
 TEST_F(QueueTest, PriorityThenFifo) {
-  ledger_.UpdateNode("a", Gpus(2));
+  ledger_.UpdateNode("a", IdleGpus(2));
   queue_.Add(Job("first", 1));
   queue_.Add(Job("second", 1));
   queue_.Add(Job("urgent", 1, /*priority=*/5));
@@ -61,7 +61,7 @@ TEST_F(QueueTest, PriorityThenFifo) {
 }
 
 TEST_F(QueueTest, SmallerJobsBackfillAroundOneThatDoesNotFit) {
-  ledger_.UpdateNode("a", Gpus(4));
+  ledger_.UpdateNode("a", IdleGpus(4));
   queue_.Add(Job("big", 8));
   queue_.Add(Job("small", 2));
   auto pass = queue_.Schedule(ledger_, clock_.WallNow());
@@ -71,7 +71,7 @@ TEST_F(QueueTest, SmallerJobsBackfillAroundOneThatDoesNotFit) {
 
 TEST_F(QueueTest, AJobWaitingLongerThanTheHoldStopsBackfill) {
   JobQueue held{QueueOptions{std::chrono::seconds(60)}};
-  ledger_.UpdateNode("a", Gpus(4));
+  ledger_.UpdateNode("a", IdleGpus(4));
   auto big = Job("big", 4);
   auto lease = ledger_.Allocate(big.request);  // something else holds 2 of the 4 GPUs
   ASSERT_TRUE(lease.ok());
@@ -82,7 +82,7 @@ TEST_F(QueueTest, AJobWaitingLongerThanTheHoldStopsBackfill) {
   ASSERT_TRUE(other.ok());
   held.Add(big);
   clock_.Advance(std::chrono::seconds(61));
-  ledger_.UpdateNode("a", Gpus(4));  // a heartbeat: the node is still there
+  ledger_.UpdateNode("a", IdleGpus(4));  // a heartbeat: the node is still there
   held.Add(Job("small", 1));
   auto pass = held.Schedule(ledger_, clock_.WallNow());
   EXPECT_TRUE(pass.started.empty());
@@ -92,7 +92,7 @@ TEST_F(QueueTest, AJobWaitingLongerThanTheHoldStopsBackfill) {
 }
 
 TEST_F(QueueTest, TimedOutJobsLeaveWithTheirLastReason) {
-  ledger_.UpdateNode("a", Gpus(1));
+  ledger_.UpdateNode("a", IdleGpus(1));
   queue_.Add(Job("wants-two", 2));
   auto pass = queue_.Schedule(ledger_, clock_.WallNow());
   EXPECT_TRUE(pass.started.empty());
@@ -100,7 +100,7 @@ TEST_F(QueueTest, TimedOutJobsLeaveWithTheirLastReason) {
   ASSERT_TRUE(queue_.NextDeadline().has_value());
   EXPECT_EQ(*queue_.NextDeadline(), clock_.WallNow() + std::chrono::seconds(300));
   clock_.Advance(std::chrono::seconds(300));
-  ledger_.UpdateNode("a", Gpus(1));
+  ledger_.UpdateNode("a", IdleGpus(1));
   pass = queue_.Schedule(ledger_, clock_.WallNow());
   ASSERT_EQ(pass.timed_out.size(), 1u);
   EXPECT_EQ(pass.timed_out[0].job_id, "wants-two");
@@ -111,7 +111,7 @@ TEST_F(QueueTest, TimedOutJobsLeaveWithTheirLastReason) {
 }
 
 TEST_F(QueueTest, IdenticalRefusedRequestsAreTriedOncePerPass) {
-  ledger_.UpdateNode("a", Gpus(2));
+  ledger_.UpdateNode("a", IdleGpus(2));
   for (int i = 0; i < 100; ++i) queue_.Add(Job("j" + std::to_string(i), 4));
   queue_.Add(Job("fits", 1));
   auto pass = queue_.Schedule(ledger_, clock_.WallNow());
@@ -121,12 +121,12 @@ TEST_F(QueueTest, IdenticalRefusedRequestsAreTriedOncePerPass) {
 }
 
 TEST_F(QueueTest, RequestsHarderThanARefusedOneAreNotTried) {
-  ledger_.UpdateNode("a", Gpus(2));
+  ledger_.UpdateNode("a", IdleGpus(2));
   auto small = Job("needs-3", 3);
   queue_.Add(small);
   for (int i = 0; i < 50; ++i) {
     auto j = Job("bigger" + std::to_string(i), 3 + i % 4);
-    j.request.min_free_memory_bytes = static_cast<uint64_t>(i) * kGiB;
+    j.request.min_free_memory_bytes = static_cast<uint64_t>(i) * kOneGiB;
     queue_.Add(j);
   }
   auto other_model = Job("other-model", 4);
