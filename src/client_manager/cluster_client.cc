@@ -47,11 +47,17 @@ std::string Escape(const std::string& id) {
 
 }  // namespace
 
-Result<nlohmann::json> ClusterClient::Create(const nlohmann::json& body,
-                                             milliseconds timeout) const {
+Result<nlohmann::json> ClusterClient::Create(const nlohmann::json& body, milliseconds timeout,
+                                             const std::string& idempotency_key,
+                                             bool* answered) const {
+  if (answered != nullptr) *answered = false;
   auto client = Open(url_, token_, timeout);
   if (!client.ok()) return WithCode(client.status());
-  auto answer = (*client)->Post("/api/v1/remote-leases", body);
+  http::JsonClient::Headers headers;
+  if (!idempotency_key.empty()) headers.emplace_back("Idempotency-Key", idempotency_key);
+  auto answer = (*client)->Post("/api/v1/remote-leases", body, headers);
+  // An HTTP answer carries the manager's code as the reason; a request that got none has none.
+  if (answered != nullptr) *answered = answer.ok() || !answer.status().reason().empty();
   if (!answer.ok()) return WithCode(answer.status());
   if (!answer->is_object()) {
     return Status(Internal("the cluster manager answered a lease request with " +

@@ -20,8 +20,14 @@ class ClusterClient {
  public:
   ClusterClient(std::string url, std::string token) : url_(std::move(url)), token_(std::move(token)) {}
 
-  // POST /api/v1/remote-leases: the lease as the manager answered it (201).
-  Result<nlohmann::json> Create(const nlohmann::json& body, std::chrono::milliseconds timeout) const;
+  // POST /api/v1/remote-leases: the lease as the manager answered it (201). A non-empty
+  // `idempotency_key` goes as the Idempotency-Key header: a retry with it gets the same lease.
+  // `answered` (when given) tells whether the manager answered at all: false for a request that
+  // may or may not have reached it (refused, reset, timed out), which is worth a retry with the
+  // same key.
+  Result<nlohmann::json> Create(const nlohmann::json& body, std::chrono::milliseconds timeout,
+                                const std::string& idempotency_key = "",
+                                bool* answered = nullptr) const;
   // POST /api/v1/remote-leases/{id}/renew.
   Result<nlohmann::json> Renew(const std::string& id, int ttl_seconds,
                                std::chrono::milliseconds timeout) const;

@@ -1,6 +1,9 @@
 // FakeCluster: a loopback HTTP server playing flyt-cluster-manager's remote-lease endpoints
 // (docs/api.md, "Remote leases") for the client manager's tests, with switches for refusals,
-// failures and a manager that never answers. Thread-safe: the switches and counters are atomics
+// failures and a manager that never answers. It keeps the Idempotency-Key of each creation: a
+// request with a key it has seen answers that key's lease again ("replayed"), as the real one
+// does; answers can be held back after the lease is made (a lost answer) or say "starting".
+// Thread-safe: the switches and counters are atomics
 // or under a mutex; handlers run on httplib's threads.
 #pragma once
 
@@ -9,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -83,21 +87,52 @@ class FakeCluster {
     std::lock_guard<std::mutex> lock(mu_);
     return last_auth_;
   }
+  // The Idempotency-Key of each creation request ("" for none), in order.
+  std::vector<std::string> keys() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return keys_;
+  }
+  // The server address of the leases granted from now on (default 127.0.0.1:<12500 + n>).
+  void SetServerAddress(const std::string& address) {
+    std::lock_guard<std::mutex> lock(mu_);
+    address_ = address;
+  }
 
   std::atomic<CreateMode> create_mode{CreateMode::kGrant};
   std::atomic<RenewMode> renew_mode{RenewMode::kOk};
   std::atomic<int> create_delay_ms{0};
   std::atomic<int> creates{0};
   std::atomic<int> renews{0};
+  std::atomic<int> granted{0};  // leases made (a replayed key makes none)
+  // The first `lost_answers` creations make their lease, then hold the answer for
+  // lost_answer_ms (longer than the client waits: the answer is lost to it).
+  std::atomic<int> lost_answers{0};
+  std::atomic<int> lost_answer_ms{30000};
+  // The next `starting_answers` answers say the lease's server is still starting.
+  std::atomic<int> starting_answers{0};
 
  private:
   void Create(const httplib::Request& req, httplib::Response& res) {
-    const int n = ++creates;
+    ++creates;
     nlohmann::json body = nlohmann::json::parse(req.body, nullptr, false);
+    const std::string key = req.get_header_value("Idempotency-Key");
     {
       std::unique_lock<std::mutex> lock(mu_);
       bodies_.push_back(body);
+      keys_.push_back(key);
       last_auth_ = req.get_header_value("Authorization");
+      if (auto known = by_key_.find(key); !key.empty() && known != by_key_.end()) {
+        nlohmann::json again = known->second;
+        again["replayed"] = true;
+        if (starting_answers.load() > 0) {
+          --starting_answers;
+          again["state"] = "starting";
+          again["server"] = {{"address", ""}, {"state", "starting"}};
+        }
+        lock.unlock();
+        http::SendJson(res, 201, again);
+        return;
+      }
       const auto delay = std::chrono::milliseconds(
           create_mode.load() == CreateMode::kHang ? 60000 : create_delay_ms.load());
       cv_.wait_for(lock, delay, [&] { return closing_; });
@@ -120,6 +155,10 @@ class FakeCluster {
         break;
     }
     const bool ready = create_mode.load() == CreateMode::kGrant;
+    const int n = ++granted;
+    std::unique_lock<std::mutex> lock(mu_);
+    const std::string address =
+        address_.empty() ? "127.0.0.1:" + std::to_string(12500 + n) : address_;
     nlohmann::json lease{
         {"id", "rlease-" + std::to_string(n)},
         {"kind", "remote"},
@@ -130,11 +169,22 @@ class FakeCluster {
         {"sm_count", body.value("sm_count", 16)},
         {"memory_mb", body.value("memory_mb", 0)},
         {"state", ready ? "ready" : "failed"},
-        {"server", {{"address", ready ? "127.0.0.1:" + std::to_string(12500 + n) : ""},
+        {"server", {{"address", ready ? address : ""},
                     {"state", ready ? "running" : "failed"}}},
         {"secret", "secret-" + std::to_string(n) + "-0123456789abcdef0123456789abcdef"},
         {"ttl_seconds", body.value("ttl_seconds", 60)}};
     if (!ready) lease["reason"] = "the node did not start it";
+    if (!key.empty()) by_key_[key] = lease;
+    if (lost_answers.load() > 0) {
+      --lost_answers;
+      cv_.wait_for(lock, std::chrono::milliseconds(lost_answer_ms.load()), [&] { return closing_; });
+    }
+    if (ready && starting_answers.load() > 0) {
+      --starting_answers;
+      lease["state"] = "starting";
+      lease["server"] = {{"address", ""}, {"state", "starting"}};
+    }
+    lock.unlock();
     http::SendJson(res, 201, lease);
   }
 
@@ -147,6 +197,9 @@ class FakeCluster {
   std::vector<std::string> deleted_;
   std::vector<nlohmann::json> bodies_;
   std::string last_auth_;
+  std::vector<std::string> keys_;
+  std::map<std::string, nlohmann::json> by_key_;
+  std::string address_;
 };
 
 }  // namespace flyt::client_manager

@@ -1,7 +1,9 @@
 #include "client_manager/manager.h"
 
 #include <fcntl.h>
+#include <netdb.h>
 #include <poll.h>
+#include <sys/random.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -53,6 +55,115 @@ bool SomeoneListens(const std::string& path) {
 
 std::string Ms(milliseconds ms) { return std::to_string(ms.count()) + " ms"; }
 
+// A fresh Idempotency-Key for one intended lease: 128 random bits.
+std::string NewIdempotencyKey() {
+  unsigned char bytes[16] = {};
+  size_t got = 0;
+  while (got < sizeof bytes) {
+    const ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  if (got < sizeof bytes) {  // no kernel randomness: unique enough within this host and process
+    const auto t = std::chrono::steady_clock::now().time_since_epoch().count();
+    std::memcpy(bytes, &t, std::min(sizeof t, sizeof bytes));
+    const pid_t pid = ::getpid();
+    std::memcpy(bytes + 8, &pid, sizeof pid);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string key = "flyt-cm-";
+  for (unsigned char c : bytes) {
+    key += kHex[c >> 4];
+    key += kHex[c & 15];
+  }
+  return key;
+}
+
+// What connecting to a GPU server's address (HOST:PORT, [V6]:PORT or unix:PATH) says about it:
+// {"verdict": "alive" | "dead" | "unknown", "why": ...}. Dead is only a definite no — the
+// connection refused, the socket file gone, the host unreachable — never a slow answer.
+json ProbeServer(const std::string& address, milliseconds timeout) {
+  auto verdict = [](const char* v, const std::string& why) {
+    return json{{"verdict", v}, {"why", why}};
+  };
+  auto dead_errno = [](int e) {
+    return e == ECONNREFUSED || e == ENOENT || e == EHOSTUNREACH || e == ENETUNREACH ||
+           e == ECONNRESET;
+  };
+  if (address.rfind("unix:", 0) == 0) {
+    const std::string path = address.substr(5);
+    if (path.empty() || path.size() >= sizeof(sockaddr_un::sun_path)) {
+      return verdict("unknown", "not a socket path");
+    }
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!fd.valid()) return verdict("unknown", std::strerror(errno));
+    sockaddr_un addr = UnixAddress(path);
+    int rc;
+    do {
+      rc = ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+    } while (rc != 0 && errno == EINTR);
+    if (rc == 0 || errno == EAGAIN) return verdict("alive", "it accepts connections");
+    const int e = errno;
+    return verdict(dead_errno(e) ? "dead" : "unknown", std::strerror(e));
+  }
+  std::string host, port;
+  if (!address.empty() && address[0] == '[') {
+    const size_t close = address.find(']');
+    if (close == std::string::npos || close + 1 >= address.size() || address[close + 1] != ':') {
+      return verdict("unknown", "not HOST:PORT");
+    }
+    host = address.substr(1, close - 1);
+    port = address.substr(close + 2);
+  } else {
+    const size_t colon = address.rfind(':');
+    if (colon == std::string::npos) return verdict("unknown", "not HOST:PORT");
+    host = address.substr(0, colon);
+    port = address.substr(colon + 1);
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* infos = nullptr;
+  if (int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &infos); rc != 0) {
+    return verdict("unknown", std::string("cannot resolve ") + host + ": " + ::gai_strerror(rc));
+  }
+  std::unique_ptr<addrinfo, void (*)(addrinfo*)> owned(infos, ::freeaddrinfo);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool all_dead = true;
+  std::string why = "no address";
+  for (addrinfo* ai = infos; ai != nullptr; ai = ai->ai_next) {
+    UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                         ai->ai_protocol));
+    if (!fd.valid()) {
+      all_dead = false;
+      why = std::strerror(errno);
+      continue;
+    }
+    int err = 0;
+    if (::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
+      err = errno;
+      if (err == EINPROGRESS || err == EINTR) {
+        const auto left = std::chrono::duration_cast<milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        pollfd p{fd.get(), POLLOUT, 0};
+        if (::poll(&p, 1, static_cast<int>(std::max<int64_t>(left.count(), 0))) <= 0) {
+          all_dead = false;
+          why = "no answer within " + Ms(timeout);
+          continue;
+        }
+        socklen_t len = sizeof err;
+        if (::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+      }
+    }
+    if (err == 0) return verdict("alive", "it accepts connections");
+    all_dead = all_dead && dead_errno(err);
+    why = std::strerror(err);
+  }
+  return verdict(all_dead ? "dead" : "unknown", why);
+}
+
 }  // namespace
 
 struct ClientManager::Conn {
@@ -70,6 +181,7 @@ struct ClientManager::Conn {
   std::string lease_id;  // kHolding
   const char* closing = nullptr;  // why, once it is to be closed at the end of the pass
   bool protocol_error = false;
+  bool reported = false;  // sent its one server_dead report
 
   std::string Who() const {
     return (program.empty() ? std::string("a program") : "'" + program + "'") + " (pid " +
@@ -82,6 +194,7 @@ struct ClientManager::Slot {
   LeaseProfile profile;
   bool acquiring = false;
   std::string lease_id;  // the lease new programs get; empty when none
+  std::string reacquire_after;  // a dead server's lease: ask for a new one once it is released
   std::vector<uint64_t> waiters;
 };
 
@@ -96,14 +209,17 @@ struct ClientManager::Lease {
   bool call_in_flight = false;
   bool releasing = false;
   uint64_t renewals = 0;
+  bool probing = false;  // its server, reported dead, is being checked
+  std::vector<uint64_t> dead_reporters;  // connections waiting for the probe's verdict
 };
 
 struct ClientManager::Outcome {
-  enum class Kind { kAcquire, kRenew, kRelease };
+  enum class Kind { kAcquire, kRenew, kRelease, kProbe };
   Kind kind = Kind::kAcquire;
   std::string key;  // slot key (acquire) or lease id
   Result<json> result = Status(StatusCode::kInternal, "no outcome");
   uint64_t call_id = 0;
+  std::shared_ptr<std::atomic<bool>> answered;  // acquire: the last attempt got an answer
 };
 
 ClientManager::ClientManager(ClientManagerConfig config, Clock& clock, ManagerTuning tuning)
@@ -361,8 +477,9 @@ bool ClientManager::HandleLine(Conn& conn, const std::string& line) {
   }
   JsonFields f(*parsed);
   std::string op;
-  Status s = f.OptionalEnum("op", {"acquire"}, op);
+  Status s = f.OptionalEnum("op", {"acquire", "server_dead"}, op);
   if (s.ok() && op.empty()) s = InvalidArgument("op is required");
+  if (s.ok() && op == "server_dead") return HandleDeadReport(conn, *parsed);
   if (s.ok() && conn.state != Conn::State::kNew) {
     s = InvalidArgument("one acquire per connection; this one has asked already");
   }
@@ -444,15 +561,44 @@ void ClientManager::StartAcquire(Slot& slot) {
   body["ttl_seconds"] = config_.ttl_seconds;
   body["client"] = config_.name;
   if (!config_.node.empty()) body["node"] = config_.node;
+  // One key per intended lease: a creation no answer settled (the last one timed out) is asked
+  // for again with its key, so the lease it may have made is the one this acquire gets.
+  if (create_keys_.size() >= 2 * static_cast<size_t>(config_.max_profiles)) {
+    std::erase_if(create_keys_, [&](const auto& kv) { return !slots_.contains(kv.first); });
+  }
+  std::string& key = create_keys_[slot.key];
+  if (key.empty()) key = NewIdempotencyKey();
   Outcome outcome;
   outcome.kind = Outcome::Kind::kAcquire;
   outcome.key = slot.key;
-  RunCall(std::move(outcome), [cluster = cluster_, body, timeout = config_.acquire_timeout] {
-    return cluster.Create(body, timeout);
-  });
+  auto answered = std::make_shared<std::atomic<bool>>(false);
+  outcome.answered = answered;
+  RunCall(std::move(outcome),
+          [cluster = cluster_, body, key, answered, stop = &stop_,
+           timeout = config_.acquire_timeout, attempt = tuning_.create_attempt_timeout,
+           pause = tuning_.create_retry_pause]() -> Result<json> {
+            // Retried with the same key while no answer came (the request may have been
+            // processed) or the lease's server is still starting, within acquire_timeout.
+            const auto deadline = std::chrono::steady_clock::now() + timeout;
+            for (;;) {
+              const auto left = std::chrono::duration_cast<milliseconds>(
+                  deadline - std::chrono::steady_clock::now());
+              bool got = false;
+              Result<json> r = cluster.Create(body, std::clamp(left, milliseconds(1), attempt),
+                                              key, &got);
+              answered->store(got);
+              const bool starting = r.ok() && r->contains("state") && (*r)["state"].is_string() &&
+                                    (*r)["state"].get<std::string>() == "starting";
+              const auto now_left = std::chrono::duration_cast<milliseconds>(
+                  deadline - std::chrono::steady_clock::now());
+              if ((got && !starting) || stop->load() || now_left <= pause) return r;
+              std::this_thread::sleep_for(pause);
+            }
+          });
 }
 
-void ClientManager::OnAcquired(const std::string& slot_key, Result<json> answer) {
+void ClientManager::OnAcquired(const std::string& slot_key, Result<json> answer, bool answered) {
+  if (answered) create_keys_.erase(slot_key);  // settled: the next lease gets a key of its own
   auto sit = slots_.find(slot_key);
   if (sit == slots_.end()) return;  // cannot happen: an acquiring slot is kept
   Slot& slot = *sit->second;
@@ -622,6 +768,7 @@ void ClientManager::DropLease(const std::string& lease_id, const std::string& co
   if (code == "lease_failed") {
     StartRelease(lease, "its server failed");  // frees the share the cluster still holds
   } else {
+    AnswerReporters(std::move(lease.dead_reporters), json{{"ok", true}, {"replaced", true}});
     leases_.erase(it);
   }
   if (sit != slots_.end() && !sit->second->acquiring && sit->second->lease_id.empty() &&
@@ -690,6 +837,126 @@ void ClientManager::Timers() {
   }
 }
 
+// ---- dead servers ------------------------------------------------------------------------------
+
+bool ClientManager::HandleDeadReport(Conn& conn, const json& request) {
+  JsonFields f(request);
+  std::string lease_id, server;
+  Status s = f.Only({"op", "lease_id", "server"});
+  if (s.ok()) s = f.OptionalString("lease_id", 256, lease_id);
+  if (s.ok()) s = f.OptionalString("server", 1024, server);
+  if (s.ok() && (lease_id.empty() || server.empty())) {
+    s = InvalidArgument("server_dead needs lease_id and server");
+  }
+  if (s.ok() && conn.reported) s = InvalidArgument("one server_dead report per connection");
+  if (!s.ok()) {
+    spdlog::warn("{} sent a bad report ({}); connection closed", conn.Who(), s.message());
+    conn.protocol_error = true;
+    (void)Send(conn, json{{"ok", false}, {"code", "invalid_argument"}, {"error", s.message()}});
+    return false;
+  }
+  conn.reported = true;
+  ++counters_.dead_reports;
+  auto refuse = [&](const char* code, const std::string& error) {
+    ++counters_.dead_reports_refused;
+    spdlog::warn("{} reports the server {} of lease {} dead: refused ({})", conn.Who(), server,
+                 lease_id, error);
+    if (!Send(conn, json{{"ok", false}, {"code", code}, {"error", error}})) {
+      conn.closing = "write failed";
+    }
+    return true;
+  };
+  // Only a program that was given the lease may report its server.
+  if (conn.lease_id != lease_id ||
+      (conn.state != Conn::State::kHolding && conn.state != Conn::State::kDone)) {
+    return refuse("permission_denied", "this connection was not given lease " + lease_id);
+  }
+  auto it = leases_.find(lease_id);
+  auto sit = it == leases_.end() ? slots_.end() : slots_.find(it->second->slot_key);
+  if (it == leases_.end() || it->second->releasing || sit == slots_.end() ||
+      sit->second->lease_id != lease_id) {
+    // Dropped already: the next acquire gets another lease.
+    if (!Send(conn, json{{"ok", true}, {"replaced", true}})) conn.closing = "write failed";
+    return true;
+  }
+  Lease& lease = *it->second;
+  if (lease.server != server) {
+    return refuse("invalid_argument",
+                  "lease " + lease_id + " is served at " + lease.server + ", not at " + server);
+  }
+  lease.dead_reporters.push_back(conn.id);
+  if (lease.probing) return true;  // one probe answers every report that comes meanwhile
+  lease.probing = true;
+  spdlog::warn("{} cannot connect to the GPU server {} of lease {}; checking it", conn.Who(),
+               server, lease_id);
+  Outcome outcome;
+  outcome.kind = Outcome::Kind::kProbe;
+  outcome.key = lease_id;
+  RunCall(std::move(outcome), [address = server, timeout = tuning_.dead_probe_timeout] {
+    return Result<json>(ProbeServer(address, timeout));
+  });
+  return true;
+}
+
+void ClientManager::OnProbed(const std::string& lease_id, Result<json> verdict) {
+  auto it = leases_.find(lease_id);
+  if (it == leases_.end()) return;  // erased leases have answered their reporters
+  Lease& lease = *it->second;
+  lease.probing = false;
+  std::vector<uint64_t> reporters;
+  reporters.swap(lease.dead_reporters);
+  auto sit = slots_.find(lease.slot_key);
+  if (lease.releasing || sit == slots_.end() || sit->second->lease_id != lease_id) {
+    AnswerReporters(std::move(reporters), json{{"ok", true}, {"replaced", true}});
+    return;
+  }
+  Slot& slot = *sit->second;
+  const std::string v = verdict.ok() ? verdict->value("verdict", "unknown") : "unknown";
+  const std::string why = verdict.ok() ? verdict->value("why", "") : verdict.status().message();
+  auto refuse = [&](const char* code, const std::string& error) {
+    counters_.dead_reports_refused += reporters.size();
+    spdlog::warn("lease {} kept: {}", lease_id, error);
+    AnswerReporters(std::move(reporters), json{{"ok", false}, {"code", code}, {"error", error}});
+  };
+  if (v != "dead") {
+    refuse("conflict", "the GPU server " + lease.server + " of lease " + lease_id +
+                           (v == "alive" ? " accepts connections" : " could not be checked") +
+                           " (" + why + "); the lease is kept");
+    return;
+  }
+  const TimePoint now = Now();
+  std::erase_if(dead_drops_, [&](const auto& kv) {
+    return now - kv.second >= tuning_.dead_server_interval;
+  });
+  if (dead_drops_.contains(slot.key)) {
+    refuse("unavailable", "the GPU server " + lease.server + " of lease " + lease_id +
+                              " is gone, but this profile's lease was replaced less than " +
+                              Ms(tuning_.dead_server_interval) +
+                              " ago; it is replaced at its next renewal, or ask again later");
+    return;
+  }
+  dead_drops_[slot.key] = now;
+  counters_.dead_servers_replaced += 1;
+  spdlog::warn("the GPU server {} of lease {} is gone ({}); the lease is released and a new one "
+               "asked for",
+               lease.server, lease_id, why);
+  // Held by the replacement from now: programs that come meanwhile wait for the new lease, which
+  // is asked for once the old one's share is given back.
+  slot.acquiring = true;
+  slot.reacquire_after = lease_id;
+  DropLease(lease_id, "lease_failed",
+            "its GPU server at " + lease.server + " is gone (" + why + ")");
+  AnswerReporters(std::move(reporters), json{{"ok", true}, {"replaced", true}});
+}
+
+void ClientManager::AnswerReporters(std::vector<uint64_t> reporters, const json& answer) {
+  for (uint64_t cid : reporters) {
+    auto c = conns_.find(cid);
+    if (c == conns_.end() || c->second->closing != nullptr) continue;
+    if (!Send(*c->second, answer)) c->second->closing = "write failed";
+  }
+}
+
 bool ClientManager::Send(Conn& conn, const json& message) {
   const std::string text = DumpJson(message) + "\n";
   ssize_t n;
@@ -745,7 +1012,10 @@ void ClientManager::TakeOutcomes() {
   for (Outcome& o : done) {
     switch (o.kind) {
       case Outcome::Kind::kAcquire:
-        OnAcquired(o.key, std::move(o.result));
+        OnAcquired(o.key, std::move(o.result), o.answered && o.answered->load());
+        break;
+      case Outcome::Kind::kProbe:
+        OnProbed(o.key, std::move(o.result));
         break;
       case Outcome::Kind::kRenew:
         OnRenewed(o.key, std::move(o.result));
@@ -761,7 +1031,19 @@ void ClientManager::TakeOutcomes() {
                        "ttl runs out",
                        o.key, o.result.status().message());
         }
+        AnswerReporters(std::move(it->second->dead_reporters),
+                        json{{"ok", true}, {"replaced", true}});
         leases_.erase(it);
+        // A dead server's lease is gone: its profile's new lease is asked for now.
+        for (auto& [key, slot] : slots_) {
+          if (slot->reacquire_after != o.key) continue;
+          slot->reacquire_after.clear();
+          if (stop_.load()) {
+            slot->acquiring = false;
+          } else {
+            StartAcquire(*slot);
+          }
+        }
         break;
       }
     }

@@ -17,6 +17,20 @@
 // answered lease_failed or already_ended drops the lease (a failed one is also released, to free
 // its share): its programs get the event, the next program a new lease.
 //
+// Lease creation is idempotent: each intended lease gets an Idempotency-Key, sent on every
+// attempt of that creation (a retry after no answer, a poll of a lease whose server is still
+// starting) and kept for the profile's next acquire while no answer settled it, so a lost answer
+// never leaves a second lease (and GPU server) behind.
+//
+// A dead server: a program that cannot connect to the server it was given sends
+// {"op":"server_dead","lease_id","server"} on its connection (it must hold that lease). The
+// manager probes the address itself; only a server that refuses connections (or whose socket is
+// gone) is dead: its lease is dropped (holders get lease_failed), released at the cluster
+// manager, and a new one is asked for at once. The answer is {"ok":true,"replaced":true} (a new
+// acquire gets the new lease) or {"ok":false,"code","error"}: "conflict" when the server accepts
+// connections (the lease is kept), "unavailable" when a profile's lease was replaced less than
+// dead_server_interval ago (one replacement per interval and profile).
+//
 // Threads: one loop thread owns every connection and lease (no lock needed for them); each call
 // to the cluster manager runs on a thread of its own and hands its outcome back through a queue
 // (mu_) and an eventfd. Start/Stop/GetStats/Wake are thread-safe. Time is read from the injected
@@ -54,6 +68,14 @@ struct ManagerTuning {
   std::chrono::milliseconds max_poll{1000};
   std::chrono::milliseconds first_line_timeout{10000};
   std::chrono::milliseconds cluster_call_timeout{10000};  // renew and release
+  // One attempt of a lease creation (the whole creation is bounded by acquire_timeout); the
+  // pause before the next attempt or the next look at a lease whose server is starting.
+  std::chrono::milliseconds create_attempt_timeout{10000};
+  std::chrono::milliseconds create_retry_pause{500};
+  // How long a probe of a reported-dead server may take, and how often one profile's lease may
+  // be replaced for a dead server.
+  std::chrono::milliseconds dead_probe_timeout{2000};
+  std::chrono::milliseconds dead_server_interval{5000};
 };
 
 // What GetStats reports (for logs and tests).
@@ -75,6 +97,9 @@ struct ManagerStats {
   uint64_t leases_dropped = 0;  // renew answered lease_failed / already_ended
   uint64_t closed_protocol = 0;  // connections closed for a bad line, size or timeout
   uint64_t refused_connections = 0;  // over max_connections
+  uint64_t dead_reports = 0;          // server_dead reports received
+  uint64_t dead_servers_replaced = 0;  // reports the probe confirmed: lease dropped, new one asked
+  uint64_t dead_reports_refused = 0;  // the server answered the probe, or rate-limited
   std::vector<LeaseView> leases;
 };
 
@@ -107,8 +132,13 @@ class ClientManager {
   // Handles one complete line; false closes the connection.
   bool HandleLine(Conn& conn, const std::string& line);
   void StartAcquire(Slot& slot);
-  void OnAcquired(const std::string& slot_key, Result<nlohmann::json> answer);
+  // `answered`: the cluster manager answered the last attempt (which settles its key).
+  void OnAcquired(const std::string& slot_key, Result<nlohmann::json> answer, bool answered);
   void OnRenewed(const std::string& lease_id, Result<nlohmann::json> answer);
+  // A program's server_dead report; the probe's verdict.
+  bool HandleDeadReport(Conn& conn, const nlohmann::json& request);
+  void OnProbed(const std::string& lease_id, Result<nlohmann::json> verdict);
+  void AnswerReporters(std::vector<uint64_t> reporters, const nlohmann::json& answer);
   void Attach(Conn& conn, Lease& lease);
   void Detach(Conn& conn);
   void DropLease(const std::string& lease_id, const std::string& code, const std::string& why);
@@ -139,6 +169,10 @@ class ClientManager {
   std::map<uint64_t, std::unique_ptr<Conn>> conns_;
   std::map<std::string, std::unique_ptr<Slot>> slots_;
   std::map<std::string, std::unique_ptr<Lease>> leases_;
+  // Profile key -> the Idempotency-Key of a creation no answer has settled yet.
+  std::map<std::string, std::string> create_keys_;
+  // Profile key -> when its lease was last replaced for a dead server.
+  std::map<std::string, std::chrono::steady_clock::time_point> dead_drops_;
   ManagerStats counters_;
 
   mutable Mutex mu_;

@@ -4,7 +4,9 @@
 // replaced, and hostile local clients cut off without harm to the others.
 #include "client_manager/manager.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -456,6 +458,221 @@ TEST_F(ManagerTest, ATransientRenewFailureKeepsTheLease) {
     return leases.size() == 1 && leases[0].renewals >= 1;
   }));
   EXPECT_FALSE(a.Read(milliseconds(100)).has_value());  // no event pushed
+}
+
+// ---- issue 32: idempotent lease creation -------------------------------------------------------
+
+TEST_F(ManagerTest, ALostAnswerIsRetriedWithTheSameKeyAndGetsTheOneLease) {
+  // The cluster manager makes the lease, and its answer never reaches the client manager in
+  // time: the retry with the same Idempotency-Key gets that lease, not a second one.
+  config_.acquire_timeout = seconds(10);
+  tuning_.create_attempt_timeout = milliseconds(300);
+  tuning_.create_retry_pause = milliseconds(10);
+  cluster_.lost_answers = 1;
+  Start(fake_clock_);
+  Program p(config_.socket_path);
+  ASSERT_TRUE(p.Acquire());
+  auto answer = p.Read();
+  ASSERT_TRUE(answer.has_value());
+  ASSERT_EQ((*answer)["ok"], true) << answer->dump();
+  EXPECT_EQ((*answer)["lease_id"], "rlease-1");
+  EXPECT_EQ(cluster_.granted.load(), 1);  // one lease, so one GPU server
+  const auto keys = cluster_.keys();
+  ASSERT_GE(keys.size(), 2u);
+  EXPECT_FALSE(keys[0].empty());
+  for (const std::string& k : keys) EXPECT_EQ(k, keys[0]);
+  EXPECT_TRUE(cluster_.deleted().empty());
+  // The next lease (another profile) is another intended lease: a key of its own.
+  Program q(config_.socket_path);
+  ASSERT_TRUE(q.Acquire(json{{"memory_mb", 2048}}));
+  auto other = q.Read();
+  ASSERT_TRUE(other.has_value());
+  EXPECT_EQ((*other)["lease_id"], "rlease-2");
+  EXPECT_NE(cluster_.keys().back(), keys[0]);
+}
+
+TEST_F(ManagerTest, ALeaseWhoseServerIsStartingIsAskedForAgainWithItsKey) {
+  tuning_.create_retry_pause = milliseconds(10);
+  cluster_.starting_answers = 2;
+  Start(fake_clock_);
+  Program p(config_.socket_path);
+  ASSERT_TRUE(p.Acquire());
+  auto answer = p.Read();
+  ASSERT_TRUE(answer.has_value());
+  ASSERT_EQ((*answer)["ok"], true) << answer->dump();
+  EXPECT_EQ((*answer)["lease_id"], "rlease-1");
+  EXPECT_EQ(cluster_.creates.load(), 3);
+  EXPECT_EQ(cluster_.granted.load(), 1);
+  EXPECT_TRUE(cluster_.deleted().empty());
+}
+
+TEST_F(ManagerTest, AnUnsettledCreationsKeyIsReusedByTheNextAcquire) {
+  // Past acquire_timeout with no answer: the program is refused, and the lease the cluster may
+  // have made is not orphaned — the next acquire of the profile asks with the same key and gets it.
+  config_.acquire_timeout = milliseconds(400);
+  cluster_.lost_answers = 1;
+  cluster_.lost_answer_ms = 2000;
+  Start(SystemClock::Instance());
+  Program p(config_.socket_path);
+  ASSERT_TRUE(p.Acquire());
+  auto refused = p.Read();
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ((*refused)["code"], "unavailable");
+  Program q(config_.socket_path);
+  ASSERT_TRUE(q.Acquire());
+  auto answer = q.Read();
+  ASSERT_TRUE(answer.has_value());
+  ASSERT_EQ((*answer)["ok"], true) << answer->dump();
+  EXPECT_EQ((*answer)["lease_id"], "rlease-1");
+  EXPECT_EQ(cluster_.granted.load(), 1);
+  const auto keys = cluster_.keys();
+  ASSERT_GE(keys.size(), 2u);
+  EXPECT_EQ(keys.front(), keys.back());
+}
+
+// ---- issue 32: a dead GPU server is replaced at once --------------------------------------------
+
+// A loopback TCP address nobody listens on (bound, then closed), or one that accepts.
+std::string ClosedAddress() {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return "";
+  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len);
+  return "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+}
+struct Listener {
+  Listener() : fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return;
+    if (::listen(fd.get(), 16) != 0) return;
+    ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len);
+    address = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  }
+  UniqueFd fd;
+  std::string address;
+};
+
+json DeadReport(const std::string& lease_id, const std::string& server) {
+  return json{{"op", "server_dead"}, {"lease_id", lease_id}, {"server", server}};
+}
+// The next line that is not an event.
+std::optional<json> ReadAnswer(Program& p) {
+  for (int i = 0; i < 8; ++i) {
+    auto line = p.Read();
+    if (!line || !line->contains("event")) return line;
+  }
+  return std::nullopt;
+}
+
+TEST_F(ManagerTest, ADeadServerIsReplacedAtOnceAndTheNextProgramGetsTheNewLease) {
+  const std::string dead = ClosedAddress();
+  ASSERT_FALSE(dead.empty());
+  Listener fresh;
+  ASSERT_FALSE(fresh.address.empty());
+  cluster_.SetServerAddress(dead);
+  Start(fake_clock_);  // the clock never moves: no renewal can notice anything
+  Program a(config_.socket_path);
+  ASSERT_TRUE(a.Acquire());
+  auto granted = a.Read();
+  ASSERT_TRUE(granted.has_value());
+  ASSERT_EQ((*granted)["server"], dead);
+  Program other(config_.socket_path);  // a second program on the same lease
+  ASSERT_TRUE(other.Acquire());
+  ASSERT_TRUE(other.Read().has_value());
+  cluster_.SetServerAddress(fresh.address);
+  ASSERT_TRUE(a.Send(DeadReport("rlease-1", dead).dump() + "\n"));
+  auto verdict = ReadAnswer(a);
+  ASSERT_TRUE(verdict.has_value());
+  EXPECT_EQ((*verdict)["ok"], true) << verdict->dump();
+  EXPECT_EQ((*verdict)["replaced"], true);
+  // The other program on it is told; the lease is released and a new one asked for unasked.
+  auto event = other.Read();
+  ASSERT_TRUE(event.has_value());
+  EXPECT_EQ((*event)["event"], "lease_failed");
+  ASSERT_TRUE(WaitUntil([&] { return cluster_.deleted() == std::vector<std::string>{"rlease-1"}; }));
+  ASSERT_TRUE(WaitUntil([&] { return cluster_.granted.load() == 2; }));
+  Program b(config_.socket_path);
+  ASSERT_TRUE(b.Acquire());
+  auto answer = b.Read();
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ((*answer)["lease_id"], "rlease-2");
+  EXPECT_EQ((*answer)["server"], fresh.address);
+  EXPECT_EQ(cluster_.renews.load(), 0);
+  EXPECT_EQ(Stats().dead_servers_replaced, 1u);
+  EXPECT_EQ(cluster_.granted.load(), 2);  // the program joined the replacement, no third lease
+}
+
+TEST_F(ManagerTest, AReportForAServerThatAnswersOrAnotherLeaseDropsNothing) {
+  Listener alive;
+  ASSERT_FALSE(alive.address.empty());
+  cluster_.SetServerAddress(alive.address);
+  Start(fake_clock_);
+  Program a(config_.socket_path);
+  ASSERT_TRUE(a.Acquire());
+  ASSERT_TRUE(a.Read().has_value());
+  ASSERT_TRUE(a.Send(DeadReport("rlease-1", alive.address).dump() + "\n"));
+  auto verdict = ReadAnswer(a);
+  ASSERT_TRUE(verdict.has_value());
+  EXPECT_EQ((*verdict)["ok"], false);
+  EXPECT_EQ((*verdict)["code"], "conflict");
+  EXPECT_NE((*verdict)["error"].get<std::string>().find("accepts connections"), std::string::npos);
+  // A second report on the connection is a protocol error.
+  ASSERT_TRUE(a.Send(DeadReport("rlease-1", alive.address).dump() + "\n"));
+  EXPECT_TRUE(a.ClosedWithin());
+  // A program that was not given the lease, or names another server, is refused.
+  Program b(config_.socket_path);
+  ASSERT_TRUE(b.Send(DeadReport("rlease-1", alive.address).dump() + "\n"));
+  auto stranger = ReadAnswer(b);
+  ASSERT_TRUE(stranger.has_value());
+  EXPECT_EQ((*stranger)["code"], "permission_denied");
+  Program c(config_.socket_path);
+  ASSERT_TRUE(c.Acquire());
+  ASSERT_TRUE(c.Read().has_value());
+  ASSERT_TRUE(c.Send(DeadReport("rlease-1", "127.0.0.1:1").dump() + "\n"));
+  auto wrong = ReadAnswer(c);
+  ASSERT_TRUE(wrong.has_value());
+  EXPECT_EQ((*wrong)["code"], "invalid_argument");
+  Settle();
+  EXPECT_TRUE(cluster_.deleted().empty());
+  EXPECT_EQ(cluster_.granted.load(), 1);
+  EXPECT_EQ(Stats().dead_servers_replaced, 0u);
+  ASSERT_EQ(Stats().leases.size(), 1u);
+  EXPECT_EQ(Stats().leases[0].id, "rlease-1");
+}
+
+TEST_F(ManagerTest, DeadServerReplacementsAreRateLimitedPerProfile) {
+  const std::string dead = ClosedAddress();
+  ASSERT_FALSE(dead.empty());
+  tuning_.dead_server_interval = std::chrono::hours(1);
+  cluster_.SetServerAddress(dead);  // the replacement's server is dead too
+  Start(fake_clock_);
+  Program a(config_.socket_path);
+  ASSERT_TRUE(a.Acquire());
+  ASSERT_TRUE(a.Read().has_value());
+  ASSERT_TRUE(a.Send(DeadReport("rlease-1", dead).dump() + "\n"));
+  auto first = ReadAnswer(a);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ((*first)["ok"], true);
+  Program b(config_.socket_path);
+  ASSERT_TRUE(b.Acquire());
+  auto second_lease = b.Read();
+  ASSERT_TRUE(second_lease.has_value());
+  ASSERT_EQ((*second_lease)["lease_id"], "rlease-2");
+  ASSERT_TRUE(b.Send(DeadReport("rlease-2", dead).dump() + "\n"));
+  auto second = ReadAnswer(b);
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ((*second)["ok"], false);
+  EXPECT_EQ((*second)["code"], "unavailable");
+  Settle();
+  EXPECT_EQ(cluster_.granted.load(), 2);
+  EXPECT_EQ(cluster_.deleted(), std::vector<std::string>{"rlease-1"});
+  EXPECT_EQ(Stats().dead_servers_replaced, 1u);
 }
 
 TEST_F(ManagerTest, HostileClientsAreCutOffAndTheOthersAreServed) {
