@@ -6,18 +6,26 @@
 // MPS check, the watcher) is in gpu_server_process.cc; see gpu_servers.h for the contract.
 #include "node/gpu_servers.h"
 
+#include <dirent.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <set>
+#include <thread>
 
 #include "common/json_fields.h"
+#include "common/strings.h"
 #include "common/subprocess.h"
 #include "gpu/json.h"
 #include "node/gpu_servers_internal.h"
@@ -71,6 +79,94 @@ bool PortFree(const std::string& host, int port) {
   }
   freeaddrinfo(list);
   return ok;
+}
+
+// A process that runs as a GPU server of a state_dir: its command line names the lease's secret
+// and ready files there ("--secret-file DIR/ID.secret ... --ready-file DIR/ID.ready"), which only
+// GpuServers passes.
+struct ServerProcess {
+  pid_t pid = 0;
+  std::string lease_id;
+  std::optional<uint32_t> device;  // its --device
+};
+
+std::vector<std::string> CommandLine(pid_t pid) {
+  std::vector<std::string> args;
+  auto text = ReadFile("/proc/" + std::to_string(pid) + "/cmdline", 64 << 10);
+  if (!text.ok()) return args;
+  for (std::string_view a : Split(*text, '\0')) args.emplace_back(a);
+  return args;
+}
+
+// The lease whose files in one of `dirs` (each ending in '/') the arguments name for both
+// --secret-file and --ready-file; nullopt when they do not.
+std::optional<ServerProcess> AsServerOf(const std::vector<std::string>& args,
+                                        const std::vector<std::string>& dirs) {
+  auto lease_of = [&dirs](const std::string& path, std::string_view suffix) -> std::string {
+    for (const std::string& dir : dirs) {
+      if (path.size() <= dir.size() + suffix.size() || path.compare(0, dir.size(), dir) != 0 ||
+          path.compare(path.size() - suffix.size(), suffix.size(), suffix) != 0) {
+        continue;
+      }
+      std::string id = path.substr(dir.size(), path.size() - dir.size() - suffix.size());
+      if (id.find('/') == std::string::npos) return id;
+    }
+    return {};
+  };
+  std::string secret_lease, ready_lease;
+  ServerProcess p;
+  for (size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] == "--secret-file") secret_lease = lease_of(args[i + 1], ".secret");
+    if (args[i] == "--ready-file") ready_lease = lease_of(args[i + 1], ".ready");
+    if (args[i] == "--device") {
+      if (auto d = ParseUint(args[i + 1]); d && *d <= UINT32_MAX) {
+        p.device = static_cast<uint32_t>(*d);
+      }
+    }
+  }
+  if (secret_lease.empty() || secret_lease != ready_lease) return std::nullopt;
+  p.lease_id = secret_lease;
+  return p;
+}
+
+// `state_dir` as given and as resolved (a symlink on the way), each ending in '/'.
+std::vector<std::string> DirForms(const std::string& state_dir) {
+  std::vector<std::string> dirs = {state_dir + "/"};
+  if (char* real = realpath(state_dir.c_str(), nullptr); real != nullptr) {
+    if (real + std::string("/") != dirs[0]) dirs.push_back(real + std::string("/"));
+    free(real);
+  }
+  return dirs;
+}
+
+// Every process of ours (any, for root) that runs as a GPU server of one of `dirs`.
+std::vector<ServerProcess> ServerProcessesOf(const std::vector<std::string>& dirs) {
+  std::vector<ServerProcess> found;
+  DIR* d = opendir("/proc");
+  if (d == nullptr) return found;
+  const uid_t me = geteuid();
+  while (dirent* e = readdir(d)) {
+    auto pid = ParseUint(e->d_name);
+    if (!pid || *pid == 0 || *pid > INT_MAX || static_cast<pid_t>(*pid) == getpid()) continue;
+    struct stat st {};
+    const std::string proc = std::string("/proc/") + e->d_name;
+    if (stat(proc.c_str(), &st) != 0 || (me != 0 && st.st_uid != me)) continue;
+    auto p = AsServerOf(CommandLine(static_cast<pid_t>(*pid)), dirs);
+    if (!p) continue;
+    p->pid = static_cast<pid_t>(*pid);
+    found.push_back(std::move(*p));
+  }
+  closedir(d);
+  return found;
+}
+
+int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+int PidfdSignal(int pidfd, int sig) {
+  return static_cast<int>(syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0));
+}
+bool PidfdExited(int pidfd) {
+  pollfd p{pidfd, POLLIN, 0};
+  return poll(&p, 1, 0) > 0;
 }
 
 }  // namespace
@@ -149,9 +245,125 @@ Result<std::unique_ptr<GpuServers>> GpuServers::Create(GpuServersConfig config,
   std::unique_ptr<GpuServers> s(new GpuServers(std::move(config), std::move(binary)));
   s->Probe(std::move(gpus));
   s->Adopt();
+  s->StopOrphans();
   s->watcher_ = std::thread([p = s.get()] { p->Watch(); });
   s->housekeeper_ = std::thread([p = s.get()] { p->Housekeep(); });
   return s;
+}
+
+void GpuServers::StopOrphans() {
+  std::set<pid_t> adopted;
+  {
+    MutexLock lock(mu_);
+    for (const auto& [id, s] : servers_) {
+      if (s.state == State::kStarting || s.state == State::kRunning ||
+          s.state == State::kDraining) {
+        adopted.insert(s.pid);
+      }
+    }
+  }
+  struct Orphan {
+    ServerProcess process;
+    UniqueFd pidfd;
+    bool killed = false;
+  };
+  std::vector<Orphan> orphans;
+  const std::vector<std::string> dirs = DirForms(config_.state_dir);
+  for (ServerProcess& p : ServerProcessesOf(dirs)) {
+    if (adopted.count(p.pid) != 0) continue;
+    UniqueFd pidfd(PidfdOpen(p.pid));
+    // The same process still (its pid not reused since the scan): the pidfd pins it from here on.
+    if (!pidfd.valid() || !AsServerOf(CommandLine(p.pid), dirs) ||
+        PidfdSignal(pidfd.get(), SIGTERM) != 0) {
+      continue;
+    }
+    spdlog::warn(
+        "gpu-servers: pid {} is a GPU server of lease {} from {} that no record there adopts "
+        "(record missing or unreadable): stopping it (SIGTERM; SIGKILL in {} s)",
+        p.pid, p.lease_id, config_.state_dir, config_.drain_grace.count());
+    orphans.push_back({std::move(p), std::move(pidfd), false});
+  }
+  if (orphans.empty()) return;
+  auto wait_until = [&orphans](std::chrono::steady_clock::time_point until) {
+    while (std::chrono::steady_clock::now() < until &&
+           std::any_of(orphans.begin(), orphans.end(),
+                       [](const Orphan& o) { return !PidfdExited(o.pidfd.get()); })) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  };
+  wait_until(std::chrono::steady_clock::now() + config_.drain_grace);
+  for (Orphan& o : orphans) {
+    if (PidfdExited(o.pidfd.get())) continue;
+    spdlog::warn("gpu-servers: the orphaned GPU server pid {} (lease {}) is still up {} s after "
+                 "SIGTERM: SIGKILL",
+                 o.process.pid, o.process.lease_id, config_.drain_grace.count());
+    // Its process group (its session: it was started in one of its own) goes with it.
+    if (getpgid(o.process.pid) == o.process.pid) kill(-o.process.pid, SIGKILL);
+    PidfdSignal(o.pidfd.get(), SIGKILL);
+    o.killed = true;
+  }
+  wait_until(std::chrono::steady_clock::now() + std::chrono::seconds(1));
+  MutexLock lock(mu_);
+  for (const Orphan& o : orphans) {
+    const bool gone = PidfdExited(o.pidfd.get());
+    const std::string& id = o.process.lease_id;
+    std::string how = gone ? (o.killed ? "killed with SIGKILL after the drain grace" : "stopped")
+                           : "still running after SIGKILL";
+    if (gone && servers_.count(id) == 0) RemoveFiles(id);
+    uint32_t index = o.process.device.value_or(0);
+    std::string uuid;
+    for (const Capacity& c : gpus_) {
+      if (o.process.device && c.device.index == *o.process.device) uuid = c.device.uuid;
+    }
+    const std::string description = "the GPU server of lease " + id + " (pid " +
+                                    std::to_string(o.process.pid) +
+                                    "), running without a record in state_dir, was " + how;
+    if (gone) {
+      spdlog::info("gpu-servers: {}", description);
+    } else {
+      spdlog::error("gpu-servers: {}", description);
+    }
+    AddEvent(index, uuid, id, "gpu_server_stopped", description);
+  }
+}
+
+int GpuServers::StopAll(std::chrono::milliseconds kill_wait) {
+  MutexLock lock(mu_);
+  closing_ = true;
+  auto live = [this]() FLYT_REQUIRES(mu_) {
+    int n = 0;
+    for (const auto& [id, s] : servers_) {
+      n += s.state == State::kStarting || s.state == State::kRunning ||
+                   s.state == State::kDraining
+               ? 1
+               : 0;
+    }
+    return n;
+  };
+  const int total = live();
+  if (total == 0) return 0;
+  spdlog::info("gpu-servers: stopping: draining {} GPU server(s) (SIGKILL after {} s)", total,
+               config_.drain_grace.count());
+  for (auto& [id, s] : servers_) (void)DrainLocked(s);
+  changed_.NotifyAll();
+  const auto deadline = std::chrono::steady_clock::now() + config_.drain_grace + kill_wait;
+  while (!stopping_ && live() > 0 && std::chrono::steady_clock::now() < deadline) {
+    changed_.WaitFor(mu_, std::chrono::milliseconds(100));
+  }
+  const int left = live();
+  if (left == 0) {
+    spdlog::info("gpu-servers: every GPU server has stopped");
+  } else {
+    std::string pids;
+    for (const auto& [id, s] : servers_) {
+      if (s.state == State::kStarting || s.state == State::kRunning ||
+          s.state == State::kDraining) {
+        pids += (pids.empty() ? "" : ", ") + std::to_string(s.pid) + " (lease " + id + ")";
+      }
+    }
+    spdlog::error("gpu-servers: {} GPU server(s) still up after SIGKILL: {}", left, pids);
+  }
+  return left;
 }
 
 GpuServers::~GpuServers() {
@@ -241,6 +453,11 @@ bool GpuServers::DrainingOn(const std::string& gpu_uuid) const {
 
 Result<GpuServers::PutResult> GpuServers::Put(const GpuServerSpec& spec) {
   MutexLock lock(mu_);
+  const auto closing = [] {
+    return Unavailable("the node manager is stopping: it starts no GPU server")
+        .WithReason("unavailable");
+  };
+  if (closing_) return closing();
   auto it = servers_.find(spec.lease_id);
   bool created = false;
   if (it != servers_.end() && it->second.state != State::kStopped &&
@@ -263,11 +480,13 @@ Result<GpuServers::PutResult> GpuServers::Put(const GpuServerSpec& spec) {
     // rather than refuse the lease that replaces it.
     const auto until = std::chrono::steady_clock::now() + config_.drain_grace +
                        std::chrono::seconds(1);
-    while (!stopping_ && std::chrono::steady_clock::now() < until && DrainingOn(spec.gpu_uuid)) {
+    while (!stopping_ && !closing_ && std::chrono::steady_clock::now() < until &&
+           DrainingOn(spec.gpu_uuid)) {
       const Capacity* cap = FindGpu(spec.gpu_uuid);
       if (cap == nullptr || CheckRoom(spec, *cap).ok()) break;
       changed_.WaitFor(mu_, std::chrono::milliseconds(50));
     }
+    if (closing_) return closing();
     FLYT_RETURN_IF_ERROR(Begin(spec));
     created = true;
   }
@@ -314,6 +533,7 @@ void GpuServers::Reconcile(const std::vector<GpuServerSpec>& desired,
                            const std::vector<std::string>& keep,
                            std::chrono::system_clock::time_point decided_before) {
   MutexLock lock(mu_);
+  if (closing_) return;  // StopAll: the node is going down; the cluster sees its servers stop
   std::set<std::string> wanted(keep.begin(), keep.end());
   int started = 0, drained = 0;
   for (const GpuServerSpec& spec : desired) {

@@ -22,6 +22,13 @@
 // stays ("pending"). Resize gives a running server a new SM share / memory limit the same way
 // (RequestResize) and records it as the lease's spec.
 //
+// Stopping: the destructor leaves the servers running (a restart or upgrade: the next start
+// re-adopts them); StopAll drains every one first (the node manager's clean stop). At Create, a
+// server process whose command line names a secret and ready file of this state_dir but that no
+// record adopts (its record missing or unreadable, the state_dir emptied) is an orphan nothing
+// would ever stop: it is stopped (SIGTERM, SIGKILL after drain_grace_s), with a log line and a
+// gpu_server_stopped event.
+//
 // The GPUs' capacity (SM count, granularity, memory) comes from `binary probe` run once per GPU
 // at Create; MPS is checked for the GPUs in `shared`. A GPU not shared (or without MPS running)
 // takes one server at a time. A housekeeping thread asks the MPS control daemon every
@@ -103,7 +110,8 @@ Result<GpuServerSpec> GpuServerSpecFromJson(const nlohmann::json& body);
 class GpuServers {
  public:
   // Opens (creates 0700) state_dir, probes every GPU, checks MPS for the shared ones, re-adopts
-  // the servers recorded in state_dir and starts the watcher. Fails when state_dir cannot be used
+  // the servers recorded in state_dir, stops the orphans (see the top; Create waits for them) and
+  // starts the watcher. Fails when state_dir cannot be used
   // (not a directory, group/world-writable, not writable) or the binary is not found.
   // `self_exe`: the node manager's executable, to find the binary next to it (may be empty).
   static Result<std::unique_ptr<GpuServers>> Create(GpuServersConfig config,
@@ -111,6 +119,13 @@ class GpuServers {
                                                     const std::string& self_exe = "");
   // Stops the watcher. The servers keep running: a restarted node manager re-adopts them.
   ~GpuServers();
+
+  // The node manager's clean stop: from now on nothing starts (Put is Unavailable, Reconcile does
+  // nothing); every starting, running or draining server is drained (SIGTERM, SIGKILL after
+  // drain_grace_s) and waited for, at most drain_grace_s plus `kill_wait`. Returns how many
+  // servers were still up when it gave up waiting (0: every one has exited; its state files are
+  // gone). Call it before the destructor; calling it twice is harmless.
+  int StopAll(std::chrono::milliseconds kill_wait = std::chrono::seconds(5)) FLYT_EXCLUDES(mu_);
   GpuServers(const GpuServers&) = delete;
   GpuServers& operator=(const GpuServers&) = delete;
 
@@ -122,7 +137,8 @@ class GpuServers {
   // status they map to): InvalidArgument 400 (unknown GPU, share larger than the GPU);
   // FailedPrecondition 409 reason "conflict" (the lease runs with a different spec or is
   // draining; the GPU is not shared and in use; the GPU has no room); Unavailable 503 (no free
-  // port, the GPU could not be probed, the server did not come up: its reason and stderr tail).
+  // port, the GPU could not be probed, the server did not come up: its reason and stderr tail;
+  // the node manager is stopping: StopAll was called).
   Result<PutResult> Put(const GpuServerSpec& spec) FLYT_EXCLUDES(mu_);
   // SIGTERM now, SIGKILL after drain_grace_s. NotFound for a lease without a live server (an
   // ended one: Ok, nothing to do).
@@ -232,6 +248,9 @@ class GpuServers {
   void Probe(std::vector<GpuDevice> gpus);
   void CheckMps(Capacity& cap);
   void Adopt() FLYT_EXCLUDES(mu_);
+  // After Adopt: stops the orphans (see the top) and waits for them, at most drain_grace_s plus
+  // a second after SIGKILL.
+  void StopOrphans() FLYT_EXCLUDES(mu_);
   // A state file into `s`: the recorded state ("starting", "running", "draining").
   Result<std::string> ReadState(const std::string& id, Server& s) const;
   void Watch() FLYT_EXCLUDES(mu_);
@@ -284,6 +303,7 @@ class GpuServers {
   std::map<std::string, Server> servers_ FLYT_GUARDED_BY(mu_);
   std::vector<nlohmann::json> events_ FLYT_GUARDED_BY(mu_);
   bool stopping_ FLYT_GUARDED_BY(mu_) = false;
+  bool closing_ FLYT_GUARDED_BY(mu_) = false;  // StopAll: nothing starts any more
   uint64_t starts_ FLYT_GUARDED_BY(mu_) = 0;
   uint64_t start_failures_ FLYT_GUARDED_BY(mu_) = 0;
   uint64_t failures_ FLYT_GUARDED_BY(mu_) = 0;

@@ -30,8 +30,12 @@ int Fail(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  flyt::BlockTerminationSignals();
+  flyt::BlockTerminationSignals(/*restart_signal=*/true);
   CLI::App app{"flyt-node-manager — the per-node GPU daemon: Prometheus /metrics and a JSON API"};
+  app.footer(
+      "Stopping: SIGTERM or SIGINT stops the node cleanly: the GPU servers it started are drained\n"
+      "(SIGTERM, SIGKILL after [gpu-servers] drain_grace_s) and waited for before it exits.\n"
+      "SIGUSR2 exits and leaves them running, for a restart or upgrade that re-adopts them.");
   app.set_version_flag("--version", std::string("flyt-node-manager ") + FLYT_VERSION);
   std::string config_path, listen, name, cluster_manager, log_level;
   app.add_option("--config", config_path, "TOML config file (configs/node-manager.toml)")
@@ -71,7 +75,7 @@ int main(int argc, char** argv) {
     return Fail(s.message());
   }
 
-  flyt::SetUpDaemon(config.log_level);
+  flyt::SetUpDaemon(config.log_level, /*restart_signal=*/true);
 
   // Simulated GPUs (flyt's sim NVML) get UUIDs of this node's own, so that simulated nodes on one
   // scenario do not report the same GPUs (the cluster manager refuses a GPU two nodes report).
@@ -219,11 +223,18 @@ int main(int argc, char** argv) {
                  config.cluster_manager, config.heartbeat_interval.count(), api_url);
   }
 
-  flyt::WaitForTermination();
+  const int sig = flyt::WaitForTermination(/*restart_signal=*/true);
+  server.Stop();  // no more PUTs
+  if (gpu_servers && sig == flyt::kRestartSignal) {
+    spdlog::info("gpu-servers: left running (SIGUSR2): the next start re-adopts them");
+  } else if (gpu_servers) {
+    // The clean stop: every server drained and waited for (bounded). Heartbeats go on meanwhile,
+    // so the cluster manager sees them drain; their replies start nothing any more.
+    gpu_servers->StopAll();
+  }
   if (heartbeats) heartbeats->Stop();
-  server.Stop();
   if (kube) kube->Stop();  // before the profiler it reads goes
-  gpu_servers.reset();  // the servers keep running; the next start re-adopts them
+  gpu_servers.reset();  // stops the watcher; servers still running (SIGUSR2) stay
   monitor.Stop();  // before the profiler and the tracer it feeds go (stop_sampling again: a no-op)
   monitor.SetSampleObserver(nullptr);
   tracing->Stop();
