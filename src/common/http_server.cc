@@ -476,10 +476,10 @@ class Server::FrontDoor {
       if (!verdict.allowed) {
         server_.counters_->LimitedFor(admission.label)++;
         c.in.erase(0, head_len + body);
-        ++c.served;
-        const bool wants_keep_alive =
+        // A refusal does not count toward keep_alive_max_requests: closing would only make the
+        // peer reconnect (an accept and a handshake more per hundred refusals).
+        const bool keep =
             version == "HTTP/1.1" ? connection != "close" : connection == "keep-alive";
-        const bool keep = wants_keep_alive && c.served < options_.keep_alive_max_requests;
         const bool sent = SendLimited(c.fd, method == "HEAD", admission.limit, verdict, keep);
         if (!sent || !keep) {
           if (sent) ::shutdown(c.fd, SHUT_WR);
