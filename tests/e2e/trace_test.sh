@@ -9,6 +9,8 @@
 #     and shape, streams, syncs), its per-thread-default-stream build, trace_graph (a capture,
 #     instantiation and 5 graph launches, not checked against the launch log), trace_threads (four threads' own default streams);
 #   two processes at once (separate pids, separate figures);
+#   a program gone before its records are drained (flyt-trace stopped meanwhile): its environment
+#     still known (remote_server);
 #   NVIDIA's libcudart.so.13 with no driver, and the -cudart=static build: every call fails, the
 #     failures are counted by name and no memory is (figures from the programs' --calls logs); the
 #     static build's first run is attached late (lower bounds), its second exact;
@@ -68,6 +70,21 @@ step flyt threads "${flyt_env[@]}" "$programs/trace_threads"
 step flyt "&" pair2 "${flyt_env[@]}" "$programs/trace_kernels" --repeat 2
 step flyt "&" pair3 "${flyt_env[@]}" "$programs/trace_kernels" --repeat 3
 echo wait >>"$tmp/flyt.sh"
+# ---- a program gone before its records are drained ----
+# flyt-trace (the script's parent) is stopped, every thread of it, while the program runs to its
+# end and is reaped: its records, its library open first, are drained once /proc has nothing of
+# it. Its environment (FLYT_SERVER: remote_server) must come from what the BPF side copied while
+# it opened the runtime, as on a loaded machine whose drain comes late.
+cat >>"$tmp/flyt.sh" <<'EOF_STOP'
+kill -STOP "$PPID"
+i=0
+while [ "$i" -lt 100 ] && grep -h '^State:' /proc/"$PPID"/task/*/status | grep -qv 'T (stopped)'; do
+  i=$((i + 1))
+  sleep 0.05
+done
+EOF_STOP
+step flyt gone timeout 60 "${flyt_env[@]}" "$programs/trace_kernels"
+echo 'kill -CONT "$PPID"' >>"$tmp/flyt.sh"
 # ---- calls that fail: NVIDIA's runtime with no driver, the static build; the stripped one ----
 no_driver=""
 if ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
@@ -107,6 +124,7 @@ expect flyt threads --program trace_threads "${sim[@]}"
 check "two processes at once: separate pids" test "$(pid_of pair2)" != "$(pid_of pair3)"
 expect flyt pair2 --program trace_kernels --repeat 2 "${sim[@]}"
 expect flyt pair3 --program trace_kernels --repeat 3 "${sim[@]}"
+expect flyt gone --program trace_kernels "${sim[@]}"
 
 nvidia_runtime() {  # without LD_LIBRARY_PATH the programs load the toolkit's libcudart, not flyt's
   local libs
