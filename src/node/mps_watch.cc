@@ -10,15 +10,34 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/strings.h"
 #include "common/unique_fd.h"
 #include "gpu/json.h"
 
 namespace flyt::node {
 
+namespace {
+
+// Whether the pid file the daemon keeps in its pipe directory names a live process of that
+// program (its comm, cut to 15 characters: "nvidia-cuda-mps"). False tells nothing: the file may
+// be missing, the daemon may live in another pid namespace, the pid may have been reused.
+bool PidFileNamesALiveDaemon(const std::string& pipe_dir) {
+  auto text = ReadFile(pipe_dir + "/nvidia-cuda-mps-control.pid", 64);
+  if (!text.ok()) return false;
+  auto pid = ParseUint(Trim(*text));
+  if (!pid || *pid == 0 || *pid > 0x3fffffff) return false;
+  auto comm = ReadFile("/proc/" + std::to_string(*pid) + "/comm", 64);
+  return comm.ok() && StartsWith(*comm, "nvidia-cuda-mps");
+}
+
+}  // namespace
+
 MpsReading ProbeMpsControl(const std::string& pipe_dir) {
   const std::string path = pipe_dir + "/control";
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) return {false, "no pipe or socket " + path};
+  // The daemon's own pid file naming it alive is enough: no connection to log on its side.
+  if (PidFileNamesALiveDaemon(pipe_dir)) return {true, ""};
   if (S_ISSOCK(st.st_mode)) {
     sockaddr_un addr{};
     if (path.size() >= sizeof(addr.sun_path)) return {false, path + " is too long for a socket"};

@@ -3,10 +3,11 @@
 // daemon runs, and it can die at any time after the node manager's start.
 //
 // Each Check asks an MpsProbe whether the daemon answers. The default probe, ProbeMpsControl,
-// connects to the daemon's control socket (CUDA 13) or opens its control pipe for writing (older
-// MPS) — what nvidia-cuda-mps-control itself does — and sends nothing: a daemon killed with
-// SIGKILL leaves its socket file behind, so the file alone says nothing. Tests give a probe (or a
-// pipe folder) of their own.
+// takes the daemon's pid file in the pipe directory naming a live nvidia-cuda-mps-control as a
+// yes; otherwise it connects to the daemon's control socket (CUDA 13) or opens its control pipe
+// for writing (older MPS) — what nvidia-cuda-mps-control itself does — and sends nothing: a
+// daemon killed with SIGKILL leaves its socket file (and pid file) behind, so the files alone say
+// nothing. Tests give a probe (or a pipe folder) of their own.
 //
 // The state: "running"; "not_running" (it has not answered since the start); "down" (it
 // answered before and no longer does: the reason says since when and what the probe saw). With a
@@ -36,7 +37,8 @@ struct MpsReading {
 using MpsProbe = std::function<MpsReading()>;
 
 // The default probe of the control daemon whose endpoint is `pipe_dir`/control (a Unix socket or
-// a named pipe). Never blocks: a non-blocking connect / open.
+// a named pipe), with its pid file `pipe_dir`/nvidia-cuda-mps-control.pid. Never blocks: a
+// non-blocking connect / open.
 MpsReading ProbeMpsControl(const std::string& pipe_dir);
 
 struct MpsStatus {

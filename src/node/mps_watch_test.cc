@@ -5,9 +5,11 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -65,6 +67,43 @@ TEST_F(MpsProbeTest, AKilledDaemonsSocketFileDoesNotAnswer) {
   EXPECT_NE(r.detail.find("refuses connections"), std::string::npos) << r.detail;
   daemon = Listen();  // back
   EXPECT_TRUE(ProbeMpsControl(dir_.string()).answers);
+}
+
+TEST_F(MpsProbeTest, ThePidFileOfALiveDaemonIsEnoughAndAStaleOneIsNot) {
+  UniqueFd daemon = Listen();
+  daemon.Reset();  // a stale socket: only the pid file can say yes now
+  const std::string pid_file = (dir_ / "nvidia-cuda-mps-control.pid").string();
+  std::ofstream(pid_file) << getpid() << "\n";  // a live process, not the daemon
+  EXPECT_FALSE(ProbeMpsControl(dir_.string()).answers);
+
+  // A process named as the daemon is (a copy of sleep): its pid file says it runs.
+  const std::string fake = (dir_ / "nvidia-cuda-mps-control").string();
+  std::filesystem::copy_file(
+      std::filesystem::exists("/usr/bin/sleep") ? "/usr/bin/sleep" : "/bin/sleep", fake);
+  ASSERT_EQ(chmod(fake.c_str(), 0755), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    execl(fake.c_str(), fake.c_str(), "60", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  bool named = false;  // bounded wait for the exec
+  for (int i = 0; i < 500 && !named; ++i) {
+    std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
+    std::string name;
+    std::getline(comm, name);
+    named = name == "nvidia-cuda-mps";
+    if (!named) usleep(10000);
+  }
+  std::ofstream(pid_file) << pid << "\n";
+  EXPECT_TRUE(named);
+  EXPECT_TRUE(ProbeMpsControl(dir_.string()).answers);
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  // Killed: its pid file stays, names nothing, and the socket refuses.
+  MpsReading r = ProbeMpsControl(dir_.string());
+  EXPECT_FALSE(r.answers);
+  EXPECT_NE(r.detail.find("refuses connections"), std::string::npos) << r.detail;
 }
 
 TEST_F(MpsProbeTest, AControlPipeAnswersWhileSomeoneReadsIt) {
