@@ -69,6 +69,45 @@ if curl -s -o /dev/null "$url/healthz" 2>/dev/null; then
   echo "flyt: something already serves $url (another demo?); stop it or set FLYT_DEMO_PORT" >&2
   exit 1
 fi
+
+# stop_pids <seconds> <pid...>: SIGTERM, then SIGKILL to those still running after <seconds>;
+# returns once every one is gone. Works for processes that are not this shell's children.
+stop_pids() {
+  local grace=$1 p left
+  shift
+  [ $# -gt 0 ] || return 0
+  kill "$@" 2>/dev/null || true
+  local deadline=$((SECONDS + grace))
+  while :; do
+    left=()
+    for p in "$@"; do kill -0 "$p" 2>/dev/null && left+=("$p"); done
+    [ ${#left[@]} -gt 0 ] || return 0
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      echo "flyt: still running ${grace} s after SIGTERM, killed: ${left[*]}" >&2
+      kill -9 "${left[@]}" 2>/dev/null || true
+      return 0
+    fi
+    sleep 0.1
+  done
+}
+# demo_gpu_servers: the pids of the GPU servers that run from this demo's state dir (started by
+# its sim-h100-a node manager: --ready-file names a file there).
+demo_gpu_servers() {
+  local p
+  for p in /proc/[0-9]*; do
+    tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "--ready-file $demo/gpu-servers/" &&
+      echo "${p#/proc/}"
+  done
+  return 0
+}
+# A GPU server of an earlier run whose node manager did not stop it (killed with -9, or told to
+# leave its servers for a restart) would outlive the state dir deleted below: stopped first.
+leftover=$(demo_gpu_servers)
+if [ -n "$leftover" ]; then
+  echo "flyt: stopping GPU servers an earlier demo left running: ${leftover//$'\n'/ }"
+  # shellcheck disable=SC2086
+  stop_pids 15 $leftover
+fi
 rm -rf "$demo"
 mkdir -p "$demo"
 chmod 700 "$demo"
@@ -77,12 +116,26 @@ printf '%s\n' "$token" >"$demo/admin.token"
 chmod 600 "$demo/admin.token"
 
 pids=()
+cuda_pid=""
+# Ctrl-C: every process the demo started stops, GPU servers included. The node managers take
+# SIGTERM as their clean stop: sim-h100-a drains its GPU servers (SIGKILL after its drain grace)
+# and waits for them before it exits; this waits for every process, at most 30 s.
 stop_all() {
-  trap - INT TERM EXIT
+  trap - EXIT
+  trap '' INT TERM  # a second Ctrl-C does not cut the stop short (it is bounded)
   echo
   echo "flyt: stopping the demo cluster..."
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  local p
+  # shellcheck disable=SC2086
+  stop_pids 30 "${pids[@]}" $cuda_pid
+  for p in "${pids[@]}" $cuda_pid; do wait "$p" 2>/dev/null || true; done
+  local left
+  left=$(demo_gpu_servers)
+  if [ -n "$left" ]; then
+    echo "flyt: GPU servers left running by sim-h100-a's node manager, stopping them: ${left//$'\n'/ }" >&2
+    # shellcheck disable=SC2086
+    stop_pids 15 $left
+  fi
   echo "flyt: stopped (logs and store kept in ${demo#$root/}/)"
 }
 trap stop_all EXIT
@@ -172,10 +225,8 @@ for _ in $(seq 1 100); do [ -S "$demo/client-manager.sock" ] && break; sleep 0.1
 cuda_program="$build/tests/cuda/vector_add"
 cuda_runtime="$build/lib/flyt"
 has_cuda_program() { [ -x "$cuda_program" ] && [ -f "$cuda_runtime/libcudart.so.13" ]; }
-run_cuda_program() {
-  FLYT_SIM_DEVICE=1 FLYT_CLIENT_MANAGER="$demo/client-manager.sock" \
-    LD_LIBRARY_PATH="$cuda_runtime" "$cuda_program" >>"$demo/cuda-program.log" 2>&1 || true
-}
+cuda_env=(FLYT_SIM_DEVICE=1 FLYT_CLIENT_MANAGER="$demo/client-manager.sock"
+  LD_LIBRARY_PATH="$cuda_runtime")
 
 export FLYT_CLUSTER_MANAGER=$url FLYT_TOKEN=$token
 ctl="$build/bin/flytctl"
@@ -193,7 +244,7 @@ for _ in $(seq 1 100); do
   curl -sf -H "Authorization: Bearer $token" "$url/api/v1/gpus" | grep -q '"sm_count"' && break
   sleep 0.1
 done
-has_cuda_program && run_cuda_program
+has_cuda_program && { env "${cuda_env[@]}" "$cuda_program" >>"$demo/cuda-program.log" 2>&1 || true; }
 "$ctl" submit examples/tasks/llama-3.1-8b-vllm.json >/dev/null
 "$ctl" submit examples/tasks/llama-3.1-70b-sglang.json >/dev/null
 "$ctl" alloc --gpus 2 --model A100 --ttl 600 >/dev/null 2>&1 || true
@@ -236,7 +287,11 @@ rounds=0
 while true; do
   sleep 5
   rounds=$((rounds + 1))
-  if [ $((rounds % 4)) = 0 ] && has_cuda_program; then run_cuda_program & fi
+  if [ $((rounds % 4)) = 0 ] && has_cuda_program; then
+    # A simple command: $! is the program's own pid, which Ctrl-C stops too.
+    env "${cuda_env[@]}" "$cuda_program" >>"$demo/cuda-program.log" 2>&1 &
+    cuda_pid=$!
+  fi
   "$ctl" jobs --status running --json 2>/dev/null | python3 -c '
 import json, sys
 for j in json.load(sys.stdin).get("jobs", []):

@@ -13,7 +13,29 @@ src=$(cd "$2" && pwd)
 tmp=$(mktemp -d)
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
-trap 'stop_children; rm -rf "$tmp"' EXIT
+# Every process the demo starts carries this marker in its environment (its GPU servers inherit
+# it from their node manager): stopped at exit whatever happens, and none may be left after Ctrl-C.
+mark="readme-demo-$$-$RANDOM"
+marked_pids() {
+  local p
+  for p in /proc/[0-9]*; do
+    tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qxF "FLYT_E2E_MARK=$mark" || continue
+    [ "$(sed -n 's/^State:\t\([A-Z]\).*/\1/p' "$p/status" 2>/dev/null)" = Z ] && continue
+    echo "${p#/proc/}"
+  done
+  return 0
+}
+demo_pgid=""
+cleanup() {
+  [ -n "$demo_pgid" ] && kill -TERM -- "-$demo_pgid" 2>/dev/null
+  stop_children
+  local left
+  left=$(marked_pids)
+  # shellcheck disable=SC2086
+  [ -n "$left" ] && kill -9 $left 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
 
 unset FLYT_CLUSTER_MANAGER FLYT_TOKEN FLYT_ADMIN_TOKEN FLYT_NVML_LIBRARY FLYT_SIM_SCENARIO \
   FLYT_SIM_TIME FLYT_SIM_START FLYT_SIM_REASON FLYT_SERVER FLYT_DEMO_PORT FLYT_BUILD_DIR
@@ -61,8 +83,15 @@ first_node_port=$((port + 1))
 [ -x "$build/tests/cuda/vector_add" ] && ln -s "$build/tests/cuda/vector_add" "$root/my_cuda_program"
 
 # ---- the demo, as scripts/run.sh starts it ----------------------------------------------------
-FLYT_RUN_NO_BUILD=1 FLYT_DEMO_PORT=$port scripts/run.sh >"$tmp/demo.out" 2>"$tmp/demo.err" &
-pids+=($!)
+# As a terminal's foreground job: a process group of its own, SIGINT not ignored (bash makes a
+# script's background command ignore it), so that Ctrl-C can be pressed at the end.
+env FLYT_E2E_MARK="$mark" FLYT_RUN_NO_BUILD=1 FLYT_DEMO_PORT="$port" python3 -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.setsid()
+os.execvp(sys.argv[1], sys.argv[1:])' scripts/run.sh >"$tmp/demo.out" 2>"$tmp/demo.err" &
+demo_pid=$!
+demo_pgid=$demo_pid
+pids+=("$demo_pid")
 demo_printed() { grep -q "Ctrl-C stops everything" "$tmp/demo.out"; }
 if ! wait_for 90 demo_printed; then
   echo "FAIL: the demo did not start; its output:"
@@ -416,6 +445,18 @@ check "releasing twice: already ended (7), or not found (4) from a manager witho
 help=$("$ctl" --help)
 check "--help lists the exit codes" contains "$help" "3 cannot reach the server"
 check "--help lists the global options" contains "$help" "before or after the command"
+
+# ---- Ctrl-C: the demo stops everything it started ----------------------------------------------
+kill -INT -- "-$demo_pgid"
+demo_exited() { ! kill -0 "$demo_pid" 2>/dev/null; }
+check "Ctrl-C: scripts/run.sh exits" wait_for 90 demo_exited
+demo_pgid=""
+nothing_left() { [ -z "$(marked_pids)" ]; }
+if ! wait_for 10 nothing_left; then
+  echo "FAIL: Ctrl-C left processes of the demo running:"
+  for p in $(marked_pids); do echo "  $p $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)"; done
+  failures=$((failures + 1))
+fi
 
 echo "ran $ran commands, skipped $skipped"
 finish
