@@ -64,12 +64,15 @@ constexpr PropAttr kPropAttrs[] = {
 };
 
 // The lease the machine's flyt-client-manager gives this process (FLYT_CLIENT_MANAGER...).
-CudaResult<std::unique_ptr<ManagerSession>> LeaseFromClientManager() {
+// `dead`: a session whose server could not be reached, reported to the manager and replaced.
+CudaResult<std::unique_ptr<ManagerSession>> LeaseFromClientManager(
+    std::unique_ptr<ManagerSession> dead = nullptr) {
   FLYT_CUDA_ASSIGN_OR_RETURN(DiscoveryOptions options,
                              DiscoveryOptions::FromEnvironment(
                                  [](const char* name) { return std::getenv(name); }));
   options.program = program_invocation_short_name;
   options.pid = static_cast<uint32_t>(::getpid());
+  if (dead) return ManagerSession::ReplaceDeadServer(std::move(dead), options);
   return ManagerSession::Acquire(options);
 }
 
@@ -212,6 +215,29 @@ CudaResult<remote::Connection*> Runtime::Connection() {
     options.secret = secret;
   }
   Result<std::unique_ptr<remote::Connection>> conn = remote::Connection::Open(*endpoint, options);
+  if (!conn.ok() && session && ServerOutOfReach(conn.status().message())) {
+    // The leased server is gone (crashed): the client manager checks, replaces the lease, and
+    // this process tries the new server once. Otherwise the connect error below stands.
+    log_->warn("cannot connect to {} ({}); asking the flyt-client-manager for another server",
+               source, conn.status().message());
+    CudaResult<std::unique_ptr<ManagerSession>> next = LeaseFromClientManager(std::move(session));
+    if (!next.ok()) {
+      log_->warn("{}", next.status().message());
+    } else {
+      session = std::move(next).value();
+      address = session->server().address;
+      source = "the GPU server " + address + " of lease " + session->server().lease_id;
+      endpoint = remote::ParseEndpoint(address);
+      if (!endpoint.ok()) {
+        connect_error_ = Error(CudaError::kInitializationError,
+                               source + ": " + endpoint.status().message());
+        log_->error("{}", connect_error_->message());
+        return *connect_error_;
+      }
+      options.secret = session->server().secret;
+      conn = remote::Connection::Open(*endpoint, options);
+    }
+  }
   if (!conn.ok() && conn.status().code() == StatusCode::kResourceExhausted) {
     // The server serves as many clients as it may (--max-clients). Not kept: a later call
     // tries again, and may be served once another client has gone.

@@ -199,6 +199,72 @@ ManagerSession::~ManagerSession() {
   if (watcher_.joinable()) watcher_.join();
 }
 
+bool ServerOutOfReach(const std::string& connect_error) {
+  if (connect_error.find("connect to ") == std::string::npos) return false;
+  for (int e : {ECONNREFUSED, ENOENT, EHOSTUNREACH, ENETUNREACH}) {
+    if (connect_error.find(std::strerror(e)) != std::string::npos) return true;
+  }
+  return false;
+}
+
+CudaStatus ManagerSession::ReportDeadServer(milliseconds timeout) {
+  const std::string& path = socket_path_;
+  if (!fd_.valid() || watcher_.joinable()) {
+    return CudaStatus(CudaError::kDevicesUnavailable, "no connection to the manager to report on");
+  }
+  const std::string line = DumpJson(json{{"op", "server_dead"},
+                                         {"lease_id", server_.lease_id},
+                                         {"server", server_.address}}) +
+                           "\n";
+  if (::send(fd_.get(), line.data(), line.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(line.size())) {
+    return CudaStatus(CudaError::kDevicesUnavailable,
+                      "the flyt-client-manager on " + path + " took no report: " +
+                          std::strerror(errno));
+  }
+  const auto deadline = Steady::now() + timeout;
+  std::string& in = pending_;
+  for (;;) {
+    // Events (the lease_failed of the lease being replaced) come before the answer.
+    for (size_t nl = in.find('\n'); nl != std::string::npos; nl = in.find('\n')) {
+      auto answer = ParseJson(in.substr(0, nl), "the flyt-client-manager's answer", kMaxLineBytes, 16);
+      in.erase(0, nl + 1);
+      if (!answer.ok() || !answer->is_object() || !answer->contains("ok") ||
+          !(*answer)["ok"].is_boolean()) {
+        continue;
+      }
+      if ((*answer)["ok"].get<bool>()) return CudaStatus::Ok();
+      return CudaStatus(CudaError::kDevicesUnavailable,
+                        "the flyt-client-manager on " + path + " keeps lease " + server_.lease_id +
+                            ": " + Str(*answer, "error") + " (" + Str(*answer, "code") + ")");
+    }
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - Steady::now());
+    if (left.count() <= 0 || in.size() > kMaxLineBytes) {
+      return CudaStatus(CudaError::kDevicesUnavailable,
+                        "the flyt-client-manager on " + path + " did not answer the report within " +
+                            std::to_string(timeout.count()) + " ms");
+    }
+    pollfd p{fd_.get(), POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    char buf[4096];
+    const ssize_t got = ::recv(fd_.get(), buf, sizeof buf, MSG_DONTWAIT);
+    if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (got <= 0) {
+      return CudaStatus(CudaError::kDevicesUnavailable,
+                        "the flyt-client-manager on " + path +
+                            " closed the connection without answering the report");
+    }
+    in.append(buf, static_cast<size_t>(got));
+  }
+}
+
+CudaResult<std::unique_ptr<ManagerSession>> ManagerSession::ReplaceDeadServer(
+    std::unique_ptr<ManagerSession> dead, const DiscoveryOptions& options) {
+  FLYT_CUDA_RETURN_IF_ERROR(dead->ReportDeadServer(options.timeout));
+  dead.reset();  // the old lease's connection goes before the new acquire
+  return Acquire(options);
+}
+
 void ManagerSession::Watch(std::shared_ptr<spdlog::logger> log) {
   if (watcher_.joinable() || !fd_.valid()) return;
   watcher_ = std::thread([fd = fd_.get(), in = pending_, log = std::move(log),

@@ -15,6 +15,13 @@
 // unavailable, unauthenticated, ...) → cudaErrorNoDevice; a bad FLYT_REMOTE_* or
 // FLYT_CLIENT_MANAGER_TIMEOUT_MS → cudaErrorInitializationError naming the variable.
 //
+// A dead server: when the program cannot connect to the server it was given (refused, socket
+// gone, unreachable), ReplaceDeadServer tells the manager ({"op":"server_dead"} on the session's
+// connection). The manager checks the address itself and, when the server is gone, drops the
+// lease and asks the cluster for a new one; the runtime then asks once more and gets the new
+// server. A manager that finds the server alive (or has replaced one too recently) keeps the
+// lease, and the program keeps its own connect error.
+//
 // Thread-safety: Acquire may be called from any thread; a ManagerSession is owned by one holder
 // (the Runtime, under its connect lock) and its watcher thread only logs.
 #pragma once
@@ -53,6 +60,10 @@ struct DiscoveryOptions {
       const std::function<const char*(const char*)>& getenv);
 };
 
+// Whether a failure to open a connection to a leased server says the server is out of reach
+// (connection refused, its socket gone, no route): worth a server_dead report.
+bool ServerOutOfReach(const std::string& connect_error);
+
 // What the manager answered.
 struct LeasedServer {
   std::string address;  // HOST:PORT or unix:PATH
@@ -78,6 +89,14 @@ class ManagerSession {
   const std::string& socket_path() const { return socket_path_; }
   // Starts the thread that logs what the manager pushes, and its going away, on `log`.
   void Watch(std::shared_ptr<spdlog::logger> log);
+
+  // Reports this session's server dead (before Watch) and waits, at most `timeout`, for the
+  // manager's verdict: Ok when it replaced the lease; else why not (kDevicesUnavailable).
+  remote::CudaStatus ReportDeadServer(std::chrono::milliseconds timeout);
+  // ReportDeadServer on `dead`, then, when the manager replaced the lease, a new Acquire (the
+  // old session is closed first). Either failure is the status, naming the manager's reason.
+  static remote::CudaResult<std::unique_ptr<ManagerSession>> ReplaceDeadServer(
+      std::unique_ptr<ManagerSession> dead, const DiscoveryOptions& options);
 
  private:
   ManagerSession() = default;

@@ -11,8 +11,11 @@
 
 #include <atomic>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "common/unique_fd.h"
 
@@ -114,6 +117,136 @@ TEST_F(DiscoveryTest, TheAnswerGivesTheServerAndSecret) {
   EXPECT_EQ(req["version"], 1);
   EXPECT_EQ(req["profile"]["sm_percent"], 50);
   EXPECT_EQ(req["profile"]["memory_mb"], 2048);
+}
+
+// A manager that serves connections one after another (the next once the previous one closed),
+// answering each line of connection n with script(n, request).
+class ScriptedManager {
+ public:
+  using Script = std::function<std::string(int conn, const json& request)>;
+  ScriptedManager(const std::string& path, Script script) : script_(std::move(script)) {
+    fd_.Reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+    EXPECT_EQ(::bind(fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    EXPECT_EQ(::listen(fd_.get(), 8), 0);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~ScriptedManager() {
+    stop_ = true;
+    ::shutdown(fd_.get(), SHUT_RDWR);
+    thread_.join();
+  }
+  std::vector<std::pair<int, json>> requests() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return requests_;
+  }
+
+ private:
+  void Serve() {
+    for (int n = 0; !stop_; ++n) {
+      int c = ::accept(fd_.get(), nullptr, nullptr);
+      if (c < 0) return;
+      UniqueFd conn(c);
+      std::string in;
+      char buf[4096];
+      while (!stop_) {
+        pollfd p{c, POLLIN, 0};
+        if (::poll(&p, 1, 20) <= 0) continue;
+        ssize_t got = ::read(c, buf, sizeof buf);
+        if (got <= 0) break;
+        in.append(buf, static_cast<size_t>(got));
+        for (size_t nl = in.find('\n'); nl != std::string::npos; nl = in.find('\n')) {
+          json request = json::parse(in.substr(0, nl), nullptr, false);
+          in.erase(0, nl + 1);
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            requests_.emplace_back(n, request);
+          }
+          const std::string answer = script_(n, request);
+          (void)!::write(c, answer.data(), answer.size());
+        }
+      }
+    }
+  }
+
+  Script script_;
+  UniqueFd fd_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::vector<std::pair<int, json>> requests_;
+  std::thread thread_;
+};
+
+std::string Granted(const std::string& lease, const std::string& server) {
+  return json{{"ok", true},         {"server", server}, {"secret", "secret-" + lease},
+              {"lease_id", lease},  {"node", "node-a"}, {"gpu_uuid", "GPU-1"}}
+             .dump() +
+         "\n";
+}
+
+TEST_F(DiscoveryTest, ADeadServerIsReportedAndTheNewLeaseTaken) {
+  ScriptedManager manager(options_.socket_path, [](int conn, const json& req) -> std::string {
+    if (req["op"] == "acquire") {
+      return conn == 0 ? Granted("rlease-1", "127.0.0.1:12501") : Granted("rlease-2", "127.0.0.1:12502");
+    }
+    // The lease's holders hear of its end before the reporter gets its answer.
+    return R"({"event":"lease_failed","lease_id":"rlease-1","code":"lease_failed","error":"gone"})"
+           "\n"
+           R"({"ok":true,"replaced":true})"
+           "\n";
+  });
+  auto session = ManagerSession::Acquire(options_);
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  auto next = ManagerSession::ReplaceDeadServer(std::move(session).value(), options_);
+  ASSERT_TRUE(next.ok()) << next.status().message();
+  EXPECT_EQ((*next)->server().address, "127.0.0.1:12502");
+  EXPECT_EQ((*next)->server().lease_id, "rlease-2");
+  EXPECT_EQ((*next)->server().secret, "secret-rlease-2");
+  const auto requests = manager.requests();
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_EQ(requests[1].first, 0);  // on the lease's own connection
+  EXPECT_EQ(requests[1].second["op"], "server_dead");
+  EXPECT_EQ(requests[1].second["lease_id"], "rlease-1");
+  EXPECT_EQ(requests[1].second["server"], "127.0.0.1:12501");
+  EXPECT_EQ(requests[2].first, 1);
+  EXPECT_EQ(requests[2].second["op"], "acquire");
+}
+
+TEST_F(DiscoveryTest, AReportTheManagerRefusesKeepsTheLeaseAndSaysWhy) {
+  ScriptedManager manager(options_.socket_path, [](int, const json& req) -> std::string {
+    if (req["op"] == "acquire") return Granted("rlease-1", "127.0.0.1:12501");
+    return R"({"ok":false,"code":"conflict","error":"the GPU server accepts connections"})" "\n";
+  });
+  auto session = ManagerSession::Acquire(options_);
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  auto next = ManagerSession::ReplaceDeadServer(std::move(session).value(), options_);
+  ASSERT_FALSE(next.ok());
+  EXPECT_EQ(next.status().code(), CudaError::kDevicesUnavailable);
+  EXPECT_NE(next.status().message().find("accepts connections"), std::string::npos)
+      << next.status().message();
+  EXPECT_EQ(manager.requests().size(), 2u);  // no second acquire
+}
+
+TEST_F(DiscoveryTest, AManagerThatDoesNotAnswerTheReportIsBounded) {
+  options_.timeout = milliseconds(200);
+  ScriptedManager manager(options_.socket_path, [](int, const json& req) -> std::string {
+    return req["op"] == "acquire" ? Granted("rlease-1", "127.0.0.1:12501") : "";
+  });
+  auto session = ManagerSession::Acquire(options_);
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  auto next = ManagerSession::ReplaceDeadServer(std::move(session).value(), options_);
+  ASSERT_FALSE(next.ok());
+  EXPECT_NE(next.status().message().find("did not answer the report"), std::string::npos);
+}
+
+TEST(ServerOutOfReachTest, OnlyAnUnreachableServerIsReported) {
+  EXPECT_TRUE(ServerOutOfReach("connect to 10.0.0.5:12501: Connection refused"));
+  EXPECT_TRUE(ServerOutOfReach("connect to unix:/run/s.sock: No such file or directory"));
+  EXPECT_TRUE(ServerOutOfReach("connect to 10.0.0.5:12501: No route to host"));
+  EXPECT_FALSE(ServerOutOfReach("10.0.0.5:12501: the server closed the connection"));
+  EXPECT_FALSE(ServerOutOfReach("connect to 10.0.0.5:12501: Connection timed out"));
 }
 
 TEST_F(DiscoveryTest, NoManagerIsNoDeviceNamingTheSocket) {
