@@ -11,7 +11,13 @@
 #                                             (granted SMs reported), the lease shows it;
 #   flytctl nodes drain NODE                  the node is cordoned, its lease moves with its
 #                                             running program, nothing new lands there; uncordon;
-#   a target whose server dies mid-transfer   the lease and the program stay where they were.
+#   a target whose server dies mid-transfer   the lease and the program stay where they were;
+#   kill -9 of the cluster manager in the steps of a resize   after a restart the lease shows
+#                                             resizing_to (the larger share held) until it is
+#                                             settled to the share the node's server really runs
+#                                             with: the old one when the node never took it, the
+#                                             new one when it did; the ledger then holds exactly
+#                                             that share.
 # Skips (77) when the CUDA toolkit was not there to build the runtime and the programs.
 # Usage: remote_moves_test.sh <build dir> <source dir>
 set -uo pipefail
@@ -20,7 +26,9 @@ src=$2
 tmp=$(mktemp -d -t flyt-remote-moves.XXXXXX)
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
-trap 'stop_children; [ -n "${KEEP_TMP:-}" ] || rm -rf "$tmp"' EXIT
+# A node manager stopped (SIGSTOP) by the resize checks is continued first, so that it can end.
+trap 'for p in "${node_pids[@]}"; do kill -CONT "$p" 2>/dev/null; done
+stop_children; [ -n "${KEEP_TMP:-}" ] || rm -rf "$tmp"' EXIT
 program=$build/tests/programs/migration_workload
 remote_setup "$build" "$program"
 unset FLYT_CLIENT_MANAGER FLYT_SERVER FLYT_SERVER_SECRET
@@ -139,4 +147,79 @@ check "nothing new lands on a cordoned node" grep -q "cordoned" "$tmp/cordoned.o
 check "uncordon" grep -q "uncordoned" "$tmp/uncordon.out"
 "${as_alice[@]}" --json remote alloc --sm-count 8 --memory-mb 1024 --node gpu-b >"$tmp/again.out" 2>&1
 check "leases land on it again" grep -q '"state": *"ready"' "$tmp/again.out"
+
+# ---- kill -9 of the cluster manager in the steps of a resize -------------------------------
+# The resize is written ahead into the lease's row before the node is asked. A restarted
+# manager shows it as resizing_to, holds the larger of both shares, and settles it to the share
+# the node's server runs with (the node's GET, which takes a new share only once the server
+# applied it).
+"${as_alice[@]}" --json remote alloc --sm-count 16 --memory-mb 2048 --node gpu-c --ttl 600 \
+  >"$tmp/alloc-c.json" 2>&1
+check "a lease on gpu-c to resize" grep -q '"state": *"ready"' "$tmp/alloc-c.json"
+rid=$(jq_py "print(d['id'])" <"$tmp/alloc-c.json")
+rgpu=$(jq_py "print(d['gpu']['uuid'])" <"$tmp/alloc-c.json")
+# share: (sm_count, memory_mb, resizing_to's sm_count, resizing_to's memory_mb) of the lease.
+share() {
+  field "$(api "$alice" GET "/api/v1/remote-leases/$rid")" \
+    "(d['sm_count'], d['memory_mb'], (d.get('resizing_to') or {}).get('sm_count'), (d.get('resizing_to') or {}).get('memory_mb'))"
+}
+share_is() { test "$(share)" = "$1"; }
+# The SMs of the lease's GPU that no lease holds, as the manager's ledger counts them.
+sm_free() { get_field /api/v1/gpus "[g['sm_free'] for g in d['gpus'] if g['uuid']=='$rgpu'][0]"; }
+base=$(($(sm_free) + 16))
+# The share gpu-c's record of the lease's server shows (its latest heartbeat).
+node_share() {
+  get_field "/api/v1/gpu-servers?node=gpu-c" "[(s['sm_count'], s['memory_mb']) for s in d['servers'] if s['lease_id']=='$rid'][0]"
+}
+node_share_is() { test "$(node_share)" = "$1"; }
+restart_manager() {
+  kill -9 "$manager_pid"
+  wait "$manager_pid" 2>/dev/null
+  start_manager "127.0.0.1:$port" "$tmp/manager.log" --config "$tmp/cm.toml"
+}
+
+# 1. Written ahead, then the node cannot be asked (its node manager is down) and the cluster
+#    manager dies with the resize in doubt: the node never took it.
+kill -9 "${node_pids[gpu-c]}"
+wait "${node_pids[gpu-c]}" 2>/dev/null
+r=$(api "$alice" POST "/api/v1/remote-leases/$rid/resize" '{"sm_count": 32, "memory_mb": 4096, "timeout_s": 1}')
+check "a resize its node cannot answer is in doubt (503 resize_in_doubt)" \
+  test "$(code_of "$r") $(field "$r" "d['code']")" = "503 resize_in_doubt"
+check "kill -9 of the cluster manager, and a restart" restart_manager
+check "the lease shows resizing_to beside the share it had" share_is "(16, 2048, 32, 4096)"
+check "the larger share stays held" test "$(sm_free)" = $((base - 32))
+start_node gpu-c h100x8-idle "$url" "$node_token" --config "$tmp/node-c.toml"
+check "gpu-c's node manager is back, its server adopted" wait_for 30 node_share_is "(16, 2048)"
+check "the lease settles to the old share its server kept (once the node's call could have ended)" \
+  wait_for 120 share_is "(16, 2048, None, None)"
+check "the ledger holds exactly that share" test "$(sm_free)" = $((base - 16))
+
+# 2. Written ahead and sent, but the cluster manager dies before the node answers (its node
+#    manager is stopped); the node applies it afterwards: the lease settles to the new share.
+#    Fewer SMs, more memory: the larger share held meanwhile is neither the old nor the new one.
+kill -STOP "${node_pids[gpu-c]}"
+api "$alice" POST "/api/v1/remote-leases/$rid/resize" '{"sm_count": 8, "memory_mb": 3072}' \
+  >"$tmp/resize-crash.out" 2>&1 &
+resize_pid=$!
+check "the resize is recorded before the node answers" wait_for 20 share_is "(16, 2048, 8, 3072)"
+kill -9 "$manager_pid"
+wait "$manager_pid" 2>/dev/null
+wait "$resize_pid" 2>/dev/null
+kill -CONT "${node_pids[gpu-c]}"
+check "the node applies the resize the dead manager sent" \
+  wait_for 30 grep -q "resized the server of lease $rid: 8 SMs, 3072 MiB" "$tmp/gpu-c.log"
+# While its node cannot answer, the restarted manager cannot settle it.
+kill -STOP "${node_pids[gpu-c]}"
+check "the cluster manager restarts" \
+  start_manager "127.0.0.1:$port" "$tmp/manager.log" --config "$tmp/cm.toml"
+check "the lease shows resizing_to while unsettled" share_is "(16, 2048, 8, 3072)"
+check "the larger SM share stays held" test "$(sm_free)" = $((base - 16))
+kill -CONT "${node_pids[gpu-c]}"
+check "the lease settles to the new share its server runs with" \
+  wait_for 60 share_is "(8, 3072, None, None)"
+check "the ledger holds exactly that share" test "$(sm_free)" = $((base - 8))
+check "as the node reports" wait_for 10 node_share_is "(8, 3072)"
+"${as_admin[@]}" events --limit 1000 >"$tmp/events.out" 2>&1
+check "the events say how each was settled" \
+  test "$(grep -c "resolved after a restart of the cluster manager (the resize" "$tmp/events.out")" -ge 2
 finish
