@@ -2,8 +2,9 @@
 """A fake flyt-cluster-manager for the client manager's end-to-end test: the remote-lease
 endpoints of docs/api.md ("Remote leases") on 127.0.0.1, granting leases on one GPU server the
 test started. The file named by --mode holds grant, insufficient or never_fits and is read at
-each request; every request is appended to --log as a JSON line.
-Usage: fake_remote_leases.py --port N --server ADDRESS --mode FILE --log FILE"""
+each request; every request is appended to --log as a JSON line (with its Idempotency-Key).
+--server @FILE reads the address of each new lease's server from FILE.
+Usage: fake_remote_leases.py --port N --server ADDRESS|@FILE --mode FILE --log FILE"""
 import argparse
 import http.server
 import json
@@ -32,7 +33,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def record(self, body):
         with open(args.log, "a") as f:
             f.write(json.dumps({"method": self.command, "path": self.path, "body": body,
-                                "auth": self.headers.get("Authorization", "")}) + "\n")
+                                "auth": self.headers.get("Authorization", ""),
+                                "key": self.headers.get("Idempotency-Key", "")}) + "\n")
 
     def do_POST(self):
         global count
@@ -50,11 +52,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.answer(409, {"error": "no GPU of this cluster has 999999 MiB",
                                      "code": "never_fits"})
         count += 1
+        server = args.server
+        if server.startswith("@"):
+            server = open(server[1:]).read().strip()
         self.answer(201, {"id": "rlease-%d" % count, "kind": "remote", "node": "node-a",
                           "gpu": {"uuid": "GPU-sim", "index": 0, "name": "sim"},
                           "sm_count": body.get("sm_count", 16), "memory_mb": body["memory_mb"],
                           "state": "ready", "secret": "s" * 40,
-                          "server": {"address": args.server, "state": "running"}})
+                          "server": {"address": server, "state": "running"}})
 
     def do_DELETE(self):
         self.record(None)
