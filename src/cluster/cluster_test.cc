@@ -558,6 +558,36 @@ TEST_F(ClusterTest, AfterARestartASilentNodeOffersNothingButItsLeasesGetTheGrace
   EXPECT_TRUE(cluster_->Allocate(bob_, {{"gpus", 1}}).ok());
 }
 
+// Nor is it its holders being gone: no renewal could get in while no manager ran. A lease whose
+// TTL ran out meanwhile gets unreachable_after + lease_grace from the restart (the first
+// scheduler pass, before the API listens, would otherwise expire it), and is renewed as usual.
+TEST_F(ClusterTest, AfterARestartALeaseWhoseTtlRanOutWhileTheManagerWasDownGetsTheGrace) {
+  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 2)).ok());
+  auto kept = cluster_->Allocate(alice_, {{"gpus", 1}, {"ttl_seconds", 10}});
+  auto gone = cluster_->Allocate(bob_, {{"gpus", 1}, {"ttl_seconds", 10}});
+  ASSERT_TRUE(kept.ok() && gone.ok());
+  cluster_.reset();
+  clock_.Advance(std::chrono::seconds(30));  // down longer than the TTL
+  cluster_ = Open();
+  ASSERT_TRUE(cluster_->Tick().ok());
+  EXPECT_EQ(cluster_->Allocations()["allocations"].size(), 2u);
+  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 2)).ok());
+  const std::string kept_id = (*kept)["id"];
+  auto renewed = cluster_->Renew(alice_, kept_id, {{"ttl_seconds", 600}});
+  ASSERT_TRUE(renewed.ok()) << renewed.status().ToString();
+  auto events = cluster_->Events(0, 10000);
+  ASSERT_TRUE(events.ok());
+  EXPECT_NE(DumpJson(*events).find("manager_restart"), std::string::npos);
+  // A holder that is gone for good lets its lease go after that grace (75 s here).
+  clock_.Advance(std::chrono::seconds(70));
+  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 2)).ok());
+  clock_.Advance(std::chrono::seconds(6));
+  ASSERT_TRUE(cluster_->Tick().ok());
+  json left = cluster_->Allocations()["allocations"];
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0]["id"], kept_id);
+}
+
 // Overload is not silence: while the manager could not receive (its HTTP server refused
 // connections or kept requests waiting), a node's silence does not count toward the grace.
 TEST_F(ClusterTest, SilenceWhileTheManagerCouldNotReceiveReleasesNoLease) {

@@ -290,6 +290,37 @@ TEST_F(RemoteLeaseTest, HeartbeatsReconcileAndARestartStartsNothingTwice) {
   EXPECT_EQ((*view)["state"], "ready");
 }
 
+// A restart slower than the lease's TTL margin (the manager down longer than the holder's last
+// renewal had left) keeps the lease, its server and its secret: the node is asked to start and to
+// drain nothing, and the holder's next renewal succeeds (e2e.remote_service lost them under load).
+TEST_F(RemoteLeaseTest, ARestartSlowerThanTheTtlKeepsTheLeaseAndItsServer) {
+  ASSERT_TRUE(Beat().ok());
+  auto lease = cluster_->CreateRemoteLease(
+      alice_, {{"sm_count", 16}, {"memory_mb", 4096}, {"ttl_seconds", 10}});
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  const std::string id = (*lease)["id"];
+  json running = {{"lease_id", id},
+                  {"gpu_uuid", (*lease)["gpu"]["uuid"]},
+                  {"state", "running"},
+                  {"address", "127.0.0.1:12500"},
+                  {"pid", 4242}};
+  ASSERT_EQ(Desired(json::array({running})).size(), 1u);
+  cluster_.reset();
+  clock_.Advance(std::chrono::seconds(12));
+  Reopen();
+  ASSERT_TRUE(cluster_->Tick().ok());
+  json after = Desired(json::array({running}));
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_EQ(after[0]["lease_id"], id);
+  EXPECT_EQ(after[0]["secret"], (*lease)["secret"]);
+  auto renewed = cluster_->RenewRemoteLease(alice_, id, json::object());
+  ASSERT_TRUE(renewed.ok()) << renewed.status().ToString();
+  EXPECT_EQ((*renewed)["state"], "ready");
+  EXPECT_EQ(node_api_.puts().size(), 1u);
+  EXPECT_TRUE(node_api_.deletes().empty());
+  EXPECT_EQ(AllEvents().find("remote_lease.expired"), std::string::npos);
+}
+
 TEST_F(RemoteLeaseTest, AnotherTokenCannotReadRenewOrReleaseSomeoneElsesLease) {
   ASSERT_TRUE(Beat().ok());
   auto lease = cluster_->CreateRemoteLease(alice_, {{"sm_count", 8}, {"memory_mb", 100}});

@@ -609,6 +609,49 @@ Status Cluster::Load() {
                         HeardAt(std::max(node.last_heartbeat, floor)));
   }
   dirty_ = true;
+  // Nor is it the holders being gone: no renewal could get in while no manager ran, so a lease
+  // whose TTL ran out meanwhile, or runs out sooner than a node would even count as silent (its
+  // holder may not reach this manager in time), gets as long as a node coming back gets, from
+  // now, as after a store outage. The first pass of the scheduler would otherwise expire it
+  // before the API even listens: a restart slower than a lease's TTL margin (a loaded machine)
+  // cost its holder the lease and its GPU server. Other leases keep their expiry.
+  const WallTime now = clock_.WallNow();
+  const WallTime until = now + config_.ledger.unreachable_after + config_.ledger.lease_grace;
+  std::vector<sched::Lease> extend;
+  for (sched::Lease lease : ledger_->Leases()) {
+    if (lease.expires_at >= now + config_.ledger.unreachable_after ||
+        IsMoveTargetLocked(lease.id)) {
+      continue;
+    }
+    lease.expires_at = until;
+    extend.push_back(std::move(lease));
+  }
+  if (extend.empty()) return Status::Ok();
+  Status written =
+      WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
+        for (const sched::Lease& lease : extend) {
+          const RemoteLeaseInfo info = RemoteInfoLocked(lease.id);
+          const json j = lease.remote ? ToJson(lease, info) : ToJson(lease);
+          FLYT_RETURN_IF_ERROR(txn.Put(Table::kLeases, lease.id, DumpJson(j)));
+          if (lease.remote && info.moving) ledger_->Restore(ReservationOf(lease, *info.moving));
+          FLYT_RETURN_IF_ERROR(Event(
+              txn, "lease.renewed",
+              {{"lease_id", lease.id},
+               {"expires_at", j["expires_at"]},
+               {"reason", "manager_restart"},
+               {"message", "lease " + lease.id + " of " + lease.owner + " extended until " +
+                               j["expires_at"].get<std::string>() +
+                               ": its holder could not renew it while the cluster manager was "
+                               "down"}}));
+          ledger_->Restore(lease);
+        }
+        return Status::Ok();
+      });
+  // A store that cannot be written now is an outage like any other: the manager still starts,
+  // and these leases keep the expiry they had.
+  if (!written.ok()) {
+    spdlog::warn("extending {} lease(s) after the restart: {}", extend.size(), written.message());
+  }
   return Status::Ok();
 }
 
