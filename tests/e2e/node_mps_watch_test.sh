@@ -93,7 +93,8 @@ check "the node's shared GPUs have MPS running" wait_for 30 any_gpu_running
 check "the manager knows the node's GPU servers" wait_for 30 \
   sh -c "curl -sf -H 'Authorization: Bearer $admin' $url/api/v1/gpus | grep -q sm_count"
 
-lease=$(api "$alice" POST /api/v1/remote-leases '{"sm_count": 64, "memory_mb": 1000}')
+# Leases outlive a slow run (ttl_seconds), and binpack alone picks the GPU (prefer_idle off).
+lease=$(api "$alice" POST /api/v1/remote-leases '{"sm_count": 64, "memory_mb": 1000, "ttl_seconds": 600, "prefer_idle": false}')
 check "a shared lease is granted" test "$(code_of "$lease")" = 201
 first_id=$(field "$lease" "d['id']")
 first_gpu=$(field "$lease" "d['gpu']['uuid']")
@@ -114,7 +115,7 @@ check "its running server is listed" test "$(node_gpu "$first_gpu" "g.get('mps_s
 check "and left running" test "$(curl -sf "$node_url/api/v1/gpu-servers/$first_id" | jq_py "print(d['state'])")" = running
 check "a gpu_mps_down event names it" sh -c "curl -sf $node_url/api/v1/events | grep -q 'gpu_mps_down'"
 check "the manager sees MPS down" wait_for 20 cluster_mps_is "$first_gpu" down
-second=$(api "$alice" POST /api/v1/remote-leases '{"sm_count": 8, "memory_mb": 100}')
+second=$(api "$alice" POST /api/v1/remote-leases '{"sm_count": 8, "memory_mb": 100, "ttl_seconds": 600, "prefer_idle": false}')
 check "a new lease is granted elsewhere" test "$(code_of "$second")" = 201
 check "not beside the running one" test "$(field "$second" "d['gpu']['uuid']")" != "$first_gpu"
 check "on a GPU of its own, with all its SMs (no MPS)" test "$(field "$second" "d['sm_count']")" = 132
@@ -127,7 +128,7 @@ check "the node reports MPS running again" wait_for 30 mps_running
 check "shared again" test "$(node_gpu "$first_gpu" "g['shared']")" = True
 check "a gpu_mps_up event" sh -c "curl -sf $node_url/api/v1/events | grep -q 'gpu_mps_up'"
 check "the manager sees MPS running again" wait_for 20 cluster_mps_is "$first_gpu" running
-third=$(api "$alice" POST /api/v1/remote-leases '{"sm_count": 8, "memory_mb": 100}')
+third=$(api "$alice" POST /api/v1/remote-leases '{"sm_count": 8, "memory_mb": 100, "ttl_seconds": 600, "prefer_idle": false}')
 check "a shared lease is granted again" test "$(code_of "$third")" = 201
 check "beside the first one" test "$(field "$third" "d['gpu']['uuid']")" = "$first_gpu"
 
