@@ -33,6 +33,9 @@ constexpr size_t kMaxHeadBytes = 64 * 1024;
 constexpr size_t kReadChunkBytes = 64 * 1024;
 constexpr auto kSweepEvery = std::chrono::milliseconds(100);
 constexpr auto kLoopStall = std::chrono::seconds(2);
+// A connection refused for its rate is not read for the wait its answer names, up to this long:
+// a flooding peer then costs nothing until it may send again.
+constexpr auto kMaxLimitedPause = std::chrono::milliseconds(1000);
 
 // One client connection. Owned by the epoll thread while it reads a request, by a worker while
 // the request is processed; never by both.
@@ -48,6 +51,9 @@ struct Conn {
   size_t served = 0;
   std::string request;  // the complete request a worker processes
   SteadyClock::time_point dispatched_at;
+  // Refused for its rate: not watched (not read) until then.
+  bool paused = false;
+  SteadyClock::time_point paused_until;
 };
 
 // The address of one end of a socket: its peer (getpeername) or its own (getsockname).
@@ -489,7 +495,13 @@ class Server::FrontDoor {
         c.request_started = !c.in.empty();
         c.since = now;
         c.continue_sent = false;
-        return true;
+        // Not read again until it may send again: a flood on this connection costs no more
+        // than one answer per wait (what it sent meanwhile waits in the socket).
+        c.paused = true;
+        c.paused_until = now + std::min<SteadyClock::duration>(verdict.retry_after, kMaxLimitedPause);
+        epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
+        paused_.push_back(c.fd);
+        return false;
       }
     }
     // To a worker.
@@ -538,9 +550,36 @@ class Server::FrontDoor {
     return n == static_cast<ssize_t>(text.size());
   }
 
+  // Watches again the connections whose rate-limit pause is over, and looks at what they sent.
+  void ResumePaused(SteadyClock::time_point now) {
+    std::vector<int> still;
+    std::vector<int> due;
+    for (int fd : paused_) {
+      auto it = conns_.find(fd);
+      if (it == conns_.end() || !it->second->paused) continue;  // closed (the fd may be reused)
+      (it->second->paused_until <= now ? due : still).push_back(fd);
+    }
+    paused_.swap(still);
+    for (int fd : due) {
+      Conn& c = *conns_[fd];
+      c.paused = false;
+      c.since = now;
+      epoll_event ev{};
+      ev.events = EPOLLIN | EPOLLRDHUP;
+      ev.data.fd = fd;
+      if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        CloseInLoop(fd);
+        continue;
+      }
+      if (!c.in.empty()) TryDispatch(c, now);
+    }
+  }
+
   void Sweep(SteadyClock::time_point now) {
+    ResumePaused(now);
     std::vector<int> late, idle;
     for (const auto& [fd, c] : conns_) {
+      if (c->paused) continue;  // its pause is shorter than any deadline
       if (c->request_started && now - c->since > options_.request_deadline) late.push_back(fd);
       if (!c->request_started && now - c->since > options_.idle_timeout) idle.push_back(fd);
     }
@@ -661,6 +700,7 @@ class Server::FrontDoor {
   // The epoll thread's own (and Stop's, after it has ended).
   std::unordered_map<int, std::unique_ptr<Conn>> conns_;
   std::map<std::string, int> per_peer_;
+  std::vector<int> paused_;  // connections paused for their rate (Conn::paused)
 
   Mutex mu_;
   CondVar work_cv_;      // ordinary workers
