@@ -5,7 +5,9 @@
 # lease (and the same jobs) back, marked "replayed", and nothing is granted twice. The same key
 # with another body is 409 idempotency_key_reused; a malformed key is 400; after a release the
 # retry still answers the original lease, marked lease_ended. flytctl sends a key of its own per
-# invocation, and pages through the jobs.
+# invocation, and pages through the jobs. Issue 32: a remote lease whose answer is lost while
+# its GPU server starts (the client gives up after 1 s, the server takes 4 s): the retry with the
+# same key gets that lease (state starting, then ready), and only one lease and one server exist.
 # Usage: idempotency_test.sh <build dir> <source dir>
 set -uo pipefail
 build=$1
@@ -92,5 +94,48 @@ out=$(FLYT_TOKEN=$alice ctl jobs --limit 2 2>&1)
 check "flytctl jobs --limit 2 says more remain" contains "$out" "--all"
 out=$(FLYT_TOKEN=$alice ctl jobs --all --json 2>&1)
 check "flytctl jobs --all fetches every job" test "$(jq_py "print(len(d['jobs']))" <<<"$out")" = 3
+
+echo "== 5. a remote lease whose answer is lost while its GPU server starts"
+cat >"$tmp/slow-gpu-server" <<EOF
+#!/bin/sh
+sleep 4
+exec "$build/bin/flyt-gpu-server" "\$@"
+EOF
+chmod +x "$tmp/slow-gpu-server"
+gpu_servers_config "$tmp/node-b.toml" sim "$tmp/servers-b" 2 </dev/null
+sed -i "s|^binary = .*|binary = \"$tmp/slow-gpu-server\"|" "$tmp/node-b.toml"
+start_node b h100x8-idle "$url" "$node_token" --config "$tmp/node-b.toml"
+check "a node with GPU servers registers" wait_for 60 nodes_reachable 2
+check "it reports its GPU-server capacity" wait_for 60 \
+  sh -c "curl -sf -H 'Authorization: Bearer $admin' $url/api/v1/gpus | grep -q sm_count"
+rbody='{"sm_percent":25,"memory_mb":1024,"client":"idem-client","node":"b"}'
+curl -s -m 1 -X POST "$url/api/v1/remote-leases" -H "Authorization: Bearer $alice" \
+  -H "Idempotency-Key: rlease-key-1" -H 'Content-Type: application/json' \
+  --data-binary "$rbody" >/dev/null
+lost=$?
+check "the first answer is lost: the client gave up after 1 s (curl $lost)" test "$lost" != 0
+r=$(keyed rlease-key-1 POST /api/v1/remote-leases "$rbody")
+check "the retry with the same key: 201" test "$(code_of "$r")" = 201
+check "... the lease being started, not a second one" test "$(field "$r" "d['state']")" = starting
+rlease=$(field "$r" "d['id']")
+ready_again() {
+  local a
+  a=$(keyed rlease-key-1 POST /api/v1/remote-leases "$rbody")
+  test "$(field "$a" "d['state']")" = ready && test "$(field "$a" "d['id']")" = "$rlease" &&
+    test -n "$(field "$a" "d['secret']")"
+}
+check "asked again once started: the same lease, ready, with its secret" wait_for 30 ready_again
+remote_leases_of_client() {
+  get_field "/api/v1/remote-leases?client=idem-client" "len(d['remote_leases'])"
+}
+check "one remote lease" test "$(remote_leases_of_client)" = 1
+servers_on_b() {
+  get_field "/api/v1/gpu-servers?node=b" "len([s for s in d['servers'] if s['state'] in ('starting', 'running')])"
+}
+servers_on_b_are() { test "$(servers_on_b)" = "$1"; }
+check "its server is listed" wait_for 20 servers_on_b_are 1
+check "and it is the only one" servers_on_b_are 1
+check "the owner releases it" \
+  test "$(code_of "$(api "$alice" DELETE "/api/v1/remote-leases/$rlease")")" = 200
 
 finish
