@@ -84,4 +84,13 @@ Status LookUpKey(store::Txn& txn, const Idempotency& idem, int64_t now_ms,
 bool Live(const RemoteLeaseInfo& info);
 nlohmann::json GpuServerSpecOf(const sched::Lease& lease, const RemoteLeaseInfo& info);
 
+// remote_moves.cc, remote_resize.cc: how long a resolve pass waits for a node's answer about one
+// server, and whether an error is not the node's answer (no connection, a timeout, a reply cut
+// short): a node answers each refusal with {"error", "code"}, which the HTTP client keeps as the
+// reason.
+inline constexpr auto kNodeAskTimeout = std::chrono::seconds(10);
+inline bool AnswerLost(const Status& s) {
+  return s.code() == StatusCode::kUnavailable && s.reason().empty();
+}
+
 }  // namespace flyt::cluster::internal

@@ -22,7 +22,7 @@ using test::OwnUuids;
 using test::Snapshot;
 
 // A node's heartbeat; its GPUs' UUIDs are its own ("GPU-<node>-<index>"), as real GPUs' are.
-json Heartbeat(const std::string& name, int gpus, uint64_t free_gib = 80,
+json NodeHeartbeat(const std::string& name, int gpus, uint64_t free_gib = 80,
                bool lost_first = false) {
   return {{"name", name}, {"snapshot", OwnUuids(Snapshot(gpus, free_gib, 0, lost_first), name)}};
 }
@@ -81,7 +81,7 @@ class ClusterTest : public ::testing::Test {
 };
 
 TEST_F(ClusterTest, HeartbeatsRegisterNodesAndTheirGpus) {
-  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 2)).ok());
+  ASSERT_TRUE(cluster_->Heartbeat(node_, NodeHeartbeat("a", 2)).ok());
   json nodes = cluster_->Nodes()["nodes"];
   ASSERT_EQ(nodes.size(), 1u);
   EXPECT_EQ(nodes[0]["name"], "a");
@@ -113,7 +113,7 @@ TEST_F(ClusterTest, BadHeartbeatsAreRefusedWithTheField) {
 }
 
 TEST_F(ClusterTest, AllocateRenewReleaseAndRefuseWithReasons) {
-  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 2)).ok());
+  ASSERT_TRUE(cluster_->Heartbeat(node_, NodeHeartbeat("a", 2)).ok());
   auto lease = cluster_->Allocate(alice_, {{"gpus", 2}, {"ttl_seconds", 60}});
   ASSERT_TRUE(lease.ok()) << lease.status().ToString();
   EXPECT_EQ((*lease)["owner"], "alice");
@@ -137,7 +137,7 @@ TEST_F(ClusterTest, AllocateRenewReleaseAndRefuseWithReasons) {
   EXPECT_EQ(cluster_->Renew(bob_, id, json::object()).status().code(),
             StatusCode::kPermissionDenied);
   clock_.Advance(std::chrono::seconds(30));
-  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 2)).ok());
+  ASSERT_TRUE(cluster_->Heartbeat(node_, NodeHeartbeat("a", 2)).ok());
   auto renewed = cluster_->Renew(alice_, id, {{"ttl_seconds", 120}});
   ASSERT_TRUE(renewed.ok()) << renewed.status().ToString();
   EXPECT_EQ((*renewed)["ttl_seconds"], 120);
@@ -154,7 +154,7 @@ TEST_F(ClusterTest, AllocateRenewReleaseAndRefuseWithReasons) {
   cluster_.reset();
   cluster_ = Open();
   EXPECT_EQ(cluster_->Release(alice_, id).reason(), "already_ended");
-  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 2)).ok());
+  ASSERT_TRUE(cluster_->Heartbeat(node_, NodeHeartbeat("a", 2)).ok());
   EXPECT_TRUE(cluster_->Allocate(bob_, {{"gpus", 1}}).ok());
   auto bad = cluster_->Allocate(bob_, {{"gpus", 0}});
   ASSERT_FALSE(bad.ok());
@@ -164,20 +164,20 @@ TEST_F(ClusterTest, AllocateRenewReleaseAndRefuseWithReasons) {
 }
 
 TEST_F(ClusterTest, LeasesExpireAndUnreachableNodesLoseThemAfterTheGrace) {
-  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 1)).ok());
-  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("b", 1)).ok());
+  ASSERT_TRUE(cluster_->Heartbeat(node_, NodeHeartbeat("a", 1)).ok());
+  ASSERT_TRUE(cluster_->Heartbeat(node_, NodeHeartbeat("b", 1)).ok());
   ASSERT_TRUE(cluster_->Allocate(alice_, {{"gpus", 1}, {"ttl_seconds", 10}}).ok());
   auto on_other = cluster_->Allocate(alice_, {{"gpus", 1}, {"ttl_seconds", 3600}});
   ASSERT_TRUE(on_other.ok());
   const std::string long_node = (*on_other)["node"];
   const std::string live_node = long_node == "a" ? "b" : "a";
   clock_.Advance(std::chrono::seconds(11));
-  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat(live_node, 1)).ok());
+  ASSERT_TRUE(cluster_->Heartbeat(node_, NodeHeartbeat(live_node, 1)).ok());
   ASSERT_TRUE(cluster_->Tick().ok());
   EXPECT_EQ(cluster_->Allocations()["allocations"].size(), 1u);  // the 10 s one expired
   // long_node stops sending heartbeats: unreachable after 15 s, its lease gone 60 s later.
   clock_.Advance(std::chrono::seconds(10));
-  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat(live_node, 1)).ok());
+  ASSERT_TRUE(cluster_->Heartbeat(node_, NodeHeartbeat(live_node, 1)).ok());
   ASSERT_TRUE(cluster_->Tick().ok());
   json nodes = cluster_->Nodes()["nodes"];
   for (const json& n : nodes) {
@@ -185,14 +185,14 @@ TEST_F(ClusterTest, LeasesExpireAndUnreachableNodesLoseThemAfterTheGrace) {
   }
   EXPECT_EQ(cluster_->Allocations()["allocations"].size(), 1u);  // kept through the grace
   clock_.Advance(std::chrono::seconds(60));
-  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat(live_node, 1)).ok());
+  ASSERT_TRUE(cluster_->Heartbeat(node_, NodeHeartbeat(live_node, 1)).ok());
   ASSERT_TRUE(cluster_->Tick().ok());
   EXPECT_EQ(cluster_->Allocations()["allocations"].size(), 0u);
   auto kinds = EventKinds(*cluster_);
   EXPECT_EQ(std::count(kinds.begin(), kinds.end(), "lease.expired"), 2);
   EXPECT_EQ(std::count(kinds.begin(), kinds.end(), "node.unreachable"), 1);
   // It comes back on its own.
-  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat(long_node, 1)).ok());
+  ASSERT_TRUE(cluster_->Heartbeat(node_, NodeHeartbeat(long_node, 1)).ok());
   nodes = cluster_->Nodes()["nodes"];
   for (const json& n : nodes) EXPECT_EQ(n["state"], "reachable");
   kinds = EventKinds(*cluster_);
@@ -200,8 +200,8 @@ TEST_F(ClusterTest, LeasesExpireAndUnreachableNodesLoseThemAfterTheGrace) {
 }
 
 TEST_F(ClusterTest, JobsRunWithGpuInfoAndTimeOutWithTheReasons) {
-  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 2)).ok());
-  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("b", 4)).ok());
+  ASSERT_TRUE(cluster_->Heartbeat(node_, NodeHeartbeat("a", 2)).ok());
+  ASSERT_TRUE(cluster_->Heartbeat(node_, NodeHeartbeat("b", 4)).ok());
   ASSERT_TRUE(cluster_->Allocate(admin_, {{"gpus", 4}, {"ttl_seconds", 3600}}).ok());  // all of b
   json task = SmallTask(/*tp_options=*/3);  // tp 1, 2, 4: three experiments
   task["scheduling"] = {{"timeout_seconds", 300}};
@@ -234,8 +234,8 @@ TEST_F(ClusterTest, JobsRunWithGpuInfoAndTimeOutWithTheReasons) {
   ASSERT_TRUE(cluster_->Tick().ok());
   EXPECT_EQ((*cluster_->GetJob((*sub)["jobs"][1]["id"]))["status"], "running");
   clock_.Advance(std::chrono::seconds(301));
-  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 2)).ok());
-  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("b", 4)).ok());
+  ASSERT_TRUE(cluster_->Heartbeat(node_, NodeHeartbeat("a", 2)).ok());
+  ASSERT_TRUE(cluster_->Heartbeat(node_, NodeHeartbeat("b", 4)).ok());
   ASSERT_TRUE(cluster_->Tick().ok());
   auto third = cluster_->GetJob((*sub)["jobs"][2]["id"]);
   EXPECT_EQ((*third)["status"], "failed");
@@ -263,7 +263,7 @@ TEST_F(ClusterTest, JobsRunWithGpuInfoAndTimeOutWithTheReasons) {
 }
 
 TEST_F(ClusterTest, AnExperimentNoNodeCouldHoldFailsAtOnce) {
-  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 2)).ok());
+  ASSERT_TRUE(cluster_->Heartbeat(node_, NodeHeartbeat("a", 2)).ok());
   json task = SmallTask(/*tp_options=*/3);  // tp 4 needs more GPUs than any node has
   auto sub = cluster_->Submit(alice_, task);
   ASSERT_TRUE(sub.ok()) << sub.status().ToString();
@@ -310,7 +310,7 @@ TEST_F(ClusterTest, SubmissionsAreValidatedAndUnknownModelsFailClosed) {
 }
 
 TEST_F(ClusterTest, RequestFieldsAreCheckedByTypeAndNamedWithTheirPath) {
-  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 2)).ok());
+  ASSERT_TRUE(cluster_->Heartbeat(node_, NodeHeartbeat("a", 2)).ok());
   // 2^64-1 is not -1 to a signed field: refused, not read as a priority in range.
   json task = SmallTask();
   task["scheduling"] = json::parse(R"({"priority": 18446744073709551615})");
@@ -347,7 +347,7 @@ TEST_F(ClusterTest, RequestFieldsAreCheckedByTypeAndNamedWithTheirPath) {
 }
 
 TEST_F(ClusterTest, PriorityThenFifoAndRestartKeepsTheQueueAndLeases) {
-  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 1)).ok());
+  ASSERT_TRUE(cluster_->Heartbeat(node_, NodeHeartbeat("a", 1)).ok());
   auto blocker = cluster_->Allocate(admin_, {{"gpus", 1}, {"ttl_seconds", 600}});
   ASSERT_TRUE(blocker.ok());
   std::vector<std::string> ids;
@@ -376,7 +376,7 @@ TEST_F(ClusterTest, PriorityThenFifoAndRestartKeepsTheQueueAndLeases) {
   ASSERT_EQ(leases.size(), 1u);
   EXPECT_EQ(leases[0]["id"], (*blocker)["id"]);
   EXPECT_EQ(leases[0]["expires_at"], (*blocker)["expires_at"]);
-  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 1)).ok());
+  ASSERT_TRUE(cluster_->Heartbeat(node_, NodeHeartbeat("a", 1)).ok());
   ASSERT_TRUE(cluster_->Release(admin_, (*blocker)["id"]).ok());
   ASSERT_TRUE(cluster_->Tick().ok());
   EXPECT_EQ((*cluster_->GetJob(ids[2]))["status"], "running");  // priority 5 first
@@ -384,8 +384,8 @@ TEST_F(ClusterTest, PriorityThenFifoAndRestartKeepsTheQueueAndLeases) {
 
 TEST_F(ClusterTest, TwoManagersOnOneStoreNeverGrantAGpuTwice) {
   auto other = Open();
-  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 4)).ok());
-  ASSERT_TRUE(other->Heartbeat(node_, Heartbeat("b", 4)).ok());
+  ASSERT_TRUE(cluster_->Heartbeat(node_, NodeHeartbeat("a", 4)).ok());
+  ASSERT_TRUE(other->Heartbeat(node_, NodeHeartbeat("b", 4)).ok());
   std::set<std::string> granted;
   int ok = 0;
   for (int i = 0; i < 12; ++i) {
@@ -418,13 +418,13 @@ TEST_F(ClusterTest, TwoManagersOnOneStoreNeverGrantAGpuTwice) {
 
 TEST_F(ClusterTest, ANodeIsUpdatedOnlyByTheTokenThatRegisteredIt) {
   const Caller node_a{"node-a-token", Role::kNode}, node_b{"node-b-token", Role::kNode};
-  ASSERT_TRUE(cluster_->Heartbeat(node_a, Heartbeat("a", 2)).ok());
-  auto hijack = cluster_->Heartbeat(node_b, Heartbeat("a", 2, /*free_gib=*/1));
+  ASSERT_TRUE(cluster_->Heartbeat(node_a, NodeHeartbeat("a", 2)).ok());
+  auto hijack = cluster_->Heartbeat(node_b, NodeHeartbeat("a", 2, /*free_gib=*/1));
   ASSERT_FALSE(hijack.ok());
   EXPECT_EQ(hijack.status().code(), StatusCode::kPermissionDenied);
-  EXPECT_TRUE(cluster_->Heartbeat(node_a, Heartbeat("a", 2)).ok());
-  EXPECT_TRUE(cluster_->Heartbeat(admin_, Heartbeat("a", 2)).ok());
-  json bad = Heartbeat("b", 1);
+  EXPECT_TRUE(cluster_->Heartbeat(node_a, NodeHeartbeat("a", 2)).ok());
+  EXPECT_TRUE(cluster_->Heartbeat(admin_, NodeHeartbeat("a", 2)).ok());
+  json bad = NodeHeartbeat("b", 1);
   bad["api_url"] = "file:///etc/passwd";
   EXPECT_EQ(cluster_->Heartbeat(node_b, bad).status().code(), StatusCode::kInvalidArgument);
 }
@@ -465,7 +465,7 @@ TEST_F(ClusterTest, AGpuLostBeforeItsUuidWasReadIsStillListed) {
 }
 
 TEST_F(ClusterTest, TheCachedGpuListShowsALeaseAtOnce) {
-  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 2)).ok());
+  ASSERT_TRUE(cluster_->Heartbeat(node_, NodeHeartbeat("a", 2)).ok());
   auto leased = [&] {
     int n = 0;
     const json body = json::parse(*cluster_->GpusBody());
@@ -477,14 +477,14 @@ TEST_F(ClusterTest, TheCachedGpuListShowsALeaseAtOnce) {
   auto lease = cluster_->Allocate(alice_, {{"gpus", 1}});
   ASSERT_TRUE(lease.ok()) << lease.status().ToString();
   EXPECT_EQ(leased(), 1);
-  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 2)).ok());
+  ASSERT_TRUE(cluster_->Heartbeat(node_, NodeHeartbeat("a", 2)).ok());
   EXPECT_EQ(leased(), 1);
 }
 
 TEST_F(ClusterTest, TheLiveStreamLearnsWhichTopicsChanged) {
   auto topic = [](const ChangeMark& m, Topic t) { return m.topics[static_cast<size_t>(t)]; };
   const ChangeMark start = cluster_->Changes();
-  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 2)).ok());
+  ASSERT_TRUE(cluster_->Heartbeat(node_, NodeHeartbeat("a", 2)).ok());
   ChangeMark m = cluster_->WaitForChange(start.seq, std::chrono::milliseconds(0));
   EXPECT_GT(m.seq, start.seq);
   EXPECT_GT(topic(m, Topic::kNodes), topic(start, Topic::kNodes));
@@ -512,7 +512,7 @@ TEST_F(ClusterTest, TheLiveStreamLearnsWhichTopicsChanged) {
 }
 
 TEST_F(ClusterTest, RenewingALeasePastItsTtlIsAlreadyEnded) {
-  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 1)).ok());
+  ASSERT_TRUE(cluster_->Heartbeat(node_, NodeHeartbeat("a", 1)).ok());
   auto lease = cluster_->Allocate(alice_, {{"gpus", 1}, {"ttl_seconds", 10}});
   ASSERT_TRUE(lease.ok());
   clock_.Advance(std::chrono::seconds(11));  // expired, but no expiry pass ran yet
@@ -526,10 +526,10 @@ TEST_F(ClusterTest, RenewingALeasePastItsTtlIsAlreadyEnded) {
 }
 
 TEST_F(ClusterTest, AnExpiredLeaseFreesItsGpusBeforeTheSchedulerRuns) {
-  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 2)).ok());
+  ASSERT_TRUE(cluster_->Heartbeat(node_, NodeHeartbeat("a", 2)).ok());
   ASSERT_TRUE(cluster_->Allocate(alice_, {{"gpus", 2}, {"ttl_seconds", 10}}).ok());
   clock_.Advance(std::chrono::seconds(11));
-  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 2)).ok());
+  ASSERT_TRUE(cluster_->Heartbeat(node_, NodeHeartbeat("a", 2)).ok());
   auto again = cluster_->Allocate(bob_, {{"gpus", 2}});  // no Tick in between
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(cluster_->Allocations()["allocations"].size(), 1u);
@@ -538,7 +538,7 @@ TEST_F(ClusterTest, AnExpiredLeaseFreesItsGpusBeforeTheSchedulerRuns) {
 }
 
 TEST_F(ClusterTest, AfterARestartASilentNodeOffersNothingButItsLeasesGetTheGrace) {
-  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 2)).ok());
+  ASSERT_TRUE(cluster_->Heartbeat(node_, NodeHeartbeat("a", 2)).ok());
   auto lease = cluster_->Allocate(alice_, {{"gpus", 1}, {"ttl_seconds", 86400}});
   ASSERT_TRUE(lease.ok());
   cluster_.reset();
@@ -554,7 +554,7 @@ TEST_F(ClusterTest, AfterARestartASilentNodeOffersNothingButItsLeasesGetTheGrace
   ASSERT_TRUE(cluster_->Tick().ok());
   EXPECT_EQ(cluster_->Allocations()["allocations"].size(), 0u);
   // A heartbeat brings it back.
-  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 2)).ok());
+  ASSERT_TRUE(cluster_->Heartbeat(node_, NodeHeartbeat("a", 2)).ok());
   EXPECT_TRUE(cluster_->Allocate(bob_, {{"gpus", 1}}).ok());
 }
 
@@ -562,7 +562,7 @@ TEST_F(ClusterTest, AfterARestartASilentNodeOffersNothingButItsLeasesGetTheGrace
 // TTL ran out meanwhile gets unreachable_after + lease_grace from the restart (the first
 // scheduler pass, before the API listens, would otherwise expire it), and is renewed as usual.
 TEST_F(ClusterTest, AfterARestartALeaseWhoseTtlRanOutWhileTheManagerWasDownGetsTheGrace) {
-  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 2)).ok());
+  ASSERT_TRUE(cluster_->Heartbeat(node_, NodeHeartbeat("a", 2)).ok());
   auto kept = cluster_->Allocate(alice_, {{"gpus", 1}, {"ttl_seconds", 10}});
   auto gone = cluster_->Allocate(bob_, {{"gpus", 1}, {"ttl_seconds", 10}});
   ASSERT_TRUE(kept.ok() && gone.ok());
@@ -571,7 +571,7 @@ TEST_F(ClusterTest, AfterARestartALeaseWhoseTtlRanOutWhileTheManagerWasDownGetsT
   cluster_ = Open();
   ASSERT_TRUE(cluster_->Tick().ok());
   EXPECT_EQ(cluster_->Allocations()["allocations"].size(), 2u);
-  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 2)).ok());
+  ASSERT_TRUE(cluster_->Heartbeat(node_, NodeHeartbeat("a", 2)).ok());
   const std::string kept_id = (*kept)["id"];
   auto renewed = cluster_->Renew(alice_, kept_id, {{"ttl_seconds", 600}});
   ASSERT_TRUE(renewed.ok()) << renewed.status().ToString();
@@ -580,7 +580,7 @@ TEST_F(ClusterTest, AfterARestartALeaseWhoseTtlRanOutWhileTheManagerWasDownGetsT
   EXPECT_NE(DumpJson(*events).find("manager_restart"), std::string::npos);
   // A holder that is gone for good lets its lease go after that grace (75 s here).
   clock_.Advance(std::chrono::seconds(70));
-  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 2)).ok());
+  ASSERT_TRUE(cluster_->Heartbeat(node_, NodeHeartbeat("a", 2)).ok());
   clock_.Advance(std::chrono::seconds(6));
   ASSERT_TRUE(cluster_->Tick().ok());
   json left = cluster_->Allocations()["allocations"];
@@ -591,7 +591,7 @@ TEST_F(ClusterTest, AfterARestartALeaseWhoseTtlRanOutWhileTheManagerWasDownGetsT
 // Overload is not silence: while the manager could not receive (its HTTP server refused
 // connections or kept requests waiting), a node's silence does not count toward the grace.
 TEST_F(ClusterTest, SilenceWhileTheManagerCouldNotReceiveReleasesNoLease) {
-  ASSERT_TRUE(cluster_->Heartbeat(node_, Heartbeat("a", 1)).ok());
+  ASSERT_TRUE(cluster_->Heartbeat(node_, NodeHeartbeat("a", 1)).ok());
   ASSERT_TRUE(cluster_->Allocate(alice_, {{"gpus", 1}, {"ttl_seconds", 3600}}).ok());
   // Node a's heartbeats stop arriving, and the manager's front door is flooded all along:
   // unreachable after 15 s, but 15 + 60 s later the lease is still there.

@@ -33,9 +33,11 @@
 
 namespace flyt::cluster {
 
+using internal::AnswerLost;
 using internal::CheckOwner;
 using internal::GpuKeys;
 using internal::kDefaultMoveTimeoutSeconds;
+using internal::kNodeAskTimeout;
 using internal::kMaxMoveTimeoutSeconds;
 using internal::Live;
 using nlohmann::json;
@@ -97,16 +99,8 @@ constexpr const char* kResolvedAfterLostAnswer =
 constexpr const char* kResolvedAfterStoreError =
     "resolved after its commit could not be stored";
 
-// How long a resolve pass waits for a node's answer about one server.
-constexpr auto kNodeAskTimeout = std::chrono::seconds(10);
 // Beyond the start timeout: the PUT's connection and the node's answer.
 constexpr auto kStartMargin = std::chrono::seconds(30);
-
-// An error that is not the node's answer (no connection, a timeout, a reply cut short): a node
-// answers each refusal with {"error", "code"}, which the HTTP client keeps as the reason.
-bool AnswerLost(const Status& s) {
-  return s.code() == StatusCode::kUnavailable && s.reason().empty();
-}
 
 // What a node said of one GPU server (GET /api/v1/gpu-servers/{key}).
 struct ServerSeen {

@@ -30,7 +30,9 @@
 
 namespace flyt::cluster {
 
+using internal::AnswerLost;
 using internal::kDefaultMoveTimeoutSeconds;
+using internal::kNodeAskTimeout;
 using internal::kMaxMoveTimeoutSeconds;
 using nlohmann::json;
 using store::Durability;
@@ -39,22 +41,14 @@ using store::Table;
 namespace {
 
 // How an undecided resize came to be settled (the events' "resolved").
-constexpr const char* kResolvedAfterRestart =
+constexpr const char* kResizeResolvedAfterRestart =
     "resolved after a restart of the cluster manager (the resize was recorded in the store)";
-constexpr const char* kResolvedAfterLostAnswer =
+constexpr const char* kResizeResolvedAfterLostAnswer =
     "resolved after the node's answer to the resize was lost";
-constexpr const char* kResolvedAfterStoreError = "resolved after its outcome could not be stored";
+constexpr const char* kResizeResolvedAfterStoreError = "resolved after its outcome could not be stored";
 
-// How long a resolve pass waits for the node's answer about the server.
-constexpr auto kNodeAskTimeout = std::chrono::seconds(10);
 // Beyond the resize's own timeout: the call's connection and the node's answer.
 constexpr auto kCallMargin = std::chrono::seconds(30);
-
-// An error that is not the node's answer (no connection, a timeout, a reply cut short): a node
-// answers each refusal with {"error", "code"}, which the HTTP client keeps as the reason.
-bool AnswerLost(const Status& s) {
-  return s.code() == StatusCode::kUnavailable && s.reason().empty();
-}
 
 std::string ShareText(uint32_t sm_count, uint64_t memory_bytes) {
   return std::to_string(sm_count) + " SMs and " + std::to_string(memory_bytes >> 20) + " MiB";
@@ -322,9 +316,9 @@ Result<json> Cluster::SettleResizeLocked(const std::string& id, uint32_t sm_coun
 
 std::pair<std::string, Result<json>> Cluster::ResolveResize(const std::string& id,
                                                             const std::string& waiting) {
-  const std::string resolved = waiting == "lost_answer" ? kResolvedAfterLostAnswer
-                               : waiting == "store"     ? kResolvedAfterStoreError
-                                                        : kResolvedAfterRestart;
+  const std::string resolved = waiting == "lost_answer" ? kResizeResolvedAfterLostAnswer
+                               : waiting == "store"     ? kResizeResolvedAfterStoreError
+                                                        : kResizeResolvedAfterRestart;
   RemoteResize z;
   std::string url, key, node;
   {

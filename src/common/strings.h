@@ -17,6 +17,8 @@ std::string_view Trim(std::string_view s);
 std::vector<std::string_view> Split(std::string_view s, char sep);
 bool StartsWith(std::string_view s, std::string_view prefix);
 std::string ToLower(std::string_view s);
+// The last component of a path ("/usr/lib/libcuda.so.1" -> "libcuda.so.1"; a name alone as it is).
+std::string Basename(std::string_view path);
 
 // `s` with every byte sequence that is not valid UTF-8 replaced by U+FFFD. Text from outside
 // (process titles) must be valid UTF-8 before it goes into Prometheus labels or JSON.

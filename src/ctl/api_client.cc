@@ -142,6 +142,8 @@ int ExitCodeForReason(std::string_view reason) {
       {"unavailable", kExitUnavailable},
       {"store_unavailable", kExitUnavailable},
       {"too_many_queued", kExitTooManyQueued},
+      // Over the token's request rate: retry after Retry-After, like any "not now" answer.
+      {"rate_limited", kExitUnavailable},
   };
   auto it = kCodes.find(reason);
   return it == kCodes.end() ? kExitError : it->second;

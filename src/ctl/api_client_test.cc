@@ -157,6 +157,7 @@ TEST(ExitCodeTest, TheErrorCodeDecidesWhereTheServerSentOne) {
   EXPECT_EQ(ExitCode(HttpFailure(503, "store_unavailable")), 9);
   EXPECT_EQ(ExitCode(HttpFailure(503, "unavailable")), 9);
   EXPECT_EQ(ExitCode(HttpFailure(429, "too_many_queued")), 10);
+  EXPECT_EQ(ExitCode(HttpFailure(429, "rate_limited")), 9);
   EXPECT_EQ(ExitCode(HttpFailure(500, "internal")), 1);
   EXPECT_EQ(ExitCode(HttpFailure(405, "method_not_allowed")), 1);
   EXPECT_EQ(ExitCode(HttpFailure(418, "something_new")), 1);

@@ -133,7 +133,7 @@ trace::TracerHealth Healthy() {
 }
 
 // Two GPUs; GPU 0 runs pid 41000 as NVML sees it.
-class TwoGpus final : public gpu::Backend {
+class TwoGpusWithAProcess final : public gpu::Backend {
  public:
   gpu::Source source() const override { return gpu::Source::kNvml; }
   Result<gpu::GpuSnapshot> Snapshot() override {
@@ -160,7 +160,7 @@ class TwoGpus final : public gpu::Backend {
 };
 
 TEST(CudaMetricsTest, FamiliesLabelsAndEscaping) {
-  gpu::GpuSnapshot snap = *TwoGpus().Snapshot();
+  gpu::GpuSnapshot snap = *TwoGpusWithAProcess().Snapshot();
   const trace::TracerHealth health = Healthy();
   const std::vector<trace::ProcessCuda> procs = Traced();
   MetricsInput in;
@@ -277,7 +277,7 @@ TEST(CudaTracingTest, FeedsGpusOnChangeAndNvmlProcessesEverySample) {
   auto fake = std::make_unique<FakeTrace>();
   FakeTrace* f = fake.get();
   CudaTracing tracing(std::move(fake), trace::TraceMode::kAuto);
-  gpu::GpuSnapshot snap = *TwoGpus().Snapshot();
+  gpu::GpuSnapshot snap = *TwoGpusWithAProcess().Snapshot();
   tracing.Feed(snap);
   tracing.Feed(snap);
   {
@@ -342,7 +342,7 @@ class CudaServerTest : public ::testing::Test {
   }
 
   FakeClock clock_;
-  gpu::Monitor monitor_{std::make_unique<TwoGpus>(), clock_};
+  gpu::Monitor monitor_{std::make_unique<TwoGpusWithAProcess>(), clock_};
   FakeTrace fake_;
   std::unique_ptr<NodeServer> server_;
 };

@@ -8,17 +8,15 @@
 
 #include "common/json_fields.h"
 #include "node/gpu_servers.h"
+#include "node/gpu_servers_internal.h"
 #include "remote/debug_stats.h"
 #include "remote/socket.h"
 
 namespace flyt::node {
 namespace {
 
+using internal::Conflict;
 using nlohmann::json;
-
-Status Conflict(std::string message) {
-  return Status(StatusCode::kFailedPrecondition, std::move(message)).WithReason("conflict");
-}
 
 // Connections the operator tools open to a server (FetchStats, RequestMigration): not clients
 // to move.

@@ -67,6 +67,7 @@ Status OpenStateDir(const std::string& dir) {
 
 namespace {
 
+using internal::PidfdOpen;
 using nlohmann::json;
 
 // Ended records stay listed (and in heartbeats) this long, at most kMaxEnded of them.
@@ -95,7 +96,6 @@ std::optional<uint64_t> StartTicks(pid_t pid) {
   return *v;
 }
 
-int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
 
 // "exited with code 3" / "killed by signal 9 (SIGKILL)" from waitid's siginfo.
 std::string HowEnded(const siginfo_t& info) {

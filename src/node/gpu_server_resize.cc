@@ -9,17 +9,15 @@
 
 #include "common/json_fields.h"
 #include "node/gpu_servers.h"
+#include "node/gpu_servers_internal.h"
 #include "remote/debug_stats.h"
 #include "remote/socket.h"
 
 namespace flyt::node {
 namespace {
 
+using internal::Conflict;
 using nlohmann::json;
-
-Status Conflict(std::string message) {
-  return Status(StatusCode::kFailedPrecondition, std::move(message)).WithReason("conflict");
-}
 
 }  // namespace
 

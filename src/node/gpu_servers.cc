@@ -33,13 +33,11 @@
 namespace flyt::node {
 namespace {
 
+using internal::Conflict;
+using internal::PidfdOpen;
 using nlohmann::json;
 
 constexpr size_t kMaxEvents = 256;
-
-Status Conflict(std::string message) {
-  return Status(StatusCode::kFailedPrecondition, std::move(message)).WithReason("conflict");
-}
 
 bool ValidLeaseId(const std::string& id) {
   if (id.empty() || id.size() > 128 || id[0] == '.') return false;
@@ -160,7 +158,6 @@ std::vector<ServerProcess> ServerProcessesOf(const std::vector<std::string>& dir
   return found;
 }
 
-int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
 int PidfdSignal(int pidfd, int sig) {
   return static_cast<int>(syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0));
 }

@@ -95,7 +95,7 @@ Status HeartbeatSender::SendOnce() {
   for (const auto& [k, v] : config_.labels) labels[k] = v;
   // Oldest first, at most as many as the manager takes per heartbeat (100); the rest go with
   // the next ones, so an XID storm delays events but loses none the monitor still holds.
-  constexpr size_t kMaxEvents = 100;
+  constexpr size_t kMaxEventsPerHeartbeat = 100;
   std::vector<gpu::GpuEvent> pending;
   for (const gpu::GpuEvent& e : monitor_.RecentEvents()) {
     if (e.at > events_sent_until_) pending.push_back(e);
@@ -103,9 +103,9 @@ Status HeartbeatSender::SendOnce() {
   std::stable_sort(pending.begin(), pending.end(),
                    [](const gpu::GpuEvent& a, const gpu::GpuEvent& b) { return a.at < b.at; });
   // Never split events that share a timestamp across heartbeats: the mark is a time.
-  size_t take = std::min(pending.size(), kMaxEvents);
+  size_t take = std::min(pending.size(), kMaxEventsPerHeartbeat);
   while (take > 0 && take < pending.size() && pending[take].at == pending[take - 1].at) --take;
-  if (take == 0) take = std::min(pending.size(), kMaxEvents);
+  if (take == 0) take = std::min(pending.size(), kMaxEventsPerHeartbeat);
   nlohmann::json events = nlohmann::json::array();
   auto newest = events_sent_until_;
   for (size_t i = 0; i < take; ++i) {

@@ -1,5 +1,6 @@
 #include "trace/attacher.h"
 
+#include "common/strings.h"
 #include "common/unique_fd.h"
 
 #include <bpf/libbpf.h>
@@ -17,11 +18,6 @@
 
 namespace flyt::trace {
 namespace {
-
-std::string Basename(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
 
 // Closes the links' descriptors, each on a thread of its own: removing a link waits for the
 // kernel's uprobe grace period, and the waits of several links overlap.

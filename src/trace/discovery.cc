@@ -10,15 +10,12 @@
 #include <set>
 #include <system_error>
 
+#include "common/strings.h"
+
 namespace flyt::trace {
 namespace {
 
 constexpr size_t kMaxUnprobeable = 256;
-
-std::string Basename(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
 
 bool IsCudaLibraryName(const std::string& basename) {
   std::optional<LibraryClass> c = ClassByName(basename);
