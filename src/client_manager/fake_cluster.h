@@ -35,9 +35,15 @@ class FakeCluster {
                  [this](const httplib::Request& req, httplib::Response& res) {
                    ++renews;
                    switch (renew_mode.load()) {
-                     case RenewMode::kOk:
-                       http::SendJson(res, 200, nlohmann::json{{"id", req.matches[1].str()}});
+                     case RenewMode::kOk: {
+                       nlohmann::json answer{{"id", req.matches[1].str()}};
+                       std::lock_guard<std::mutex> lock(mu_);
+                       if (!renew_address_.empty()) {
+                         answer["server"] = {{"address", renew_address_}, {"state", "running"}};
+                       }
+                       http::SendJson(res, 200, answer);
                        return;
+                     }
                      case RenewMode::kLeaseFailed:
                        http::SendError(res, 409, "the GPU server of this lease exited with signal 9",
                                        "lease_failed");
@@ -96,6 +102,13 @@ class FakeCluster {
   void SetServerAddress(const std::string& address) {
     std::lock_guard<std::mutex> lock(mu_);
     address_ = address;
+  }
+
+  // The server address renewals answer with from now on (a lease moved to another server); empty:
+  // no address in the answer.
+  void SetRenewAddress(const std::string& address) {
+    std::lock_guard<std::mutex> lock(mu_);
+    renew_address_ = address;
   }
 
   std::atomic<CreateMode> create_mode{CreateMode::kGrant};
@@ -200,6 +213,7 @@ class FakeCluster {
   std::vector<std::string> keys_;
   std::map<std::string, nlohmann::json> by_key_;
   std::string address_;
+  std::string renew_address_;
 };
 
 }  // namespace flyt::client_manager

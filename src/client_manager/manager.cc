@@ -82,15 +82,14 @@ std::string NewIdempotencyKey() {
 
 // What connecting to a GPU server's address (HOST:PORT, [V6]:PORT or unix:PATH) says about it:
 // {"verdict": "alive" | "dead" | "unknown", "why": ...}. Dead is only a definite no — the
-// connection refused, the socket file gone, the host unreachable — never a slow answer.
+// connection refused, the socket file gone — never a slow answer or an unreachable network.
 json ProbeServer(const std::string& address, milliseconds timeout) {
   auto verdict = [](const char* v, const std::string& why) {
     return json{{"verdict", v}, {"why", why}};
   };
-  auto dead_errno = [](int e) {
-    return e == ECONNREFUSED || e == ENOENT || e == EHOSTUNREACH || e == ENETUNREACH ||
-           e == ECONNRESET;
-  };
+  // Only a definite no: a host or network unreachable, or a reset, is often a passing blip (a
+  // route change, an overloaded listener) and must not cost the other programs their server.
+  auto dead_errno = [](int e) { return e == ECONNREFUSED || e == ENOENT; };
   if (address.rfind("unix:", 0) == 0) {
     const std::string path = address.substr(5);
     if (path.empty() || path.size() >= sizeof(sockaddr_un::sun_path)) {
@@ -620,11 +619,19 @@ void ClientManager::OnAcquired(const std::string& slot_key, Result<json> answer,
     };
     id = str(a, "id");
     const json server = a.contains("server") ? a["server"] : json::object();
+    // A retry with a key whose lease has ended since (its first answer was lost and nobody
+    // renewed it) is answered with that lease's first answer and lease_ended: settled, but of no
+    // use. The key is gone above; the next program's acquire asks anew.
+    const bool ended = a.is_object() && a.contains("lease_ended") &&
+                       a["lease_ended"].is_boolean() && a["lease_ended"].get<bool>();
     const std::string address = str(server, "address");
     const std::string state = str(a, "state");
     if (id.empty()) {
       code = "internal";
       error = "the cluster manager's answer has no lease id";
+    } else if (ended) {
+      code = "unavailable";
+      error = "lease " + id + " (a retry's answer) has ended since; try again";
     } else if ((!state.empty() && state != "ready") || address.empty() ||
                str(a, "secret").empty()) {
       code = "unavailable";
@@ -721,10 +728,26 @@ void ClientManager::OnRenewed(const std::string& lease_id, Result<json> answer) 
   auto it = leases_.find(lease_id);
   if (it == leases_.end()) return;
   Lease& lease = *it->second;
+  // A release started while this renewal was under way owns the lease now (and its
+  // call_in_flight): the renewal's answer changes nothing.
+  if (lease.releasing) return;
   lease.call_in_flight = false;
   if (answer.ok()) {
     ++lease.renewals;
     lease.next_renew = Now() + config_.RenewInterval();
+    // A lease moved to another server (flytctl remote migrate) keeps its id and secret and gets a
+    // new address: programs that start from now on are sent there, and a report that the old
+    // address is dead no longer matches the lease.
+    const json& a = *answer;
+    if (a.is_object() && a.contains("server") && a["server"].is_object() &&
+        a["server"].contains("address") && a["server"]["address"].is_string()) {
+      const std::string address = a["server"]["address"].get<std::string>();
+      if (!address.empty() && address != lease.server) {
+        spdlog::info("lease {} moved: server {} -> {}", lease_id, lease.server, address);
+        lease.server = address;
+        lease.answer["server"] = address;
+      }
+    }
     spdlog::debug("lease {} renewed", lease_id);
     return;
   }

@@ -646,6 +646,43 @@ TEST_F(ManagerTest, AReportForAServerThatAnswersOrAnotherLeaseDropsNothing) {
   EXPECT_EQ(Stats().leases[0].id, "rlease-1");
 }
 
+// A lease moved to another server (flytctl remote migrate) keeps its id and gets a new address,
+// which its renewals carry: new programs are sent there, and a report that the old, closed
+// address is dead no longer matches the lease, so the moved programs keep their GPU.
+TEST_F(ManagerTest, ARenewalWithANewAddressSendsNewProgramsThereAndOutdatesReportsOfTheOld) {
+  const std::string old_address = ClosedAddress();
+  ASSERT_FALSE(old_address.empty());
+  Listener moved;
+  ASSERT_FALSE(moved.address.empty());
+  cluster_.SetServerAddress(old_address);
+  Start(fake_clock_);
+  Program a(config_.socket_path);
+  ASSERT_TRUE(a.Acquire());
+  auto granted = a.Read();
+  ASSERT_TRUE(granted.has_value());
+  ASSERT_EQ((*granted)["server"], old_address);
+  cluster_.SetRenewAddress(moved.address);
+  fake_clock_.Advance(config_.RenewInterval() + milliseconds(1));
+  ASSERT_TRUE(WaitUntil([&] {
+    auto leases = Stats().leases;
+    return leases.size() == 1 && leases[0].renewals >= 1;
+  }));
+  Program b(config_.socket_path);
+  ASSERT_TRUE(b.Acquire());
+  auto answer = b.Read();
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ((*answer)["lease_id"], "rlease-1");
+  EXPECT_EQ((*answer)["server"], moved.address);
+  ASSERT_TRUE(b.Send(DeadReport("rlease-1", old_address).dump() + "\n"));
+  auto verdict = ReadAnswer(b);
+  ASSERT_TRUE(verdict.has_value());
+  EXPECT_EQ((*verdict)["ok"], false) << verdict->dump();
+  Settle();
+  EXPECT_TRUE(cluster_.deleted().empty());
+  EXPECT_EQ(cluster_.granted.load(), 1);
+  EXPECT_EQ(Stats().dead_servers_replaced, 0u);
+}
+
 TEST_F(ManagerTest, DeadServerReplacementsAreRateLimitedPerProfile) {
   const std::string dead = ClosedAddress();
   ASSERT_FALSE(dead.empty());
