@@ -362,7 +362,9 @@ std::pair<std::string, Result<json>> Cluster::ResolveResize(const std::string& i
   } else {
     sm_count = (*seen)["sm_count"].get<uint32_t>();
     memory_bytes = (*seen)["memory_mb"].get<uint64_t>() << 20;
-    const std::string state = seen->value("state", std::string());
+    const std::string state = seen->contains("state") && (*seen)["state"].is_string()
+                                  ? (*seen)["state"].get<std::string>()
+                                  : std::string();
     const bool is_new = sm_count == z.sm_count && memory_bytes == z.memory_bytes;
     const bool is_old = sm_count == z.sm_count_before && memory_bytes == z.memory_bytes_before;
     const bool may_apply =
@@ -373,10 +375,15 @@ std::pair<std::string, Result<json>> Cluster::ResolveResize(const std::string& i
     } else if (is_old && may_apply) {
       why = "the server on " + node +
             " still runs with the old share and the node may still be applying the new one";
-    } else {
+    } else if (is_old) {
       settle = true;
-      why = is_old ? "the server on " + node + " still runs with the old share"
-                   : "the server on " + node + " runs with " + ShareText(sm_count, memory_bytes);
+      why = "the server on " + node + " still runs with the old share";
+    } else {
+      // Neither share: the ledger never takes a node's numbers as they come (a wrong or hostile
+      // report would shrink the lease or over-commit the GPU). The larger share stays held, and
+      // the lease says why, until the node reports one of the two.
+      why = "the server on " + node + " reports " + ShareText(sm_count, memory_bytes) +
+            ", neither the old share nor the new one";
     }
   }
 
