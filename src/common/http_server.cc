@@ -416,6 +416,7 @@ class Server::FrontDoor {
                                                                   : sp2 - sp1 - 1);
     const std::string version = sp2 == std::string::npos ? "" : line0.substr(sp2 + 1);
     std::optional<std::string> bearer;
+    bool seen_authorization = false;
     std::string connection;
     while (pos < end) {
       const size_t eol = c.in.find("\r\n", pos);
@@ -430,8 +431,16 @@ class Server::FrontDoor {
                      "invalid_argument");
         return false;
       }
-      if (name == "authorization" && value.size() > 7 && value.compare(0, 7, "Bearer ") == 0) {
-        bearer = value.substr(7);
+      if (name == "authorization") {
+        // One credential per request: the handlers read the first header, and the rate limit
+        // must charge the token they authenticate, not a second one sent beside it.
+        if (seen_authorization) {
+          ++server_.counters_->rejected;
+          RejectInLoop(c, 400, "more than one Authorization header", "invalid_argument");
+          return false;
+        }
+        seen_authorization = true;
+        if (value.size() > 7 && value.compare(0, 7, "Bearer ") == 0) bearer = value.substr(7);
       }
       if (name == "connection") connection = Lower(value);
       if (name == "content-length") {

@@ -381,5 +381,21 @@ TEST_F(FrontDoorTest, ATokenOverItsRateGets429WithRetryAfter) {
             std::string::npos);
 }
 
+
+// A second Authorization header could have the rate limit charge one token while the handlers
+// authenticate another: such a request is refused before any handler runs.
+TEST_F(FrontDoorTest, TwoAuthorizationHeadersAreRefused) {
+  Start(Options());
+  UniqueFd c = Connect("127.0.0.1");
+  Send(c.get(),
+       "GET /hi HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer alice\r\n"
+       "Authorization: Bearer bob\r\n\r\n");
+  const std::string got = ReadFor(c.get(), milliseconds(3000));
+  EXPECT_NE(got.find("HTTP/1.1 400"), std::string::npos) << got;
+  EXPECT_NE(got.find("more than one Authorization header"), std::string::npos) << got;
+  EXPECT_EQ(got.find("hello"), std::string::npos) << got;
+  EXPECT_TRUE(Served());
+}
+
 }  // namespace
 }  // namespace flyt::http
