@@ -63,10 +63,13 @@ class GpuServerMovesTest : public ::testing::Test, protected test::NodeApi {
   }
   void TearDown() override {
     server_.reset();
-    // The servers outlive a GpuServers: ours go with the test (each leads its process group).
+    // The servers outlive a GpuServers: ours go with the test. StopAll drains each (as the node
+    // manager's clean stop does) and waits; what it could not stop is killed with its process
+    // group below.
+    servers_->StopAll(std::chrono::seconds(3));
     std::vector<pid_t> pids;
     for (const json& r : servers_->List()["servers"]) {
-      if (r["pid"].is_number() && (r["state"] == "running" || r["state"] == "draining")) {
+      if (r["pid"].is_number() && r["state"] != "stopped" && r["state"] != "failed") {
         pids.push_back(r["pid"].get<pid_t>());
       }
     }

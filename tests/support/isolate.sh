@@ -43,14 +43,15 @@ if [ "${FLYT_TEST_CGROUP:-1}" != 0 ]; then
 fi
 
 # tagged_pids: the pids of the test's processes still alive (not this script's own): the cgroup's
-# members where there is one (every descendant stays in it), else the processes with the tag.
+# members where there is one (every descendant stays in it, even one that scrubbed its
+# environment) and, always, the processes that carry the tag (in case the move into the cgroup
+# failed).
 tagged_pids() {
-  if [ -n "$cg" ]; then
-    grep -vx "$$" "$cg/cgroup.procs" 2>/dev/null
-    return 0
-  fi
-  grep -lzx "FLYT_TEST_TAG=$tag" /proc/[0-9]*/environ 2>/dev/null |
-    sed -n 's|^/proc/\([0-9]*\)/environ$|\1|p' | grep -vx "$$"
+  {
+    [ -n "$cg" ] && cat "$cg/cgroup.procs" 2>/dev/null
+    grep -lzx "FLYT_TEST_TAG=$tag" /proc/[0-9]*/environ 2>/dev/null |
+      sed -n 's|^/proc/\([0-9]*\)/environ$|\1|p'
+  } | grep -vx "$$" | sort -u
 }
 
 # stop_all: kills every process of the test (cgroup.kill where there is one, then by tag), bounded.
@@ -76,53 +77,42 @@ cleanup_cgroup() {
   done
 }
 
-# The test itself: into the cgroup first, then exec.
-(
-  if [ -n "$cg" ]; then echo "$BASHPID" >"$cg/cgroup.procs" 2>/dev/null; fi
-  export FLYT_TEST_TAG=$tag
-  exec "$@"
-) &
-child=$!
-
-timed_out="${TMPDIR:-/tmp}/flyt-isolate-$tag.timeout"
-watchdog=""
-if [ "$timeout" != 0 ]; then
-  # The watchdog holds none of the test's output (CTest reads it through a pipe).
-  (
-    trap 'kill "$sleeper" 2>/dev/null; exit 0' TERM
-    sleep "$timeout" &
-    sleeper=$!
-    wait "$sleeper" || exit 0
-    : >"$timed_out"
-    kill -TERM "$child" 2>/dev/null
-    sleep 2 &
-    sleeper=$!
-    wait "$sleeper" || exit 0
-    kill -9 "$child" 2>/dev/null
-  ) </dev/null >/dev/null 2>&1 &
-  watchdog=$!
-fi
-
+# A signal to this script (CTest stopping the run) stops the test and all it started. Set before
+# the test starts, so that no signal can leave it running.
+child=""
 on_signal() {
-  [ -n "$watchdog" ] && kill "$watchdog" 2>/dev/null
-  kill -TERM "$child" 2>/dev/null
+  [ -n "$child" ] && kill -TERM "$child" 2>/dev/null
   stop_all
   cleanup_cgroup
   exit 143
 }
 trap on_signal TERM INT HUP
 
+# The test itself: into the cgroup first, then exec, under timeout(1) when there is a limit (it
+# signals the test's whole process group: TERM at the limit, KILL 2 s later; exit 124 or 137).
+(
+  if [ -n "$cg" ]; then echo "$BASHPID" >"$cg/cgroup.procs" 2>/dev/null; fi
+  export FLYT_TEST_TAG=$tag
+  if [ "$timeout" != 0 ]; then exec timeout -k 2 "$timeout" "$@"; fi
+  exec "$@"
+) &
+child=$!
+
 wait "$child"
 rc=$?
-[ -n "$watchdog" ] && { kill "$watchdog" 2>/dev/null; wait "$watchdog" 2>/dev/null; }
-
-if [ -e "$timed_out" ]; then
-  rm -f "$timed_out"
+if [ "$timeout" != 0 ] && { [ "$rc" = 124 ] || [ "$rc" = 137 ]; }; then
   echo "isolate: timed out after ${timeout} s; stopping the test's processes" >&2
   rc=124
 fi
 
+# A process that is on its way out (a watcher that polls for the test's end, a child reaped a
+# moment late) gets up to 3 s; what is still running then was left behind.
 left=$(tagged_pids)
+for _ in $(seq 30); do
+  [ -z "$left" ] && break
+  sleep 0.1
+  left=$(tagged_pids)
+done
 if [ -n "$left" ]; then
   for pid in $left; do
     cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)
