@@ -434,6 +434,10 @@ class Cluster : private NodeWorkerHost {
                          const std::string& by) FLYT_REQUIRES(mu_);
   // The remote part of a lease (a default one when none is known).
   RemoteLeaseInfo RemoteInfoLocked(const std::string& id) const FLYT_REQUIRES(mu_);
+  // Writes leases whose expiry was pushed out (after a store outage, after a restart), each with
+  // a lease.renewed event of `reason` ("...: <why>"), and puts them back in the ledger.
+  Status WriteExtendedLeasesLocked(const std::vector<sched::Lease>& extend, const char* reason,
+                                   const char* why) FLYT_REQUIRES(mu_);
 
   // ---- inventory.cc ----
   // A heartbeat refused for a GPU (uuid, first node) another node reported: counted always; logged

@@ -502,6 +502,12 @@ Status Cluster::RecoverLocked() {
   PublishLocked(kAllTopics);
   dirty_ = true;
   if (extend.empty()) return Status::Ok();
+  return WriteExtendedLeasesLocked(extend, "store_outage",
+                                   "its TTL ran out while the store could not be written");
+}
+
+Status Cluster::WriteExtendedLeasesLocked(const std::vector<sched::Lease>& extend,
+                                          const char* reason, const char* why) {
   return WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
     for (const sched::Lease& lease : extend) {
       // A remote lease's row keeps its remote part (and a move it records).
@@ -513,10 +519,9 @@ Status Cluster::RecoverLocked() {
           txn, "lease.renewed",
           {{"lease_id", lease.id},
            {"expires_at", j["expires_at"]},
-           {"reason", "store_outage"},
+           {"reason", reason},
            {"message", "lease " + lease.id + " of " + lease.owner + " extended until " +
-                           j["expires_at"].get<std::string>() +
-                           ": its TTL ran out while the store could not be written"}}));
+                           j["expires_at"].get<std::string>() + ": " + why}}));
       ledger_->Restore(lease);
     }
     return Status::Ok();
@@ -627,26 +632,8 @@ Status Cluster::Load() {
     extend.push_back(std::move(lease));
   }
   if (extend.empty()) return Status::Ok();
-  Status written =
-      WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
-        for (const sched::Lease& lease : extend) {
-          const RemoteLeaseInfo info = RemoteInfoLocked(lease.id);
-          const json j = lease.remote ? ToJson(lease, info) : ToJson(lease);
-          FLYT_RETURN_IF_ERROR(txn.Put(Table::kLeases, lease.id, DumpJson(j)));
-          if (lease.remote && info.moving) ledger_->Restore(ReservationOf(lease, *info.moving));
-          FLYT_RETURN_IF_ERROR(Event(
-              txn, "lease.renewed",
-              {{"lease_id", lease.id},
-               {"expires_at", j["expires_at"]},
-               {"reason", "manager_restart"},
-               {"message", "lease " + lease.id + " of " + lease.owner + " extended until " +
-                               j["expires_at"].get<std::string>() +
-                               ": its holder could not renew it while the cluster manager was "
-                               "down"}}));
-          ledger_->Restore(lease);
-        }
-        return Status::Ok();
-      });
+  Status written = WriteExtendedLeasesLocked(
+      extend, "manager_restart", "its holder could not renew it while the cluster manager was down");
   // A store that cannot be written now is an outage like any other: the manager still starts,
   // and these leases keep the expiry they had.
   if (!written.ok()) {
