@@ -15,6 +15,7 @@
 #include <cstring>
 #include <spdlog/spdlog.h>
 
+#include "client_manager/manager_internal.h"
 #include "common/json.h"
 #include "common/json_fields.h"
 
@@ -23,11 +24,14 @@ namespace {
 
 using nlohmann::json;
 using std::chrono::milliseconds;
-using TimePoint = std::chrono::steady_clock::time_point;
+using internal::kNever;
+using internal::Ms;
+using internal::TimePoint;
+using internal::UnixAddress;
 
-constexpr TimePoint kNever = TimePoint::max();
+}  // namespace
 
-sockaddr_un UnixAddress(const std::string& path) {
+sockaddr_un internal::UnixAddress(const std::string& path) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, path.c_str(), std::min(path.size(), sizeof addr.sun_path - 1));
@@ -46,14 +50,14 @@ Status MakeParentDirs(const std::string& path) {
   return Status::Ok();
 }
 
+namespace {
+
 bool SomeoneListens(const std::string& path) {
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return false;
   sockaddr_un addr = UnixAddress(path);
   return ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
 }
-
-std::string Ms(milliseconds ms) { return std::to_string(ms.count()) + " ms"; }
 
 // A fresh Idempotency-Key for one intended lease: 128 random bits.
 std::string NewIdempotencyKey() {
@@ -79,147 +83,7 @@ std::string NewIdempotencyKey() {
   }
   return key;
 }
-
-// What connecting to a GPU server's address (HOST:PORT, [V6]:PORT or unix:PATH) says about it:
-// {"verdict": "alive" | "dead" | "unknown", "why": ...}. Dead is only a definite no — the
-// connection refused, the socket file gone — never a slow answer or an unreachable network.
-json ProbeServer(const std::string& address, milliseconds timeout) {
-  auto verdict = [](const char* v, const std::string& why) {
-    return json{{"verdict", v}, {"why", why}};
-  };
-  // Only a definite no: a host or network unreachable, or a reset, is often a passing blip (a
-  // route change, an overloaded listener) and must not cost the other programs their server.
-  auto dead_errno = [](int e) { return e == ECONNREFUSED || e == ENOENT; };
-  if (address.rfind("unix:", 0) == 0) {
-    const std::string path = address.substr(5);
-    if (path.empty() || path.size() >= sizeof(sockaddr_un::sun_path)) {
-      return verdict("unknown", "not a socket path");
-    }
-    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    if (!fd.valid()) return verdict("unknown", std::strerror(errno));
-    sockaddr_un addr = UnixAddress(path);
-    int rc;
-    do {
-      rc = ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
-    } while (rc != 0 && errno == EINTR);
-    if (rc == 0 || errno == EAGAIN) return verdict("alive", "it accepts connections");
-    const int e = errno;
-    return verdict(dead_errno(e) ? "dead" : "unknown", std::strerror(e));
-  }
-  std::string host, port;
-  if (!address.empty() && address[0] == '[') {
-    const size_t close = address.find(']');
-    if (close == std::string::npos || close + 1 >= address.size() || address[close + 1] != ':') {
-      return verdict("unknown", "not HOST:PORT");
-    }
-    host = address.substr(1, close - 1);
-    port = address.substr(close + 2);
-  } else {
-    const size_t colon = address.rfind(':');
-    if (colon == std::string::npos) return verdict("unknown", "not HOST:PORT");
-    host = address.substr(0, colon);
-    port = address.substr(colon + 1);
-  }
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* infos = nullptr;
-  if (int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &infos); rc != 0) {
-    return verdict("unknown", std::string("cannot resolve ") + host + ": " + ::gai_strerror(rc));
-  }
-  std::unique_ptr<addrinfo, void (*)(addrinfo*)> owned(infos, ::freeaddrinfo);
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  bool all_dead = true;
-  std::string why = "no address";
-  for (addrinfo* ai = infos; ai != nullptr; ai = ai->ai_next) {
-    UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                         ai->ai_protocol));
-    if (!fd.valid()) {
-      all_dead = false;
-      why = std::strerror(errno);
-      continue;
-    }
-    int err = 0;
-    if (::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
-      err = errno;
-      if (err == EINPROGRESS || err == EINTR) {
-        const auto left = std::chrono::duration_cast<milliseconds>(
-            deadline - std::chrono::steady_clock::now());
-        pollfd p{fd.get(), POLLOUT, 0};
-        if (::poll(&p, 1, static_cast<int>(std::max<int64_t>(left.count(), 0))) <= 0) {
-          all_dead = false;
-          why = "no answer within " + Ms(timeout);
-          continue;
-        }
-        socklen_t len = sizeof err;
-        if (::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
-      }
-    }
-    if (err == 0) return verdict("alive", "it accepts connections");
-    all_dead = all_dead && dead_errno(err);
-    why = std::strerror(err);
-  }
-  return verdict(all_dead ? "dead" : "unknown", why);
-}
-
 }  // namespace
-
-struct ClientManager::Conn {
-  enum class State { kNew, kWaiting, kHolding, kDone };
-  uint64_t id = 0;
-  UniqueFd fd;
-  std::string in;
-  pid_t peer_pid = 0;
-  uid_t peer_uid = 0;
-  std::string program;
-  State state = State::kNew;
-  TimePoint first_line_deadline = kNever;
-  TimePoint acquire_deadline = kNever;
-  std::string slot_key;  // kWaiting
-  std::string lease_id;  // kHolding
-  const char* closing = nullptr;  // why, once it is to be closed at the end of the pass
-  bool protocol_error = false;
-  bool reported = false;  // sent its one server_dead report
-
-  std::string Who() const {
-    return (program.empty() ? std::string("a program") : "'" + program + "'") + " (pid " +
-           std::to_string(peer_pid) + ", uid " + std::to_string(peer_uid) + ")";
-  }
-};
-
-struct ClientManager::Slot {
-  std::string key;
-  LeaseProfile profile;
-  bool acquiring = false;
-  std::string lease_id;  // the lease new programs get; empty when none
-  std::string reacquire_after;  // a dead server's lease: ask for a new one once it is released
-  std::vector<uint64_t> waiters;
-};
-
-struct ClientManager::Lease {
-  std::string id;
-  std::string slot_key;
-  json answer;  // what each program is told
-  std::string server;
-  std::set<uint64_t> holders;
-  TimePoint next_renew = kNever;
-  TimePoint release_at = kNever;  // set while no program holds it
-  bool call_in_flight = false;
-  bool releasing = false;
-  uint64_t renewals = 0;
-  bool probing = false;  // its server, reported dead, is being checked
-  std::vector<uint64_t> dead_reporters;  // connections waiting for the probe's verdict
-};
-
-struct ClientManager::Outcome {
-  enum class Kind { kAcquire, kRenew, kRelease, kProbe };
-  Kind kind = Kind::kAcquire;
-  std::string key;  // slot key (acquire) or lease id
-  Result<json> result = Status(StatusCode::kInternal, "no outcome");
-  uint64_t call_id = 0;
-  std::shared_ptr<std::atomic<bool>> answered;  // acquire: the last attempt got an answer
-};
 
 ClientManager::ClientManager(ClientManagerConfig config, Clock& clock, ManagerTuning tuning)
     : config_(std::move(config)),
@@ -857,126 +721,6 @@ void ClientManager::Timers() {
   }
   for (Lease* lease : due_release) {
     StartRelease(*lease, ("no program has used it for " + Ms(config_.release_after)).c_str());
-  }
-}
-
-// ---- dead servers ------------------------------------------------------------------------------
-
-bool ClientManager::HandleDeadReport(Conn& conn, const json& request) {
-  JsonFields f(request);
-  std::string lease_id, server;
-  Status s = f.Only({"op", "lease_id", "server"});
-  if (s.ok()) s = f.OptionalString("lease_id", 256, lease_id);
-  if (s.ok()) s = f.OptionalString("server", 1024, server);
-  if (s.ok() && (lease_id.empty() || server.empty())) {
-    s = InvalidArgument("server_dead needs lease_id and server");
-  }
-  if (s.ok() && conn.reported) s = InvalidArgument("one server_dead report per connection");
-  if (!s.ok()) {
-    spdlog::warn("{} sent a bad report ({}); connection closed", conn.Who(), s.message());
-    conn.protocol_error = true;
-    (void)Send(conn, json{{"ok", false}, {"code", "invalid_argument"}, {"error", s.message()}});
-    return false;
-  }
-  conn.reported = true;
-  ++counters_.dead_reports;
-  auto refuse = [&](const char* code, const std::string& error) {
-    ++counters_.dead_reports_refused;
-    spdlog::warn("{} reports the server {} of lease {} dead: refused ({})", conn.Who(), server,
-                 lease_id, error);
-    if (!Send(conn, json{{"ok", false}, {"code", code}, {"error", error}})) {
-      conn.closing = "write failed";
-    }
-    return true;
-  };
-  // Only a program that was given the lease may report its server.
-  if (conn.lease_id != lease_id ||
-      (conn.state != Conn::State::kHolding && conn.state != Conn::State::kDone)) {
-    return refuse("permission_denied", "this connection was not given lease " + lease_id);
-  }
-  auto it = leases_.find(lease_id);
-  auto sit = it == leases_.end() ? slots_.end() : slots_.find(it->second->slot_key);
-  if (it == leases_.end() || it->second->releasing || sit == slots_.end() ||
-      sit->second->lease_id != lease_id) {
-    // Dropped already: the next acquire gets another lease.
-    if (!Send(conn, json{{"ok", true}, {"replaced", true}})) conn.closing = "write failed";
-    return true;
-  }
-  Lease& lease = *it->second;
-  if (lease.server != server) {
-    return refuse("invalid_argument",
-                  "lease " + lease_id + " is served at " + lease.server + ", not at " + server);
-  }
-  lease.dead_reporters.push_back(conn.id);
-  if (lease.probing) return true;  // one probe answers every report that comes meanwhile
-  lease.probing = true;
-  spdlog::warn("{} cannot connect to the GPU server {} of lease {}; checking it", conn.Who(),
-               server, lease_id);
-  Outcome outcome;
-  outcome.kind = Outcome::Kind::kProbe;
-  outcome.key = lease_id;
-  RunCall(std::move(outcome), [address = server, timeout = tuning_.dead_probe_timeout] {
-    return Result<json>(ProbeServer(address, timeout));
-  });
-  return true;
-}
-
-void ClientManager::OnProbed(const std::string& lease_id, Result<json> verdict) {
-  auto it = leases_.find(lease_id);
-  if (it == leases_.end()) return;  // erased leases have answered their reporters
-  Lease& lease = *it->second;
-  lease.probing = false;
-  std::vector<uint64_t> reporters;
-  reporters.swap(lease.dead_reporters);
-  auto sit = slots_.find(lease.slot_key);
-  if (lease.releasing || sit == slots_.end() || sit->second->lease_id != lease_id) {
-    AnswerReporters(std::move(reporters), json{{"ok", true}, {"replaced", true}});
-    return;
-  }
-  Slot& slot = *sit->second;
-  const std::string v = verdict.ok() ? verdict->value("verdict", "unknown") : "unknown";
-  const std::string why = verdict.ok() ? verdict->value("why", "") : verdict.status().message();
-  auto refuse = [&](const char* code, const std::string& error) {
-    counters_.dead_reports_refused += reporters.size();
-    spdlog::warn("lease {} kept: {}", lease_id, error);
-    AnswerReporters(std::move(reporters), json{{"ok", false}, {"code", code}, {"error", error}});
-  };
-  if (v != "dead") {
-    refuse("conflict", "the GPU server " + lease.server + " of lease " + lease_id +
-                           (v == "alive" ? " accepts connections" : " could not be checked") +
-                           " (" + why + "); the lease is kept");
-    return;
-  }
-  const TimePoint now = Now();
-  std::erase_if(dead_drops_, [&](const auto& kv) {
-    return now - kv.second >= tuning_.dead_server_interval;
-  });
-  if (dead_drops_.contains(slot.key)) {
-    refuse("unavailable", "the GPU server " + lease.server + " of lease " + lease_id +
-                              " is gone, but this profile's lease was replaced less than " +
-                              Ms(tuning_.dead_server_interval) +
-                              " ago; it is replaced at its next renewal, or ask again later");
-    return;
-  }
-  dead_drops_[slot.key] = now;
-  counters_.dead_servers_replaced += 1;
-  spdlog::warn("the GPU server {} of lease {} is gone ({}); the lease is released and a new one "
-               "asked for",
-               lease.server, lease_id, why);
-  // Held by the replacement from now: programs that come meanwhile wait for the new lease, which
-  // is asked for once the old one's share is given back.
-  slot.acquiring = true;
-  slot.reacquire_after = lease_id;
-  DropLease(lease_id, "lease_failed",
-            "its GPU server at " + lease.server + " is gone (" + why + ")");
-  AnswerReporters(std::move(reporters), json{{"ok", true}, {"replaced", true}});
-}
-
-void ClientManager::AnswerReporters(std::vector<uint64_t> reporters, const json& answer) {
-  for (uint64_t cid : reporters) {
-    auto c = conns_.find(cid);
-    if (c == conns_.end() || c->second->closing != nullptr) continue;
-    if (!Send(*c->second, answer)) c->second->closing = "write failed";
   }
 }
 
