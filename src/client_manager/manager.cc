@@ -411,7 +411,8 @@ bool ClientManager::HandleLine(Conn& conn, const std::string& line) {
   }
   conn.state = Conn::State::kWaiting;
   conn.slot_key = key;
-  conn.acquire_deadline = Now() + config_.acquire_timeout;
+  conn.asked_at = Now();
+  conn.acquire_deadline = conn.asked_at + config_.acquire_timeout;
   slot.waiters.push_back(conn.id);
   if (!slot.acquiring) StartAcquire(slot);
   return true;
@@ -419,6 +420,7 @@ bool ClientManager::HandleLine(Conn& conn, const std::string& line) {
 
 void ClientManager::StartAcquire(Slot& slot) {
   slot.acquiring = true;
+  slot.acquire_started = Now();
   ++counters_.lease_requests;
   json body = slot.profile.ToJson();
   body["ttl_seconds"] = config_.ttl_seconds;
@@ -520,6 +522,30 @@ void ClientManager::OnAcquired(const std::string& slot_key, Result<json> answer,
                    {"memory_mb", a.value("memory_mb", json(nullptr))}};
     }
   }
+  if (!code.empty() && !answered && !stop_.load()) {
+    // No answer within the call's time. The programs that were waiting when it began get its
+    // failure (it says why: refused, unreachable, timed out). Those that asked while it was under
+    // way (a loaded machine stretches a call past its first asker's acquire_timeout) are not
+    // failed with a result that was never theirs: the profile is asked for again, with the same
+    // key, for those whose own time has not passed.
+    const TimePoint now = Now();
+    std::vector<uint64_t> later;
+    for (uint64_t cid : waiters) {
+      auto c = conns_.find(cid);
+      if (c != conns_.end() && c->second->state == Conn::State::kWaiting &&
+          c->second->closing == nullptr && c->second->asked_at > slot.acquire_started &&
+          c->second->acquire_deadline > now) {
+        later.push_back(cid);
+      }
+    }
+    if (!later.empty()) {
+      std::erase_if(waiters, [&](uint64_t cid) { return std::ranges::count(later, cid) > 0; });
+      spdlog::info("no answer for {} ({}); asking again for {} program(s) that asked meanwhile",
+                   slot_key, error, later.size());
+      slot.waiters = std::move(later);
+      StartAcquire(slot);
+    }
+  }
   if (!code.empty()) {
     spdlog::warn("no lease for {}: {} ({})", slot_key, error, code);
     for (uint64_t cid : waiters) {
@@ -527,7 +553,7 @@ void ClientManager::OnAcquired(const std::string& slot_key, Result<json> answer,
       if (c == conns_.end() || c->second->state != Conn::State::kWaiting) continue;
       FailAcquire(*c->second, code, error);
     }
-    if (slot.lease_id.empty()) slots_.erase(sit);
+    if (slot.lease_id.empty() && !slot.acquiring) slots_.erase(sit);
     return;
   }
   auto lease = std::make_unique<Lease>();

@@ -53,6 +53,7 @@ struct ClientManager::Conn {
   State state = State::kNew;
   TimePoint first_line_deadline = kNever;
   TimePoint acquire_deadline = kNever;
+  TimePoint asked_at = kNever;  // when it asked for its lease (kWaiting)
   std::string slot_key;  // kWaiting
   std::string lease_id;  // kHolding
   const char* closing = nullptr;  // why, once it is to be closed at the end of the pass
@@ -69,6 +70,7 @@ struct ClientManager::Slot {
   std::string key;
   LeaseProfile profile;
   bool acquiring = false;
+  TimePoint acquire_started = kNever;  // when the call under way (acquiring) began
   std::string lease_id;  // the lease new programs get; empty when none
   std::string reacquire_after;  // a dead server's lease: ask for a new one once it is released
   std::vector<uint64_t> waiters;

@@ -530,6 +530,40 @@ TEST_F(ManagerTest, AnUnsettledCreationsKeyIsReusedByTheNextAcquire) {
   EXPECT_EQ(keys.front(), keys.back());
 }
 
+TEST_F(ManagerTest, AProgramThatJoinsAnUnansweredCallIsNotFailedWithItsResult) {
+  // p asks; the cluster manager makes the lease and its answer is lost (held 3 s). p's
+  // acquire_timeout passes on the fake clock while the call still waits (1.5 s of real time), and
+  // q asks for the same share then: it joins the call under way. The call ends with no answer,
+  // which was never q's result: q, whose own time has not passed, is asked for again with the same
+  // key and gets the one lease (a loaded machine made this race in full-suite runs).
+  config_.acquire_timeout = milliseconds(1500);
+  tuning_.create_attempt_timeout = milliseconds(1500);
+  cluster_.lost_answers = 1;
+  cluster_.lost_answer_ms = 3000;
+  Start(fake_clock_);
+  Program p(config_.socket_path);
+  ASSERT_TRUE(p.Acquire());
+  // p is waiting once its call has reached the cluster manager.
+  for (int i = 0; i < 500 && cluster_.creates.load() == 0; ++i) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  ASSERT_EQ(cluster_.creates.load(), 1);
+  fake_clock_.Advance(milliseconds(1501));
+  auto refused = p.Read();
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ((*refused)["code"], "unavailable");
+  Program q(config_.socket_path);
+  ASSERT_TRUE(q.Acquire());
+  auto answer = q.Read(seconds(10));
+  ASSERT_TRUE(answer.has_value());
+  ASSERT_EQ((*answer)["ok"], true) << answer->dump();
+  EXPECT_EQ((*answer)["lease_id"], "rlease-1");
+  EXPECT_EQ(cluster_.granted.load(), 1);
+  const auto keys = cluster_.keys();
+  ASSERT_EQ(keys.size(), 2u);
+  EXPECT_EQ(keys.front(), keys.back());
+}
+
 // ---- issue 32: a dead GPU server is replaced at once --------------------------------------------
 
 // A loopback TCP address nobody listens on (bound, then closed), or one that accepts.

@@ -6,6 +6,8 @@
 # The script that sources this sets `build` and `src` (its two arguments) and `tmp` (its scratch
 # directory) first; the cluster helpers also read `url` (the manager's address) and `admin` (an
 # admin token) where the script has them. Its EXIT trap calls stop_children.
+# shellcheck source=../support/python_path.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../support/python_path.sh"
 passes=0
 failures=0
 

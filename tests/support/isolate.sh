@@ -30,28 +30,57 @@ if [ $# -eq 0 ]; then
   exit 2
 fi
 
-tag="t$$.$(date +%s%N)"
+# Every step below that runs once per test avoids starting a process where bash can do it itself:
+# the harness runs before each of ~1,100 test cases, and each fork costs ~10 ms on a loaded CI VM.
+tag="t$$.${EPOCHREALTIME/./}"
 
 # The cgroup v2 mount (/sys/fs/cgroup on a unified system, /sys/fs/cgroup/unified on a hybrid one).
 cg=""
 if [ "${FLYT_TEST_CGROUP:-1}" != 0 ]; then
-  root=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts 2>/dev/null)
-  if [ -n "$root" ] && mkdir -p "$root/flyt-tests" 2>/dev/null &&
+  root=""
+  while read -r _ mnt fstype _; do
+    if [ "$fstype" = cgroup2 ]; then root=$mnt; break; fi
+  done </proc/mounts 2>/dev/null
+  if [ -n "$root" ] && { [ -d "$root/flyt-tests" ] || mkdir -p "$root/flyt-tests" 2>/dev/null; } &&
       mkdir "$root/flyt-tests/$tag" 2>/dev/null; then
     cg="$root/flyt-tests/$tag"
   fi
 fi
+# by_tag: whether processes are also looked up by their tag (a scan of every /proc/*/environ). Only
+# where there is no cgroup, or the test could not be moved into it (see joined_cgroup below).
+by_tag=1
+[ -n "$cg" ] && by_tag=0
 
-# tagged_pids: the pids of the test's processes still alive (not this script's own): the cgroup's
-# members where there is one (every descendant stays in it, even one that scrubbed its
-# environment) and, always, the processes that carry the tag (in case the move into the cgroup
-# failed).
-tagged_pids() {
-  {
-    [ -n "$cg" ] && cat "$cg/cgroup.procs" 2>/dev/null
-    grep -lzx "FLYT_TEST_TAG=$tag" /proc/[0-9]*/environ 2>/dev/null |
-      sed -n 's|^/proc/\([0-9]*\)/environ$|\1|p'
-  } | grep -vx "$$" | sort -u
+# find_left: sets `left` to the pids of the test's processes still alive (not this script's own):
+# the cgroup's members where there is one (every descendant stays in it, even one that scrubbed
+# its environment) and the processes that carry the tag where by_tag is set.
+left=()
+find_left() {
+  local pid file
+  left=()
+  if [ -n "$cg" ]; then
+    while read -r pid; do
+      [ "$pid" != "$$" ] && left+=("$pid")
+    done <"$cg/cgroup.procs" 2>/dev/null
+  fi
+  if [ "$by_tag" = 1 ]; then
+    for file in $(grep -lzx "FLYT_TEST_TAG=$tag" /proc/[0-9]*/environ 2>/dev/null); do
+      pid=${file#/proc/}
+      pid=${pid%/environ}
+      [ "$pid" != "$$" ] && [[ " ${left[*]} " != *" $pid "* ]] && left+=("$pid")
+    done
+  fi
+}
+
+# joined_cgroup: whether the test ran in its cgroup. cpu.stat is in every cgroup v2 group, with or
+# without the cpu controller, and its usage_usec counts the CPU time of the group's processes: any
+# process that ran there makes it non-zero.
+joined_cgroup() {
+  local key value
+  while read -r key value; do
+    if [ "$key" = usage_usec ]; then [ "$value" != 0 ]; return; fi
+  done <"$cg/cpu.stat" 2>/dev/null
+  return 1
 }
 
 # stop_all: kills every process of the test (cgroup.kill where there is one, then by tag), bounded.
@@ -59,11 +88,12 @@ stop_all() {
   local i pid
   for i in 1 2 3 4 5; do
     [ -n "$cg" ] && [ -w "$cg/cgroup.kill" ] && echo 1 >"$cg/cgroup.kill" 2>/dev/null
-    local left=0
-    for pid in $(tagged_pids); do
-      kill -9 "$pid" 2>/dev/null && left=1
+    local alive=0
+    find_left
+    for pid in "${left[@]}"; do
+      kill -9 "$pid" 2>/dev/null && alive=1
     done
-    [ "$left" = 0 ] && return 0
+    [ "$alive" = 0 ] && return 0
     sleep 0.2
   done
 }
@@ -82,6 +112,7 @@ cleanup_cgroup() {
 child=""
 on_signal() {
   [ -n "$child" ] && kill -TERM "$child" 2>/dev/null
+  by_tag=1
   stop_all
   cleanup_cgroup
   exit 143
@@ -105,16 +136,18 @@ if [ "$timeout" != 0 ] && { [ "$rc" = 124 ] || [ "$rc" = 137 ]; }; then
   rc=124
 fi
 
+[ -n "$cg" ] && ! joined_cgroup && by_tag=1
+
 # A process that is on its way out (a watcher that polls for the test's end, a child reaped a
 # moment late) gets up to 3 s; what is still running then was left behind.
-left=$(tagged_pids)
-for _ in $(seq 30); do
-  [ -z "$left" ] && break
+find_left
+for ((i = 0; i < 30; i++)); do
+  [ ${#left[@]} = 0 ] && break
   sleep 0.1
-  left=$(tagged_pids)
+  find_left
 done
-if [ -n "$left" ]; then
-  for pid in $left; do
+if [ ${#left[@]} != 0 ]; then
+  for pid in "${left[@]}"; do
     cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)
     echo "isolate: left running: $pid ${cmd:-?}" >&2
   done
