@@ -27,25 +27,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_healthy() {
-  for _ in $(seq 1 100); do curl -sf "$1/healthz" >/dev/null && return 0; sleep 0.1; done
-  echo "cluster_http_bench: $1 did not come up" >&2
-  return 1
-}
+# shellcheck source=bench_lib.sh
+. "$src/bench/bench_lib.sh"
 
 # 1. A real node's snapshot: 8 idle H100s (simulated NVML), as the node manager serves it.
-node_port=$(free_port)
-FLYT_NVML_LIBRARY="$build/lib/libflyt-sim-nvml.so" FLYT_SIM_SCENARIO="$src/sim/scenarios/h100x8-idle.toml" \
-  "$build/bin/flyt-node-manager" --listen "127.0.0.1:$node_port" --log-level warn 2>"$tmp/node.log" &
-node_pid=$!
-children+=("$node_pid")
-wait_healthy "http://127.0.0.1:$node_port"
-for _ in $(seq 1 50); do
-  curl -sf "http://127.0.0.1:$node_port/api/v1/gpus" >"$tmp/snapshot.json" && break
-  sleep 0.2
-done
-kill "$node_pid"
+node_snapshot "$tmp/snapshot.json"
 
 # 2. The manager. Nodes stay reachable between the phases without a background heartbeat stream
 #    (unreachable_after = 1 h); allocations are also timed with heartbeats at the production rate.

@@ -23,13 +23,9 @@ mark="demo-stop-$$-$RANDOM"
 
 # marked: "PID COMMAND LINE" of every live process (zombies aside) carrying our marker.
 marked() {
-  local p pid state
-  for p in /proc/[0-9]*; do
-    pid=${p#/proc/}
-    tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qxF "FLYT_E2E_MARK=$mark" || continue
-    state=$(sed -n 's/^State:\t\([A-Z]\).*/\1/p' "$p/status" 2>/dev/null)
-    [ -z "$state" ] || [ "$state" = Z ] && continue
-    echo "$pid $(tr '\0' ' ' <"$p/cmdline" 2>/dev/null)"
+  local pid
+  for pid in $(marked_pids "$mark"); do
+    echo "$pid $(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline")"
   done
 }
 # flyt_left: the marked processes that run a program of this build (flyt-*, the CUDA programs).
@@ -55,38 +51,8 @@ unset FLYT_CLUSTER_MANAGER FLYT_TOKEN FLYT_ADMIN_TOKEN FLYT_NVML_LIBRARY FLYT_SI
   FLYT_SIM_TIME FLYT_SIM_START FLYT_SIM_REASON FLYT_SERVER FLYT_DEMO_PORT FLYT_BUILD_DIR
 
 # ---- 1. the demo, stopped with Ctrl-C -------------------------------------------------------
-# A checkout of our own (the source tree's files, `build` → the build under test, a var/ of our
-# own), as tests/e2e/readme_commands_test.sh makes one.
 root=$tmp/root
-mkdir -p "$root/var"
-for f in "$src"/*; do
-  case $(basename "$f") in build | build-* | var) continue ;; esac
-  ln -s "$f" "$root/$(basename "$f")"
-done
-ln -s "$build" "$root/build"
-
-# demo_port: the first of 8 consecutive free loopback ports (the manager and up to 7 nodes) whose
-# GPU-server ports (+100 to +139) are free too.
-demo_port() {
-  python3 - <<'PY'
-import random, socket
-for _ in range(500):
-    p = random.randint(20000, 60000)
-    socks = []
-    try:
-        for q in list(range(p, p + 8)) + list(range(p + 100, p + 140)):
-            s = socket.socket()
-            socks.append(s)
-            s.bind(("127.0.0.1", q))
-    except OSError:
-        continue
-    finally:
-        for s in socks:
-            s.close()
-    print(p)
-    break
-PY
-}
+demo_checkout "$root"
 port=$(demo_port)
 # shellcheck disable=SC2034  # lib.sh's api reads it
 url="http://127.0.0.1:$port"
@@ -98,23 +64,7 @@ FLYT_E2E_MARK=$mark python3 -c 'import time; time.sleep(600)' --ready-file "$dem
 old_server=$!
 pids+=("$old_server")
 
-# As a terminal's foreground job: a session and process group of its own (its pid is the group's
-# id), and SIGINT not ignored (bash makes a background command of a script ignore it: reset here).
-(cd "$root" && exec env FLYT_E2E_MARK="$mark" FLYT_RUN_NO_BUILD=1 FLYT_DEMO_PORT="$port" \
-  python3 -c 'import os, signal, sys
-signal.signal(signal.SIGINT, signal.SIG_DFL)
-os.setsid()
-os.execvp(sys.argv[1], sys.argv[1:])' scripts/run.sh) >"$tmp/demo.out" 2>"$tmp/demo.err" &
-demo_pid=$!
-pids+=("$demo_pid")
-demo_pgid=$demo_pid
-demo_printed() { grep -q "Ctrl-C stops everything" "$tmp/demo.out"; }
-if ! wait_for 120 demo_printed; then
-  echo "FAIL: the demo did not start; its output:"
-  cat "$tmp/demo.out" "$tmp/demo.err"
-  for log in "$demo"/*.log; do echo "== $log"; tail -n 20 "$log"; done
-  exit 1
-fi
+start_demo "$root" "$port" "$mark" 120 || exit 1
 check "the earlier run's GPU server was stopped before the state dir was deleted" \
   grep -q "stopping GPU servers an earlier demo left running: $old_server" "$tmp/demo.out"
 old_server_gone() { ! kill -0 "$old_server" 2>/dev/null; }

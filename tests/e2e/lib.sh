@@ -273,3 +273,83 @@ job_samples_at_least() {
   curl -sf "http://127.0.0.1:${node_ports[$node]}/api/v1/monitoring/sessions/$session" |
     jq_py "sys.exit(0 if d['sample_count'] >= $2 else 1)"
 }
+
+# ---- the demo (scripts/run.sh), as a README reader runs it ----------------------------------------
+
+# marked_pids <mark>: the pids of the live processes (zombies aside) whose environment has
+# FLYT_E2E_MARK=<mark>: what a demo started (its GPU servers inherit the mark from their node
+# manager). One grep over every /proc/*/environ, not a pipeline per process: tests poll this.
+marked_pids() {
+  local file pid state
+  for file in $(grep -lzxF "FLYT_E2E_MARK=$1" /proc/[0-9]*/environ 2>/dev/null); do
+    pid=${file#/proc/}
+    pid=${pid%/environ}
+    state=""
+    while read -r key value _; do
+      if [ "$key" = State: ]; then state=$value; break; fi
+    done 2>/dev/null <"/proc/$pid/status"
+    [ -z "$state" ] || [ "$state" = Z ] && continue
+    echo "$pid"
+  done
+  return 0
+}
+
+# demo_checkout <root>: a checkout of our own at <root>, as the README's reader has one: the source
+# tree's files, `build` -> the build under test ($build), and a var/ of our own for the demo's
+# store and logs.
+demo_checkout() {
+  local root=$1 f
+  mkdir -p "$root/var"
+  for f in "$src"/*; do
+    case $(basename "$f") in build | build-* | var) continue ;; esac
+    ln -s "$f" "$root/$(basename "$f")"
+  done
+  ln -s "$build" "$root/build"
+}
+
+# demo_port: the first of 8 consecutive free loopback ports (the demo's manager and up to 7
+# nodes) whose GPU-server ports (+100 to +139) are free too.
+demo_port() {
+  python3 - <<'PY'
+import random, socket
+for _ in range(500):
+    p = random.randint(20000, 60000)
+    socks = []
+    try:
+        for q in list(range(p, p + 8)) + list(range(p + 100, p + 140)):
+            s = socket.socket()
+            socks.append(s)
+            s.bind(("127.0.0.1", q))
+    except OSError:
+        continue
+    finally:
+        for s in socks:
+            s.close()
+    print(p)
+    break
+PY
+}
+
+# start_demo <root> <port> <mark>: runs <root>/scripts/run.sh (the build under test, no build of
+# its own) on <port> as a terminal's foreground job: a session and process group of its own (its
+# pid is the group's id), SIGINT not ignored (bash makes a script's background command ignore it;
+# reset here), so that Ctrl-C can be pressed. Its output in $tmp/demo.out and demo.err; sets
+# demo_pid and demo_pgid. Returns once it printed "Ctrl-C stops everything", or 1 after <limit>
+# s (default 120) with its output and the ends of its logs shown.
+start_demo() {
+  local root=$1 demo_port=$2 mark=$3 limit=${4:-120} log
+  (cd "$root" && exec env FLYT_E2E_MARK="$mark" FLYT_RUN_NO_BUILD=1 FLYT_DEMO_PORT="$demo_port" \
+    python3 -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.setsid()
+os.execvp(sys.argv[1], sys.argv[1:])' scripts/run.sh) >"$tmp/demo.out" 2>"$tmp/demo.err" &
+  demo_pid=$!
+  demo_pgid=$demo_pid
+  pids+=("$demo_pid")
+  if ! wait_for "$limit" grep -q "Ctrl-C stops everything" "$tmp/demo.out"; then
+    echo "FAIL: the demo did not start; its output:"
+    cat "$tmp/demo.out" "$tmp/demo.err"
+    for log in "$root/var/demo-$demo_port"/*.log; do echo "== $log"; tail -n 20 "$log"; done
+    return 1
+  fi
+}

@@ -16,21 +16,12 @@ tmp=$(mktemp -d)
 # Every process the demo starts carries this marker in its environment (its GPU servers inherit
 # it from their node manager): stopped at exit whatever happens, and none may be left after Ctrl-C.
 mark="readme-demo-$$-$RANDOM"
-marked_pids() {
-  local p
-  for p in /proc/[0-9]*; do
-    tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qxF "FLYT_E2E_MARK=$mark" || continue
-    [ "$(sed -n 's/^State:\t\([A-Z]\).*/\1/p' "$p/status" 2>/dev/null)" = Z ] && continue
-    echo "${p#/proc/}"
-  done
-  return 0
-}
 demo_pgid=""
 cleanup() {
   [ -n "$demo_pgid" ] && kill -TERM -- "-$demo_pgid" 2>/dev/null
   stop_children
   local left
-  left=$(marked_pids)
+  left=$(marked_pids "$mark")
   # shellcheck disable=SC2086
   [ -n "$left" ] && kill -9 $left 2>/dev/null
   rm -rf "$tmp"
@@ -40,41 +31,13 @@ trap cleanup EXIT
 unset FLYT_CLUSTER_MANAGER FLYT_TOKEN FLYT_ADMIN_TOKEN FLYT_NVML_LIBRARY FLYT_SIM_SCENARIO \
   FLYT_SIM_TIME FLYT_SIM_START FLYT_SIM_REASON FLYT_SERVER FLYT_DEMO_PORT FLYT_BUILD_DIR
 
-# A checkout of our own, as the README's reader has one: the source tree's files, `build` → the
-# build under test, and a var/ of our own for the demo's store and logs.
 root=$tmp/root
-mkdir -p "$root/var"
-for f in "$src"/*; do
-  case $(basename "$f") in build | build-* | var) continue ;; esac
-  ln -s "$f" "$root/$(basename "$f")"
-done
-ln -s "$build" "$root/build"
+demo_checkout "$root"
 cd "$root" || exit 1
 # The README's bare `flytctl ...` commands: flytctl on PATH, as installed.
 export PATH="$root/build/bin:$PATH"
 
-# run_port: the first of 8 consecutive free loopback ports (the manager and up to 7 nodes).
-run_port() {
-  python3 - <<'PY'
-import random, socket
-for _ in range(500):
-    p = random.randint(20000, 60000)
-    socks = []
-    try:
-        for q in range(p, p + 8):
-            s = socket.socket()
-            socks.append(s)
-            s.bind(("127.0.0.1", q))
-    except OSError:
-        continue
-    finally:
-        for s in socks:
-            s.close()
-    print(p)
-    break
-PY
-}
-port=$(run_port)
+port=$(demo_port)
 url="http://127.0.0.1:$port"
 has_driver() {
   ldconfig -p 2>/dev/null | grep -q 'libnvidia-ml\.so\.1 ' || command -v nvidia-smi >/dev/null 2>&1
@@ -83,22 +46,7 @@ first_node_port=$((port + 1))
 [ -x "$build/tests/cuda/vector_add" ] && ln -s "$build/tests/cuda/vector_add" "$root/my_cuda_program"
 
 # ---- the demo, as scripts/run.sh starts it ----------------------------------------------------
-# As a terminal's foreground job: a process group of its own, SIGINT not ignored (bash makes a
-# script's background command ignore it), so that Ctrl-C can be pressed at the end.
-env FLYT_E2E_MARK="$mark" FLYT_RUN_NO_BUILD=1 FLYT_DEMO_PORT="$port" python3 -c 'import os, signal, sys
-signal.signal(signal.SIGINT, signal.SIG_DFL)
-os.setsid()
-os.execvp(sys.argv[1], sys.argv[1:])' scripts/run.sh >"$tmp/demo.out" 2>"$tmp/demo.err" &
-demo_pid=$!
-demo_pgid=$demo_pid
-pids+=("$demo_pid")
-demo_printed() { grep -q "Ctrl-C stops everything" "$tmp/demo.out"; }
-if ! wait_for 90 demo_printed; then
-  echo "FAIL: the demo did not start; its output:"
-  cat "$tmp/demo.out" "$tmp/demo.err"
-  for log in var/demo-"$port"/*.log; do echo "== $log"; tail -n 20 "$log"; done
-  exit 1
-fi
+start_demo "$root" "$port" "$mark" 90 || exit 1
 # The README's `scripts/run.sh gpus ...` commands: the build under test, not a fresh build.
 export FLYT_RUN_NO_BUILD=1
 echo "== the demo printed:"
@@ -451,10 +399,10 @@ kill -INT -- "-$demo_pgid"
 demo_exited() { ! kill -0 "$demo_pid" 2>/dev/null; }
 check "Ctrl-C: scripts/run.sh exits" wait_for 90 demo_exited
 demo_pgid=""
-nothing_left() { [ -z "$(marked_pids)" ]; }
+nothing_left() { [ -z "$(marked_pids "$mark")" ]; }
 if ! wait_for 10 nothing_left; then
   echo "FAIL: Ctrl-C left processes of the demo running:"
-  for p in $(marked_pids); do echo "  $p $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)"; done
+  for p in $(marked_pids "$mark"); do echo "  $p $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)"; done
   failures=$((failures + 1))
 fi
 
