@@ -68,19 +68,18 @@ stop_children() {
 # run_bounded <seconds> <name> <command...>: runs the command with its output in $tmp/<name>.out,
 # its pid in $tmp/<name>.pid and its exit status in $tmp/<name>.rc; a watchdog kills it (-9) if
 # it runs longer than <seconds>. The watchdog holds none of the test's output (so a caller reading
-# it through a pipe, as ctest does, is not kept waiting) and is gone when the command is.
+# it through a pipe, as ctest does, is not kept waiting) and starts no process that could outlive
+# it: it waits with bash's own `read -t` on a pipe nobody writes to (a `sleep` child was left
+# running when the command ended before the watchdog had set its trap, as on a loaded machine).
 run_bounded() {
   local limit=$1 name=$2
   shift 2
   "$@" >"$tmp/$name.out" 2>&1 &
   local pid=$!
   echo "$pid" >"$tmp/$name.pid"
-  # The sleep is the watchdog's child: a TERM to the watchdog ends the sleep too (its trap).
   (
-    trap 'kill "$sleeper" 2>/dev/null; exit 0' TERM
-    sleep "$limit" &
-    sleeper=$!
-    wait "$sleeper" && kill -9 "$pid" 2>/dev/null
+    exec {never}<> <(:)
+    read -r -t "$limit" -u "$never" || kill -9 "$pid" 2>/dev/null
   ) </dev/null >/dev/null 2>&1 &
   local watchdog=$!
   watchdogs+=("$watchdog")
