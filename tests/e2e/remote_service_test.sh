@@ -197,8 +197,18 @@ failed_or_replaced() {
   if marked_failed; then ended_by=node; elif replaced_as_dead; then ended_by=client-manager; fi
   [ -n "$ended_by" ]
 }
-check "the lease ends: marked failed by the node, or replaced as dead by the client manager" \
-  wait_for 20 failed_or_replaced
+if ! wait_for 20 failed_or_replaced; then
+  # Not yet explained (1 in ~13 runs beside two CPU hogs): what each party saw, for the next run.
+  echo "FAIL: the lease ends: marked failed by the node, or replaced as dead by the client manager"
+  failures=$((failures + 1))
+  echo "--- lease $lease_id now: $(curl -s -H "Authorization: Bearer $admin" "$url/api/v1/remote-leases/$lease_id")"
+  echo "--- node gpu-a log (lines of the lease, tail):"; grep -n "$lease_id\|$server_pid" "$tmp/gpu-a.log" | tail -n 15
+  echo "--- client manager log (tail):"; tail -n 25 "$tmp/client-manager.log"
+  echo "--- cluster manager log (lines of the lease, tail):"; grep -n "$lease_id" "$tmp/manager.log" | tail -n 15
+  echo "--- the streaming program's output:"; tail -n 10 "$tmp/streaming.out"
+else
+  passes=$((passes + 1))
+fi
 if [ "$ended_by" = node ]; then
   reason=$(jq_py "print(d.get('reason', ''))" <<<"$failed_body")
   check "the reason says the server died ($reason)" grep -qi "signal\|exit\|killed" <<<"$reason"
