@@ -45,6 +45,26 @@ inline int CountLines(const std::string& path) {
   return n;
 }
 
+// A lease's server spec as the tests ask for it: 1024 MiB, kSecret, owner alice.
+inline GpuServerSpec ServerSpec(const std::string& lease, const std::string& gpu, uint32_t sms) {
+  GpuServerSpec s;
+  s.lease_id = lease;
+  s.gpu_uuid = gpu;
+  s.memory_mb = 1024;
+  s.sm_count = sms;
+  s.secret = kSecret;
+  s.owner = "alice";
+  return s;
+}
+
+// servers.Put(spec), with the server's pid added to `pids` (for the fixture's TearDown).
+inline Result<GpuServers::PutResult> PutRemembering(GpuServers& servers, const GpuServerSpec& spec,
+                                                    std::vector<pid_t>& pids) {
+  auto r = servers.Put(spec);
+  if (r.ok() && r->record["pid"].is_number()) pids.push_back(r->record["pid"].get<pid_t>());
+  return r;
+}
+
 inline bool Alive(pid_t pid) {
   // Our own children stay zombies until reaped by the supervisor; /proc says whether they run.
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
@@ -104,22 +124,14 @@ class GpuServersTest : public ::testing::Test {
 
   GpuServerSpec Spec(const std::string& lease, const std::string& gpu = "GPU-a",
                      uint32_t sms = 20) {
-    GpuServerSpec s;
-    s.lease_id = lease;
-    s.gpu_uuid = gpu;
-    s.memory_mb = 1024;
-    s.sm_count = sms;
-    s.secret = kSecret;
-    s.owner = "alice";
+    GpuServerSpec s = test::ServerSpec(lease, gpu, sms);
     s.expires_at = "2030-01-01T00:00:00Z";
     return s;
   }
 
   // Puts and remembers the pid for TearDown.
   Result<GpuServers::PutResult> Put(const GpuServerSpec& spec) {
-    auto r = servers_->Put(spec);
-    if (r.ok() && r->record["pid"].is_number()) pids_.push_back(r->record["pid"].get<pid_t>());
-    return r;
+    return test::PutRemembering(*servers_, spec, pids_);
   }
 
   json Record(const std::string& lease) { return test::Record(*servers_, lease); }

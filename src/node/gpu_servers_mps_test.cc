@@ -20,6 +20,7 @@
 #include "common/http.h"
 #include "common/strings.h"
 #include "node/gpu_servers.h"
+#include "node/gpu_servers_fixture.h"
 #include "node/gpu_servers_testing.h"
 
 namespace flyt::node {
@@ -28,15 +29,8 @@ namespace {
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-const std::string kSecret = "s3cr3t-0123456789abcdef0123456789abcdef";
-const std::string kFake = std::string(FLYT_SOURCE_DIR) + "/src/node/testdata/fake_gpu_server.sh";
-
-int CountLines(const std::string& path) {
-  std::ifstream in(path);
-  int n = 0;
-  for (std::string line; std::getline(in, line);) ++n;
-  return n;
-}
+using test::CountLines;
+using test::kFake;
 
 class GpuServersMpsTest : public ::testing::Test {
  protected:
@@ -123,19 +117,10 @@ class GpuServersMpsTest : public ::testing::Test {
   }
 
   GpuServerSpec Spec(const std::string& lease, const std::string& gpu, uint32_t sms) {
-    GpuServerSpec s;
-    s.lease_id = lease;
-    s.gpu_uuid = gpu;
-    s.memory_mb = 1024;
-    s.sm_count = sms;
-    s.secret = kSecret;
-    s.owner = "alice";
-    return s;
+    return test::ServerSpec(lease, gpu, sms);
   }
   Result<GpuServers::PutResult> Put(const GpuServerSpec& spec) {
-    auto r = servers_->Put(spec);
-    if (r.ok() && r->record["pid"].is_number()) pids_.push_back(r->record["pid"].get<pid_t>());
-    return r;
+    return test::PutRemembering(*servers_, spec, pids_);
   }
   json Gpu(const json& list, const std::string& uuid) {
     for (const json& g : list["gpus"]) {
