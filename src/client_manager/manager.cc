@@ -527,14 +527,17 @@ void ClientManager::OnAcquired(const std::string& slot_key, Result<json> answer,
     // failure (it says why: refused, unreachable, timed out). Those that asked while it was under
     // way (a loaded machine stretches a call past its first asker's acquire_timeout) are not
     // failed with a result that was never theirs: the profile is asked for again, with the same
-    // key, for those whose own time has not passed.
+    // key, for those with at least half their own time left. One that joined just after the call
+    // began has next to none left and gets the call's answer, which tells why, not a second call
+    // that its own deadline would cut short.
     const TimePoint now = Now();
+    const auto enough = config_.acquire_timeout / 2;
     std::vector<uint64_t> later;
     for (uint64_t cid : waiters) {
       auto c = conns_.find(cid);
       if (c != conns_.end() && c->second->state == Conn::State::kWaiting &&
           c->second->closing == nullptr && c->second->asked_at > slot.acquire_started &&
-          c->second->acquire_deadline > now) {
+          c->second->acquire_deadline - now >= enough) {
         later.push_back(cid);
       }
     }

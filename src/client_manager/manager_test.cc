@@ -345,7 +345,10 @@ TEST_F(ManagerTest, ALeaseWithoutARunningServerIsReleasedAndRefused) {
 }
 
 TEST_F(ManagerTest, AClusterManagerThatNeverAnswersCostsAcquireTimeoutAtMost) {
-  config_.acquire_timeout = milliseconds(500);
+  // q asks just after p and joins p's call; when it times out, q has next to none of its own time
+  // left and gets the call's answer, not a second call (q would have to ask a whole second later,
+  // half its time, to be asked for again).
+  config_.acquire_timeout = milliseconds(2000);
   cluster_.create_mode = FakeCluster::CreateMode::kHang;
   Start(SystemClock::Instance());
   Program p(config_.socket_path);
