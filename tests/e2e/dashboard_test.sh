@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # End to end: the dashboard in headless Chromium (Debian's), driven by playwright-core from
 # web/node_modules. A cluster manager with two simulated nodes, a finished job with monitoring
-# data, a lease and a queued job; the faulty node starts 25 s before its GPU 1 is lost, so that
-# the loss reaches the open page live. The checks are in web/test/dashboard.e2e.mjs; screenshots
+# data, a lease and a queued job; the faulty node's scenario time stands still (a clock file) a
+# little before its GPU 1 is lost, and the browser script moves it past the loss once the page
+# is open, so that the loss reaches the open page live, however slow the machine. The checks are in web/test/dashboard.e2e.mjs; screenshots
 # of every view go to <build>/test-artifacts/dashboard/.
 # Usage: dashboard_test.sh <build dir> <source dir>
 set -uo pipefail
@@ -76,8 +77,11 @@ big='{"task_name": "dash-big", "model": {"id_or_path": "meta-llama/Llama-3.1-8B-
       "base_runtime": "vllm", "parameters": {"max-model-len": [8192]},
       "parallel_config": {"tp": [8]}}'
 api "$admin" POST /api/v1/jobs "$big" >/dev/null
-# The faulty scenario loses GPU 1 at 120 s: start it at 95 s, so the loss comes 25 s from now.
-sim_node node-faulty faulty-node 95
+# The faulty scenario loses GPU 1 at 120 s: its clock stands at 95 s until the browser script
+# writes 125 into the file (step 7). (It used to run from 95 s, a loss 25 s later: a loaded
+# machine took longer than that to reach step 2, which saw the GPU lost already.)
+echo 95 >"$tmp/faulty.clock"
+FLYT_SIM_CLOCK_FILE="$tmp/faulty.clock" sim_node node-faulty faulty-node
 check "node-faulty registers" wait_for 20 node_has_gpus node-faulty 5
 
 echo "== the manager serves the dashboard and the live stream"
@@ -100,6 +104,7 @@ echo "== the dashboard in Chromium"
 shots="$build/test-artifacts/dashboard"
 rm -rf "$shots"
 FLYT_URL=$url FLYT_TOKEN=$admin FLYT_JOB=$job FLYT_FAULTY=node-faulty FLYT_IDLE=node-idle \
+  FLYT_FAULTY_CLOCK="$tmp/faulty.clock" \
   FLYT_SHOTS=$shots FLYT_MANAGER_PID=$manager_pid \
   node "$src/web/test/dashboard.e2e.mjs"
 browser_rc=$?

@@ -1,14 +1,15 @@
 // End-to-end test of the dashboard in headless Chromium (Debian's), driven by playwright-core.
 // Run by tests/e2e/dashboard_test.sh, which starts a cluster manager with simulated nodes, a
-// finished job with monitoring data, and the faulty node a little before its GPU 1 is lost.
+// finished job with monitoring data, and the faulty node a little before its GPU 1 is lost: its
+// scenario time stands still until step 7 moves it past the loss (FLYT_FAULTY_CLOCK).
 //
 // Environment: FLYT_URL, FLYT_TOKEN (admin), FLYT_JOB (a completed job with monitoring),
-// FLYT_FAULTY (the faulty node's name), FLYT_IDLE (a node on the idle scenario: constant
+// FLYT_FAULTY (the faulty node's name), FLYT_FAULTY_CLOCK (its scenario clock file), FLYT_IDLE (a node on the idle scenario: constant
 // readings), FLYT_SHOTS (where screenshots go), FLYT_MANAGER_PID (killed at the end to see the
 // page degrade), CHROMIUM (default /usr/bin/chromium).
 //
 // Prints one line per failed check and "N passed, N failed"; exits 1 on any failure.
-import {mkdirSync} from 'node:fs';
+import {mkdirSync, writeFileSync} from 'node:fs';
 import {join} from 'node:path';
 
 import {chromium} from 'playwright-core';
@@ -23,6 +24,7 @@ const url = env('FLYT_URL');
 const token = env('FLYT_TOKEN');
 const jobId = env('FLYT_JOB');
 const faulty = env('FLYT_FAULTY');
+const faultyClock = env('FLYT_FAULTY_CLOCK');
 const idle = env('FLYT_IDLE');
 const shots = env('FLYT_SHOTS');
 mkdirSync(shots, {recursive: true});
@@ -254,6 +256,7 @@ try {
   // ---- 7. a change on the node reaches the page live -------------------------------------------
   step(`7. GPU 1 of ${faulty} is lost: the page shows it without a reload`);
   await page.click('header nav a[href="#/"]');
+  writeFileSync(faultyClock, '125\n');  // past the scenario's loss at 120 s
   const lost = await waitFor('lost', async () => (await page.textContent(`${faultyCard} [data-testid=state]`)) === 'lost', 90000);
   check('the lost GPU shows as lost', lost !== null);
   check('the lost count rose', Number(await pageTotal('lost')) >= 1);
