@@ -29,9 +29,9 @@
 #include <string>
 #include <vector>
 
-#include "remote/client.h"
-#include "remote/server.h"
-#include "remote/sim_backend.h"
+#include "remote_client/client.h"
+#include "remote_server/server.h"
+#include "remote_sim/sim_backend.h"
 
 namespace {
 

@@ -19,10 +19,10 @@
 
 #include "common/daemon.h"
 #include "gpu_server/server_files.h"
-#include "remote/debug_stats.h"
-#include "remote/driver_backend.h"
-#include "remote/server.h"
-#include "remote/sim_backend.h"
+#include "remote_client/debug_stats.h"
+#include "remote_driver/driver_backend.h"
+#include "remote_server/server.h"
+#include "remote_sim/sim_backend.h"
 
 namespace {
 

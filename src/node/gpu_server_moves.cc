@@ -9,7 +9,7 @@
 #include "common/json_fields.h"
 #include "node/gpu_servers.h"
 #include "node/gpu_servers_internal.h"
-#include "remote/debug_stats.h"
+#include "remote_client/debug_stats.h"
 #include "remote/socket.h"
 
 namespace flyt::node {

@@ -24,8 +24,8 @@
 #include "node/gpu_servers.h"
 #include "node/gpu_servers_testing.h"
 #include "node/server.h"
-#include "remote/client.h"
-#include "remote/debug_stats.h"
+#include "remote_client/client.h"
+#include "remote_client/debug_stats.h"
 
 namespace flyt::node {
 namespace {

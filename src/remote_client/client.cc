@@ -1,4 +1,4 @@
-#include "remote/client.h"
+#include "remote_client/client.h"
 
 #include <sys/socket.h>
 

@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "common/unique_fd.h"
-#include "remote/client.h"
+#include "remote_client/client.h"
 #include "remote/protocol.h"
 
 namespace flyt::remote {

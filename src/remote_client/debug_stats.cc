@@ -1,10 +1,10 @@
-#include "remote/debug_stats.h"
+#include "remote_client/debug_stats.h"
 
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
-#include "remote/client.h"
+#include "remote_client/client.h"
 
 namespace flyt::remote {
 

@@ -7,7 +7,7 @@
 #include <numeric>
 #include <vector>
 
-#include "remote/driver_backend.h"
+#include "remote_driver/driver_backend.h"
 
 namespace flyt::remote {
 namespace {

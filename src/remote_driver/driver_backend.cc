@@ -1,7 +1,7 @@
 // The driver backend: loads libcuda (cuda_driver::Library), opens the device, creates a context
 // per session and hands it to a DriverSession (driver_session.cc); the error conversions every
 // driver call goes through.
-#include "remote/driver_backend.h"
+#include "remote_driver/driver_backend.h"
 
 #include <spdlog/spdlog.h>
 
@@ -23,7 +23,7 @@
 #include "cuda_driver/cuda_driver_types.h"
 #include "cuda_driver/library.h"
 
-#include "remote/driver_internal.h"
+#include "remote_driver/driver_internal.h"
 
 namespace flyt::remote {
 namespace driver_impl {

@@ -4,7 +4,7 @@
 // itself (cuda_driver/cuda_driver_types.h) and never includes cuda.h.
 //
 // MakeDriverBackend is the factory flyt-gpu-server's main calls for `--backend driver`; the
-// backend implements Backend from remote/backend.h, whose contract (thread safety, what the
+// backend implements Backend from remote_server/backend.h, whose contract (thread safety, what the
 // server validates, error codes) applies in full.
 //
 // Isolation: every Session owns a CUDA context of its own (with the SM limit as execution affinity
@@ -12,8 +12,8 @@
 // client's sticky fault (an illegal address, a device-side assert) from the others: on the H100
 // with driver 580 such a fault poisons every context of the process and every new one
 // (docs/hardware-verification.md). What isolates clients is a process per client, each making its
-// own backend (Isolation::kProcess in remote/server.h, flyt-gpu-server's default; see
-// remote/backend.h). Session::Reset releases what the client left and creates a new context,
+// own backend (Isolation::kProcess in remote_server/server.h, flyt-gpu-server's default; see
+// remote_server/backend.h). Session::Reset releases what the client left and creates a new context,
 // which after such a fault the driver may refuse.
 #pragma once
 
@@ -26,7 +26,7 @@
 
 #include "common/status.h"
 #include "cuda_driver/library.h"
-#include "remote/backend.h"
+#include "remote_server/backend.h"
 
 namespace flyt::remote {
 

@@ -8,7 +8,7 @@
 //    memory round trips, streams and events, a prebuilt fatbin (tests/data/remote/
 //    driver_kernels.fatbin, source beside it) loaded and its kernels launched with hand-built
 //    parameter buffers, the runtime's error codes, and a sticky fault that stays with its session.
-#include "remote/driver_backend.h"
+#include "remote_driver/driver_backend.h"
 
 #include <gtest/gtest.h>
 

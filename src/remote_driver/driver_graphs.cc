@@ -3,8 +3,8 @@
 // buffers, device copies, memsets, external event records and waits, in the topological order
 // the server checked) into a real CUgraph, instantiated with cuGraphInstantiateWithFlags; a
 // launch is one cuGraphLaunch, so replay costs what it costs locally.
-#include "remote/driver_internal.h"
-#include "remote/driver_session.h"
+#include "remote_driver/driver_internal.h"
+#include "remote_driver/driver_session.h"
 
 namespace flyt::remote::driver_impl {
 namespace {

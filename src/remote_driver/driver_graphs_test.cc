@@ -13,8 +13,8 @@
 #include <iterator>
 #include <vector>
 
-#include "remote/driver_backend.h"
-#include "remote/driver_internal.h"
+#include "remote_driver/driver_backend.h"
+#include "remote_driver/driver_internal.h"
 
 namespace flyt::remote {
 namespace {

@@ -11,8 +11,8 @@
 
 #include "cuda_driver/cuda_driver_types.h"
 #include "cuda_driver/library.h"
-#include "remote/backend.h"
-#include "remote/driver_backend.h"
+#include "remote_server/backend.h"
+#include "remote_driver/driver_backend.h"
 
 namespace flyt::remote::driver_impl {
 

@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "remote/driver_internal.h"
-#include "remote/driver_session.h"
+#include "remote_driver/driver_internal.h"
+#include "remote_driver/driver_session.h"
 
 namespace flyt::remote::driver_impl {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "remote/driver_backend.h"
+#include "remote_driver/driver_backend.h"
 
 namespace flyt::remote {
 namespace {

@@ -16,8 +16,8 @@
 
 #include "cuda_driver/cuda_driver_types.h"
 #include "common/strings.h"
-#include "remote/driver_internal.h"
-#include "remote/driver_session.h"
+#include "remote_driver/driver_internal.h"
+#include "remote_driver/driver_session.h"
 
 namespace flyt::remote::driver_impl {
 namespace {

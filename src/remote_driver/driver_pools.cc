@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "remote/driver_internal.h"
-#include "remote/driver_session.h"
+#include "remote_driver/driver_internal.h"
+#include "remote_driver/driver_session.h"
 
 namespace flyt::remote::driver_impl {
 

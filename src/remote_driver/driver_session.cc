@@ -1,7 +1,7 @@
 // The driver backend's sessions, the core calls: memory, streams and events, modules and launches,
 // and cleanup (DriverSession, declared in driver_session.h; the families' calls are in
 // driver_<family>.cc). The backend itself (loading, the device, contexts) is driver_backend.cc.
-#include "remote/driver_session.h"
+#include "remote_driver/driver_session.h"
 
 #include <spdlog/spdlog.h>
 
@@ -20,7 +20,7 @@
 #include "cuda/fatbin.h"
 #include "cuda_driver/cuda_driver_types.h"
 #include "cuda_driver/library.h"
-#include "remote/driver_internal.h"
+#include "remote_driver/driver_internal.h"
 
 namespace flyt::remote::driver_impl {
 namespace {

@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "cuda_driver/cuda_driver_types.h"
-#include "remote/driver_internal.h"
-#include "remote/granule_chunks.h"
+#include "remote_driver/driver_internal.h"
+#include "remote_driver/granule_chunks.h"
 
 namespace flyt::remote::driver_impl {
 

@@ -1,6 +1,6 @@
 // GranuleChunks: placing allocations at arbitrary addresses in granule-sized chunks, as the
 // driver backend's MallocAt does for a migrated client's memory.
-#include "remote/granule_chunks.h"
+#include "remote_driver/granule_chunks.h"
 
 #include <gtest/gtest.h>
 

@@ -11,10 +11,10 @@
 #include <random>
 #include <thread>
 
-#include "remote/client.h"
-#include "remote/server.h"
-#include "remote/sim_backend.h"
-#include "remote/test_sim_server.h"
+#include "remote_client/client.h"
+#include "remote_server/server.h"
+#include "remote_sim/sim_backend.h"
+#include "remote_server/test_sim_server.h"
 
 namespace flyt::remote {
 namespace {

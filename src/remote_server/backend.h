@@ -1,6 +1,6 @@
 // Backend: what flyt-gpu-server runs a client's CUDA work on. Two implementations: the simulated
-// device (remote/sim_backend.h, device memory in host memory, launches recorded, nothing
-// executed) and the real GPU through libcuda.so.1 (remote/driver_backend.h).
+// device (remote_sim/sim_backend.h, device memory in host memory, launches recorded, nothing
+// executed) and the real GPU through libcuda.so.1 (remote_driver/driver_backend.h).
 //
 // A Backend drives exactly one device (the server's --device). Every client connection gets its
 // own Session from OpenSession(); everything a client creates (allocations, streams, events,

@@ -1,4 +1,4 @@
-#include "remote/client_registry.h"
+#include "remote_server/client_registry.h"
 
 #include <sys/mman.h>
 

@@ -1,7 +1,7 @@
 // ClientConnection's connection half: hello, resume after a respawn, the serve loop and
 // dispatch, replies and data frames, deferred errors of posted calls, delivery of async
 // device-to-host copies, and the cleanup when the client goes away. See connection.h.
-#include "remote/connection.h"
+#include "remote_server/connection.h"
 
 #include <fcntl.h>
 #include <poll.h>

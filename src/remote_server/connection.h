@@ -12,7 +12,7 @@
 // The call handlers, one Handle overload per call of calls.def, check every handle and device
 // range against this client's own tables before the backend sees it; they are split by family as
 // the runtime's api_*.cc files are: handlers_device.cc, handlers_memory.cc, handlers_stream.cc,
-// handlers_launch.cc (cudaMalloc: runtime/api_memory.cc, then remote/handlers_memory.cc).
+// handlers_launch.cc (cudaMalloc: runtime/api_memory.cc, then remote_server/handlers_memory.cc).
 //
 // Thread safety: a ClientConnection is used by the one thread that serves its client. It reaches
 // the Server only through parts that are thread-safe (the client registry, the launch log,
@@ -33,14 +33,14 @@
 
 #include "common/status.h"
 #include "remote/address_ranges.h"
-#include "remote/backend.h"
-#include "remote/client_registry.h"
+#include "remote_server/backend.h"
+#include "remote_server/client_registry.h"
 #include "remote/channel.h"
 #include "remote/cuda_status.h"
 #include "remote/handle_table.h"
-#include "remote/launch_log.h"
+#include "remote_server/launch_log.h"
 #include "remote/protocol.h"
-#include "remote/server.h"
+#include "remote_server/server.h"
 #include "remote/socket.h"
 
 namespace flyt::remote {

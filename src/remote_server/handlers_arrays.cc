@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <string>
 
-#include "remote/connection.h"
+#include "remote_server/connection.h"
 
 namespace flyt::remote {
 

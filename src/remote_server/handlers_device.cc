@@ -1,7 +1,7 @@
 // ClientConnection's handlers of the device calls: properties and attributes, synchronize,
 // reset, memory info, the no-op Sync, and the server's DebugStats (see connection.h).
 // The runtime's side of the same calls: runtime/api_device.cc.
-#include "remote/connection.h"
+#include "remote_server/connection.h"
 
 #include <algorithm>
 #include <string>

@@ -8,8 +8,8 @@
 // module or an event may have gone since), then the backend runs the whole graph.
 #include <algorithm>
 
-#include "remote/connection.h"
-#include "remote/launch_log.h"
+#include "remote_server/connection.h"
+#include "remote_server/launch_log.h"
 
 namespace flyt::remote {
 

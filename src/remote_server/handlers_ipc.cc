@@ -11,7 +11,7 @@
 // pointer, as CUDA does; the last close unmaps it.
 #include <spdlog/spdlog.h>
 
-#include "remote/connection.h"
+#include "remote_server/connection.h"
 
 namespace flyt::remote {
 

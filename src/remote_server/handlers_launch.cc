@@ -1,6 +1,6 @@
 // ClientConnection's handlers of the module, function and launch calls (see connection.h).
 // The runtime's side of the same calls: runtime/api_launch.cc.
-#include "remote/connection.h"
+#include "remote_server/connection.h"
 
 #include <algorithm>
 #include <string>

@@ -6,7 +6,7 @@
 // limit, in allocations_, freed by Free and FreeEverything); only its address differs: the backend
 // places it at the client's mirror where it can. A __managed__ global placed at the client's
 // mirror is a second range of the module's global in globals_ (removed with the module).
-#include "remote/connection.h"
+#include "remote_server/connection.h"
 
 namespace flyt::remote {
 namespace {

@@ -1,6 +1,6 @@
 // ClientConnection's handlers of the memory calls: cudaMalloc, cudaFree, the copies and memset
 // (see connection.h). The runtime's side of the same calls: runtime/api_memory.cc.
-#include "remote/connection.h"
+#include "remote_server/connection.h"
 
 #include <algorithm>
 #include <string>

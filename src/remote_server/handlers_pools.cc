@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <string>
 
-#include "remote/connection.h"
+#include "remote_server/connection.h"
 
 namespace flyt::remote {
 namespace {

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <spdlog/spdlog.h>
 
-#include "remote/connection.h"
+#include "remote_server/connection.h"
 #include "remote/shm_channel.h"
 
 namespace flyt::remote {

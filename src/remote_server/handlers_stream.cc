@@ -1,6 +1,6 @@
 // ClientConnection's handlers of the stream and event calls (see connection.h).
 // The runtime's side of the same calls: runtime/api_stream.cc.
-#include "remote/connection.h"
+#include "remote_server/connection.h"
 
 #include <algorithm>
 #include <string>

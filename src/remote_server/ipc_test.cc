@@ -11,7 +11,7 @@
 #include <cstring>
 #include <vector>
 
-#include "remote/test_sim_server.h"
+#include "remote_server/test_sim_server.h"
 
 namespace flyt::remote {
 namespace {

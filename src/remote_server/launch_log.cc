@@ -1,4 +1,4 @@
-#include "remote/launch_log.h"
+#include "remote_server/launch_log.h"
 
 #include <unistd.h>
 

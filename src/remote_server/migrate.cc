@@ -31,8 +31,8 @@
 #include <thread>
 
 #include "common/strings.h"
-#include "remote/client.h"
-#include "remote/connection.h"
+#include "remote_client/client.h"
+#include "remote_server/connection.h"
 
 namespace flyt::remote {
 

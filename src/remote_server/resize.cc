@@ -21,7 +21,7 @@
 #include <spdlog/spdlog.h>
 #include <thread>
 
-#include "remote/connection.h"
+#include "remote_server/connection.h"
 
 namespace flyt::remote {
 

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "cuda/fatbin.h"
-#include "remote/debug_stats.h"
-#include "remote/test_sim_server.h"
+#include "remote_client/debug_stats.h"
+#include "remote_server/test_sim_server.h"
 
 namespace flyt::remote {
 namespace {

@@ -7,7 +7,7 @@
 // the device-memory account straight when a client departs, and answers Stats from the shared
 // client registry. How a client is served (its thread or process), reaped and stopped, and
 // ProbeBackend, are in server_clients.cc.
-#include "remote/server.h"
+#include "remote_server/server.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -25,7 +25,7 @@
 #include <utility>
 
 #include "common/strings.h"
-#include "remote/connection.h"
+#include "remote_server/connection.h"
 
 namespace flyt::remote {
 

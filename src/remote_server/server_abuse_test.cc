@@ -22,10 +22,10 @@
 #include <vector>
 
 #include "cuda/fatbin.h"
-#include "remote/client.h"
-#include "remote/debug_stats.h"
-#include "remote/server.h"
-#include "remote/sim_backend.h"
+#include "remote_client/client.h"
+#include "remote_client/debug_stats.h"
+#include "remote_server/server.h"
+#include "remote_sim/sim_backend.h"
 
 namespace flyt::remote {
 namespace {

@@ -23,8 +23,8 @@
 #include <spdlog/spdlog.h>
 #include <thread>
 
-#include "remote/connection.h"
-#include "remote/server.h"
+#include "remote_server/connection.h"
+#include "remote_server/server.h"
 
 namespace flyt::remote {
 

@@ -1,7 +1,7 @@
 // The server core on the simulated backend, driven through the real client Connection over real
 // sockets: data round trips, pipelining and deferred errors, handle isolation between clients,
 // the memory limit, cleanup when a client vanishes, and hostile input.
-#include "remote/server.h"
+#include "remote_server/server.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -16,8 +16,8 @@
 #include <thread>
 
 #include "cuda/fatbin.h"
-#include "remote/client.h"
-#include "remote/sim_backend.h"
+#include "remote_client/client.h"
+#include "remote_sim/sim_backend.h"
 
 namespace flyt::remote {
 namespace {

@@ -14,9 +14,9 @@
 #include <random>
 #include <thread>
 
-#include "remote/debug_stats.h"
+#include "remote_client/debug_stats.h"
 #include "remote/shm_channel.h"
-#include "remote/test_sim_server.h"
+#include "remote_server/test_sim_server.h"
 
 namespace flyt::remote {
 namespace {

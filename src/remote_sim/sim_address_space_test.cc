@@ -1,6 +1,6 @@
 // SimAddressSpace (sim_address_space.h): first-fit allocation, alignment, exact reservation,
 // overlap refused, release with coalescing, the space's bounds, and concurrent use.
-#include "remote/sim_address_space.h"
+#include "remote_sim/sim_address_space.h"
 
 #include <gtest/gtest.h>
 

@@ -4,7 +4,7 @@
 // that keep the descriptors they were made with (kernels are not run, so nothing samples them).
 #include <cstring>
 
-#include "remote/sim_internal.h"
+#include "remote_sim/sim_internal.h"
 
 namespace flyt::remote::sim_internal {
 namespace {

@@ -1,8 +1,8 @@
-#include "remote/sim_backend.h"
+#include "remote_sim/sim_backend.h"
 
 #include <spdlog/spdlog.h>
 
-#include "remote/sim_internal.h"
+#include "remote_sim/sim_internal.h"
 
 namespace flyt::remote {
 namespace sim_internal {

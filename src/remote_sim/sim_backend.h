@@ -29,7 +29,7 @@
 #include <optional>
 #include <string>
 
-#include "remote/backend.h"
+#include "remote_server/backend.h"
 
 namespace flyt::remote {
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "remote/sim_internal.h"
+#include "remote_sim/sim_internal.h"
 
 namespace flyt::remote::sim_internal {
 

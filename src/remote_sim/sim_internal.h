@@ -27,8 +27,8 @@
 #include "common/mutex.h"
 #include "cuda/fatbin.h"
 #include "remote/address_ranges.h"
-#include "remote/sim_address_space.h"
-#include "remote/sim_backend.h"
+#include "remote_sim/sim_address_space.h"
+#include "remote_sim/sim_backend.h"
 
 namespace flyt::remote::sim_internal {
 

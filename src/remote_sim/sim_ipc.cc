@@ -22,7 +22,7 @@
 #include <cinttypes>
 #include <cstdio>
 
-#include "remote/sim_internal.h"
+#include "remote_sim/sim_internal.h"
 
 namespace flyt::remote::sim_internal {
 namespace {

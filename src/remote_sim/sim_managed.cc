@@ -3,7 +3,7 @@
 // device address: those start at kDeviceBase), so that the one pointer means the same bytes on
 // both sides, as with CUDA's unified addressing. A __managed__ variable is its module's global,
 // reachable also at its mirror's address (an alias range, removed with the module).
-#include "remote/sim_internal.h"
+#include "remote_sim/sim_internal.h"
 
 namespace flyt::remote::sim_internal {
 

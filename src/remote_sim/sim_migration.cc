@@ -5,7 +5,7 @@
 // gives it back when freed, like Malloc's.
 
 #include "common/strings.h"
-#include "remote/sim_internal.h"
+#include "remote_sim/sim_internal.h"
 
 namespace flyt::remote::sim_internal {
 namespace {

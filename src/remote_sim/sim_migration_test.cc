@@ -13,8 +13,8 @@
 #include <span>
 #include <vector>
 
-#include "remote/sim_address_space.h"
-#include "remote/sim_backend.h"
+#include "remote_sim/sim_address_space.h"
+#include "remote_sim/sim_backend.h"
 
 namespace flyt::remote {
 namespace {

@@ -1,6 +1,6 @@
 // The simulated device's pools-family methods (see sim_internal.h): launches with attributes.
 // (Memory pools need nothing of the backend: the server builds them on Malloc/Free and events.)
-#include "remote/sim_internal.h"
+#include "remote_sim/sim_internal.h"
 
 namespace flyt::remote::sim_internal {
 

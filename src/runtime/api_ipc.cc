@@ -1,5 +1,5 @@
 // cudaIpc*: sharing device memory and events between processes through their GPU server (see
-// remote/handlers_ipc.cc). A handle is the server's 64 bytes, passed by the program to another
+// remote_server/handlers_ipc.cc). A handle is the server's 64 bytes, passed by the program to another
 // process by its own means; it opens in a process whose flyt runtime talks to the same server.
 // Opening a handle already open here returns the same pointer and counts it; the last
 // cudaIpcCloseMemHandle unmaps it. Memory opened here is a device range of this process (copies,

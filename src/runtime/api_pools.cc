@@ -3,7 +3,7 @@
 // Stream-ordered allocation: cudaMallocAsync / cudaMallocFromPoolAsync ask the server for a block
 // of a pool (one round trip: the address comes from the device), cudaFreeAsync is posted. The
 // pools themselves (caching, release threshold, accounting against the memory limit) live in the
-// server (remote/handlers_pools.cc); a cudaMemPool_t here is a PoolRecord naming one.
+// server (remote_server/handlers_pools.cc); a cudaMemPool_t here is a PoolRecord naming one.
 #include <algorithm>
 #include <cstring>
 #include <optional>

@@ -48,7 +48,7 @@
 #include "cuda/fatbin.h"
 #include "remote/address_ranges.h"
 #include "remote/arena_allocator.h"
-#include "remote/client.h"
+#include "remote_client/client.h"
 #include "runtime/error_state.h"
 #include "runtime/server_discovery.h"
 

@@ -15,9 +15,9 @@
 #include <thread>
 #include <vector>
 
-#include "remote/debug_stats.h"
-#include "remote/server.h"
-#include "remote/sim_backend.h"
+#include "remote_client/debug_stats.h"
+#include "remote_server/server.h"
+#include "remote_sim/sim_backend.h"
 
 namespace flyt::remote {
 namespace {

@@ -54,8 +54,8 @@ EXISTS = [
     ("`libcudart.so.13`", file_exists("src/runtime/runtime.cc")),
     ("`flyt-client-manager`", file_exists("src/client_manager/manager.cc")),
     ("over shared memory", file_exists("src/remote/shm_channel.cc")),
-    ("moved live", file_exists("src/remote/migrate.cc")),
-    ("resized while it runs", file_exists("src/remote/resize.cc")),
+    ("moved live", file_exists("src/remote_server/migrate.cc")),
+    ("resized while it runs", file_exists("src/remote_server/resize.cc")),
 ]
 
 # (phrase in "Not built yet", evidence that would mean it is built now)
