@@ -588,6 +588,40 @@ TEST_F(ClusterTest, AfterARestartALeaseWhoseTtlRanOutWhileTheManagerWasDownGetsT
   EXPECT_EQ(left[0]["id"], kept_id);
 }
 
+
+// A manager that restarts over and over (a crash loop) gives that grace once per renewal: a lease
+// whose holder never renews again ends at the end of the first grace, however often the manager
+// restarts within it; one that renews is extended again at the next restart.
+TEST_F(ClusterTest, AManagerRestartingOverAndOverGivesAnUnrenewedLeaseTheGraceOnce) {
+  ASSERT_TRUE(cluster_->Heartbeat(node_, NodeHeartbeat("a", 2)).ok());
+  auto abandoned = cluster_->Allocate(alice_, {{"gpus", 1}, {"ttl_seconds", 10}});
+  auto renewing = cluster_->Allocate(bob_, {{"gpus", 1}, {"ttl_seconds", 10}});
+  ASSERT_TRUE(abandoned.ok() && renewing.ok());
+  const std::string renewing_id = (*renewing)["id"];
+  cluster_.reset();
+  clock_.Advance(std::chrono::seconds(30));
+  cluster_ = Open();
+  ASSERT_TRUE(cluster_->Tick().ok());
+  auto shown = cluster_->Allocations()["allocations"];
+  ASSERT_EQ(shown.size(), 2u);
+  EXPECT_EQ(shown[0]["grace_extended"], true) << shown.dump();
+  // Restarts every 20 s; the node heartbeats and bob renews in between, alice never does.
+  for (int restart = 0; restart < 4; ++restart) {
+    ASSERT_TRUE(cluster_->Heartbeat(node_, NodeHeartbeat("a", 2)).ok());
+    ASSERT_TRUE(cluster_->Renew(bob_, renewing_id, {{"ttl_seconds", 10}}).ok());
+    cluster_.reset();
+    clock_.Advance(std::chrono::seconds(20));
+    cluster_ = Open();
+    ASSERT_TRUE(cluster_->Tick().ok());
+  }
+  // 30 + 4 * 20 = 110 s after alice's last renewal, past the one 75 s grace from the first restart.
+  json left = cluster_->Allocations()["allocations"];
+  ASSERT_EQ(left.size(), 1u) << left.dump();
+  EXPECT_EQ(left[0]["id"], renewing_id);
+  EXPECT_EQ(left[0]["grace_extended"], true);  // bob has not renewed since this restart's grace
+  ASSERT_TRUE(cluster_->Renew(bob_, renewing_id, {{"ttl_seconds", 10}}).ok());
+  EXPECT_EQ(cluster_->Allocations()["allocations"][0]["grace_extended"], false);
+}
 // Overload is not silence: while the manager could not receive (its HTTP server refused
 // connections or kept requests waiting), a node's silence does not count toward the grace.
 TEST_F(ClusterTest, SilenceWhileTheManagerCouldNotReceiveReleasesNoLease) {

@@ -192,7 +192,8 @@ json ToJson(const sched::Lease& l) {
           {"expires_at_ms", ToMillis(l.expires_at)},
           {"ttl_seconds", l.ttl.count()},
           {"avoid_states", l.avoid_states},
-          {"prefer_idle", l.prefer_idle}};
+          {"prefer_idle", l.prefer_idle},
+          {"grace_extended", l.grace_extended}};
 }
 
 Result<sched::Lease> LeaseFromJson(const json& j) {
@@ -211,6 +212,7 @@ Result<sched::Lease> LeaseFromJson(const json& j) {
   // Leases stored before issue 16 were placed without either.
   l.avoid_states = Optional<std::vector<std::string>>(j, "avoid_states", {});
   l.prefer_idle = Optional<bool>(j, "prefer_idle", false);
+  l.grace_extended = Optional<bool>(j, "grace_extended", false);
   if (!j.contains("gpus") || !j["gpus"].is_array()) {
     return InvalidArgument("lease " + l.id + ": gpus is missing");
   }

@@ -493,7 +493,9 @@ Status Cluster::RecoverLocked() {
   for (sched::Lease lease : ledger_->Leases()) {
     if (lease.expires_at <= since_wall || lease.expires_at >= until) continue;
     if (IsMoveTargetLocked(lease.id)) continue;  // not a row: it follows its lease below
+    if (lease.grace_extended) continue;  // once per renewal (sched::Lease::grace_extended)
     lease.expires_at = until;
+    lease.grace_extended = true;
     extend.push_back(std::move(lease));
   }
   outage_.reset();
@@ -619,16 +621,19 @@ Status Cluster::Load() {
   // holder may not reach this manager in time), gets as long as a node coming back gets, from
   // now, as after a store outage. The first pass of the scheduler would otherwise expire it
   // before the API even listens: a restart slower than a lease's TTL margin (a loaded machine)
-  // cost its holder the lease and its GPU server. Other leases keep their expiry.
+  // cost its holder the lease and its GPU server. Other leases keep their expiry, and so does one
+  // extended before without a renewal since: a manager restarting over and over must not keep an
+  // abandoned lease (and its GPU server) alive for ever.
   const WallTime now = clock_.WallNow();
   const WallTime until = now + config_.ledger.unreachable_after + config_.ledger.lease_grace;
   std::vector<sched::Lease> extend;
   for (sched::Lease lease : ledger_->Leases()) {
     if (lease.expires_at >= now + config_.ledger.unreachable_after ||
-        IsMoveTargetLocked(lease.id)) {
+        IsMoveTargetLocked(lease.id) || lease.grace_extended) {
       continue;
     }
     lease.expires_at = until;
+    lease.grace_extended = true;
     extend.push_back(std::move(lease));
   }
   if (extend.empty()) return Status::Ok();

@@ -772,6 +772,7 @@ Result<Lease> Ledger::Renew(const std::string& id, std::optional<std::chrono::se
   }
   if (ttl) it->second.ttl = *ttl;
   it->second.expires_at = now + it->second.ttl;
+  it->second.grace_extended = false;
   return it->second;
 }
 

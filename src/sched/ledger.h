@@ -124,6 +124,10 @@ struct Lease {
   std::chrono::system_clock::time_point granted_at;
   std::chrono::system_clock::time_point expires_at;
   std::chrono::seconds ttl{0};
+  // Its expiry was pushed out once for an outage its holder could not renew through (a cluster
+  // manager restart, a store outage), and the holder has not renewed since: it is not pushed out
+  // again, so a manager that restarts over and over still ends an abandoned lease. Renew clears it.
+  bool grace_extended = false;
   // How it was placed (kept with the lease: shown, and stored so a replica reads the same).
   std::vector<std::string> avoid_states;
   bool prefer_idle = true;
