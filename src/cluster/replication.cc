@@ -493,9 +493,8 @@ Status Cluster::RecoverLocked() {
   for (sched::Lease lease : ledger_->Leases()) {
     if (lease.expires_at <= since_wall || lease.expires_at >= until) continue;
     if (IsMoveTargetLocked(lease.id)) continue;  // not a row: it follows its lease below
-    if (lease.grace_extended) continue;  // once per renewal (sched::Lease::grace_extended)
+    if (lease.grace_extended) continue;
     lease.expires_at = until;
-    lease.grace_extended = true;
     extend.push_back(std::move(lease));
   }
   outage_.reset();
@@ -511,7 +510,8 @@ Status Cluster::RecoverLocked() {
 Status Cluster::WriteExtendedLeasesLocked(const std::vector<sched::Lease>& extend,
                                           const char* reason, const char* why) {
   return WriteLocked(Durability::kDurable, [&](store::Txn& txn) FLYT_REQUIRES(mu_) -> Status {
-    for (const sched::Lease& lease : extend) {
+    for (sched::Lease lease : extend) {
+      lease.grace_extended = true;  // once per renewal (sched::Lease::grace_extended)
       // A remote lease's row keeps its remote part (and a move it records).
       const RemoteLeaseInfo info = RemoteInfoLocked(lease.id);
       const json j = lease.remote ? ToJson(lease, info) : ToJson(lease);
@@ -633,7 +633,6 @@ Status Cluster::Load() {
       continue;
     }
     lease.expires_at = until;
-    lease.grace_extended = true;
     extend.push_back(std::move(lease));
   }
   if (extend.empty()) return Status::Ok();
