@@ -57,12 +57,31 @@ wait_for() {
 jq_py() { python3 -c "import json,sys; d=json.load(sys.stdin); $1"; }
 
 # The child processes a test starts: append each pid to `pids`; stop_children kills and reaps
-# them, and any watchdog left (call it from the test's EXIT trap).
+# them, and any watchdog left (call it from the test's EXIT trap). It kills only processes that
+# are still this test's: a child that ended long ago left its pid free, and the machine may have
+# given it to another test's process since (pid_max is 32768 on the CI machines and the suite
+# starts processes fast) — a blind kill once stopped another test's GPU server mid-run.
 pids=()
 watchdogs=()
 stop_children() {
-  for p in "${watchdogs[@]}" "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  for p in "${watchdogs[@]}" "${pids[@]}"; do ours "$p" && kill "$p" 2>/dev/null; done
   for p in "${watchdogs[@]}" "${pids[@]}"; do wait "$p" 2>/dev/null; done
+}
+
+# ours <pid>: whether the process is one of this test's. Under tests/support/isolate.sh: in the
+# test's own cgroup (or one below it) where it has one, else carrying the test's FLYT_TEST_TAG. Outside it (a
+# script run by hand), any live process.
+ours() {
+  local mine theirs
+  [ -r "/proc/$1/cgroup" ] || return 1
+  [ -n "${FLYT_TEST_TAG:-}" ] || return 0
+  read -r mine <"/proc/$$/cgroup"
+  if [[ $mine == */flyt-tests/* ]]; then
+    read -r theirs <"/proc/$1/cgroup" 2>/dev/null
+    [[ ${theirs:-} == "$mine" || ${theirs:-} == "$mine"/* ]]
+    return
+  fi
+  tr '\0' '\n' <"/proc/$1/environ" 2>/dev/null | grep -qxF "FLYT_TEST_TAG=$FLYT_TEST_TAG"
 }
 
 # run_bounded <seconds> <name> <command...>: runs the command with its output in $tmp/<name>.out,
