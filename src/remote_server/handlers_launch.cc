@@ -6,7 +6,7 @@
 #include <string>
 #include <spdlog/spdlog.h>
 
-#include "cuda/fatbin.h"
+#include "cuda/image.h"
 
 namespace flyt::remote {
 
@@ -31,9 +31,7 @@ CudaResult<ModuleLoadReply> ClientConnection::Handle(const ModuleLoadRequest& r,
   Module module{handle, r.label.substr(0, 200), {}, {}};
   if (server_.launch_log_) {
     // Argument layouts for the launch log; a module flyt cannot parse still loads.
-    Result<cuda::Fatbin> fatbin = cuda::ParseFatbin(image);
-    Result<std::vector<cuda::KernelInfo>> kernels =
-        fatbin.ok() ? cuda::KernelsOf(*fatbin) : cuda::ParseCubin(image);
+    Result<std::vector<cuda::KernelInfo>> kernels = cuda::KernelsOfImage(image);
     if (kernels.ok()) {
       for (const cuda::KernelInfo& k : *kernels) {
         std::vector<LaunchRecord::Arg> args;

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "remote_sim/sim_internal.h"
+#include "cuda/image.h"
 
 namespace flyt::remote {
 namespace sim_internal {
@@ -146,20 +147,8 @@ CudaStatus SimSession::Reset() {
 }
 
 CudaResult<ModuleHandle> SimSession::ModuleLoad(std::span<const std::byte> image) {
-  Result<std::vector<cuda::KernelInfo>> kernels = InvalidArgument("empty image");
-  if (image.size() >= 4) {
-    uint32_t magic;
-    std::memcpy(&magic, image.data(), 4);
-    if (magic == cuda::kFatbinMagic) {
-      Result<cuda::Fatbin> fatbin = cuda::ParseFatbin(image);
-      kernels = fatbin.ok() ? cuda::KernelsOf(*fatbin) : Result<std::vector<cuda::KernelInfo>>(
-                                                             fatbin.status());
-    } else if (magic == 0x464C457F) {  // "\x7fELF"
-      kernels = cuda::ParseCubin(image);
-    } else {
-      kernels = InvalidArgument("neither a fatbin nor a cubin");
-    }
-  }
+  // A fatbin, a cubin or PTX text (which a GPU's driver compiles: here its .entry layouts).
+  Result<std::vector<cuda::KernelInfo>> kernels = cuda::KernelsOfImage(image);
   if (!kernels.ok()) {
     return Error(CudaError::kInvalidKernelImage, kernels.status().message());
   }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "runtime/exports.h"
+#include "cuda/image.h"
 #include "runtime/runtime.h"
 
 namespace flyt::runtime {
@@ -83,17 +84,12 @@ CudaStatus LaunchStatus(Runtime& rt, FunctionRecord* function, dim3 grid, dim3 b
   FLYT_CUDA_ASSIGN_OR_RETURN(uint64_t stream_id, rt.ResolveStream(stream, per_thread));
   FLYT_CUDA_ASSIGN_OR_RETURN(LaunchTarget target, rt.PrepareLaunch(*function));
   const cuda::KernelInfo& layout = *target.layout;
-  remote::Bytes params(layout.param_bytes);
-  if (!layout.params.empty() && args == nullptr) {
-    return Error(CudaError::kInvalidValue, "kernel " + target.name + " takes arguments; args is null");
+  Result<remote::Bytes> packed = cuda::PackParameters(layout, args);
+  if (!packed.ok()) {
+    return Error(args == nullptr ? CudaError::kInvalidValue : CudaError::kInvalidKernelImage,
+                 packed.status().message());
   }
-  for (const cuda::KernelParam& p : layout.params) {
-    if (uint64_t{p.offset} + p.size_bytes > params.size()) {
-      return Error(CudaError::kInvalidKernelImage, "parameter layout of " + target.name +
-                                                       " overruns its buffer");
-    }
-    if (p.size_bytes != 0) std::memcpy(params.data() + p.offset, args[p.ordinal], p.size_bytes);
-  }
+  remote::Bytes params = std::move(packed).value();
   // A launch with attributes (cooperative, cluster, priority) is not recorded into a graph: on a
   // capturing stream it is refused as an operation the capture does not support.
   if (extras != nullptr && rt.CaptureActive()) {  // [issue 17: graphs, pools]
