@@ -6,6 +6,14 @@ namespace flyt::cuda_driver {
 
 Result<std::unique_ptr<Library>> Library::Load(const std::string& path) {
   FLYT_ASSIGN_OR_RETURN(DynamicLibrary lib, DynamicLibrary::Open(path));
+  if (lib.Symbol("flyt_libcuda_version") != nullptr) {
+    // flyt's own libcuda.so.1 (a client library: LD_LIBRARY_PATH names build/lib/flyt) would
+    // send this server's calls to a flyt GPU server, itself perhaps.
+    return Unavailable("the CUDA driver library " + path +
+                       " is flyt's remote libcuda.so.1, not NVIDIA's driver: start the GPU server "
+                       "without flyt's client libraries on LD_LIBRARY_PATH, or name the driver "
+                       "with --cuda-library");
+  }
   std::unique_ptr<Library> library(new Library());
   library->lib_ = std::move(lib);
   library->path_ = path;

@@ -12,6 +12,11 @@
 #include "runtime/exports.h"
 #include "runtime/runtime.h"
 
+// flyt's libcuda.so.1 (this library is linked against it); cuda.h's prototype has the same ABI
+// (CUresult and the query result are ints).
+extern "C" int cuGetProcAddress_v2(const char* symbol, void** pfn, int cuda_version,
+                                   unsigned long long flags, int* symbol_status);
+
 namespace flyt::runtime {
 
 using remote::CudaError;
@@ -275,19 +280,27 @@ cudaError_t StreamAttribute(cudaStream_t stream, cudaLaunchAttributeID attr,
   return cudaSuccess;
 }
 
-cudaError_t DriverEntryPoint(const char* symbol, void** func,
-                             cudaDriverEntryPointQueryResult* status) {
+cudaError_t DriverEntryPoint(const char* symbol, void** func, unsigned cuda_version,
+                             unsigned long long flags, cudaDriverEntryPointQueryResult* status) {
   Runtime& rt = Runtime::Get();
   if (symbol == nullptr || func == nullptr) {
     return rt.Finish(Error(CudaError::kInvalidValue, "null symbol or funcPtr"));
   }
-  *func = nullptr;
-  if (status != nullptr) *status = cudaDriverEntryPointSymbolNotFound;
-  rt.WarnOnce(std::string("entry-point:") + symbol,
-              std::string("cudaGetDriverEntryPoint(") + symbol +
-                  "): flyt's remote runtime exposes no CUDA driver functions (the driver is on "
-                  "the GPU server); returning cudaErrorNotSupported and a null pointer");
-  return rt.Finish(Error(CudaError::kNotSupported, "no driver entry points in a remote runtime"));
+  // The runtime initialises the driver before it answers (the connection is the driver's too).
+  if (CudaResult<remote::Connection*> conn = rt.Connection(); !conn.ok()) {
+    return rt.Finish(conn.status());
+  }
+  // flyt's libcuda.so.1 (this library is linked against it) answers, with its own functions;
+  // the flags and the query result have the driver's numbers.
+  int result = 0;
+  const int rc = cuGetProcAddress_v2(symbol, func, static_cast<int>(cuda_version), flags, &result);
+  if (status != nullptr) *status = static_cast<cudaDriverEntryPointQueryResult>(result);
+  if (rc != 0) {
+    return rt.Finish(Error(CudaError::kInvalidValue,
+                           std::string("cuGetProcAddress(") + symbol + ") failed: " +
+                               std::to_string(rc)));
+  }
+  return cudaSuccess;
 }
 
 }  // namespace
@@ -529,31 +542,45 @@ cudaError_t cudaGetFuncBySymbol(cudaFunction_t* functionPtr, const void* symbolP
   });
 }
 
-cudaError_t cudaGetDriverEntryPoint(const char* symbol, void** funcPtr, unsigned long long,
+// Without a version: the CUDA version this runtime stands in for. The _ptsz forms' default is
+// the per-thread default stream.
+cudaError_t cudaGetDriverEntryPoint(const char* symbol, void** funcPtr, unsigned long long flags,
                                     enum cudaDriverEntryPointQueryResult* driverStatus) noexcept {
-  return Guard("cudaGetDriverEntryPoint",
-               [&] { return rt_impl::DriverEntryPoint(symbol, funcPtr, driverStatus); });
+  return Guard("cudaGetDriverEntryPoint", [&] {
+    return rt_impl::DriverEntryPoint(symbol, funcPtr, 13000, flags, driverStatus);
+  });
 }
 
 cudaError_t cudaGetDriverEntryPoint_ptsz(
-    const char* symbol, void** funcPtr, unsigned long long,
+    const char* symbol, void** funcPtr, unsigned long long flags,
     enum cudaDriverEntryPointQueryResult* driverStatus) noexcept {
-  return Guard("cudaGetDriverEntryPoint_ptsz",
-               [&] { return rt_impl::DriverEntryPoint(symbol, funcPtr, driverStatus); });
+  return Guard("cudaGetDriverEntryPoint_ptsz", [&] {
+    return rt_impl::DriverEntryPoint(symbol, funcPtr, 13000,
+                                     flags == cudaEnableDefault
+                                         ? static_cast<unsigned long long>(cudaEnablePerThreadDefaultStream)
+                                                                : flags,
+                                     driverStatus);
+  });
 }
 
 cudaError_t cudaGetDriverEntryPointByVersion(
-    const char* symbol, void** funcPtr, unsigned int, unsigned long long,
+    const char* symbol, void** funcPtr, unsigned int version, unsigned long long flags,
     enum cudaDriverEntryPointQueryResult* driverStatus) noexcept {
-  return Guard("cudaGetDriverEntryPointByVersion",
-               [&] { return rt_impl::DriverEntryPoint(symbol, funcPtr, driverStatus); });
+  return Guard("cudaGetDriverEntryPointByVersion", [&] {
+    return rt_impl::DriverEntryPoint(symbol, funcPtr, version, flags, driverStatus);
+  });
 }
 
 cudaError_t cudaGetDriverEntryPointByVersion_ptsz(
-    const char* symbol, void** funcPtr, unsigned int, unsigned long long,
+    const char* symbol, void** funcPtr, unsigned int version, unsigned long long flags,
     enum cudaDriverEntryPointQueryResult* driverStatus) noexcept {
-  return Guard("cudaGetDriverEntryPointByVersion_ptsz",
-               [&] { return rt_impl::DriverEntryPoint(symbol, funcPtr, driverStatus); });
+  return Guard("cudaGetDriverEntryPointByVersion_ptsz", [&] {
+    return rt_impl::DriverEntryPoint(symbol, funcPtr, version,
+                                     flags == cudaEnableDefault
+                                         ? static_cast<unsigned long long>(cudaEnablePerThreadDefaultStream)
+                                                                : flags,
+                                     driverStatus);
+  });
 }
 
 }  // extern "C"

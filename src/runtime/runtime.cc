@@ -18,8 +18,6 @@ namespace {
 
 using remote::CudaError;
 
-constexpr int kRuntimeVersion = 13000;
-
 CudaStatus Error(CudaError code, std::string message) { return {code, std::move(message)}; }
 
 spdlog::level::level_enum LevelFromEnv() {
@@ -27,23 +25,6 @@ spdlog::level::level_enum LevelFromEnv() {
   if (text == nullptr || *text == '\0') return spdlog::level::warn;
   spdlog::level::level_enum level = spdlog::level::from_str(text);
   return level;
-}
-
-std::string ProgramLabel() {
-  char host[256] = "?";
-  ::gethostname(host, sizeof host - 1);
-  return std::string(program_invocation_short_name) + " on " + host + " (pid " +
-         std::to_string(::getpid()) + ")";
-}
-
-void FlushAtExit() {
-  // Posted work still in the send buffer goes out before the process ends.
-  try {
-    Runtime& rt = Runtime::Get();
-    auto conn = rt.Connection();
-    if (conn.ok()) (void)(*conn)->Flush();
-  } catch (...) {
-  }
 }
 
 std::string Hex(const void* p) {
@@ -63,19 +44,6 @@ constexpr PropAttr kPropAttrs[] = {
 #undef FLYT_DEVICE_PROP
 };
 
-// The lease the machine's flyt-client-manager gives this process (FLYT_CLIENT_MANAGER...).
-// `dead`: a session whose server could not be reached, reported to the manager and replaced.
-CudaResult<std::unique_ptr<ManagerSession>> LeaseFromClientManager(
-    std::unique_ptr<ManagerSession> dead = nullptr) {
-  FLYT_CUDA_ASSIGN_OR_RETURN(DiscoveryOptions options,
-                             DiscoveryOptions::FromEnvironment(
-                                 [](const char* name) { return std::getenv(name); }));
-  options.program = program_invocation_short_name;
-  options.pid = static_cast<uint32_t>(::getpid());
-  if (dead) return ManagerSession::ReplaceDeadServer(std::move(dead), options);
-  return ManagerSession::Acquire(options);
-}
-
 }  // namespace
 
 Runtime& Runtime::Get() {
@@ -92,13 +60,6 @@ Runtime::Runtime() {
   log_->set_level(LevelFromEnv());
   const char* strict = std::getenv("FLYT_STRICT_ERRORS");
   strict_errors_ = strict != nullptr && std::strcmp(strict, "1") == 0;
-  std::atexit(FlushAtExit);
-  // A forked child shares its parent's socket: writing to it (its own calls, or the posted work
-  // FlushAtExit would send again) would corrupt the parent's stream. The child is cut off.
-  ::pthread_atfork(nullptr, nullptr, [] {
-    Runtime& rt = Runtime::Get();
-    if (rt.conn_.load() != nullptr) rt.forked_child_.store(true);
-  });
 }
 
 void Runtime::WarnOnce(const std::string& key, const std::string& message) {
@@ -124,16 +85,13 @@ CudaStatus Runtime::StickyStatus() const {
 
 void Runtime::ReportFailure(const CudaStatus& status) {
   // Losing the server is the one failure a program's own error check cannot explain (it prints
-  // only "device(s) busy or unavailable"): say once, whatever the log level, what was lost.
-  if (status.code() == CudaError::kDevicesUnavailable && !loss_logged_.exchange(true)) {
-    log_->error("{}", status.message());
-    return;
-  }
-  log_->debug("{}", status.ToString());
+  // only "device(s) busy or unavailable"): the core says once, whatever the log level, what was
+  // lost.
+  remote::ClientCore::Process().ReportFailure(status);
 }
 
 cudaError_t Runtime::Finish(const CudaStatus& status) {
-  if (remote::Connection* conn = conn_.load()) {
+  if (remote::Connection* conn = remote::ClientCore::Process().connected()) {
     if (std::optional<remote::AsyncError> async = conn->TakeAsyncError()) {
       log_->debug("posted {} failed: {}", remote::CallName(async->call),
                   async->status.ToString());
@@ -146,7 +104,7 @@ cudaError_t Runtime::Finish(const CudaStatus& status) {
 
 cudaError_t Runtime::FinishSync(const CudaStatus& status) {
   std::optional<remote::AsyncError> async;
-  if (remote::Connection* conn = conn_.load()) async = conn->TakeAsyncError();
+  if (remote::Connection* conn = remote::ClientCore::Process().connected()) async = conn->TakeAsyncError();
   if (async) {
     log_->debug("posted {} failed: {}", remote::CallName(async->call), async->status.ToString());
     errors_.Record(async->status.code());
@@ -159,137 +117,28 @@ cudaError_t Runtime::FinishSync(const CudaStatus& status) {
 }
 
 CudaResult<remote::Connection*> Runtime::Connection() {
-  if (remote::Connection* conn = conn_.load()) {
-    if (!forked_child_.load(std::memory_order_relaxed)) return conn;
-    return Error(CudaError::kInitializationError,
-                 "this process was forked from one that used the flyt GPU server; a forked child "
-                 "cannot use its parent's connection (nor, with NVIDIA's runtime, its parent's "
-                 "CUDA context)");
-  }
-  MutexLock lock(connect_mu_);
-  if (connection_) return connection_.get();
-  if (connect_error_) return *connect_error_;
-  const char* server = std::getenv("FLYT_SERVER");
-  std::string address = server != nullptr ? server : "";
-  std::string source = "FLYT_SERVER=" + address;
-  std::unique_ptr<ManagerSession> session;
-  if (address.empty()) {
-    // No server named: the machine's flyt-client-manager leases one (server_discovery.h).
-    CudaResult<std::unique_ptr<ManagerSession>> leased = LeaseFromClientManager();
-    if (!leased.ok()) {
-      log_->error("{}", leased.status().message());
-      // No room now is worth another try later; anything else is remembered.
-      if (leased.status().code() != CudaError::kDevicesUnavailable) {
-        connect_error_ = leased.status();
-      }
-      return leased.status();
-    }
-    session = std::move(leased).value();
-    address = session->server().address;
-    source = "the GPU server " + address + " of lease " + session->server().lease_id;
-  }
-  Result<remote::Endpoint> endpoint = remote::ParseEndpoint(address);
-  if (!endpoint.ok()) {
-    connect_error_ = Error(CudaError::kInitializationError,
-                           source + ": " + endpoint.status().message());
-    log_->error("{}", connect_error_->message());
-    return *connect_error_;
-  }
-  remote::ClientOptions options;
-  const char* shm = std::getenv("FLYT_SHM");
-  options.shared_memory = shm == nullptr || std::string_view(shm) != "0";
-  options.label = ProgramLabel();
-  options.pid = static_cast<uint32_t>(::getpid());
-  options.runtime_version = kRuntimeVersion;
-  // Live migration: one line each time an operator moves this program to another server.
-  options.note = [log = log_](bool failed, const std::string& line) {
-    if (failed) {
-      log->warn("{}", line);
-    } else {
-      log->info("{}", line);
-    }
-  };
-  if (session) {
-    options.secret = session->server().secret;
-  } else if (const char* secret = std::getenv("FLYT_SERVER_SECRET")) {
-    options.secret = secret;
-  }
-  Result<std::unique_ptr<remote::Connection>> conn = remote::Connection::Open(*endpoint, options);
-  if (!conn.ok() && session && ServerOutOfReach(conn.status().message())) {
-    // The leased server is gone (crashed): the client manager checks, replaces the lease, and
-    // this process tries the new server once. Otherwise the connect error below stands.
-    log_->warn("cannot connect to {} ({}); asking the flyt-client-manager for another server",
-               source, conn.status().message());
-    CudaResult<std::unique_ptr<ManagerSession>> next = LeaseFromClientManager(std::move(session));
-    if (!next.ok()) {
-      log_->warn("{}", next.status().message());
-    } else {
-      session = std::move(next).value();
-      address = session->server().address;
-      source = "the GPU server " + address + " of lease " + session->server().lease_id;
-      endpoint = remote::ParseEndpoint(address);
-      if (!endpoint.ok()) {
-        connect_error_ = Error(CudaError::kInitializationError,
-                               source + ": " + endpoint.status().message());
-        log_->error("{}", connect_error_->message());
-        return *connect_error_;
-      }
-      options.secret = session->server().secret;
-      conn = remote::Connection::Open(*endpoint, options);
-    }
-  }
-  if (!conn.ok() && conn.status().code() == StatusCode::kResourceExhausted) {
-    // The server serves as many clients as it may (--max-clients). Not kept: a later call
-    // tries again, and may be served once another client has gone.
-    CudaStatus busy = Error(CudaError::kDevicesUnavailable,
-                            "the flyt GPU server at " + endpoint->ToString() +
-                                " serves no more clients now: " + conn.status().message());
-    log_->error("{}", busy.message());
-    return busy;
-  }
-  if (!conn.ok() && conn.status().reason() == "unauthenticated") {
-    connect_error_ = Error(CudaError::kInitializationError,
-                           "the flyt GPU server at " + endpoint->ToString() +
-                               " refused this client: wrong or missing secret (FLYT_SERVER_SECRET "
-                               "must be the secret of the server's lease)");
-    log_->error("{}", connect_error_->message());
-    return *connect_error_;
-  }
-  if (!conn.ok()) {
-    connect_error_ = Error(CudaError::kInitializationError,
-                           "cannot use the flyt GPU server at " + endpoint->ToString() + ": " +
-                               conn.status().message());
-    log_->error("{}", connect_error_->message());
-    return *connect_error_;
-  }
-  connection_ = std::move(conn).value();
-  if (session) {
-    log_->info("flyt-client-manager on {}: lease {} on node {} (GPU {})", session->socket_path(),
-               session->server().lease_id, session->server().node, session->server().gpu_uuid);
-    session->Watch(log_);
-    manager_session_ = std::move(session);
-  }
-  const remote::ServerInfo& info = connection_->server();
-  log_->info("connected to {} at {} (backend {}{}, over {}), client {}", info.label,
-             endpoint->ToString(), info.backend, info.simulated ? ", SIMULATED device" : "",
-             connection_->transport(), info.client_id);
-  if (!connection_->transport_note().empty()) log_->info("{}", connection_->transport_note());
-  if (remote::SharedArena arena = connection_->arena(); arena.bytes > 0) {
+  FLYT_CUDA_ASSIGN_OR_RETURN(remote::Connection * conn, remote::ClientCore::Process().Connect());
+  if (!arena_adopted_.load(std::memory_order_acquire)) {
+    // The connection's shared arena backs cudaMallocHost (the core may have been opened by
+    // libcuda.so.1 first: the arena is taken over here, once).
     MutexLock arena_lock(arena_mu_);
-    arena_ = arena;
-    arena_blocks_.emplace(arena.bytes);
+    if (!arena_adopted_.load()) {
+      if (remote::SharedArena arena = conn->arena(); arena.bytes > 0) {
+        arena_ = arena;
+        arena_blocks_.emplace(arena.bytes);
+      }
+      // NVIDIA's libraries in this process call the driver API as under NVIDIA's runtime.
+      remote::ClientCore::Process().SetRuntimeActive();
+      arena_adopted_.store(true, std::memory_order_release);
+    }
   }
-  conn_.store(connection_.get());
-  return connection_.get();
+  return conn;
 }
 
-int Runtime::driver_version() {
-  auto conn = Connection();
-  return conn.ok() ? (*conn)->server().driver_version : 0;
-}
+int Runtime::driver_version() { return remote::ClientCore::Process().driver_version(); }
 
 bool Runtime::DeviceFactsCurrent() const {
-  const remote::Connection* conn = conn_.load();
+  const remote::Connection* conn = remote::ClientCore::Process().connected();
   return conn == nullptr || device_generation_ == std::make_pair(conn, conn->device_generation());
 }
 
@@ -360,7 +209,8 @@ CudaStatus Runtime::Reset() {
   generation_.fetch_add(1);
   streams_.clear();
   events_.clear();
-  device_memory_.Clear();
+  remote::ClientCore::Process().ClearDeviceRanges();
+  remote::ClientCore::Process().ClearHandles();
   ManagedForgetAll();  // [issue 17: managed]
   IpcForgetAll();
   errors_.ClearSticky();
@@ -430,7 +280,7 @@ void Runtime::RegisterVar(void** handle, const void* host_var, const char* name,
 
 void Runtime::UnregisterFatbin(void** handle) {
   // A forked child's exit unregisters too: it must not unload its parent's modules.
-  remote::Connection* conn = forked_child_.load() ? nullptr : conn_.load();
+  remote::Connection* conn = remote::ClientCore::Process().connected();
   MutexLock lock(mu_);
   FatbinRecord* fatbin = FatbinOf(handle, fatbins_);
   if (fatbin == nullptr) return;
@@ -544,7 +394,7 @@ CudaResult<std::pair<uint64_t, size_t>> Runtime::Symbol(const void* host_var) {
   var.ptr = reply.ptr;
   var.size = reply.bytes != 0 ? reply.bytes : var.size;
   var.generation = gen;
-  device_memory_.Add(var.ptr, var.size, 1);
+  remote::ClientCore::Process().AddDeviceRange(var.ptr, var.size, /*global=*/true);
   return std::make_pair(var.ptr, var.size);
 }
 
@@ -622,6 +472,8 @@ CudaResult<StreamRecord> Runtime::FindStream(cudaStream_t stream) {
 cudaStream_t Runtime::AddStream(StreamRecord record) {
   auto owned = std::make_unique<StreamRecord>(record);
   auto handle = reinterpret_cast<cudaStream_t>(owned.get());
+  // Known to flyt's libcuda.so.1 too (NVIDIA's libraries pass the program's streams to it).
+  remote::ClientCore::Process().AddHandle(handle, record.id);
   MutexLock lock(mu_);
   streams_.emplace(handle, std::move(owned));
   return handle;
@@ -633,6 +485,7 @@ std::optional<StreamRecord> Runtime::RemoveStream(cudaStream_t stream) {
   if (it == streams_.end()) return std::nullopt;
   StreamRecord record = *it->second;
   streams_.erase(it);
+  remote::ClientCore::Process().RemoveHandle(stream);
   if (record.generation != generation_.load()) return std::nullopt;
   return record;
 }
@@ -649,6 +502,7 @@ CudaResult<EventRecord> Runtime::FindEvent(cudaEvent_t event) {
 cudaEvent_t Runtime::AddEvent(EventRecord record) {
   auto owned = std::make_unique<EventRecord>(record);
   auto handle = reinterpret_cast<cudaEvent_t>(owned.get());
+  remote::ClientCore::Process().AddHandle(handle, record.id);
   MutexLock lock(mu_);
   events_.emplace(handle, std::move(owned));
   return handle;
@@ -660,33 +514,28 @@ std::optional<EventRecord> Runtime::RemoveEvent(cudaEvent_t event) {
   if (it == events_.end()) return std::nullopt;
   EventRecord record = *it->second;
   events_.erase(it);
+  remote::ClientCore::Process().RemoveHandle(event);
   if (record.generation != generation_.load()) return std::nullopt;
   return record;
 }
 
 // ---- memory ------------------------------------------------------------------------------------
 
+// Device memory is the client core's, shared with flyt's libcuda.so.1.
 void Runtime::AddDeviceAllocation(uint64_t ptr, uint64_t bytes) {
-  MutexLock lock(mu_);
-  device_memory_.Add(ptr, bytes, 0);
+  remote::ClientCore::Process().AddDeviceRange(ptr, bytes);
 }
 
 bool Runtime::RemoveDeviceAllocation(uint64_t ptr) {
-  MutexLock lock(mu_);
-  auto range = device_memory_.Find(ptr);
-  if (!range || range->base != ptr || range->value != 0) return false;
-  device_memory_.Remove(ptr);
-  return true;
+  return remote::ClientCore::Process().RemoveDeviceAllocation(ptr);
 }
 
 bool Runtime::IsDeviceRange(const void* ptr, size_t bytes) {
-  MutexLock lock(mu_);
-  return device_memory_.Contains(reinterpret_cast<uint64_t>(ptr), bytes);
+  return remote::ClientCore::Process().IsDeviceRange(reinterpret_cast<uint64_t>(ptr), bytes);
 }
 
 bool Runtime::IsDevicePointer(const void* ptr) {
-  MutexLock lock(mu_);
-  return device_memory_.Find(reinterpret_cast<uint64_t>(ptr)).has_value();
+  return remote::ClientCore::Process().FindDeviceRange(reinterpret_cast<uint64_t>(ptr)).has_value();
 }
 
 void* Runtime::AllocateHost(size_t bytes, unsigned flags) {
@@ -771,7 +620,7 @@ bool Runtime::UnregisterHost(void* ptr) {
   if (!copy) return true;
   // Async copies may still read or write the arena copy: its block is handed out again only
   // once the device is done with them (and what was landing has landed).
-  if (remote::Connection* conn = conn_.load(); conn != nullptr && copy->async) {
+  if (remote::Connection* conn = remote::ClientCore::Process().connected(); conn != nullptr && copy->async) {
     // Not knowing that the device is done with it (the connection broke), the block stays out.
     if (!conn->DeviceSynchronize({}).ok()) return true;
   }

@@ -3,14 +3,10 @@
 // registration, to process exit and is never destroyed, so that registration callbacks run from
 // atexit still find it).
 //
-// What it owns:
-//   - the connection to the flyt GPU server (FLYT_SERVER=HOST:PORT or unix:PATH, else the one
-//     the machine's flyt-client-manager leases: server_discovery.h), opened at the first call
-//     that needs the device; a missing or unreachable server is remembered and reported by every
-//     such call (cudaErrorNoDevice / cudaErrorInitializationError, logged once), a busy one or
-//     a cluster without room now (cudaErrorDevicesUnavailable) is not;
-//   - the connection to the flyt-client-manager that leased the server, open for the process's
-//     life (it counts the program as connected);
+// The connection to the flyt GPU server is the process's client core's (remote_client/
+// client_core.h), which lives in flyt's libcuda.so.1 — this library is linked against it — so
+// that NVIDIA's libraries calling the driver API in the same process share the connection.
+// What the runtime owns:
 //   - what the program registered: fatbins (shipped to the server lazily, the first time one of
 //     their kernels or variables is used), kernels by host stub, __device__/__constant__ variables;
 //   - the program's streams and events (cudaStream_t / cudaEvent_t are pointers to records here;
@@ -50,7 +46,7 @@
 #include "remote/arena_allocator.h"
 #include "remote_client/client.h"
 #include "runtime/error_state.h"
-#include "runtime/server_discovery.h"
+#include "remote_client/client_core.h"
 
 namespace spdlog {
 class logger;
@@ -356,14 +352,8 @@ class Runtime {
   std::shared_ptr<spdlog::logger> log_;
   bool strict_errors_ = false;
 
-  Mutex connect_mu_;
-  // Once set, read without the lock through conn_.
-  std::unique_ptr<remote::Connection> connection_ FLYT_GUARDED_BY(connect_mu_);
-  std::optional<CudaStatus> connect_error_ FLYT_GUARDED_BY(connect_mu_);
-  std::unique_ptr<ManagerSession> manager_session_ FLYT_GUARDED_BY(connect_mu_);
-  std::atomic<remote::Connection*> conn_{nullptr};
-  std::atomic<bool> loss_logged_{false};  // the lost connection has been reported once
-  std::atomic<bool> forked_child_{false};  // this is a fork of the process that connected
+  // Whether the connection's shared arena has been taken over (Connection()).
+  std::atomic<bool> arena_adopted_{false};
 
   Mutex device_mu_;
   // The device properties, fetched again when the server says they changed (a resize: the
@@ -387,7 +377,6 @@ class Runtime {
   std::unordered_map<const void*, std::unique_ptr<VarRecord>> vars_ FLYT_GUARDED_BY(mu_);
   std::unordered_map<const void*, std::unique_ptr<StreamRecord>> streams_ FLYT_GUARDED_BY(mu_);
   std::unordered_map<const void*, std::unique_ptr<EventRecord>> events_ FLYT_GUARDED_BY(mu_);
-  remote::AddressRanges<uint8_t> device_memory_ FLYT_GUARDED_BY(mu_);
   // Pinned/registered host ranges and their flags.
   remote::AddressRanges<unsigned> host_memory_ FLYT_GUARDED_BY(mu_);
   std::unordered_set<void*> host_allocations_ FLYT_GUARDED_BY(mu_);  // ours to free

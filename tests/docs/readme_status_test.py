@@ -56,11 +56,13 @@ EXISTS = [
     ("over shared memory", file_exists("src/remote/shm_channel.cc")),
     ("moved live", file_exists("src/remote_server/migrate.cc")),
     ("resized while it runs", file_exists("src/remote_server/resize.cc")),
+    ("`libcuda.so.1`", file_exists("src/libcuda/driver.cc")),
 ]
 
 # (phrase in "Not built yet", evidence that would mean it is built now)
 NOT_BUILT = [
-    ("`libcuda.so.1`", built("lib/flyt/libcuda.so.1")),
+    # The static runtime stops at this export table until flyt's libcuda.so.1 provides it.
+    ("nvcc's default static runtime", code_has("src/libcuda", r"6bd5fb6c-5bf4-e74a|0x6bd5fb6c")),
     ("DCGM's profiling metrics", code_has("src/nvml/nvml_functions.h", r"nvmlGpmMetricsGet")),
     ("MIG instances as devices",
      code_has("src/nvml/nvml_functions.h", r"nvmlDeviceGetMigDeviceHandleByIndex")),

@@ -1,8 +1,8 @@
 // Stream and device attributes a tuned program sets: an L2 access-policy window on a stream
 // (kept and read back; a hint), the stream's priority, cudaCtxResetPersistingL2Cache, device
 // limits, a kernel's name and handle (cudaFuncGetName, cudaGetFuncBySymbol), and
-// cudaGetDriverEntryPoint, which a remote runtime answers with cudaErrorNotSupported, a null
-// pointer and cudaDriverEntryPointSymbolNotFound (and the program goes on).
+// cudaGetDriverEntryPoint: driver functions (flyt's libcuda.so.1 under flyt's runtime) that work
+// at once on the runtime's memory.
 #include "program.h"
 
 #include <cstring>
@@ -61,16 +61,32 @@ int main() {
   EXPECT_ERR(cudaGetFuncBySymbol(&function, &not_a_kernel), cudaErrorInvalidDeviceFunction);
   (void)cudaGetLastError();
 
-  void* entry = reinterpret_cast<void*>(1);
-  cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSuccess;
-  cudaError_t err = cudaGetDriverEntryPointByVersion("cuMemAlloc", &entry, 12000,
-                                                     cudaEnableDefault, &status);
-  if (err == cudaSuccess) {
-    if (entry == nullptr) FAIL("success with a null entry point");  // a local runtime
-  } else if (err != cudaErrorNotSupported || entry != nullptr ||
-             status != cudaDriverEntryPointSymbolNotFound) {
-    FAIL("cudaGetDriverEntryPointByVersion: %s", cudaGetErrorName(err));
+  // The driver's own functions, from flyt's libcuda.so.1 (NVIDIA's libraries find them so), usable
+  // at once: the runtime initialised the driver and its primary context is current.
+  void* entry = nullptr;
+  cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;
+  CHECK(cudaGetDriverEntryPointByVersion("cuMemAlloc", &entry, 12000, cudaEnableDefault, &status));
+  if (entry == nullptr || status != cudaDriverEntryPointSuccess) FAIL("no cuMemAlloc entry point");
+  void* free_entry = nullptr;
+  CHECK(cudaGetDriverEntryPoint("cuMemFree", &free_entry, cudaEnableDefault, &status));
+  if (free_entry == nullptr) FAIL("no cuMemFree entry point");
+  using MemAlloc = int (*)(unsigned long long*, size_t);
+  using MemFree = int (*)(unsigned long long);
+  unsigned long long driver_ptr = 0;
+  if (int rc = reinterpret_cast<MemAlloc>(entry)(&driver_ptr, 4096); rc != 0) {
+    FAIL("cuMemAlloc through its entry point: CUresult %d", rc);
   }
+  // Driver memory is the runtime's memory too.
+  CHECK(cudaMemset(reinterpret_cast<void*>(driver_ptr), 0x5a, 4096));
+  unsigned char driver_back[16];
+  CHECK(cudaMemcpy(driver_back, reinterpret_cast<void*>(driver_ptr), sizeof driver_back, cudaMemcpyDeviceToHost));
+  if (driver_back[0] != 0x5a || driver_back[15] != 0x5a) FAIL("driver memory through the runtime: %02x", driver_back[0]);
+  if (int rc = reinterpret_cast<MemFree>(free_entry)(driver_ptr); rc != 0) {
+    FAIL("cuMemFree through its entry point: CUresult %d", rc);
+  }
+  void* none = reinterpret_cast<void*>(1);
+  CHECK(cudaGetDriverEntryPoint("cuNoSuchFunction", &none, cudaEnableDefault, &status));
+  if (none != nullptr || status != cudaDriverEntryPointSymbolNotFound) FAIL("an unknown symbol");
   (void)cudaGetLastError();
   CHECK(cudaFree(x));
   CHECK(cudaStreamDestroy(stream));

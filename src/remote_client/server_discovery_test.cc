@@ -1,7 +1,7 @@
 // Server discovery against a fake flyt-client-manager socket: the request the runtime sends,
 // the answer it reads, and every failure as the CUDA error and message a program sees — no
 // manager, a manager that never answers, refusals with the cluster's reasons, bad variables.
-#include "runtime/server_discovery.h"
+#include "remote_client/server_discovery.h"
 
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -19,11 +19,10 @@
 
 #include "common/unique_fd.h"
 
-namespace flyt::runtime {
+namespace flyt::remote {
 namespace {
 
 using nlohmann::json;
-using remote::CudaError;
 using std::chrono::milliseconds;
 
 // A manager that accepts one connection at a time, reads one line and answers with `answer`
@@ -349,4 +348,4 @@ TEST_F(DiscoveryTest, TheEnvironmentGivesSocketTimeoutAndProfile) {
 }
 
 }  // namespace
-}  // namespace flyt::runtime
+}  // namespace flyt::remote

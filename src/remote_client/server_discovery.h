@@ -43,7 +43,7 @@ namespace spdlog {
 class logger;
 }
 
-namespace flyt::runtime {
+namespace flyt::remote {
 
 inline constexpr const char* kDefaultClientManagerSocket = "/run/flyt/client-manager.sock";
 
@@ -56,7 +56,7 @@ struct DiscoveryOptions {
 
   // From FLYT_CLIENT_MANAGER, FLYT_CLIENT_MANAGER_TIMEOUT_MS and FLYT_REMOTE_SM_COUNT,
   // FLYT_REMOTE_SM_PERCENT, FLYT_REMOTE_MEMORY_MB, FLYT_REMOTE_GPU_MODEL, read through `getenv`.
-  static remote::CudaResult<DiscoveryOptions> FromEnvironment(
+  static CudaResult<DiscoveryOptions> FromEnvironment(
       const std::function<const char*(const char*)>& getenv);
 };
 
@@ -79,7 +79,7 @@ class ManagerSession {
  public:
   // Connects to the manager, asks for a lease and waits for the answer (at most
   // options.timeout in all).
-  static remote::CudaResult<std::unique_ptr<ManagerSession>> Acquire(
+  static CudaResult<std::unique_ptr<ManagerSession>> Acquire(
       const DiscoveryOptions& options);
   ~ManagerSession();
   ManagerSession(const ManagerSession&) = delete;
@@ -92,10 +92,10 @@ class ManagerSession {
 
   // Reports this session's server dead (before Watch) and waits, at most `timeout`, for the
   // manager's verdict: Ok when it replaced the lease; else why not (kDevicesUnavailable).
-  remote::CudaStatus ReportDeadServer(std::chrono::milliseconds timeout);
+  CudaStatus ReportDeadServer(std::chrono::milliseconds timeout);
   // ReportDeadServer on `dead`, then, when the manager replaced the lease, a new Acquire (the
   // old session is closed first). Either failure is the status, naming the manager's reason.
-  static remote::CudaResult<std::unique_ptr<ManagerSession>> ReplaceDeadServer(
+  static CudaResult<std::unique_ptr<ManagerSession>> ReplaceDeadServer(
       std::unique_ptr<ManagerSession> dead, const DiscoveryOptions& options);
 
  private:
@@ -109,4 +109,4 @@ class ManagerSession {
   std::thread watcher_;
 };
 
-}  // namespace flyt::runtime
+}  // namespace flyt::remote

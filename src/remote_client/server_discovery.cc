@@ -1,4 +1,4 @@
-#include "runtime/server_discovery.h"
+#include "remote_client/server_discovery.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -13,13 +13,10 @@
 
 #include "common/json.h"
 
-namespace flyt::runtime {
+namespace flyt::remote {
 namespace {
 
 using nlohmann::json;
-using remote::CudaError;
-using remote::CudaResult;
-using remote::CudaStatus;
 using std::chrono::milliseconds;
 using Steady = std::chrono::steady_clock;
 
@@ -299,4 +296,4 @@ void ManagerSession::Watch(std::shared_ptr<spdlog::logger> log) {
   });
 }
 
-}  // namespace flyt::runtime
+}  // namespace flyt::remote
