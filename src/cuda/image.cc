@@ -114,6 +114,34 @@ Result<std::vector<KernelInfo>> KernelsOfImage(std::span<const std::byte> bytes)
   return KernelsOfImage(ImageSpan{kind, bytes});
 }
 
+std::map<std::string, uint64_t> GlobalsOfImage(std::span<const std::byte> bytes) {
+  std::map<std::string, uint64_t> globals;
+  auto add = [&globals](std::span<const std::byte> cubin) {
+    Result<ElfFile> elf = ElfFile::Parse(cubin, "cubin");
+    if (!elf.ok()) return;
+    Result<std::vector<ElfSymbol>> symbols = elf->Symbols();
+    if (!symbols.ok()) return;
+    for (const ElfSymbol& s : *symbols) {
+      constexpr uint8_t kObject = 1;  // STT_OBJECT
+      if (s.type() != kObject || s.size_bytes == 0 || s.name.empty()) continue;
+      uint64_t& size = globals[std::string(s.name)];
+      size = std::max(size, s.size_bytes);
+    }
+  };
+  if (bytes.size() < 4) return globals;
+  const uint32_t magic = Read<uint32_t>(bytes.data());
+  if (magic == 0x464C457F) {
+    add(bytes);
+  } else if (magic == kFatbinMagic) {
+    if (Result<Fatbin> fatbin = ParseFatbin(bytes); fatbin.ok()) {
+      for (const FatbinEntry& e : fatbin->entries) {
+        if (e.kind == FatbinEntry::Kind::kElf) add(e.payload);
+      }
+    }
+  }
+  return globals;
+}
+
 Result<std::vector<std::byte>> PackParameters(const KernelInfo& layout, void* const* args) {
   std::vector<std::byte> params(layout.param_bytes);
   if (!layout.params.empty() && args == nullptr) {

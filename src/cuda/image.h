@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -29,6 +31,11 @@ struct ImageSpan {
 [[nodiscard]] Result<std::vector<KernelInfo>> KernelsOfImage(const ImageSpan& image);
 // The same for bytes whose kind is read from their first bytes (fatbin, ELF, else PTX text).
 [[nodiscard]] Result<std::vector<KernelInfo>> KernelsOfImage(std::span<const std::byte> bytes);
+
+// The sizes of an image's variables (__device__, __constant__, __managed__) by name, from its
+// cubins' symbol tables (the largest where entries differ); empty for PTX, which the driver
+// compiles.
+[[nodiscard]] std::map<std::string, uint64_t> GlobalsOfImage(std::span<const std::byte> bytes);
 
 // The launch's parameter buffer: each argument (args[ordinal] points at it) copied to its offset.
 // Refuses null args for a kernel with parameters and a layout that overruns its own buffer.

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "libcuda/driver.h"
+#include "libcuda/export_tables.h"
 #include "libcuda/proc_address.h"
 #include "libcuda/symbols.h"
 #include "remote/cuda_status.h"
@@ -264,18 +265,25 @@ CUresult CUDAAPI cuGetProcAddress(const char* symbol, void** pfn, int cuda_versi
   return r;
 }
 
-// The driver's private tables (NVIDIA's runtimes and libraries ask for them by UUID): none is
-// provided yet. Refused with a message naming the table, once per table.
+// The driver's private tables, which NVIDIA's runtimes and libraries ask for by UUID
+// (export_tables.h). One flyt does not provide is refused (CUDA_ERROR_NOT_FOUND), with a warning
+// naming it the first time — except f8cff951-…, which NVIDIA's runtime asks for first and does
+// without.
 CUresult CUDAAPI cuGetExportTable(const void** table, const CUuuid* id) {
   return Guard("cuGetExportTable", [&] {
     if (table == nullptr || id == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    *table = nullptr;
+    *table = flyt::libcuda::FindExportTable(*id);
+    if (*table != nullptr) return CUDA_SUCCESS;
     char uuid[40];
     const auto* b = reinterpret_cast<const unsigned char*>(id->bytes);
     std::snprintf(uuid, sizeof uuid,
                   "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
                   b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
                   b[14], b[15]);
+    if (std::string_view(uuid).starts_with("f8cff951-")) {
+      Driver::Get().log().debug("cuGetExportTable: {} refused (optional)", uuid);
+      return CUDA_ERROR_NOT_FOUND;
+    }
     Driver::Get().WarnOnce(std::string("export-table:") + uuid,
                            std::string("cuGetExportTable: flyt's libcuda.so.1 has no table ") +
                                uuid + " (a private interface of NVIDIA's driver); refused");

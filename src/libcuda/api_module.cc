@@ -222,7 +222,9 @@ CUresult CUDAAPI cuModuleGetGlobal_v2(CUdeviceptr* ptr, size_t* bytes, CUmodule 
       return d.Local(CUDA_ERROR_INVALID_HANDLE, "cuModuleGetGlobal: not a module");
     auto conn = d.Connection();
     if (!conn.ok()) return d.Finish(conn.status());
-    auto reply = (*conn)->ModuleGetGlobal({record->id, name, 0});
+    auto size = record->globals.find(name);
+    const uint64_t known_bytes = size == record->globals.end() ? 0 : size->second;
+    auto reply = (*conn)->ModuleGetGlobal({record->id, name, known_bytes});
     if (!reply.ok()) {
       if (reply.status().code() == CudaError::kInvalidSymbol ||
           reply.status().code() == CudaError::kInvalidValue) {
@@ -235,6 +237,14 @@ CUresult CUDAAPI cuModuleGetGlobal_v2(CUdeviceptr* ptr, size_t* bytes, CUmodule 
     if (bytes != nullptr) *bytes = reply->bytes;
     return CUDA_SUCCESS;
   });
+}
+
+// Modules are sent to the server when they are loaded (not at their first use).
+CUresult CUDAAPI cuModuleGetLoadingMode(CUmoduleLoadingMode* mode) {
+  if (mode == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = Driver::Get().CheckInit(); r != CUDA_SUCCESS) return r;
+  *mode = CU_MODULE_EAGER_LOADING;
+  return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuModuleGetFunctionCount(unsigned int* count, CUmodule module) {
@@ -405,6 +415,119 @@ CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, vo
 CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params,
                                        void** extra) {
   return Guard("cuLaunchKernelEx_ptsz", [&] { return LaunchEx(config, f, params, extra, true); });
+}
+
+// ---- libraries and kernels (CUDA 12) ----------------------------------------------------------
+// A library is a module here (CUlibrary and CUmodule are the same record) and a kernel is its
+// function (CUkernel and CUfunction are the same record, so a CUkernel launches as CUDA 12
+// allows). Loading is not lazy yet: the image is sent at load. NVIDIA's static runtime loads the
+// program's fat binaries this way (the wrapper it registered).
+
+CUresult CUDAAPI cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option*, void**,
+                                   unsigned int, CUlibraryOption*, void**, unsigned int) {
+  return Guard("cuLibraryLoadData", [&] {
+    if (library == nullptr || code == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    Driver& d = Driver::Get();
+    if (CUresult r = d.CheckInit(); r != CUDA_SUCCESS) return r;  // no context needed
+    flyt::Result<flyt::cuda::ImageSpan> located = flyt::cuda::LocateImage(code);
+    if (!located.ok()) {
+      return d.Local(CUDA_ERROR_INVALID_IMAGE, "library image: " + located.status().message());
+    }
+    auto loaded = d.LoadModule(located->bytes, ImageLabel(code));
+    if (!loaded.ok()) return d.Finish(loaded.status());
+    *library = reinterpret_cast<CUlibrary>(*loaded);
+    return d.Finish(CudaStatus::Ok());
+  });
+}
+
+CUresult CUDAAPI cuLibraryLoadFromFile(CUlibrary* library, const char* path, CUjit_option*,
+                                       void**, unsigned int, CUlibraryOption*, void**,
+                                       unsigned int) {
+  return Guard("cuLibraryLoadFromFile", [&] {
+    if (library == nullptr || path == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    CUmodule module = nullptr;
+    CUresult r = cuModuleLoad(&module, path);
+    if (r == CUDA_SUCCESS) *library = reinterpret_cast<CUlibrary>(module);
+    return r;
+  });
+}
+
+CUresult CUDAAPI cuLibraryUnload(CUlibrary library) {
+  return cuModuleUnload(reinterpret_cast<CUmodule>(library));
+}
+
+CUresult CUDAAPI cuLibraryGetModule(CUmodule* module, CUlibrary library) {
+  return Guard("cuLibraryGetModule", [&] {
+    if (module == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    Driver& d = Driver::Get();
+    if (CUresult r = d.RequireContext(); r != CUDA_SUCCESS) return r;
+    if (d.FindModule(reinterpret_cast<CUmodule>(library)) == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+    *module = reinterpret_cast<CUmodule>(library);
+    return CUDA_SUCCESS;
+  });
+}
+
+CUresult CUDAAPI cuLibraryGetKernel(CUkernel* kernel, CUlibrary library, const char* name) {
+  return Guard("cuLibraryGetKernel", [&] {
+    if (kernel == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    Driver& d = Driver::Get();
+    if (CUresult r = d.CheckInit(); r != CUDA_SUCCESS) return r;
+    auto found = d.GetFunction(reinterpret_cast<CUmodule>(library), name);
+    if (!found.ok()) return d.Finish(found.status());
+    *kernel = reinterpret_cast<CUkernel>(*found);
+    return CUDA_SUCCESS;
+  });
+}
+
+CUresult CUDAAPI cuLibraryGetKernelCount(unsigned int* count, CUlibrary library) {
+  return cuModuleGetFunctionCount(count, reinterpret_cast<CUmodule>(library));
+}
+
+CUresult CUDAAPI cuLibraryGetGlobal(CUdeviceptr* ptr, size_t* bytes, CUlibrary library,
+                                    const char* name) {
+  return cuModuleGetGlobal_v2(ptr, bytes, reinterpret_cast<CUmodule>(library), name);
+}
+
+CUresult CUDAAPI cuKernelGetFunction(CUfunction* function, CUkernel kernel) {
+  return Guard("cuKernelGetFunction", [&] {
+    if (function == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (Function(reinterpret_cast<CUfunction>(kernel)) == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+    *function = reinterpret_cast<CUfunction>(kernel);
+    return CUDA_SUCCESS;
+  });
+}
+
+CUresult CUDAAPI cuKernelGetLibrary(CUlibrary* library, CUkernel kernel) {
+  return Guard("cuKernelGetLibrary", [&] {
+    if (library == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    FunctionRecord* function = Function(reinterpret_cast<CUfunction>(kernel));
+    if (function == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+    *library = reinterpret_cast<CUlibrary>(function->module);
+    return CUDA_SUCCESS;
+  });
+}
+
+CUresult CUDAAPI cuKernelGetAttribute(int* value, CUfunction_attribute attr, CUkernel kernel,
+                                      CUdevice) {
+  return cuFuncGetAttribute(value, attr, reinterpret_cast<CUfunction>(kernel));
+}
+
+CUresult CUDAAPI cuKernelSetAttribute(CUfunction_attribute attr, int value, CUkernel kernel,
+                                      CUdevice) {
+  return cuFuncSetAttribute(reinterpret_cast<CUfunction>(kernel), attr, value);
+}
+
+CUresult CUDAAPI cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUdevice) {
+  return cuFuncSetCacheConfig(reinterpret_cast<CUfunction>(kernel), config);
+}
+
+CUresult CUDAAPI cuKernelGetName(const char** name, CUkernel kernel) {
+  return cuFuncGetName(name, reinterpret_cast<CUfunction>(kernel));
+}
+
+CUresult CUDAAPI cuKernelGetParamInfo(CUkernel kernel, size_t index, size_t* offset,
+                                      size_t* size) {
+  return cuFuncGetParamInfo(reinterpret_cast<CUfunction>(kernel), index, offset, size);
 }
 
 }  // extern "C"

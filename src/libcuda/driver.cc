@@ -336,6 +336,7 @@ CudaResult<CUmodule> Driver::LoadModule(std::span<const std::byte> image, std::s
                  kernels.status().message() +
                  "): it is loaded, but its kernels launch only with `extra` parameter buffers");
   }
+  record->globals = cuda::GlobalsOfImage(image);
   FLYT_CUDA_RETURN_IF_ERROR(conn->ModuleLoad({record->id, image.size(), record->label}, image));
   auto handle = reinterpret_cast<CUmodule>(record.get());
   MutexLock lock(mu_);

@@ -94,6 +94,8 @@ struct ModuleRecord {
   bool parsed = false;
   std::map<std::string, cuda::KernelInfo> kernels;
   std::map<std::string, FunctionRecord*> functions;
+  // Variables' sizes from the image's cubins (the simulated device sizes a global by them).
+  std::map<std::string, uint64_t> globals;
 };
 
 struct FunctionRecord {

@@ -475,3 +475,67 @@ TEST_F(LibcudaSim, TheRuntimeAndTheDriverShareOneConnectionAndItsObjects) {
 
 }  // namespace
 }  // namespace flyt::libcuda
+
+namespace flyt::libcuda {
+namespace {
+
+CUuuid Uuid(std::initializer_list<unsigned> bytes) {
+  CUuuid id{};
+  int i = 0;
+  for (unsigned b : bytes) id.bytes[i++] = static_cast<char>(b);
+  return id;
+}
+
+// The private tables NVIDIA's static runtime asks for (export_tables.h): their sizes, the
+// integrity check's fixed answers, context-local storage, the primary context's handle.
+TEST_F(LibcudaSim, TheExportTablesOfNvidiasRuntimeAreThere) {
+  PROC(cuGetExportTable);
+  PROC(cuDevicePrimaryCtxRetain);
+  const void* table = nullptr;
+  const CUuuid cudart = Uuid({0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe7, 0x4a, 0x89, 0x87, 0xd9,
+                              0x39, 0x12, 0xfd, 0x9d, 0xf9});
+  ASSERT_EQ(cuGetExportTable(&table, &cudart), CUDA_SUCCESS);
+  auto slots = static_cast<void* const*>(table);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(slots[0]), 13 * sizeof(void*));
+  CUcontext from_table = nullptr, retained = nullptr;
+  ASSERT_EQ(reinterpret_cast<CUresult (*)(CUcontext*, CUdevice)>(slots[2])(&from_table, 0),
+            CUDA_SUCCESS);
+  ASSERT_EQ(cuDevicePrimaryCtxRetain(&retained, 0), CUDA_SUCCESS);
+  EXPECT_EQ(from_table, retained);
+
+  const CUuuid integrity = Uuid({0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b, 0x8d, 0x34, 0xba,
+                                 0x12, 0x3c, 0x66, 0xe1, 0xf2});
+  ASSERT_EQ(cuGetExportTable(&table, &integrity), CUDA_SUCCESS);
+  slots = static_cast<void* const*>(table);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(slots[0]), 3 * sizeof(void*));
+  auto check = reinterpret_cast<CUresult (*)(uint32_t, uint64_t, uint64_t*)>(slots[1]);
+  uint64_t answer[2] = {};
+  ASSERT_EQ(check(13000, 1764000000, answer), CUDA_SUCCESS);
+  EXPECT_EQ(answer[0], 0x3341181C03CB675Cull);
+  uint64_t first[2] = {}, again[2] = {};
+  ASSERT_EQ(check(13002, 1764000000, first), CUDA_SUCCESS);
+  ASSERT_EQ(check(13002, 1764000000, again), CUDA_SUCCESS);
+  EXPECT_EQ(first[0], again[0]);  // the same inputs, the same answer
+  ASSERT_EQ(check(13002, 1764000001, again), CUDA_SUCCESS);
+  EXPECT_NE(first[0], again[0]);  // the time is hashed
+
+  const CUuuid storage = Uuid({0xc6, 0x93, 0x33, 0x6e, 0x11, 0x21, 0xdf, 0x11, 0xa8, 0xc3, 0x68,
+                               0xf3, 0x55, 0xd8, 0x95, 0x93});
+  ASSERT_EQ(cuGetExportTable(&table, &storage), CUDA_SUCCESS);
+  slots = static_cast<void* const*>(table);
+  using Destroy = void (*)(CUcontext, void*, void*);
+  auto reg = reinterpret_cast<CUresult (*)(CUcontext, void*, void*, Destroy)>(slots[0]);
+  auto unreg = reinterpret_cast<CUresult (*)(CUcontext, void*)>(slots[1]);
+  auto get = reinterpret_cast<CUresult (*)(void**, CUcontext, void*)>(slots[2]);
+  int key = 0, value = 0;
+  void* got = nullptr;
+  EXPECT_NE(get(&got, nullptr, &key), CUDA_SUCCESS);  // nothing registered yet
+  ASSERT_EQ(reg(nullptr, &key, &value, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(get(&got, context_, &key), CUDA_SUCCESS);  // the current context is the primary
+  EXPECT_EQ(got, &value);
+  ASSERT_EQ(unreg(nullptr, &key), CUDA_SUCCESS);
+  EXPECT_NE(get(&got, nullptr, &key), CUDA_SUCCESS);
+}
+
+}  // namespace
+}  // namespace flyt::libcuda
