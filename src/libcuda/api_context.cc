@@ -3,6 +3,10 @@
 // process).
 #include <cuda.h>
 
+#include <map>
+#include <optional>
+
+#include "common/mutex.h"
 #include "libcuda/driver.h"
 
 using flyt::libcuda::ContextRecord;
@@ -29,6 +33,33 @@ constexpr unsigned kSchedMask = CU_CTX_SCHED_MASK;
 constexpr unsigned kKnownFlags = CU_CTX_SCHED_MASK | CU_CTX_MAP_HOST | CU_CTX_LMEM_RESIZE_TO_MAX |
                                  CU_CTX_COREDUMP_ENABLE | CU_CTX_USER_COREDUMP_ENABLE |
                                  CU_CTX_SYNC_MEMOPS;
+
+// The process's limits (one device, one server context), the driver's defaults until set.
+flyt::Mutex limits_mu;
+std::map<int, size_t>& Limits() {
+  static auto* limits = new std::map<int, size_t>{
+      {CU_LIMIT_STACK_SIZE, 1024},
+      {CU_LIMIT_PRINTF_FIFO_SIZE, 1 << 20},
+      {CU_LIMIT_MALLOC_HEAP_SIZE, 8 << 20},
+      {CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH, 2},
+      {CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT, 2048},
+      {CU_LIMIT_MAX_L2_FETCH_GRANULARITY, 64},
+      {CU_LIMIT_PERSISTING_L2_CACHE_SIZE, 0},
+      {CU_LIMIT_CIG_ENABLED, 0},
+      {CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED, 0},
+  };
+  return *limits;
+}
+std::optional<size_t> LimitValue(CUlimit limit) {
+  flyt::MutexLock lock(limits_mu);
+  auto it = Limits().find(limit);
+  if (it == Limits().end()) return std::nullopt;
+  return it->second;
+}
+void SetLimitValue(CUlimit limit, size_t value) {
+  flyt::MutexLock lock(limits_mu);
+  Limits()[limit] = value;
+}
 
 CUresult CreateContext(CUcontext* context, unsigned flags, CUdevice device) {
   Driver& d = Driver::Get();
@@ -288,28 +319,42 @@ CUresult CUDAAPI cuCtxSetCacheConfig(CUfunc_cache config) {
   });
 }
 
+// Limits are kept here, as flyt's runtime keeps cudaDeviceSetLimit's: the server's context keeps
+// its own (the driver's defaults), so a limit set is what later reads return, not what the GPU
+// enforces (docs/design.md, "libcuda.so.1").
 CUresult CUDAAPI cuCtxGetLimit(size_t* value, CUlimit limit) {
   return Guard("cuCtxGetLimit", [&] {
     if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
     ContextRecord* record = nullptr;
     if (CUresult r = Resolve(nullptr, &record); r != CUDA_SUCCESS) return r;
-    // The driver's defaults (the server's context keeps its own).
-    switch (limit) {
-      case CU_LIMIT_STACK_SIZE:
-        *value = 1024;
-        return CUDA_SUCCESS;
-      case CU_LIMIT_PRINTF_FIFO_SIZE:
-        *value = 1 << 20;
-        return CUDA_SUCCESS;
-      case CU_LIMIT_MALLOC_HEAP_SIZE:
-        *value = 8 << 20;
-        return CUDA_SUCCESS;
-      case CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT:
-        *value = 2048;
-        return CUDA_SUCCESS;
-      default:
-        return Driver::Get().Unsupported("cuCtxGetLimit of this limit");
+    if (limit == CU_LIMIT_SHMEM_SIZE) {  // not a CIG context: what one block may opt in to
+      int bytes = 0;
+      if (CUresult r = cuDeviceGetAttribute(
+              &bytes, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, record->device);
+          r != CUDA_SUCCESS) {
+        return r;
+      }
+      *value = static_cast<size_t>(bytes);
+      return CUDA_SUCCESS;
     }
+    std::optional<size_t> found = LimitValue(limit);
+    if (!found) return CUDA_ERROR_UNSUPPORTED_LIMIT;
+    *value = *found;
+    return CUDA_SUCCESS;
+  });
+}
+
+CUresult CUDAAPI cuCtxSetLimit(CUlimit limit, size_t value) {
+  return Guard("cuCtxSetLimit", [&] {
+    ContextRecord* record = nullptr;
+    if (CUresult r = Resolve(nullptr, &record); r != CUDA_SUCCESS) return r;
+    if (limit == CU_LIMIT_SHMEM_SIZE || limit == CU_LIMIT_CIG_ENABLED) {
+      return CUDA_ERROR_INVALID_VALUE;  // queries only
+    }
+    if (limit == CU_LIMIT_MAX_L2_FETCH_GRANULARITY && value > 128) return CUDA_ERROR_INVALID_VALUE;
+    if (!LimitValue(limit)) return CUDA_ERROR_UNSUPPORTED_LIMIT;
+    SetLimitValue(limit, value);
+    return CUDA_SUCCESS;
   });
 }
 

@@ -2,6 +2,7 @@
 // and globals, function attributes, occupancy, and kernel launches (posted: no round trip).
 #include <cuda.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -364,6 +365,66 @@ CUresult CUDAAPI cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, CUfunc
                                                              size_t dynamic_shared) {
   return cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(blocks, f, block_size, dynamic_shared,
                                                               0);
+}
+
+// What a block may still take of dynamic shared memory when `blocks` blocks share an SM: the SM's
+// shared memory split between them, less each block's reservation and static shared memory, at
+// most what one block may opt in to (the device's and the kernel's figures; the block size does
+// not enter on current GPUs).
+CUresult CUDAAPI cuOccupancyAvailableDynamicSMemPerBlock(size_t* bytes, CUfunction f, int blocks,
+                                                         int block_size) {
+  return Guard("cuOccupancyAvailableDynamicSMemPerBlock", [&] {
+    if (bytes == nullptr || blocks <= 0 || block_size <= 0) return CUDA_ERROR_INVALID_VALUE;
+    Driver& d = Driver::Get();
+    if (CUresult r = d.RequireContext(); r != CUDA_SUCCESS) return r;
+    FunctionRecord* function = Function(f);
+    if (function == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+    auto per_sm = d.Attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
+    auto reserved = d.Attribute(CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK);
+    auto optin = d.Attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+    auto attributes = d.FunctionAttributes(*function);
+    for (const auto* status : {&per_sm.status(), &reserved.status(), &optin.status()}) {
+      if (!status->ok()) return d.Finish(*status);
+    }
+    if (!attributes.ok()) return d.Finish(attributes.status());
+    const int64_t static_bytes = (*attributes)[CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES];
+    const int64_t share = *per_sm / blocks - *reserved - static_bytes;
+    const int64_t cap = *optin - static_bytes;
+    *bytes = static_cast<size_t>(std::max<int64_t>(0, std::min(share, cap)));
+    return CUDA_SUCCESS;
+  });
+}
+
+// An estimate: the blocks of the configuration that fit on the device at once (occupancy per SM,
+// from the server, times the SMs), divided by the cluster's size. A GPU's clusters must also fit
+// within one GPC, which can make the true figure smaller (docs/hardware-verification.md).
+CUresult CUDAAPI cuOccupancyMaxActiveClusters(int* clusters, CUfunction f,
+                                              const CUlaunchConfig* config) {
+  return Guard("cuOccupancyMaxActiveClusters", [&] {
+    if (clusters == nullptr || config == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    Driver& d = Driver::Get();
+    if (CUresult r = d.RequireContext(); r != CUDA_SUCCESS) return r;
+    FunctionRecord* function = Function(f);
+    if (function == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+    int64_t cluster_size = 1;
+    for (unsigned i = 0; i < config->numAttrs && config->attrs != nullptr; ++i) {
+      if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+        const auto& dim = config->attrs[i].value.clusterDim;
+        cluster_size = int64_t{dim.x} * dim.y * dim.z;
+      }
+    }
+    if (cluster_size <= 0) return CUDA_ERROR_INVALID_VALUE;
+    const int64_t threads = int64_t{config->blockDimX} * config->blockDimY * config->blockDimZ;
+    auto sms = d.Attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+    if (!sms.ok()) return d.Finish(sms.status());
+    auto conn = d.Connection();
+    if (!conn.ok()) return d.Finish(conn.status());
+    auto reply = (*conn)->OccupancyMaxActiveBlocks(
+        {function->id, static_cast<int32_t>(threads), config->sharedMemBytes, 0});
+    if (!reply.ok()) return d.Finish(reply.status());
+    *clusters = static_cast<int>(int64_t{reply->blocks} * *sms / cluster_size);
+    return CUDA_SUCCESS;
+  });
 }
 
 // ---- launches ----------------------------------------------------------------------------------

@@ -539,3 +539,53 @@ TEST_F(LibcudaSim, TheExportTablesOfNvidiasRuntimeAreThere) {
 
 }  // namespace
 }  // namespace flyt::libcuda
+
+namespace flyt::libcuda {
+namespace {
+
+// What cuBLAS asks before its first call: limits (kept in the process) and occupancy figures.
+TEST_F(LibcudaSim, LimitsAndOccupancyFiguresLibrariesAskFor) {
+  PROC(cuCtxGetLimit);
+  PROC(cuCtxSetLimit);
+  PROC(cuModuleLoadData);
+  PROC(cuModuleGetFunction);
+  PROC(cuOccupancyAvailableDynamicSMemPerBlock);
+  PROC(cuOccupancyMaxActiveClusters);
+  size_t value = 1;
+  ASSERT_EQ(cuCtxGetLimit(&value, CU_LIMIT_PERSISTING_L2_CACHE_SIZE), CUDA_SUCCESS);
+  EXPECT_EQ(value, 0u);
+  ASSERT_EQ(cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 4096), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxGetLimit(&value, CU_LIMIT_STACK_SIZE), CUDA_SUCCESS);
+  EXPECT_EQ(value, 4096u);
+  EXPECT_EQ(cuCtxSetLimit(CU_LIMIT_MAX_L2_FETCH_GRANULARITY, 4096), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuCtxGetLimit(&value, static_cast<CUlimit>(77)), CUDA_ERROR_UNSUPPORTED_LIMIT);
+
+  std::vector<char> image = ReadFileBytes(DataPath("many_params.fatbin"));
+  auto kernels = cuda::KernelsOfImage(std::span<const std::byte>(
+      reinterpret_cast<const std::byte*>(image.data()), image.size()));
+  ASSERT_TRUE(kernels.ok());
+  CUmodule module = nullptr;
+  ASSERT_EQ(cuModuleLoadData(&module, image.data()), CUDA_SUCCESS);
+  CUfunction function = nullptr;
+  ASSERT_EQ(cuModuleGetFunction(&function, module, kernels->front().name.c_str()), CUDA_SUCCESS);
+  size_t one = 0, four = 0;
+  ASSERT_EQ(cuOccupancyAvailableDynamicSMemPerBlock(&one, function, 1, 128), CUDA_SUCCESS);
+  ASSERT_EQ(cuOccupancyAvailableDynamicSMemPerBlock(&four, function, 4, 128), CUDA_SUCCESS);
+  EXPECT_GT(one, 0u);
+  EXPECT_LT(four, one);  // four blocks on an SM share its memory
+  CUlaunchConfig config{};
+  config.blockDimX = 128;
+  config.blockDimY = config.blockDimZ = 1;
+  CUlaunchAttribute cluster{};
+  cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  cluster.value.clusterDim.x = 2;
+  cluster.value.clusterDim.y = cluster.value.clusterDim.z = 1;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  int clusters = 0;
+  ASSERT_EQ(cuOccupancyMaxActiveClusters(&clusters, function, &config), CUDA_SUCCESS);
+  EXPECT_GT(clusters, 0);
+}
+
+}  // namespace
+}  // namespace flyt::libcuda
