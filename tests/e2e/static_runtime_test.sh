@@ -8,7 +8,8 @@
 # every API call succeeds (FLYT_SIM_DEVICE=1: results only a kernel could produce are not checked);
 # each program reached the server through flyt's driver; the server's launch log holds each
 # program's launches. Then NVIDIA's shared runtime (the toolkit's libcudart.so.13) over flyt's
-# driver, the same checks. Skips (77) without the CUDA toolkit.
+# driver, the same checks; and the GPU server refusing flyt's libcuda.so.1 as its driver. Skips (77)
+# without the CUDA toolkit.
 # Usage: static_runtime_test.sh <build dir> <source dir>
 set -uo pipefail
 build=$1
@@ -82,4 +83,8 @@ fi
 # driver): the failure is the runtime's own, not a crash.
 run_bounded 60 nodriver env LD_LIBRARY_PATH=/nonexistent "$build/tests/cuda/vector_add_static"
 check "without a driver: a CUDA error, not a crash" test "$(rc_of nodriver)" = 1
+# The GPU server never drives a GPU through flyt's own driver library (a client's LD_LIBRARY_PATH).
+out=$(LD_LIBRARY_PATH="$runtime_dir" "$server_bin" probe --backend driver 2>&1)
+check "the GPU server refuses flyt's libcuda.so.1 as its driver" test $? != 0
+check "... saying so" contains "$out" "is flyt's remote libcuda.so.1, not NVIDIA's driver"
 finish
