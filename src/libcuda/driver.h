@@ -173,7 +173,6 @@ class Driver {
   // ---- contexts -----------------------------------------------------------------------------
   // The device's primary context (flyt serves one device per process: ordinal 0).
   ContextRecord* PrimaryContext() { return &primary_; }
-  int primary_refs() const { return primary_refs_.load(); }
   void RetainPrimary() { primary_refs_.fetch_add(1); }
   bool ReleasePrimary();
   bool primary_active() const { return primary_refs_.load() > 0; }
